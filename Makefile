@@ -1,0 +1,135 @@
+# dtlab: the only build entry. Everything lands in $(BUILD)/.
+#
+#   make                 build the library, lessons, benchmark, tools and tests
+#   make deps            install the Debian packages dtlab needs
+#   make test            run every test suite (unit, then multi-rank under mpiexec)
+#   make demo            ring allreduce lesson at 4 ranks, leaving its trace
+#   make run L=08 NP=4   run one lesson
+#   make bench           collbench at 2 and 4 ranks, dtlab beside MPICH
+#
+# Knobs: CUDA=auto|0|1  CUDA_ARCH="80 90"  BUILD=build  NP=4  MPIEXEC_TIMEOUT=120
+
+BUILD      ?= build
+CUDA       ?= auto
+CUDA_ARCH  ?= 80 90
+NP         ?= 4
+L          ?= 08
+MPIEXEC    ?= mpiexec
+export MPIEXEC_TIMEOUT ?= 120
+
+# ---- tools ------------------------------------------------------------------
+MPICC  := $(shell command -v mpicc 2>/dev/null)
+NVCC   := $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+PKGS   := check sdl2 SDL2_ttf SDL2_image
+HAVE_PKGS := $(shell pkg-config --exists $(PKGS) 2>/dev/null && echo yes)
+
+ifeq ($(CUDA),auto)
+  CUDA := $(if $(NVCC),1,0)
+endif
+ifeq ($(CUDA),1)
+  ifeq ($(NVCC),)
+    $(error CUDA=1 but nvcc was not found on PATH or in /usr/local/cuda/bin)
+  endif
+  CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
+endif
+
+CC       := $(if $(MPICC),$(MPICC),mpicc)
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -MMD -MP -Ilib -pthread
+LDLIBS   := -lm -pthread
+NVFLAGS  := -O2 -Ilib -Xcompiler -Wall $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
+
+ifeq ($(CUDA),1)
+  CFLAGS += -DDT_HAVE_CUDA -I$(CUDA_HOME)/include
+  LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -ldl -lrt
+endif
+
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
+
+# ---- sources ----------------------------------------------------------------
+LIB_SRC  := $(wildcard lib/*.c) $(wildcard lib/collectives/*.c)
+LIB_CU   := $(if $(filter 1,$(CUDA)),$(wildcard lib/*.cu))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_CU:%.cu=$(BUILD)/obj/%.o)
+LIBDT    := $(BUILD)/libdt.a
+
+LESSONS  := $(patsubst lessons/%.c,$(BUILD)/lessons/%,$(wildcard lessons/*.c))
+BENCH    := $(BUILD)/bench/collbench
+TOOLS    := $(BUILD)/dttrace
+UNIT     := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/unit_*.c))
+MULTI    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/mpi_*.c))
+
+.PHONY: all deps test unit multi demo run bench clean check-deps
+all: $(LIBDT) $(LESSONS) $(BENCH) $(TOOLS) $(UNIT) $(MULTI)
+
+# ---- rules ------------------------------------------------------------------
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -M -MT $@ $< -o $(@:.o=.d)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(LIBDT): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/lessons/%: $(BUILD)/obj/lessons/%.o $(LIBDT)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LIBDT) $(LDLIBS) -o $@
+
+$(BENCH): $(BUILD)/obj/bench/collbench.o $(LIBDT)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LIBDT) $(LDLIBS) -o $@
+
+$(BUILD)/dttrace: $(BUILD)/obj/viz/dttrace.o $(LIBDT)
+	$(CC) $(CFLAGS) $< $(LIBDT) $(LDLIBS) -o $@
+
+$(BUILD)/obj/tests/%.o: tests/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -c $< -o $@
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIBDT)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LIBDT) $(CHECK_LIBS) $(LDLIBS) -o $@
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# ---- set-up -----------------------------------------------------------------
+DEBS := mpich libmpich-dev check libsubunit-dev pkg-config libsdl2-dev libsdl2-ttf-dev \
+        libsdl2-image-dev fonts-dejavu-core
+
+deps:
+	@bash scripts/deps.sh $(DEBS)
+
+# Runs `make deps` first when something is missing, so a fresh machine needs nothing else.
+check-deps:
+	@if [ -z "$(MPICC)" ] || [ "$(HAVE_PKGS)" != yes ] || ! command -v $(MPIEXEC) >/dev/null; then \
+	  echo "dtlab: some packages are missing; running 'make deps' first"; \
+	  bash scripts/deps.sh $(DEBS) || exit 1; fi
+
+# ---- running ----------------------------------------------------------------
+test: check-deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) bash tests/run.sh
+
+demo: check-deps
+	@$(MAKE) --no-print-directory $(BUILD)/lessons/08_ring_allreduce $(BUILD)/dttrace
+	$(MPIEXEC) -n 4 $(BUILD)/lessons/08_ring_allreduce --trace $(BUILD)/demo.trace
+	$(BUILD)/dttrace --chrome $(BUILD)/demo.json $(BUILD)/demo.trace
+	@echo
+	@echo "Trace written to $(BUILD)/demo.trace (text) and $(BUILD)/demo.json (open it in https://ui.perfetto.dev)."
+
+run: check-deps
+	@$(MAKE) --no-print-directory $(LESSONS)
+	$(MPIEXEC) -n $(NP) $(firstword $(wildcard $(BUILD)/lessons/$(L)_*)) $(ARGS)
+
+bench: check-deps
+	@$(MAKE) --no-print-directory $(BENCH)
+	$(MPIEXEC) -n 2 $(BENCH) $(ARGS)
+	$(MPIEXEC) -n 4 $(BENCH) $(ARGS)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,51 @@
+/* Buffers on the host or on a GPU, and the datatypes and ops dtlab understands.
+ *
+ * Datatypes: MPI_FLOAT, MPI_DOUBLE, MPI_INT and DT_HALF (IEEE fp16, which MPI lacks;
+ * dt_init creates it as two contiguous bytes). Ops: MPI_SUM, MPI_MAX, MPI_MIN, MPI_PROD.
+ * Counts are elements; sizes in bytes are called nbytes. */
+#ifndef DT_BUF_H
+#define DT_BUF_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include "core.h"
+
+extern MPI_Datatype dt_half_type;     /* valid between dt_init and dt_finalize */
+#define DT_HALF dt_half_type
+
+/* The datatypes as a small enum, for switch statements and kernels. */
+typedef enum { DT_F32 = 0, DT_F64 = 1, DT_I32 = 2, DT_F16 = 3 } dt_dtype;
+typedef enum { DT_OP_SUM = 0, DT_OP_MAX = 1, DT_OP_MIN = 2, DT_OP_PROD = 3 } dt_op;
+
+/* Maps an MPI datatype or op onto dtlab's enum; anything else aborts with a message. */
+dt_dtype dt_dtype_of(MPI_Datatype type);
+dt_op dt_op_of(MPI_Op op);
+size_t dt_type_size(MPI_Datatype type);     /* bytes per element */
+const char *dt_type_name(MPI_Datatype type);  /* "float", "double", "int", "half" */
+const char *dt_op_name(MPI_Op op);            /* "sum", "max", "min", "prod" */
+MPI_Datatype dt_type_from_name(const char *name);  /* MPI_DATATYPE_NULL if unknown */
+MPI_Op dt_op_from_name(const char *name);          /* MPI_OP_NULL if unknown */
+
+/* An MPI_Op that MPI's own collectives can apply to DT_HALF (created by dt_init), so that
+ * MPI_Allreduce(..., DT_HALF, dt_half_mpi_op(MPI_SUM), ...) works as a reference. */
+MPI_Op dt_half_mpi_op(MPI_Op op);
+
+/* Allocates nbytes on the host (DT_CPU) or on this rank's GPU (DT_CUDA). Aborts when out
+ * of memory; nbytes 0 returns a valid pointer. Release with dt_free. */
+void *dt_malloc(size_t nbytes, dt_device_kind where);
+void dt_free(void *p);
+
+/* Allocates nbytes where p lives: on the GPU when p is a device pointer. */
+void *dt_malloc_like(const void *p, size_t nbytes);
+
+/* Copies nbytes between any two buffers, host or device, in either direction.
+ * The buffers must not overlap. */
+void dt_memcpy(void *dst, const void *src, size_t nbytes);
+
+/* Sets nbytes to zero, host or device. */
+void dt_memzero(void *p, size_t nbytes);
+
+/* 1 when p points into GPU memory, 0 for host memory (always 0 without CUDA). */
+int dt_is_device_ptr(const void *p);
+
+#endif /* DT_BUF_H */

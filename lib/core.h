@@ -1,0 +1,41 @@
+/* Start-up and shut-down, who this rank is, and where its data lives.
+ *
+ * Every dtlab program begins with dt_init and ends with dt_finalize. Between them,
+ * each rank owns one device: a GPU chosen by its local rank on the host (modulo the
+ * number of GPUs), or the CPU when no GPU is found or the user asked for it. */
+#ifndef DT_CORE_H
+#define DT_CORE_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include "check.h"
+
+typedef enum { DT_CPU = 0, DT_CUDA = 1 } dt_device_kind;
+
+/* Initialises MPI with MPI_THREAD_MULTIPLE (DDP's communication thread needs it), makes
+ * MPI errors return to the caller so dtlab's checks can explain them, picks this rank's
+ * device and opens the trace. Reads two options from argv, without removing them:
+ * `--device cpu|cuda` (or DT_DEVICE) and `--trace FILE` (or DT_TRACE); programs list
+ * them in their own getopt_long table with DT_COMMON_LONGOPTS (prog.h). A bad --device
+ * value prints a message and exits with status 2 on every rank. Returns 0. */
+int dt_init(int *argc, char ***argv);
+
+/* Merges the trace (if any) into one file, frees staging buffers, finalises MPI. */
+int dt_finalize(void);
+
+int dt_rank(void);          /* rank in MPI_COMM_WORLD */
+int dt_size(void);          /* ranks in MPI_COMM_WORLD */
+int dt_local_rank(void);    /* rank among the ranks on this host (MPI_Comm_split_type) */
+int dt_local_size(void);    /* ranks on this host */
+
+dt_device_kind dt_device(void);       /* where this rank's buffers live by default */
+int dt_cuda_device(void);             /* the GPU this rank uses, -1 on the CPU */
+const char *dt_device_name(void);     /* "cpu" or "cuda:N (name)" */
+
+/* Polite waiting (the default): dtlab's p2p waits with MPI_Testall and sched_yield, so
+ * that more ranks than cores still make progress. DT_WAIT=block (or this call with 0)
+ * waits with MPI_Waitall instead, which spins inside MPICH: only for comparison. */
+void dt_set_polite(int polite);
+int dt_polite(void);
+
+#endif /* DT_CORE_H */

@@ -1,0 +1,50 @@
+/* Internal: the CUDA side of lib/ (device.cu, ops.cu), called from C. Built with CUDA
+ * (DT_HAVE_CUDA) these are the real functions; built without, they are stubs: the
+ * queries answer "no GPU", and anything that needs one aborts loudly, which cannot
+ * happen unless a device pointer exists, which cannot be made without CUDA. */
+#ifndef DT_CUDA_H
+#define DT_CUDA_H
+
+#include <stddef.h>
+#include "check.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifdef DT_HAVE_CUDA
+
+int dti_cuda_device_count(void);             /* 0 when no GPU or no driver */
+void dti_cuda_set_device(int dev);
+void dti_cuda_device_name(int dev, char *buf, size_t len);
+void *dti_cuda_malloc(size_t nbytes);
+void dti_cuda_free(void *p);
+void *dti_cuda_host_alloc(size_t nbytes);    /* pinned host memory */
+void dti_cuda_host_free(void *p);
+int dti_cuda_is_device_ptr(const void *p);
+void dti_cuda_memcpy(void *dst, const void *src, size_t nbytes);   /* any direction */
+void dti_cuda_memzero(void *p, size_t nbytes);
+/* inout[i] = inout[i] op in[i] on the GPU; type and op are dt_dtype and dt_op values. */
+void dti_cuda_reduce(const void *in, void *inout, size_t count, int type, int op);
+
+#else
+
+static inline int dti_cuda_device_count(void) { return 0; }
+static inline void dti_cuda_set_device(int dev) { DT_REQUIRE(0, "built without CUDA (make CUDA=1)"); }
+static inline void dti_cuda_device_name(int dev, char *buf, size_t len) { if (len) buf[0] = 0; }
+static inline void *dti_cuda_malloc(size_t nbytes) { DT_REQUIRE(0, "built without CUDA (make CUDA=1)"); }
+static inline void dti_cuda_free(void *p) { DT_REQUIRE(0, "built without CUDA (make CUDA=1)"); }
+static inline void *dti_cuda_host_alloc(size_t nbytes) { DT_REQUIRE(0, "built without CUDA (make CUDA=1)"); }
+static inline void dti_cuda_host_free(void *p) { DT_REQUIRE(0, "built without CUDA (make CUDA=1)"); }
+static inline int dti_cuda_is_device_ptr(const void *p) { return 0; }
+static inline void dti_cuda_memcpy(void *dst, const void *src, size_t nbytes) { DT_REQUIRE(0, "built without CUDA (make CUDA=1)"); }
+static inline void dti_cuda_memzero(void *p, size_t nbytes) { DT_REQUIRE(0, "built without CUDA (make CUDA=1)"); }
+static inline void dti_cuda_reduce(const void *in, void *inout, size_t count, int type, int op) { DT_REQUIRE(0, "built without CUDA (make CUDA=1)"); }
+
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DT_CUDA_H */

@@ -1,0 +1,42 @@
+/* Point-to-point: the one place in dtlab that moves bytes between ranks.
+ *
+ * Buffers may be on the host or the GPU. Debian's MPICH is not CUDA-aware, so device
+ * data is staged here, and nowhere else, through pinned host buffers: a device-to-host
+ * copy before a send, a host-to-device copy after a receive.
+ *
+ * Waiting is polite by default: the calls post MPI_Isend/MPI_Irecv and then loop on
+ * MPI_Testall with sched_yield, instead of blocking inside MPICH, whose blocking calls
+ * spin. With more ranks than cores a spinning rank steals the core its peer needs; a
+ * polite one gives it back. See dt_set_polite in core.h.
+ *
+ * Every call is recorded in the trace with the context the caller set (trace.h). Calls
+ * are blocking: when they return the send buffer may be reused and the data received.
+ * One thread at a time may use p2p (the staging buffers are shared). */
+#ifndef DT_P2P_H
+#define DT_P2P_H
+
+#include <mpi.h>
+#include <stddef.h>
+
+/* Tags from DT_TAG_BASE up are dtlab's; do not use them for your own messages on a
+ * communicator while a dtlab collective runs on it. */
+#define DT_TAG_BASE 0x7d00
+
+void dt_send(const void *buf, size_t nbytes, int dst, int tag, MPI_Comm comm);
+void dt_recv(void *buf, size_t nbytes, int src, int tag, MPI_Comm comm);
+
+/* Sends sbuf to dst while receiving rbuf from src (both may be the same rank as each
+ * other, never this rank). sbuf and rbuf must not overlap. */
+void dt_sendrecv(const void *sbuf, size_t snbytes, int dst,
+                 void *rbuf, size_t rnbytes, int src, int tag, MPI_Comm comm);
+
+/* Waits for n requests, politely or not (dt_polite()). Used by p2p and by programs
+ * that post their own nonblocking calls. */
+void dt_waitall(int n, MPI_Request *reqs);
+
+/* Bytes this rank has sent and received through p2p since the last reset. */
+size_t dt_bytes_sent(void);
+size_t dt_bytes_received(void);
+void dt_bytes_reset(void);
+
+#endif /* DT_P2P_H */

@@ -1,0 +1,70 @@
+/* Helpers for dtlab's programs (lessons, benchmark, tests): the options every program
+ * shares, usage errors, printing from one rank or in rank order, sizes like "64K",
+ * per-rank test data, and checking a result against a reference. */
+#ifndef DT_PROG_H
+#define DT_PROG_H
+
+#include <getopt.h>
+#include <stdio.h>
+#include <mpi.h>
+
+/* Options dt_init reads itself (core.h). Put DT_COMMON_LONGOPTS in every program's
+ * getopt_long table and let the codes fall through: `case DT_OPT_DEVICE: case
+ * DT_OPT_TRACE: break;`. DT_COMMON_USAGE is their line for a usage text. */
+enum { DT_OPT_DEVICE = 0x1000, DT_OPT_TRACE };
+#define DT_COMMON_LONGOPTS \
+    {"device", required_argument, NULL, DT_OPT_DEVICE}, \
+    {"trace",  required_argument, NULL, DT_OPT_TRACE}
+#define DT_COMMON_USAGE \
+    "  --device cpu|cuda   where the buffers live (default: a GPU if there is one)\n" \
+    "  --trace FILE        record every transfer and reduction into FILE\n"
+
+/* Bad command line: rank 0 prints "program: why" and the usage text to stderr, then
+ * every rank finalises MPI and exits with status 2. Every rank must call it (they all
+ * parse the same argv). why may be NULL. Never returns. */
+__attribute__((noreturn))
+void dt_usage_error(const char *usage, const char *why);
+
+/* --help: rank 0 prints the usage text to stdout; every rank exits with status 0. */
+__attribute__((noreturn))
+void dt_usage_help(const char *usage);
+
+/* Parses a size with an optional K, M or G suffix (powers of 1024): "64K" -> 65536.
+ * Returns 0, or -1 for anything else (negative, empty, trailing junk, overflow). */
+int dt_parse_size(const char *s, size_t *out);
+/* Parses a whole decimal int in [min, max]. Returns 0 or -1. */
+int dt_parse_int(const char *s, int min, int max, int *out);
+
+/* Formats nbytes as "1.5 KiB", "64 MiB"... into buf (at least 16 bytes); returns buf. */
+char *dt_format_bytes(double nbytes, char *buf, size_t len);
+
+/* printf from rank 0 of MPI_COMM_WORLD only; flushes. */
+__attribute__((format(printf, 1, 2)))
+void dt_printf0(const char *fmt, ...);
+
+/* Every rank prints its line(s), and rank 0 writes them out in rank order. Collective
+ * over MPI_COMM_WORLD. */
+__attribute__((format(printf, 1, 2)))
+void dt_printf_ordered(const char *fmt, ...);
+
+/* Fills count elements (host or device buffer) with values that differ per rank and per
+ * seed: multiples of 1/4 in [-4, 4] (exact in every type, so sums of a few dozen are
+ * exact whatever the order), and for MPI_PROD values from {-2,-1,-1/2,1/2,1,2} so that
+ * products stay exact too. MPI_INT gets integers in [-8, 8] (or the same set for prod,
+ * rounded away from zero). */
+void dt_fill_test_data(void *buf, int count, MPI_Datatype type, MPI_Op op,
+                       unsigned seed, int rank);
+
+/* Compares count elements of got against want (host or device). Agreed across comm:
+ * returns 1 on every rank when every rank matched, else 0 on every rank. Mismatches are
+ * reported on stderr by the rank that saw them (the first few, with index and values).
+ * tol is a relative tolerance (0 for exact); what names the check in messages. */
+int dt_check_close(const void *got, const void *want, int count, MPI_Datatype type,
+                   double tol, const char *what, MPI_Comm comm);
+
+/* Reads element i of a host buffer as a double (for printing and comparing). */
+double dt_elem(const void *buf, size_t i, MPI_Datatype type);
+/* Writes v into element i of a host buffer, converted to type. */
+void dt_elem_set(void *buf, size_t i, MPI_Datatype type, double v);
+
+#endif /* DT_PROG_H */

@@ -1,0 +1,97 @@
+/* Traces: what p2p, the reductions and (later) the training loops did, and when.
+ *
+ * Turned on by `--trace FILE` or DT_TRACE=FILE (read by dt_init). Each rank keeps its
+ * events in memory; dt_finalize gathers them to rank 0, which writes one text file:
+ *
+ *     # dtlab-trace 1
+ *     # ranks 4
+ *     # program 08_ring_allreduce
+ *     # columns t0 t1 rank kind peer coll phase step chunk lo hi nbytes
+ *     0.000153 0.000161 0 send 1 allreduce_ring reduce-scatter 0 3 75 100 100
+ *     ...
+ *
+ * One event per line, fields separated by single spaces:
+ *   t0 t1   begin and end, seconds since the common start taken in dt_init (after a
+ *           barrier), printed with 9 decimals
+ *   rank    the rank that recorded the event
+ *   kind    send | recv | reduce | copy | d2h | h2d | compute | mark
+ *           (d2h and h2d are the staging copies of device data around a send or receive)
+ *   peer    the other rank of a send or recv, -1 otherwise
+ *   coll    the collective or program part, e.g. allreduce_ring, bcast_tree, train ("-" if none)
+ *   phase   e.g. reduce-scatter, allgather, fold, forward ("-" if none)
+ *   step    the algorithm's step, -1 if none
+ *   chunk   the chunk moved or reduced, -1 if none
+ *   lo hi   its element range [lo, hi) in the collective's buffer (0 0 if none)
+ *   nbytes  bytes moved or reduced
+ * Lines are grouped by rank and ordered by t0 within a rank. Lines starting with '#'
+ * are comments; unknown header lines are ignored, so later versions can add some.
+ *
+ * The reader and the Chrome export need no MPI, so the viewer can use them. */
+#ifndef DT_TRACE_H
+#define DT_TRACE_H
+
+#include <stddef.h>
+
+#define DT_TRACE_VERSION 1
+
+typedef enum {
+    DT_EV_SEND, DT_EV_RECV, DT_EV_REDUCE, DT_EV_COPY,
+    DT_EV_D2H, DT_EV_H2D, DT_EV_COMPUTE, DT_EV_MARK, DT_EV_NKINDS
+} dt_event_kind;
+
+typedef struct {
+    double t0, t1;
+    int rank, peer;
+    dt_event_kind kind;
+    char coll[32];
+    char phase[32];
+    int step, chunk;
+    long long lo, hi;
+    long long nbytes;
+} dt_event;
+
+const char *dt_event_kind_name(dt_event_kind kind);   /* "send", ... */
+
+/* ==== recording (ranks; active only when tracing is on) ==== */
+
+/* Starts recording on this rank; dt_init calls it. path is where rank 0 writes. */
+void dt_trace_open(const char *path, const char *program);
+int dt_trace_enabled(void);
+double dt_trace_now(void);     /* seconds since the common start */
+
+/* The context later events are recorded with, per thread. dt_trace_phase sets the
+ * collective and phase and clears step and chunks; dt_trace_step sets the step and the
+ * chunks being sent and received ([lo, hi) in elements; -1 and 0, 0 for none). Sends and
+ * d2h copies take the send chunk; receives, reductions and h2d copies the receive chunk. */
+void dt_trace_phase(const char *coll, const char *phase);
+void dt_trace_step(int step, int send_chunk, size_t slo, size_t shi,
+                   int recv_chunk, size_t rlo, size_t rhi);
+
+/* Records one event [t0, t1] with the current context. Thread-safe. */
+void dt_trace_add(dt_event_kind kind, int peer, size_t nbytes, double t0, double t1);
+
+/* Called by dt_finalize on every rank: gathers the events to rank 0, which writes the
+ * file. Collective over MPI_COMM_WORLD. */
+void dti_trace_close(void);
+
+/* ==== reading (no MPI) ==== */
+
+typedef struct {
+    int version;
+    int nranks;
+    char program[64];
+    dt_event *ev;      /* owned; grouped by rank, sorted by t0 within a rank */
+    size_t n;
+} dt_trace;
+
+/* Reads a trace file. Returns 0, or -1 with a sentence in err (file and line) for a
+ * missing, truncated or malformed file; t is then empty and needs no free. */
+int dt_trace_read(const char *path, dt_trace *t, char *err, size_t errlen);
+void dt_trace_free(dt_trace *t);
+
+/* Writes t as Chrome trace JSON (open it in Perfetto or chrome://tracing): one process
+ * per rank, a "comm" track (send, recv, d2h, h2d) and a "compute" track (reduce, copy,
+ * compute). Returns 0, or -1 with a sentence in err. */
+int dt_trace_write_chrome(const dt_trace *t, const char *path, char *err, size_t errlen);
+
+#endif /* DT_TRACE_H */
