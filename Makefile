@@ -36,8 +36,10 @@ endif
 CC       := $(if $(MPICC),$(MPICC),mpicc)
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -MMD -MP -Ilib -pthread
+# GCC 12 takes MPICH's MPI_STATUS(ES)_IGNORE, a constant pointer, for a zero-sized array
+CFLAGS   += -Wno-stringop-overflow
 LDLIBS   := -lm -pthread
-NVFLAGS  := -O2 -Ilib -Xcompiler -Wall $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
+NVFLAGS  := -O2 -Ilib -DDT_HAVE_CUDA -Xcompiler -Wall,-Wextra $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
 
 ifeq ($(CUDA),1)
   CFLAGS += -DDT_HAVE_CUDA -I$(CUDA_HOME)/include
@@ -59,15 +61,22 @@ TOOLS    := $(BUILD)/dttrace
 UNIT     := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/unit_*.c))
 MULTI    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/mpi_*.c))
 
-.PHONY: all deps test unit multi demo run bench clean check-deps
+.PHONY: FORCE all deps test unit multi demo run bench clean check-deps
 all: $(LIBDT) $(LESSONS) $(BENCH) $(TOOLS) $(UNIT) $(MULTI)
 
 # ---- rules ------------------------------------------------------------------
-$(BUILD)/obj/%.o: %.c
+# Objects depend on the configuration, so `make CUDA=0` after `make CUDA=1` rebuilds.
+CONFIG := CUDA=$(CUDA) CUDA_ARCH=$(CUDA_ARCH) CFLAGS=$(CFLAGS)
+$(BUILD)/config: FORCE
+	@mkdir -p $(BUILD)
+	@if [ "$$(cat $@ 2>/dev/null)" != '$(CONFIG)' ]; then echo '$(CONFIG)' > $@; fi
+FORCE:
+
+$(BUILD)/obj/%.o: %.c $(BUILD)/config
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/%.o: %.cu
+$(BUILD)/obj/%.o: %.cu $(BUILD)/config
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -M -MT $@ $< -o $(@:.o=.d)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
@@ -87,7 +96,7 @@ $(BENCH): $(BUILD)/obj/bench/collbench.o $(LIBDT)
 $(BUILD)/dttrace: $(BUILD)/obj/viz/dttrace.o $(LIBDT)
 	$(CC) $(CFLAGS) $< $(LIBDT) $(LDLIBS) -o $@
 
-$(BUILD)/obj/tests/%.o: tests/%.c
+$(BUILD)/obj/tests/%.o: tests/%.c $(BUILD)/config
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -c $< -o $@
 
@@ -111,8 +120,10 @@ check-deps:
 	  bash scripts/deps.sh $(DEBS) || exit 1; fi
 
 # ---- running ----------------------------------------------------------------
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+
 test: check-deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) bash tests/run.sh
 
 demo: check-deps

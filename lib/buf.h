@@ -9,13 +9,11 @@
 #include <mpi.h>
 #include <stddef.h>
 #include "core.h"
+#include "dtype.h"
 
 extern MPI_Datatype dt_half_type;     /* valid between dt_init and dt_finalize */
 #define DT_HALF dt_half_type
 
-/* The datatypes as a small enum, for switch statements and kernels. */
-typedef enum { DT_F32 = 0, DT_F64 = 1, DT_I32 = 2, DT_F16 = 3 } dt_dtype;
-typedef enum { DT_OP_SUM = 0, DT_OP_MAX = 1, DT_OP_MIN = 2, DT_OP_PROD = 3 } dt_op;
 
 /* Maps an MPI datatype or op onto dtlab's enum; anything else aborts with a message. */
 dt_dtype dt_dtype_of(MPI_Datatype type);

@@ -8,7 +8,7 @@
 
 #include <mpi.h>
 #include <stddef.h>
-#include "check.h"
+#include "errors.h"
 
 typedef enum { DT_CPU = 0, DT_CUDA = 1 } dt_device_kind;
 

@@ -6,7 +6,7 @@
 #define DT_CUDA_H
 
 #include <stddef.h>
-#include "check.h"
+#include "errors.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -4,7 +4,7 @@
 #ifndef DT_H
 #define DT_H
 
-#include "check.h"
+#include "errors.h"
 #include "core.h"
 #include "buf.h"
 #include "half.h"

@@ -94,4 +94,29 @@ void dt_trace_free(dt_trace *t);
  * compute). Returns 0, or -1 with a sentence in err. */
 int dt_trace_write_chrome(const dt_trace *t, const char *path, char *err, size_t errlen);
 
+/* ==== internal: shared by the writer (trace.c), the reader and the tests ==== */
+/* (dti_ names are for lib/ and its tests only; programs use the functions above.)
+ *
+ * The writer also puts "# events N" after "# ranks": the number of event lines that
+ * follow. The reader checks it when present, which catches a file cut at a line break;
+ * files without it (written by hand) are read as before. */
+
+#define DTI_TRACE_LINE_MAX 512  /* longest line the reader takes, '\n' excluded */
+#define DTI_TRACE_NAME_MAX 31   /* coll, phase: 1..31 printable ASCII, no spaces */
+
+/* Formats the header lines (nevents < 0 leaves "# events" out) or one event line, with
+ * its '\n', into buf. Return the length written, or -1 when the line does not fit in len
+ * or in DTI_TRACE_LINE_MAX, or a field cannot be written (bad kind, bad name, time not
+ * finite). */
+int dti_trace_format_header(char *buf, size_t len, int nranks, const char *program,
+                            long long nevents);
+int dti_trace_format_event(const dt_event *e, char *buf, size_t len);
+
+/* 1 when s can be a coll or phase field: 1..DTI_TRACE_NAME_MAX characters from '!' to
+ * '~'. */
+int dti_trace_name_ok(const char *s);
+
+/* Sorts events by rank, then t0, keeping the order of equal keys (a merge sort). */
+void dti_trace_sort(dt_event *ev, size_t n);
+
 #endif /* DT_TRACE_H */

@@ -7,8 +7,8 @@
  *
  * This header needs neither mpi.h nor cuda_runtime.h; the macros name MPI and CUDA
  * symbols only in their expansions, so .cu files can include it too. */
-#ifndef DT_CHECK_H
-#define DT_CHECK_H
+#ifndef DT_ERRORS_H
+#define DT_ERRORS_H
 
 #ifdef __cplusplus
 extern "C" {
@@ -41,4 +41,4 @@ const char *dti_mpi_error_string(int err);
              dti_die(__FILE__, __LINE__, "%s failed: %s", #call, cudaGetErrorString(e_)); \
     } while (0)
 
-#endif /* DT_CHECK_H */
+#endif /* DT_ERRORS_H */

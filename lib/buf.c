@@ -1,0 +1,144 @@
+/* Buffers, datatypes and ops (see buf.h). */
+#include <stdlib.h>
+#include <string.h>
+#include "buf.h"
+#include "cuda.h"
+#include "internal.h"
+#include "ops.h"
+
+MPI_Datatype dt_half_type = MPI_DATATYPE_NULL;
+static MPI_Op half_ops[4] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
+
+/* ==== datatypes and ops ==== */
+
+dt_dtype dt_dtype_of(MPI_Datatype type)
+{
+    if (type == MPI_FLOAT)  return DT_F32;
+    if (type == MPI_DOUBLE) return DT_F64;
+    if (type == MPI_INT)    return DT_I32;
+    if (type == DT_HALF && type != MPI_DATATYPE_NULL) return DT_F16;
+    DT_REQUIRE(0, "unsupported datatype: dtlab knows MPI_FLOAT, MPI_DOUBLE, MPI_INT and "
+                  "DT_HALF (and DT_HALF only after dt_init)");
+}
+
+dt_op dt_op_of(MPI_Op op)
+{
+    if (op == MPI_SUM)  return DT_OP_SUM;
+    if (op == MPI_MAX)  return DT_OP_MAX;
+    if (op == MPI_MIN)  return DT_OP_MIN;
+    if (op == MPI_PROD) return DT_OP_PROD;
+    DT_REQUIRE(0, "unsupported op: dtlab knows MPI_SUM, MPI_MAX, MPI_MIN and MPI_PROD");
+}
+
+static const size_t type_sizes[] = {4, 8, 4, 2};
+static const char *const type_names[] = {"float", "double", "int", "half"};
+static const char *const op_names[] = {"sum", "max", "min", "prod"};
+
+size_t dt_type_size(MPI_Datatype type) { return type_sizes[dt_dtype_of(type)]; }
+const char *dt_type_name(MPI_Datatype type) { return type_names[dt_dtype_of(type)]; }
+const char *dt_op_name(MPI_Op op) { return op_names[dt_op_of(op)]; }
+
+MPI_Datatype dt_type_from_name(const char *name)
+{
+    MPI_Datatype types[] = {MPI_FLOAT, MPI_DOUBLE, MPI_INT, DT_HALF};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(name, type_names[i]) == 0)
+            return types[i];
+    return MPI_DATATYPE_NULL;
+}
+
+MPI_Op dt_op_from_name(const char *name)
+{
+    MPI_Op ops[] = {MPI_SUM, MPI_MAX, MPI_MIN, MPI_PROD};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(name, op_names[i]) == 0)
+            return ops[i];
+    return MPI_OP_NULL;
+}
+
+/* MPI's user-op signature; one function per op, because MPI does not say which op. */
+#define HALF_OP(name, OP) \
+    static void name(void *in, void *inout, int *len, MPI_Datatype *type) \
+    { dt_reduce_cpu(in, inout, (size_t)*len, DT_F16, OP); }
+HALF_OP(half_sum, DT_OP_SUM)
+HALF_OP(half_max, DT_OP_MAX)
+HALF_OP(half_min, DT_OP_MIN)
+HALF_OP(half_prod, DT_OP_PROD)
+
+MPI_Op dt_half_mpi_op(MPI_Op op)
+{
+    DT_REQUIRE(half_ops[0] != MPI_OP_NULL, "dt_half_mpi_op needs dt_init first");
+    return half_ops[dt_op_of(op)];
+}
+
+void dti_buf_init(void)
+{
+    MPI_User_function *fns[4] = {half_sum, half_max, half_min, half_prod};
+    DT_CHECK_MPI(MPI_Type_contiguous(2, MPI_BYTE, &dt_half_type));
+    DT_CHECK_MPI(MPI_Type_commit(&dt_half_type));
+    for (int i = 0; i < 4; i++)
+        DT_CHECK_MPI(MPI_Op_create(fns[i], 1, &half_ops[i]));
+}
+
+void dti_buf_fini(void)
+{
+    for (int i = 0; i < 4; i++)
+        if (half_ops[i] != MPI_OP_NULL)
+            MPI_Op_free(&half_ops[i]);
+    if (dt_half_type != MPI_DATATYPE_NULL)
+        MPI_Type_free(&dt_half_type);
+}
+
+/* ==== memory ==== */
+
+void *dt_malloc(size_t nbytes, dt_device_kind where)
+{
+    size_t n = nbytes ? nbytes : 1;     /* a valid, distinct pointer even for 0 bytes */
+    if (where == DT_CUDA) {
+        DT_REQUIRE(dti_gpu_count() > 0, "dt_malloc(DT_CUDA) but this rank has no GPU");
+        return dti_cuda_malloc(n);
+    }
+    void *p = malloc(n);
+    DT_REQUIRE(p != NULL, "out of host memory allocating %zu bytes", nbytes);
+    return p;
+}
+
+void dt_free(void *p)
+{
+    if (p == NULL)
+        return;
+    if (dt_is_device_ptr(p))
+        dti_cuda_free(p);
+    else
+        free(p);
+}
+
+void *dt_malloc_like(const void *p, size_t nbytes)
+{
+    return dt_malloc(nbytes, dt_is_device_ptr(p) ? DT_CUDA : DT_CPU);
+}
+
+int dt_is_device_ptr(const void *p)
+{
+    return p != NULL && dti_gpu_count() > 0 && dti_cuda_is_device_ptr(p);
+}
+
+void dt_memcpy(void *dst, const void *src, size_t nbytes)
+{
+    if (nbytes == 0 || dst == src)
+        return;
+    if (dt_is_device_ptr(dst) || dt_is_device_ptr(src))
+        dti_cuda_memcpy(dst, src, nbytes);
+    else
+        memcpy(dst, src, nbytes);
+}
+
+void dt_memzero(void *p, size_t nbytes)
+{
+    if (nbytes == 0)
+        return;
+    if (dt_is_device_ptr(p))
+        dti_cuda_memzero(p, nbytes);
+    else
+        memset(p, 0, nbytes);
+}

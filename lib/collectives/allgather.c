@@ -1,0 +1,90 @@
+/* Allgather: every rank contributes a block, and every rank ends with all of them, in
+ * rank order (MPI_Allgather). The ring version is also the second half of the ring
+ * allreduce (allreduce.c), which is why its core works in place on a whole buffer. */
+#include <limits.h>
+#include "collectives.h"
+#include "buf.h"
+#include "p2p.h"
+#include "schedule.h"
+#include "trace.h"
+
+#define TAG (DT_TAG_BASE + 6)
+
+/* ==== ring ====
+ *
+ * The ranks stand in a ring; each sends only to its right neighbour and receives only
+ * from its left one. The buffer is cut into n chunks (dt_chunk_bounds); rank r starts
+ * with chunk r and, at each step, passes on the chunk it received at the step before:
+ *
+ *        +--> 0 --> 1 --> 2 --+          3 ranks, chunks a b c
+ *        |                    |
+ *        +--------------------+
+ *
+ *     step   rank 0            rank 1            rank 2
+ *      -     holds a           holds b           holds c
+ *      0     send a, recv c    send b, recv a    send c, recv b
+ *      1     send c, recv b    send a, recv c    send b, recv a
+ *      -     holds a b c       holds a b c       holds a b c
+ *
+ * At step s rank r sends chunk (r-s) mod n and receives chunk (r-s-1) mod n
+ * (dt_ring_ag_send_chunk, dt_ring_ag_recv_chunk).
+ *
+ * Invariant: after step s, rank r holds chunks r, r-1, ..., r-s-1 (mod n).
+ *
+ * Cost, S bytes in the whole buffer: n-1 steps; each rank sends and receives
+ * (n-1)/n * S, the least any allgather can, and every link of the ring is busy at every
+ * step, so the time barely grows with n for large S. */
+void dti_ring_allgather(void *buf, int count, MPI_Datatype type, MPI_Comm comm,
+                        const char *coll)
+{
+    int rank, n;
+    DT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    DT_CHECK_MPI(MPI_Comm_size(comm, &n));
+    size_t esize = dt_type_size(type);
+    char *b = buf;
+    int left = dt_ring_left(rank, n), right = dt_ring_right(rank, n);
+
+    for (int s = 0; s < n - 1; s++) {
+        int sc = dt_ring_ag_send_chunk(rank, n, s), rc = dt_ring_ag_recv_chunk(rank, n, s);
+        size_t slo, shi, rlo, rhi;
+        dt_chunk_bounds((size_t)count, n, sc, &slo, &shi);
+        dt_chunk_bounds((size_t)count, n, rc, &rlo, &rhi);
+        dt_trace_phase(coll, "allgather");
+        dt_trace_step(s, sc, slo, shi, rc, rlo, rhi);
+        /* with count < n some chunks are empty: both sides then agree on 0 bytes */
+        dt_sendrecv(b + slo * esize, (shi - slo) * esize, right,
+                    b + rlo * esize, (rhi - rlo) * esize, left, TAG, comm);
+        dti_step_done(coll, "allgather", s, buf, count, type, comm);
+    }
+}
+
+/* recvbuf holds n blocks of recvcount; chunk r of it under dt_chunk_bounds is exactly
+ * block r, so the ring runs on recvbuf once each rank's block is in its place. */
+int dt_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                 void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    int rank, n;
+    DT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    DT_CHECK_MPI(MPI_Comm_size(comm, &n));
+    int in_place = sendbuf == MPI_IN_PLACE;
+    DT_REQUIRE(recvcount >= 0, "dt_allgather: recvcount is %d; it must be 0 or more",
+               recvcount);
+    DT_REQUIRE(in_place || sendtype == recvtype, "dt_allgather: sendtype and recvtype "
+               "differ; dtlab needs them to be the same");
+    DT_REQUIRE(in_place || sendcount == recvcount, "dt_allgather: sendcount %d and "
+               "recvcount %d differ; they must be equal", sendcount, recvcount);
+    DT_REQUIRE(in_place || sendbuf != NULL || recvcount == 0,
+               "dt_allgather: sendbuf is NULL but sendcount is %d", sendcount);
+    DT_REQUIRE(recvbuf != NULL || recvcount == 0,
+               "dt_allgather: recvbuf is NULL but recvcount is %d", recvcount);
+    DT_REQUIRE(recvcount <= INT_MAX / n, "dt_allgather: %d ranks times recvcount %d "
+               "elements is more than an int can count", n, recvcount);
+    size_t blk = (size_t)recvcount * dt_type_size(recvtype);
+    if (recvcount == 0)
+        return MPI_SUCCESS;
+
+    if (!in_place)
+        dt_memcpy((char *)recvbuf + (size_t)rank * blk, sendbuf, blk);
+    dti_ring_allgather(recvbuf, n * recvcount, recvtype, comm, "allgather_ring");
+    return MPI_SUCCESS;
+}

@@ -1,0 +1,109 @@
+/* Reduce-scatter: the element-wise reduction of everyone's buffer, cut into n blocks,
+ * with block r left on rank r (MPI_Reduce_scatter_block). The ring version is also the
+ * first half of the ring allreduce (allreduce.c), which is why its core works in place
+ * on a whole buffer. */
+#include <limits.h>
+#include "collectives.h"
+#include "buf.h"
+#include "ops.h"
+#include "p2p.h"
+#include "schedule.h"
+#include "trace.h"
+
+#define TAG (DT_TAG_BASE + 7)
+
+/* ==== ring ====
+ *
+ * The ranks stand in a ring, sending right and receiving from the left. The buffer is
+ * cut into n chunks (dt_chunk_bounds). At each step a rank sends the partial sum it has
+ * been building to its right neighbour, and adds its own data to the partial sum that
+ * arrives from its left. 3 ranks, chunks a b c, x_r the value on rank r:
+ *
+ *        +--> 0 --> 1 --> 2 --+
+ *        |                    |
+ *        +--------------------+
+ *
+ *     step   rank 0            rank 1            rank 2
+ *      0     send c, recv b    send a, recv c    send b, recv a
+ *            b = b0+b2         c = c1+c0         a = a2+a1
+ *      1     send b, recv a    send c, recv b    send a, recv c
+ *            a = a0+a2+a1      b = b1+b0+b2      c = c2+c1+c0
+ *
+ * At step s rank r sends chunk (r-s-1) mod n and receives chunk (r-s-2) mod n
+ * (dt_ring_rs_send_chunk, dt_ring_rs_recv_chunk): the chunk it sends is the one it
+ * received, and added to, at the step before.
+ *
+ * Invariant: after step s, the chunk rank r last received holds the reduction of s+2
+ * ranks' data; after the n-1 steps rank r owns chunk r, fully reduced. The other chunks
+ * of its buffer hold partial results, to be overwritten (by the allgather of an
+ * allreduce) or ignored.
+ *
+ * Cost, S bytes in the whole buffer: n-1 steps; each rank sends and receives
+ * (n-1)/n * S and reduces as many bytes; every link of the ring is busy at every step. */
+void dti_ring_reduce_scatter(void *buf, int count, MPI_Datatype type, MPI_Op op,
+                             MPI_Comm comm, const char *coll)
+{
+    int rank, n;
+    DT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    DT_CHECK_MPI(MPI_Comm_size(comm, &n));
+    if (n == 1 || count == 0)
+        return;
+    size_t esize = dt_type_size(type);
+    char *b = buf;
+    int left = dt_ring_left(rank, n), right = dt_ring_right(rank, n);
+
+    size_t lo0, hi0;                       /* chunk 0 is the largest */
+    dt_chunk_bounds((size_t)count, n, 0, &lo0, &hi0);
+    void *tmp = dt_malloc_like(buf, (hi0 - lo0) * esize);   /* the incoming partial sum */
+
+    for (int s = 0; s < n - 1; s++) {
+        int sc = dt_ring_rs_send_chunk(rank, n, s), rc = dt_ring_rs_recv_chunk(rank, n, s);
+        size_t slo, shi, rlo, rhi;
+        dt_chunk_bounds((size_t)count, n, sc, &slo, &shi);
+        dt_chunk_bounds((size_t)count, n, rc, &rlo, &rhi);
+        dt_trace_phase(coll, "reduce-scatter");
+        dt_trace_step(s, sc, slo, shi, rc, rlo, rhi);
+        /* with count < n some chunks are empty: both sides then agree on 0 bytes */
+        dt_sendrecv(b + slo * esize, (shi - slo) * esize, right,
+                    tmp, (rhi - rlo) * esize, left, TAG, comm);
+        if (rhi > rlo)
+            dt_reduce_local(tmp, b + rlo * esize, (int)(rhi - rlo), type, op);
+        dti_step_done(coll, "reduce-scatter", s, buf, count, type, comm);
+    }
+    dt_free(tmp);
+}
+
+/* The ring runs on a whole buffer of n * recvcount elements, whose chunk r under
+ * dt_chunk_bounds is exactly block r: on recvbuf itself when in place, else on a copy
+ * of sendbuf (the input must not change). Block r is then moved to the front. */
+int dt_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
+                            MPI_Datatype type, MPI_Op op, MPI_Comm comm)
+{
+    int rank, n;
+    DT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    DT_CHECK_MPI(MPI_Comm_size(comm, &n));
+    int in_place = sendbuf == MPI_IN_PLACE;
+    DT_REQUIRE(recvcount >= 0, "dt_reduce_scatter_block: recvcount is %d; it must be 0 "
+               "or more", recvcount);
+    DT_REQUIRE(recvcount <= INT_MAX / n, "dt_reduce_scatter_block: %d ranks times "
+               "recvcount %d elements is more than an int can count", n, recvcount);
+    (void)dt_op_of(op);        /* aborts with a message for an op dtlab does not know */
+    DT_REQUIRE(in_place || sendbuf != NULL || recvcount == 0,
+               "dt_reduce_scatter_block: sendbuf is NULL but recvcount is %d", recvcount);
+    DT_REQUIRE(recvbuf != NULL || recvcount == 0,
+               "dt_reduce_scatter_block: recvbuf is NULL but recvcount is %d", recvcount);
+    size_t blk = (size_t)recvcount * dt_type_size(type);
+    if (recvcount == 0)
+        return MPI_SUCCESS;
+
+    char *work = recvbuf, *tmp = NULL;
+    if (!in_place) {
+        work = tmp = dt_malloc_like(recvbuf, (size_t)n * blk);
+        dt_memcpy(work, sendbuf, (size_t)n * blk);
+    }
+    dti_ring_reduce_scatter(work, n * recvcount, type, op, comm, "reduce_scatter_ring");
+    /* block r sits at r * blk; for r > 0 it does not overlap the front block */
+    dt_memcpy(recvbuf, work + (size_t)rank * blk, blk);
+    dt_free(tmp);
+    return MPI_SUCCESS;
+}

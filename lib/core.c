@@ -1,0 +1,169 @@
+/* Start-up, shut-down, the device of each rank, and the one abort path. */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "core.h"
+#include "cuda.h"
+#include "internal.h"
+#include "trace.h"
+
+static struct {
+    int rank, size, local_rank, local_size;
+    dt_device_kind device;
+    int gpu;                /* the GPU this rank uses, -1 on the CPU */
+    int gpu_count;          /* GPUs visible, 0 on the CPU */
+    int polite;
+    char name[128];
+} dt = {.rank = -1, .gpu = -1, .polite = 1};
+
+int dt_rank(void) { return dt.rank; }
+int dt_size(void) { return dt.size; }
+int dt_local_rank(void) { return dt.local_rank; }
+int dt_local_size(void) { return dt.local_size; }
+dt_device_kind dt_device(void) { return dt.device; }
+int dt_cuda_device(void) { return dt.gpu; }
+const char *dt_device_name(void) { return dt.name; }
+int dti_gpu_count(void) { return dt.gpu_count; }
+void dt_set_polite(int polite) { dt.polite = polite; }
+int dt_polite(void) { return dt.polite; }
+
+/* ==== errors ==== */
+
+void dti_die(const char *file, int line, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+    if (dt.rank >= 0)
+        fprintf(stderr, "dtlab: rank %d: %s:%d: %s\n", dt.rank, file, line, msg);
+    else
+        fprintf(stderr, "dtlab: %s:%d: %s\n", file, line, msg);
+    fflush(stderr);
+    int up = 0, down = 0;
+    MPI_Initialized(&up);
+    MPI_Finalized(&down);
+    if (up && !down)
+        MPI_Abort(MPI_COMM_WORLD, 1);   /* takes every other rank down with this one */
+    exit(1);
+}
+
+const char *dti_mpi_error_string(int err)
+{
+    static _Thread_local char buf[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(err, buf, &len) != MPI_SUCCESS)
+        snprintf(buf, sizeof buf, "MPI error %d", err);
+    return buf;
+}
+
+/* ==== options dt_init reads ==== */
+
+static MPI_Comm local_comm = MPI_COMM_NULL;
+
+/* Every rank parses the same argv, so every rank reaches the same verdict: a bad value
+ * ends all of them with status 2, and none is left waiting. */
+static void bad_option(const char *why)
+{
+    if (dt.rank == 0)
+        fprintf(stderr, "%s\n", why);
+    MPI_Comm_free(&local_comm);
+    MPI_Finalize();
+    exit(2);
+}
+
+/* Reads --device and --trace with getopt_long, on a copy of argv so the program's own
+ * parse later sees argv untouched. Unknown options are the program's business. */
+static void read_options(int argc, char **argv, const char **device, const char **trace)
+{
+    static const struct option opts[] = {
+        {"device", required_argument, NULL, 'd'},
+        {"trace", required_argument, NULL, 't'},
+        {0, 0, 0, 0}};
+    char **copy = malloc(sizeof(char *) * (size_t)(argc + 1));
+    DT_REQUIRE(copy != NULL, "out of memory");
+    memcpy(copy, argv, sizeof(char *) * (size_t)(argc + 1));
+    int c, saved_opterr = opterr;
+    opterr = 0;
+    optind = 0;
+    while ((c = getopt_long(argc, copy, "-:", opts, NULL)) != -1) {
+        if (c == 'd') *device = optarg;
+        if (c == 't') *trace = optarg;
+    }
+    opterr = saved_opterr;
+    optind = 0;                 /* glibc: 0 restarts getopt from scratch for the program */
+    free(copy);
+}
+
+/* ==== init and finalize ==== */
+
+int dt_init(int *argc, char ***argv)
+{
+    int provided = 0;
+    DT_CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
+    /* errors come back to dtlab's checks, which explain them and abort every rank */
+    DT_CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    DT_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &dt.rank));
+    DT_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &dt.size));
+    DT_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, dt.rank,
+                                     MPI_INFO_NULL, &local_comm));
+    DT_CHECK_MPI(MPI_Comm_rank(local_comm, &dt.local_rank));
+    DT_CHECK_MPI(MPI_Comm_size(local_comm, &dt.local_size));
+    if (provided < MPI_THREAD_MULTIPLE && dt.rank == 0)
+        fprintf(stderr, "dtlab: this MPI gives thread level %d, not MPI_THREAD_MULTIPLE; "
+                        "a communication thread would be unsafe\n", provided);
+    const char *device = getenv("DT_DEVICE"), *trace = getenv("DT_TRACE");
+    const char *wait = getenv("DT_WAIT");
+    if (argc && argv && *argv)
+        read_options(*argc, *argv, &device, &trace);
+    if (wait && strcmp(wait, "polite") && strcmp(wait, "block"))
+        bad_option("dtlab: DT_WAIT must be 'polite' or 'block'");
+    dt.polite = !(wait && strcmp(wait, "block") == 0);
+    if (device && strcmp(device, "cpu") && strcmp(device, "cuda"))
+        bad_option("dtlab: --device (or DT_DEVICE) must be 'cpu' or 'cuda'");
+    dti_buf_init();
+
+    /* one device per rank: GPU (local rank mod GPU count), else the CPU, said once */
+    int want_cpu = device && strcmp(device, "cpu") == 0;
+    int count = want_cpu ? 0 : dti_cuda_device_count();
+    if (count > 0) {
+        dt.device = DT_CUDA;
+        dt.gpu_count = count;
+        dt.gpu = dt.local_rank % count;
+        dti_cuda_set_device(dt.gpu);
+        char gname[96];
+        dti_cuda_device_name(dt.gpu, gname, sizeof gname);
+        snprintf(dt.name, sizeof dt.name, "cuda:%d (%s)", dt.gpu, gname);
+    } else {
+        dt.device = DT_CPU;
+        snprintf(dt.name, sizeof dt.name, "cpu");
+        if (!want_cpu && dt.rank == 0) {
+#ifdef DT_HAVE_CUDA
+            fprintf(stderr, "dtlab: no GPU found; running on the CPU\n");
+#else
+            if (device)
+                fprintf(stderr, "dtlab: built without CUDA; running on the CPU\n");
+#endif
+        }
+    }
+
+    const char *prog = (argc && argv && *argv && (*argv)[0]) ? (*argv)[0] : "dtlab";
+    const char *slash = strrchr(prog, '/');
+    dt_trace_open(trace && *trace ? trace : NULL, slash ? slash + 1 : prog);
+    return 0;
+}
+
+int dt_finalize(void)
+{
+    dti_trace_close();
+    dti_p2p_fini();
+    dti_buf_fini();
+    if (local_comm != MPI_COMM_NULL)
+        MPI_Comm_free(&local_comm);
+    DT_CHECK_MPI(MPI_Finalize());
+    return 0;
+}

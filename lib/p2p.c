@@ -1,0 +1,158 @@
+/* Point-to-point: the one place that moves bytes (see p2p.h). */
+#include <limits.h>
+#include <sched.h>
+#include "p2p.h"
+#include "buf.h"
+#include "cuda.h"
+#include "internal.h"
+#include "trace.h"
+
+/* MPI counts are ints: a message larger than this goes as several pieces. */
+#define PIECE ((size_t)1 << 30)
+#define MAX_REQS 64
+
+static size_t bytes_sent, bytes_received;
+
+size_t dt_bytes_sent(void) { return bytes_sent; }
+size_t dt_bytes_received(void) { return bytes_received; }
+void dt_bytes_reset(void) { bytes_sent = bytes_received = 0; }
+
+/* ==== waiting ====
+ *
+ * MPICH's MPI_Wait spins on the CPU until the message arrives. With one rank per core
+ * that is the fastest thing to do; with more ranks than cores the spinning rank holds
+ * the core that the rank it waits for needs in order to send. Polite waiting asks MPI
+ * whether it is done (MPI_Testall also drives MPICH's progress engine) and, if not,
+ * gives the core away with sched_yield before asking again. */
+void dt_waitall(int n, MPI_Request *reqs)
+{
+    if (!dt_polite()) {
+        DT_CHECK_MPI(MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE));
+        return;
+    }
+    int done = 0;
+    for (;;) {
+        DT_CHECK_MPI(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
+        if (done)
+            return;
+        sched_yield();
+    }
+}
+
+/* ==== staging ====
+ *
+ * Device data crosses through pinned host buffers: pinned (page-locked) memory is what
+ * the GPU's copy engine reads and writes directly, so the copies run at full speed.
+ * Two buffers, one per direction, grown on demand and kept until dt_finalize. */
+static struct { void *p; size_t nbytes; } stage[2];
+
+static void *staging(int slot, size_t nbytes)
+{
+    if (stage[slot].nbytes < nbytes) {
+        if (stage[slot].p)
+            dti_cuda_host_free(stage[slot].p);
+        stage[slot].p = dti_cuda_host_alloc(nbytes);
+        stage[slot].nbytes = nbytes;
+    }
+    return stage[slot].p;
+}
+
+void dti_p2p_fini(void)
+{
+    for (int i = 0; i < 2; i++) {
+        if (stage[i].p)
+            dti_cuda_host_free(stage[i].p);
+        stage[i].p = NULL;
+        stage[i].nbytes = 0;
+    }
+}
+
+/* Copies between device and staging memory, recorded as d2h / h2d. */
+static void staged_copy(void *dst, const void *src, size_t nbytes, dt_event_kind kind)
+{
+    double t0 = dt_trace_now();
+    dti_cuda_memcpy(dst, src, nbytes);
+    dt_trace_add(kind, -1, nbytes, t0, dt_trace_now());
+}
+
+/* ==== posting ==== */
+
+static int post(int send, void *buf, size_t nbytes, int peer, int tag, MPI_Comm comm,
+                MPI_Request *reqs, int n)
+{
+    char *p = buf;
+    size_t off = 0;
+    do {   /* one request per piece; a zero-byte message is still one message */
+        size_t len = nbytes - off < PIECE ? nbytes - off : PIECE;
+        DT_REQUIRE(n < MAX_REQS, "message of %zu bytes is too large for dtlab's p2p", nbytes);
+        if (send)
+            DT_CHECK_MPI(MPI_Isend(p + off, (int)len, MPI_BYTE, peer, tag, comm, &reqs[n]));
+        else
+            DT_CHECK_MPI(MPI_Irecv(p + off, (int)len, MPI_BYTE, peer, tag, comm, &reqs[n]));
+        n++;
+        off += len;
+    } while (off < nbytes);
+    return n;
+}
+
+/* The whole of send, recv and sendrecv: sbuf NULL means no send, rbuf NULL no receive. */
+static void exchange(const void *sbuf, size_t snbytes, int dst,
+                     void *rbuf, size_t rnbytes, int src, int tag, MPI_Comm comm)
+{
+    MPI_Request reqs[MAX_REQS];
+    int n = 0;
+    int s_dev = sbuf && dt_is_device_ptr(sbuf);
+    int r_dev = rbuf && dt_is_device_ptr(rbuf);
+    void *shost = (void *)sbuf, *rhost = rbuf;
+
+    if (s_dev) {
+        shost = staging(0, snbytes);
+        staged_copy(shost, sbuf, snbytes, DT_EV_D2H);
+    }
+    if (r_dev)
+        rhost = staging(1, rnbytes);
+
+    double t0 = dt_trace_now();
+    if (rbuf)
+        n = post(0, rhost, rnbytes, src, tag, comm, reqs, n);
+    if (sbuf)
+        n = post(1, shost, snbytes, dst, tag, comm, reqs, n);
+    dt_waitall(n, reqs);
+    double t1 = dt_trace_now();
+
+    if (sbuf) {
+        bytes_sent += snbytes;
+        dt_trace_add(DT_EV_SEND, dst, snbytes, t0, t1);
+    }
+    if (rbuf) {
+        bytes_received += rnbytes;
+        dt_trace_add(DT_EV_RECV, src, rnbytes, t0, t1);
+    }
+    if (r_dev)
+        staged_copy(rbuf, rhost, rnbytes, DT_EV_H2D);
+}
+
+void dt_send(const void *buf, size_t nbytes, int dst, int tag, MPI_Comm comm)
+{
+    DT_REQUIRE(buf != NULL || nbytes == 0, "dt_send: NULL buffer with %zu bytes", nbytes);
+    static const char empty;
+    exchange(buf ? buf : &empty, nbytes, dst, NULL, 0, -1, tag, comm);
+}
+
+void dt_recv(void *buf, size_t nbytes, int src, int tag, MPI_Comm comm)
+{
+    DT_REQUIRE(buf != NULL || nbytes == 0, "dt_recv: NULL buffer with %zu bytes", nbytes);
+    static char empty;
+    exchange(NULL, 0, -1, buf ? buf : &empty, nbytes, src, tag, comm);
+}
+
+void dt_sendrecv(const void *sbuf, size_t snbytes, int dst,
+                 void *rbuf, size_t rnbytes, int src, int tag, MPI_Comm comm)
+{
+    DT_REQUIRE(sbuf != NULL || snbytes == 0, "dt_sendrecv: NULL send buffer");
+    DT_REQUIRE(rbuf != NULL || rnbytes == 0, "dt_sendrecv: NULL receive buffer");
+    static const char sempty;
+    static char rempty;
+    exchange(sbuf ? sbuf : &sempty, snbytes, dst, rbuf ? rbuf : &rempty, rnbytes, src,
+             tag, comm);
+}

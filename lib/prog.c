@@ -1,0 +1,242 @@
+/* Helpers for dtlab's programs (see prog.h). */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "prog.h"
+#include "buf.h"
+#include "half.h"
+
+/* ==== usage ==== */
+
+static const char *prog_name(void)
+{
+    extern char *program_invocation_short_name;   /* glibc */
+    return program_invocation_short_name;
+}
+
+/* Every rank reaches this together, so dt_finalize's collective steps are safe. */
+static void finish(void)
+{
+    int up = 0, down = 0;
+    MPI_Initialized(&up);
+    MPI_Finalized(&down);
+    if (up && !down)
+        dt_finalize();
+}
+
+void dt_usage_error(const char *usage, const char *why)
+{
+    if (dt_rank() <= 0) {
+        if (why)
+            fprintf(stderr, "%s: %s\n", prog_name(), why);
+        fputs(usage, stderr);
+        fflush(stderr);
+    }
+    finish();
+    exit(2);
+}
+
+void dt_usage_help(const char *usage)
+{
+    if (dt_rank() <= 0) {
+        fputs(usage, stdout);
+        fflush(stdout);
+    }
+    finish();
+    exit(0);
+}
+
+/* ==== parsing ==== */
+
+int dt_parse_size(const char *s, size_t *out)
+{
+    if (!s || !*s || *s == '-' || *s == '+')
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s)
+        return -1;
+    unsigned shift = 0;
+    if (*end == 'K' || *end == 'k') shift = 10;
+    else if (*end == 'M' || *end == 'm') shift = 20;
+    else if (*end == 'G' || *end == 'g') shift = 30;
+    if (shift)
+        end++;
+    if (*end != '\0' || v > (SIZE_MAX >> shift))
+        return -1;
+    *out = (size_t)(v << shift);
+    return 0;
+}
+
+int dt_parse_int(const char *s, int min, int max, int *out)
+{
+    if (!s || !*s)
+        return -1;
+    errno = 0;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v < min || v > max)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+char *dt_format_bytes(double nbytes, char *buf, size_t len)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (nbytes >= 1024 && u < 4) {
+        nbytes /= 1024;
+        u++;
+    }
+    if (u == 0 || nbytes >= 100 || nbytes == floor(nbytes))
+        snprintf(buf, len, "%.0f %s", nbytes, units[u]);
+    else
+        snprintf(buf, len, "%.1f %s", nbytes, units[u]);
+    return buf;
+}
+
+/* ==== printing ==== */
+
+void dt_printf0(const char *fmt, ...)
+{
+    if (dt_rank() > 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+/* Each rank formats its text; rank 0 gathers the texts and prints them in rank order,
+ * so lines from different ranks never interleave. */
+void dt_printf_ordered(const char *fmt, ...)
+{
+    char line[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (len < 0)
+        len = 0;
+    if (len >= (int)sizeof line)
+        len = (int)sizeof line - 1;
+    int n = dt_size(), rank = dt_rank();
+    int *lens = NULL, *offs = NULL;
+    char *all = NULL;
+    if (rank == 0) {
+        lens = malloc(sizeof(int) * (size_t)n);
+        offs = malloc(sizeof(int) * (size_t)n);
+        DT_REQUIRE(lens && offs, "out of memory");
+    }
+    DT_CHECK_MPI(MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    int total = 0;
+    if (rank == 0) {
+        for (int i = 0; i < n; i++) {
+            offs[i] = total;
+            total += lens[i];
+        }
+        all = malloc((size_t)total + 1);
+        DT_REQUIRE(all != NULL, "out of memory");
+    }
+    DT_CHECK_MPI(MPI_Gatherv(line, len, MPI_CHAR, all, lens, offs, MPI_CHAR, 0,
+                             MPI_COMM_WORLD));
+    if (rank == 0) {
+        fwrite(all, 1, (size_t)total, stdout);
+        fflush(stdout);
+        free(all);
+        free(lens);
+        free(offs);
+    }
+}
+
+/* ==== elements ==== */
+
+double dt_elem(const void *buf, size_t i, MPI_Datatype type)
+{
+    switch (dt_dtype_of(type)) {
+    case DT_F32: return ((const float *)buf)[i];
+    case DT_F64: return ((const double *)buf)[i];
+    case DT_I32: return ((const int *)buf)[i];
+    case DT_F16: return dt_half_to_float(((const dt_half *)buf)[i]);
+    }
+    return 0;
+}
+
+void dt_elem_set(void *buf, size_t i, MPI_Datatype type, double v)
+{
+    switch (dt_dtype_of(type)) {
+    case DT_F32: ((float *)buf)[i] = (float)v; break;
+    case DT_F64: ((double *)buf)[i] = v; break;
+    case DT_I32: ((int *)buf)[i] = (int)lrint(v); break;
+    case DT_F16: ((dt_half *)buf)[i] = dt_float_to_half((float)v); break;
+    }
+}
+
+/* ==== test data and checks ==== */
+
+/* A small, fast generator (splitmix64) so data is the same on every machine. */
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void dt_fill_test_data(void *buf, int count, MPI_Datatype type, MPI_Op op,
+                       unsigned seed, int rank)
+{
+    static const double prod_set[6] = {-2, -1, -0.5, 0.5, 1, 2};
+    static const double prod_set_int[6] = {-2, -1, -1, 1, 1, 2};
+    int is_int = dt_dtype_of(type) == DT_I32, prod = op == MPI_PROD;
+    size_t esz = dt_type_size(type);
+    char *host = malloc((size_t)count * esz + 1);
+    DT_REQUIRE(host != NULL, "out of memory");
+    uint64_t s = ((uint64_t)seed << 32) ^ (uint64_t)(unsigned)rank * 0x2545f4914f6cdd1dull;
+    for (int i = 0; i < count; i++) {
+        uint64_t r = splitmix(&s);
+        double v;
+        if (prod)
+            v = (is_int ? prod_set_int : prod_set)[r % 6];
+        else if (is_int)
+            v = (double)(int)(r % 17) - 8;            /* -8 .. 8 */
+        else
+            v = ((double)(int)(r % 33) - 16) / 4;     /* -4 .. 4 in steps of 1/4 */
+        dt_elem_set(host, (size_t)i, type, v);
+    }
+    dt_memcpy(buf, host, (size_t)count * esz);
+    free(host);
+}
+
+int dt_check_close(const void *got, const void *want, int count, MPI_Datatype type,
+                   double tol, const char *what, MPI_Comm comm)
+{
+    size_t nbytes = (size_t)(count > 0 ? count : 0) * dt_type_size(type);
+    char *g = malloc(nbytes + 1), *w = malloc(nbytes + 1);
+    DT_REQUIRE(g && w, "out of memory");
+    dt_memcpy(g, got, nbytes);
+    dt_memcpy(w, want, nbytes);
+    int bad = 0, rank;
+    MPI_Comm_rank(comm, &rank);
+    for (int i = 0; i < count; i++) {
+        double a = dt_elem(g, (size_t)i, type), b = dt_elem(w, (size_t)i, type);
+        int same = (a == b) || (isnan(a) && isnan(b)) ||
+                   fabs(a - b) <= tol * fmax(fabs(a), fabs(b));
+        if (!same && bad++ < 5)
+            fprintf(stderr, "%s: rank %d: element %d is %.9g, expected %.9g\n",
+                    what, rank, i, a, b);
+    }
+    if (bad > 5)
+        fprintf(stderr, "%s: rank %d: %d elements differ in all\n", what, rank, bad);
+    free(g);
+    free(w);
+    int ok = bad == 0;
+    DT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, comm));
+    return ok;
+}

@@ -1,0 +1,338 @@
+/* Traces, the recording side: each rank keeps its events in memory while it runs, and
+ * dt_finalize merges them into one text file (format in trace.h; the line format itself
+ * lives in trace_read.c, shared with the reader).
+ *
+ *   dt_init ── dt_trace_open: barrier, start = MPI_Wtime()   (one common time zero)
+ *   running ── dt_trace_add: append to this rank's array      (under a mutex)
+ *   dt_finalize ── dti_trace_close:
+ *        every rank: sort its events by t0, format them as text
+ *        MPI_Gather of (text bytes, events, dropped) to rank 0
+ *        rank 0: opens FILE.tmp, writes the header (with "# events N", and a "# note"
+ *                for a rank that hit the event limit), tells everyone whether it could
+ *        rank r = 0, 1, 2, ...: its text goes to rank 0, which appends it
+ *        rank 0: closes and renames FILE.tmp to FILE (a reader never sees half a file)
+ *
+ * The texts travel one rank at a time, with plain MPI point-to-point calls (the merge
+ * is not itself traced): rank 0 needs room for one rank's text only, and no count or
+ * displacement has to hold the total in an int, as MPI_Gatherv's would.
+ *
+ * Threads: a DDP communication thread records while the main thread computes, so the
+ * array is shared under a mutex, while the context (which collective, phase, step and
+ * chunk the next events belong to) is per thread. */
+#include "trace.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "p2p.h"
+
+/* A rank stops recording after this many events (128 MiB of them) and says so at the
+ * end, rather than exhausting memory in a long run. */
+#define TRACE_MAX_EVENTS (1 << 20)
+#define MERGE_TAG 1
+
+static struct {
+    int opened;
+    _Atomic int on;          /* same value on every rank (rank 0's choice); atomic
+                                because close turns it off while threads may look */
+    int rank, size;
+    double start;            /* MPI_Wtime() of the common time zero */
+    char *path;              /* owned; where rank 0 writes */
+    char program[64];
+    pthread_mutex_t mu;      /* guards ev, n, cap, dropped */
+    dt_event *ev;
+    size_t n, cap;
+    long long dropped;
+} tr = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+/* What the next events of this thread belong to. "-" and -1 mean none. */
+static _Thread_local struct {
+    char coll[32], phase[32];
+    int step;
+    int schunk, rchunk;
+    long long slo, shi, rlo, rhi;
+} ctx = { "-", "-", -1, -1, -1, 0, 0, 0, 0 };
+
+/* ==== recording ==== */
+
+void dt_trace_open(const char *path, const char *program)
+{
+    DT_REQUIRE(!tr.opened, "dt_trace_open called twice (dt_init does it once)");
+    tr.opened = 1;
+    DT_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &tr.rank));
+    DT_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &tr.size));
+
+    /* Rank 0 writes the file, so its path decides for all: every rank then agrees on
+     * whether tracing is on, and dti_trace_close is collective on all or none. */
+    int on = path != NULL;
+    DT_CHECK_MPI(MPI_Bcast(&on, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (tr.rank == 0 && on) {
+        tr.path = strdup(path);
+        DT_REQUIRE(tr.path != NULL, "out of memory for the trace path");
+    }
+
+    /* The program name goes into a header line: printable, no spaces, 63 at most. */
+    if (program == NULL || program[0] == '\0')
+        program = "-";
+    size_t i = 0;
+    for (; program[i] && i < sizeof tr.program - 1; i++)
+        tr.program[i] = (program[i] > ' ' && program[i] <= '~') ? program[i] : '_';
+    tr.program[i] = '\0';
+
+    /* Time zero: each rank reads its clock right after the same barrier, so events of
+     * different ranks line up (to the barrier's skew, microseconds on one host). */
+    if (on)
+        DT_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    tr.start = MPI_Wtime();
+    tr.on = on;
+}
+
+int dt_trace_enabled(void)
+{
+    return atomic_load_explicit(&tr.on, memory_order_relaxed);
+}
+
+double dt_trace_now(void)
+{
+    return MPI_Wtime() - tr.start;
+}
+
+/* NULL or "" is "none"; anything else must fit the file's fields. Checked whether or
+ * not tracing is on, so a bad name shows up in the first test, not the first trace. */
+static void set_name(char dst[32], const char *s, const char *what)
+{
+    if (s == NULL || s[0] == '\0')
+        s = "-";
+    DT_REQUIRE(dti_trace_name_ok(s),
+               "trace %s '%.40s' must be 1..%d printable characters without spaces",
+               what, s, DTI_TRACE_NAME_MAX);
+    strcpy(dst, s);
+}
+
+void dt_trace_phase(const char *coll, const char *phase)
+{
+    set_name(ctx.coll, coll, "collective name");
+    set_name(ctx.phase, phase, "phase name");
+    dt_trace_step(-1, -1, 0, 0, -1, 0, 0);
+}
+
+/* The file's fields are signed 64-bit; a size_t beyond that cannot be a real index. */
+static long long field64(size_t v)
+{
+    return v > (size_t)LLONG_MAX ? LLONG_MAX : (long long)v;
+}
+
+void dt_trace_step(int step, int send_chunk, size_t slo, size_t shi,
+                   int recv_chunk, size_t rlo, size_t rhi)
+{
+    ctx.step = step < -1 ? -1 : step;
+    ctx.schunk = send_chunk < -1 ? -1 : send_chunk;
+    ctx.slo = field64(slo);
+    ctx.shi = field64(shi);
+    ctx.rchunk = recv_chunk < -1 ? -1 : recv_chunk;
+    ctx.rlo = field64(rlo);
+    ctx.rhi = field64(rhi);
+}
+
+void dt_trace_add(dt_event_kind kind, int peer, size_t nbytes, double t0, double t1)
+{
+    if (!dt_trace_enabled())
+        return;
+    DT_REQUIRE((unsigned)kind < DT_EV_NKINDS, "dt_trace_add: bad event kind %d", (int)kind);
+    DT_REQUIRE(isfinite(t0) && isfinite(t1), "dt_trace_add: times %g and %g are not "
+               "finite (take them with dt_trace_now)", t0, t1);
+
+    dt_event e;
+    memset(&e, 0, sizeof e);
+    e.t0 = t0;
+    e.t1 = t1 < t0 ? t0 : t1;           /* a clock never runs back; keep the file valid */
+    e.rank = tr.rank;
+    e.peer = peer >= 0 && peer < tr.size ? peer : -1;   /* MPI_ANY_SOURCE, PROC_NULL */
+    e.kind = kind;
+    memcpy(e.coll, ctx.coll, sizeof e.coll);
+    memcpy(e.phase, ctx.phase, sizeof e.phase);
+    e.step = ctx.step;
+    /* What leaves this rank (a send, and the d2h copy staged before it) is the send
+     * chunk; everything else works on what arrives: receives, the h2d copy after one,
+     * the reduction into it, copies, and compute and marks too. */
+    int sending = kind == DT_EV_SEND || kind == DT_EV_D2H;
+    e.chunk = sending ? ctx.schunk : ctx.rchunk;
+    e.lo = sending ? ctx.slo : ctx.rlo;
+    e.hi = sending ? ctx.shi : ctx.rhi;
+    if (e.hi < e.lo)
+        e.hi = e.lo;
+    e.nbytes = field64(nbytes);
+
+    pthread_mutex_lock(&tr.mu);
+    if (tr.n == tr.cap && tr.cap < TRACE_MAX_EVENTS) {
+        size_t ncap = tr.cap ? 2 * tr.cap : 4096;
+        dt_event *p = realloc(tr.ev, ncap * sizeof *p);
+        DT_REQUIRE(p != NULL, "out of memory recording the trace (%zu events)", tr.n);
+        tr.ev = p;
+        tr.cap = ncap;
+    }
+    if (tr.n < tr.cap)
+        tr.ev[tr.n++] = e;
+    else
+        tr.dropped++;
+    pthread_mutex_unlock(&tr.mu);
+}
+
+/* ==== merging at dt_finalize ==== */
+
+/* This rank's events as text lines, sorted by t0. Returns a malloc'd buffer (owned by
+ * the caller) and its length in *len. */
+static char *format_events(const dt_event *ev, size_t n, size_t *len)
+{
+    size_t cap = n * 96 + DTI_TRACE_LINE_MAX + 2, used = 0;
+    char *text = malloc(cap);
+    DT_REQUIRE(text != NULL, "out of memory formatting the trace (%zu events)", n);
+    for (size_t i = 0; i < n; i++) {
+        if (cap - used < DTI_TRACE_LINE_MAX + 2) {
+            cap *= 2;
+            text = realloc(text, cap);
+            DT_REQUIRE(text != NULL, "out of memory formatting the trace (%zu events)", n);
+        }
+        int k = dti_trace_format_event(&ev[i], text + used, cap - used);
+        DT_REQUIRE(k > 0, "trace event %zu cannot be written (kind %d, t0 %g)", i,
+                   (int)ev[i].kind, ev[i].t0);
+        used += (size_t)k;
+    }
+    *len = used;
+    return text;
+}
+
+/* Rank 0: opens tmp and writes the header. Returns the stream, or NULL after saying
+ * why (a trace that cannot be written is reported, not fatal: the run itself worked). */
+static FILE *open_output(const char *tmp, long long nevents, const long long *all)
+{
+    char head[4 * DTI_TRACE_LINE_MAX];
+    int k = dti_trace_format_header(head, sizeof head, tr.size, tr.program, nevents);
+    DT_REQUIRE(k > 0, "the trace header cannot be written");
+    FILE *f = fopen(tmp, "w");
+    if (f != NULL && fwrite(head, 1, (size_t)k, f) == (size_t)k) {
+        for (int r = 0; r < tr.size; r++)       /* a comment line: readers skip it */
+            if (all[3 * r + 2] > 0)
+                fprintf(f, "# note rank %d dropped %lld events after the first %d\n", r,
+                        all[3 * r + 2], TRACE_MAX_EVENTS);
+        return f;
+    }
+    int e = errno;
+    if (f != NULL) {
+        fclose(f);
+        remove(tmp);
+    }
+    fprintf(stderr, "dtlab: cannot write the trace to %s: %s; no trace written\n",
+            tr.path, strerror(e));
+    return NULL;
+}
+
+void dti_trace_close(void)
+{
+    if (!tr.opened)
+        return;
+    tr.opened = 0;
+    if (!tr.on)
+        return;                       /* off on every rank alike: nothing collective */
+
+    pthread_mutex_lock(&tr.mu);
+    tr.on = 0;                        /* the merge itself is not recorded */
+    dt_event *ev = tr.ev;
+    size_t n = tr.n;
+    long long dropped = tr.dropped;
+    tr.ev = NULL;
+    tr.n = tr.cap = 0;
+    tr.dropped = 0;
+    pthread_mutex_unlock(&tr.mu);
+
+    dti_trace_sort(ev, n);            /* two threads appended: put t0 in order */
+    size_t len = 0;
+    char *text = format_events(ev, n, &len);
+    free(ev);
+    DT_REQUIRE(len <= INT_MAX, "rank %d's trace text is %zu bytes, more than one MPI "
+               "message can carry (%d); trace a shorter run", tr.rank, len, INT_MAX);
+
+    MPI_Comm comm;                    /* our own tag space for the merge */
+    DT_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+    long long mine[3] = { (long long)len, (long long)n, dropped }, *all = NULL;
+    if (tr.rank == 0) {
+        all = malloc(3 * (size_t)tr.size * sizeof *all);
+        DT_REQUIRE(all != NULL, "out of memory merging the trace");
+    }
+    DT_CHECK_MPI(MPI_Gather(mine, 3, MPI_LONG_LONG, all, 3, MPI_LONG_LONG, 0, comm));
+
+    FILE *f = NULL;
+    char *tmp = NULL;
+    long long total = 0;
+    int ok = 1;
+    if (tr.rank == 0) {
+        for (int r = 0; r < tr.size; r++)
+            total += all[3 * r + 1];
+        size_t plen = strlen(tr.path) + 5;
+        tmp = malloc(plen);
+        DT_REQUIRE(tmp != NULL, "out of memory for the trace path");
+        snprintf(tmp, plen, "%s.tmp", tr.path);
+        f = open_output(tmp, total, all);
+        ok = f != NULL;
+    }
+    /* Nobody sends when rank 0 has nowhere to put it. */
+    DT_CHECK_MPI(MPI_Bcast(&ok, 1, MPI_INT, 0, comm));
+
+    if (ok && tr.rank != 0 && len > 0) {
+        MPI_Request req;
+        DT_CHECK_MPI(MPI_Isend(text, (int)len, MPI_BYTE, 0, MERGE_TAG, comm, &req));
+        dt_waitall(1, &req);
+    }
+    if (ok && tr.rank == 0) {
+        int wrote = fwrite(text, 1, len, f) == len;
+        for (int r = 1; r < tr.size; r++) {
+            size_t rlen = (size_t)all[3 * r];
+            if (rlen == 0)
+                continue;
+            char *buf = malloc(rlen);
+            DT_REQUIRE(buf != NULL, "out of memory receiving rank %d's trace (%zu bytes)",
+                       r, rlen);
+            MPI_Request req;
+            DT_CHECK_MPI(MPI_Irecv(buf, (int)rlen, MPI_BYTE, r, MERGE_TAG, comm, &req));
+            dt_waitall(1, &req);
+            wrote = wrote && fwrite(buf, 1, rlen, f) == rlen;
+            free(buf);
+        }
+        wrote = !ferror(f) && wrote;
+        wrote = fclose(f) == 0 && wrote;
+        if (!wrote) {
+            fprintf(stderr, "dtlab: writing the trace to %s failed (disk full?); "
+                            "no trace written\n", tmp);
+            remove(tmp);
+        } else if (rename(tmp, tr.path) != 0) {
+            fprintf(stderr, "dtlab: cannot rename %s to %s: %s; no trace written\n", tmp,
+                    tr.path, strerror(errno));
+            remove(tmp);
+        } else {
+            printf("dtlab: trace of %lld events from %d rank%s written to %s\n", total,
+                   tr.size, tr.size == 1 ? "" : "s", tr.path);
+            fflush(stdout);
+        }
+    }
+    if (tr.rank == 0) {
+        for (int r = 0; r < tr.size; r++)
+            if (all[3 * r + 2] > 0)
+                fprintf(stderr, "dtlab: rank %d recorded its first %d events and dropped "
+                        "%lld more; the trace is incomplete\n", r, TRACE_MAX_EVENTS,
+                        all[3 * r + 2]);
+    }
+    DT_CHECK_MPI(MPI_Comm_free(&comm));
+    free(all);
+    free(tmp);
+    free(text);
+    free(tr.path);
+    tr.path = NULL;
+}
