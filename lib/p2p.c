@@ -75,6 +75,22 @@ static void staged_copy(void *dst, const void *src, size_t nbytes, dt_event_kind
     dt_trace_add(kind, -1, nbytes, t0, dt_trace_now());
 }
 
+/* Traces name peers by their rank in MPI_COMM_WORLD, whatever communicator carried the
+ * message (tensor- and pipeline-parallel groups are sub-communicators). */
+static int world_rank_of(int peer, MPI_Comm comm)
+{
+    if (peer < 0 || comm == MPI_COMM_WORLD)
+        return peer;
+    MPI_Group g, world;
+    int out = -1;
+    DT_CHECK_MPI(MPI_Comm_group(comm, &g));
+    DT_CHECK_MPI(MPI_Comm_group(MPI_COMM_WORLD, &world));
+    DT_CHECK_MPI(MPI_Group_translate_ranks(g, 1, &peer, world, &out));
+    MPI_Group_free(&g);
+    MPI_Group_free(&world);
+    return out == MPI_UNDEFINED ? -1 : out;
+}
+
 /* ==== posting ==== */
 
 static int post(int send, void *buf, size_t nbytes, int peer, int tag, MPI_Comm comm,
@@ -122,11 +138,13 @@ static void exchange(const void *sbuf, size_t snbytes, int dst,
 
     if (sbuf) {
         bytes_sent += snbytes;
-        dt_trace_add(DT_EV_SEND, dst, snbytes, t0, t1);
+        if (dt_trace_enabled())
+            dt_trace_add(DT_EV_SEND, world_rank_of(dst, comm), snbytes, t0, t1);
     }
     if (rbuf) {
         bytes_received += rnbytes;
-        dt_trace_add(DT_EV_RECV, src, rnbytes, t0, t1);
+        if (dt_trace_enabled())
+            dt_trace_add(DT_EV_RECV, world_rank_of(src, comm), rnbytes, t0, t1);
     }
     if (r_dev)
         staged_copy(rbuf, rhost, rnbytes, DT_EV_H2D);

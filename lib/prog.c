@@ -1,4 +1,5 @@
 /* Helpers for dtlab's programs (see prog.h). */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -53,7 +54,7 @@ void dt_usage_help(const char *usage)
 
 int dt_parse_size(const char *s, size_t *out)
 {
-    if (!s || !*s || *s == '-' || *s == '+')
+    if (!s || !isdigit((unsigned char)*s))     /* strtoull would skip spaces and take '-' */
         return -1;
     errno = 0;
     char *end;
@@ -74,7 +75,7 @@ int dt_parse_size(const char *s, size_t *out)
 
 int dt_parse_int(const char *s, int min, int max, int *out)
 {
-    if (!s || !*s)
+    if (!s || !(isdigit((unsigned char)*s) || (*s == '-' && isdigit((unsigned char)s[1]))))
         return -1;
     errno = 0;
     char *end;

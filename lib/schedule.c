@@ -68,6 +68,14 @@ int dt_tree_children(int rank, int root, int n, int *children)
     return k;
 }
 
+int dt_tree_round(int rank, int root, int n)
+{
+    int v = mod(rank - root, n);
+    if (v == 0)
+        return -1;
+    return dt_log2_ceil(n) - 1 - dt_log2_ceil(v & -v);
+}
+
 int dt_tree_subtree_size(int rank, int root, int n)
 {
     int v = mod(rank - root, n);

@@ -35,15 +35,21 @@ int dt_ring_ag_recv_chunk(int rank, int n, int step);
 /* ==== binomial tree ====
  * Ranks are renumbered relative to the root, v = (rank - root + n) % n. Virtual rank v > 0
  * receives from v minus its lowest set bit; it then sends to v + 2^k for every 2^k below
- * its lowest set bit (the root: below the smallest power of two >= n), largest first.
+ * its lowest set bit (the root: below the smallest power of two >= n), largest 2^k first.
  * A broadcast takes ceil(log2 n) rounds. */
 
 /* The parent of rank, or -1 for the root. */
 int dt_tree_parent(int rank, int root, int n);
 
-/* Writes rank's children into children[] (at most 31), largest subtree first, and returns
- * how many there are. */
+/* Writes rank's children into children[] (at most 31), farthest first (v + 2^k for
+ * decreasing k: the order a broadcast sends in), and returns how many there are. */
 int dt_tree_children(int rank, int root, int n, int *children);
+
+/* The round (0-based) in which rank receives from its parent, -1 for the root: virtual
+ * rank v receives in round ceil(log2 n) - 1 - log2(lowest set bit of v). Broadcast and
+ * scatter run the rounds forwards, reduce and gather backwards, every rank counting
+ * every round so that all ranks agree on the step number. */
+int dt_tree_round(int rank, int root, int n);
 
 /* Number of ranks in the subtree under rank, rank included (consecutive virtual ranks
  * v .. v+size-1): what a binomial gather or scatter moves through it. */

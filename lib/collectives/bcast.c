@@ -26,19 +26,6 @@ static size_t check_args(const char *fn, const void *buf, int count, MPI_Datatyp
     return (size_t)count * dt_type_size(type);
 }
 
-/* ==== the rounds of a binomial tree ====
- *
- * Virtual rank v = (rank - root) mod n receives from its parent in round
- * ceil(log2 n) - 1 - log2(lowest set bit of v). Broadcast and scatter run the rounds
- * forwards, reduce and gather backwards. */
-int dti_tree_round(int rank, int root, int n)
-{
-    int v = (rank - root + n) % n;
-    if (v == 0)
-        return -1;
-    return dt_log2_ceil(n) - 1 - dt_log2_ceil(v & -v);
-}
-
 /* ==== binomial tree ====
  *
  * 6 ranks, root 0. The tree is built on virtual ranks v = (rank - root) mod n, so any
@@ -81,7 +68,7 @@ int dt_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
     int parent = dt_tree_parent(rank, root, n);
     int children[32];
     int nchildren = dt_tree_children(rank, root, n, children);
-    int my_round = dti_tree_round(rank, root, n);     /* -1 at the root */
+    int my_round = dt_tree_round(rank, root, n);     /* -1 at the root */
 
     for (int k = 0; k < dt_log2_ceil(n); k++) {
         dt_trace_phase("bcast_tree", "bcast");
@@ -90,7 +77,7 @@ int dt_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
             dt_recv(buf, nbytes, parent, TAG_TREE, comm);
         }
         for (int i = 0; i < nchildren; i++) {
-            if (dti_tree_round(children[i], root, n) != k)
+            if (dt_tree_round(children[i], root, n) != k)
                 continue;
             dt_trace_step(k, 0, 0, (size_t)count, -1, 0, 0);
             dt_send(buf, nbytes, children[i], TAG_TREE, comm);

@@ -93,10 +93,5 @@ void dti_ring_allgather(void *buf, int count, MPI_Datatype type, MPI_Comm comm,
 void dti_step_done(const char *coll, const char *phase, int step,
                    const void *buf, int count, MPI_Datatype type, MPI_Comm comm);
 
-/* Internal: the broadcast round (0 .. ceil(log2 n)-1) in which rank receives from its
- * parent in the binomial tree of schedule.h, -1 for the root. Bcast and scatter run the
- * rounds forwards, reduce and gather backwards, every rank counting them, so that the
- * step hook sees the same rounds on every rank. (In bcast.c.) */
-int dti_tree_round(int rank, int root, int n);
 
 #endif /* DT_COLLECTIVES_H */

@@ -81,7 +81,7 @@ int dt_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
     int parent = dt_tree_parent(rank, root, n);
     int children[32];
     int nchildren = dt_tree_children(rank, root, n, children);
-    int my_round = dti_tree_round(rank, root, n);     /* -1 at the root */
+    int my_round = dt_tree_round(rank, root, n);     /* -1 at the root */
     const void *own = in_place ? (char *)recvbuf + (size_t)root * blk : sendbuf;
 
     /* buf: this subtree's blocks in virtual order, own block first. A leaf needs none. */
@@ -99,7 +99,7 @@ int dt_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
         int k = K - 1 - t;                        /* the broadcast round, backwards */
         dt_trace_phase("gather_tree", "gather");
         for (int i = 0; i < nchildren; i++) {
-            if (dti_tree_round(children[i], root, n) != k)
+            if (dt_tree_round(children[i], root, n) != k)
                 continue;
             int cv = (children[i] - root + n) % n;
             int csize = dt_tree_subtree_size(children[i], root, n);

@@ -61,7 +61,7 @@ int dt_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
     int parent = dt_tree_parent(rank, root, n);
     int children[32];
     int nchildren = dt_tree_children(rank, root, n, children);
-    int my_round = dti_tree_round(rank, root, n);     /* -1 at the root */
+    int my_round = dt_tree_round(rank, root, n);     /* -1 at the root */
 
     /* acc: this rank's partial result. The root builds it in recvbuf; a rank with
      * children in a temporary; a leaf has nothing to add and sends its input as is. */
@@ -83,7 +83,7 @@ int dt_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
         int k = K - 1 - t;                        /* the broadcast round, backwards */
         dt_trace_phase("reduce_tree", "reduce");
         for (int i = 0; i < nchildren; i++) {
-            if (dti_tree_round(children[i], root, n) != k)
+            if (dt_tree_round(children[i], root, n) != k)
                 continue;
             dt_trace_step(t, -1, 0, 0, 0, 0, (size_t)count);
             dt_recv(tmp, nbytes, children[i], TAG, comm);

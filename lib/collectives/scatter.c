@@ -28,8 +28,9 @@
  * Step table, 5 ranks, root 0: round 0: 0 -> 4 [E]; round 1: 0 -> 2 [C D];
  * round 2: 0 -> 1 [B], 2 -> 3 [D].
  *
- * Invariant: after round k, every virtual rank that is a multiple of 2^(K-1-k),
- * K = ceil(log2 n), holds the blocks of its subtree in the tree cut at round k.
+ * Invariant: after round k, each virtual rank v that is a multiple of 2^(K-1-k),
+ * K = ceil(log2 n), holds the blocks of virtual ranks v .. v + 2^(K-1-k) - 1 (those
+ * below n): the part of the tree it still has to serve.
  *
  * Cost, blocks of S bytes: ceil(log2 n) rounds; the root sends (n-1) * S in all, but
  * in only ceil(log2 n) messages; a rank receives its subtree's blocks once.
@@ -77,7 +78,7 @@ int dt_scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
     int parent = dt_tree_parent(rank, root, n);
     int children[32];
     int nchildren = dt_tree_children(rank, root, n, children);
-    int my_round = dti_tree_round(rank, root, n);     /* -1 at the root */
+    int my_round = dt_tree_round(rank, root, n);     /* -1 at the root */
 
     /* buf: this subtree's blocks in virtual order, own block first. A leaf receives
      * straight into recvbuf. */
@@ -103,7 +104,7 @@ int dt_scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
             dt_recv(tmp ? tmp : recvbuf, (size_t)size * blk, parent, TAG, comm);
         }
         for (int i = 0; i < nchildren; i++) {
-            if (dti_tree_round(children[i], root, n) != k)
+            if (dt_tree_round(children[i], root, n) != k)
                 continue;
             int cv = (children[i] - root + n) % n;
             int csize = dt_tree_subtree_size(children[i], root, n);

@@ -1,0 +1,161 @@
+/* Lesson 01: who am I? Ranks, hosts, devices, and what the launcher tells a process.
+ *
+ * What it teaches: `mpiexec -n 4 prog` starts 4 copies of one program. Each copy (a
+ * rank) learns who it is from environment variables the launcher sets (PMI_RANK,
+ * PMI_SIZE, ...), which MPI_Init reads to connect the ranks to each other. From then on
+ * a rank asks MPI: its rank, the world size, and its local rank among the ranks on the
+ * same host, which is what picks its GPU.
+ *
+ * Run:  mpiexec -n 4 build/lessons/01_hello
+ *       mpiexec -n 4 build/lessons/01_hello --device cpu
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "dt.h"
+
+static const char usage[] =
+    "usage: mpiexec -n N 01_hello [options]\n"
+    "Prints every rank's place in the job and what the launcher set in its environment.\n"
+    DT_COMMON_USAGE
+    "  --help              this text\n";
+
+/* The launcher variables worth knowing, and what each one says. */
+static const struct { const char *name, *what; } vars[] = {
+    {"PMI_RANK",             "this process's rank, numbered by mpiexec (Hydra)"},
+    {"PMI_SIZE",             "how many processes the job has"},
+    {"PMI_FD",               "socket to the launcher: MPI_Init swaps addresses over it"},
+    {"PMI_PORT",             "address of the launcher, when not a socket"},
+    {"MPI_LOCALRANKID",      "rank among the processes on this host"},
+    {"MPI_LOCALNRANKS",      "processes on this host"},
+    {"HYDI_CONTROL_FD",      "Hydra's control channel to this process"},
+    {"PMIX_RANK",            "the rank, from a PMIx launcher (Open MPI, Slurm)"},
+    {"OMPI_COMM_WORLD_RANK", "the rank, from Open MPI's mpirun"},
+    {"OMPI_COMM_WORLD_SIZE", "the job size, from Open MPI's mpirun"},
+    {"SLURM_PROCID",         "the rank, from Slurm's srun"},
+    {"SLURM_LOCALID",        "the local rank, from Slurm's srun"},
+    {"CUDA_VISIBLE_DEVICES", "the GPUs this process may see"},
+    {"MPIEXEC_TIMEOUT",      "seconds before mpiexec kills the job"},
+    {"DT_DEVICE",            "dtlab: cpu or cuda, like --device"},
+    {"DT_TRACE",             "dtlab: trace file, like --trace"},
+    {"DT_WAIT",              "dtlab: block turns polite waiting off (lesson 02)"},
+};
+enum { NVARS = sizeof vars / sizeof vars[0], VLEN = 24, HLEN = 64, MAXCOLS = 8 };
+
+/* Launcher-ish prefixes: anything else with these is listed after the table. */
+static const char *prefixes[] = {"PMI", "MPI", "HYD", "OMPI_", "SLURM_"};
+
+static int is_known(const char *entry)
+{
+    for (int k = 0; k < NVARS; k++) {
+        size_t len = strlen(vars[k].name);
+        if (strncmp(entry, vars[k].name, len) == 0 && entry[len] == '=')
+            return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    /* ==== setup ==== */
+    dt_init(&argc, &argv);
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'}, DT_COMMON_LONGOPTS, {NULL, 0, NULL, 0}};
+    opterr = dt_rank() == 0;     /* getopt's own complaints, from one rank only */
+    for (int c; (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1;) {
+        switch (c) {
+        case 'h': dt_usage_help(usage);
+        case DT_OPT_DEVICE: case DT_OPT_TRACE: break;
+        default: dt_usage_error(usage, NULL);
+        }
+    }
+    if (optind < argc)
+        dt_usage_error(usage, "this lesson takes no arguments besides options");
+
+    int rank = dt_rank(), n = dt_size();
+
+    /* ==== the idea ====
+     * Every rank runs this same main(). What makes rank 2 rank 2 is its environment:
+     * the launcher wrote PMI_RANK=2 there before starting it. dt_init called MPI_Init,
+     * which read those variables, met the other ranks, and built MPI_COMM_WORLD. */
+    char host[HLEN] = {0};
+    gethostname(host, HLEN - 1);
+    dt_printf0("%d rank%s started by the launcher; rank 0 prints every rank's line in order.\n\n",
+               n, n == 1 ? "" : "s");
+    dt_printf0("rank  of  local  of  host             pid      device\n");
+    dt_printf_ordered("%4d %3d  %5d %3d  %-15s  %-7d  %s\n", rank, n, dt_local_rank(),
+                      dt_local_size(), host, (int)getpid(), dt_device_name());
+
+    /* ==== what the launcher set: a table, one column per rank ==== */
+    char mine[NVARS][VLEN] = {{0}};
+    for (int k = 0; k < NVARS; k++) {
+        const char *v = getenv(vars[k].name);
+        if (v)
+            snprintf(mine[k], VLEN, "%s", v[0] ? v : "(empty)");
+    }
+    char (*all)[NVARS][VLEN] = rank == 0 ? calloc(n, sizeof *all) : NULL;
+    MPI_Gather(mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        int cols = n < MAXCOLS ? n : MAXCOLS;
+        printf("\nWhat the launcher put in each rank's environment%s:\n\n%-22s",
+               n > cols ? " (first 8 ranks)" : "", "variable");
+        for (int r = 0; r < cols; r++)
+            printf(" rank %-3d", r);
+        printf("  meaning\n");
+        for (int k = 0; k < NVARS; k++) {
+            int present = 0;
+            for (int r = 0; r < n; r++)
+                present |= all[r][k][0] != 0;
+            if (!present)
+                continue;
+            printf("%-22s", vars[k].name);
+            for (int r = 0; r < cols; r++)
+                printf(" %-8s", all[r][k][0] ? all[r][k] : "-");
+            printf("  %s\n", vars[k].what);
+        }
+        /* The rest is launcher-specific: list it once, from rank 0. */
+        extern char **environ;
+        int others = 0;
+        for (char **e = environ; *e; e++)
+            for (size_t p = 0; p < sizeof prefixes / sizeof prefixes[0]; p++)
+                if (strncmp(*e, prefixes[p], strlen(prefixes[p])) == 0 && !is_known(*e)) {
+                    printf("%s  %s\n", others++ ? "" : "\nAlso set on rank 0 (launcher and "
+                                                      "MPI internals):\n", *e);
+                    break;
+                }
+        printf("\nThe local rank (rank among those on one host) is what picks a GPU: rank r\n"
+               "on a host with G GPUs uses GPU (local rank mod G). This rank 0 uses: %s.\n",
+               dt_device_name());
+        free(all);
+    }
+
+    /* ==== the check ====
+     * dtlab's answers must agree with MPI's, and the local rank must count the ranks
+     * that share this hostname (MPI_Comm_split_type groups by shared memory, which on
+     * one machine means one host). */
+    int mpi_rank, mpi_size, ok = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
+    ok &= mpi_rank == rank && mpi_size == n;
+    char (*hosts)[HLEN] = malloc((size_t)n * HLEN);
+    MPI_Allgather(host, HLEN, MPI_CHAR, hosts, HLEN, MPI_CHAR, MPI_COMM_WORLD);
+    int same = 0, below = 0;
+    for (int r = 0; r < n; r++)
+        if (strcmp(hosts[r], host) == 0) {
+            same++;
+            below += r < rank;
+        }
+    ok &= same == dt_local_size() && below == dt_local_rank();
+    const char *pmi = getenv("PMI_RANK");
+    ok &= !pmi || atoi(pmi) == rank;
+    free(hosts);
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    dt_printf0("\ncheck: %s\n", ok ? "ranks and local ranks match MPI_Comm_rank, MPI_Comm_size "
+                                     "and the hostnames (MPI_Allgather)"
+                                   : "FAILED: dtlab's ranks disagree with MPI's");
+
+    /* ==== teardown ==== */
+    dt_finalize();
+    return ok ? 0 : 1;
+}

@@ -1,0 +1,135 @@
+/* Lesson 10: all-to-all, a transpose across ranks.
+ *
+ * What it teaches: in an all-to-all, rank r has a block for every rank j, and rank j
+ * ends with the blocks every rank had for it: the (rank x block) matrix is transposed.
+ * Mixture-of-experts layers use it to send each token to the rank holding its expert,
+ * and sequence parallelism to swap a sharded sequence for sharded heads. The pairwise
+ * exchange takes N-1 steps; at step s rank r sends to r+s and receives from r-s, so
+ * every rank sends and receives one block per step and no rank is swamped.
+ *
+ * Run:  mpiexec -n 4 build/lessons/10_alltoall
+ *       mpiexec -n 5 build/lessons/10_alltoall --count 100000 --type double
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include "dt.h"
+
+static const char usage[] =
+    "usage: mpiexec -n N 10_alltoall [options]\n"
+    "Transposes labelled blocks across the ranks with dt_alltoall, then runs it on test\n"
+    "data and checks it against MPI_Alltoall.\n"
+    "  --count N           elements in each block (default 1000)\n"
+    "  --type T            float|double|int|half (default float)\n"
+    DT_COMMON_USAGE
+    "  --help              this text\n";
+
+enum { SHOW = 8 };     /* the picture is printed for up to this many ranks */
+
+/* Rank 0 prints every rank's n labels (one int per block, host or device) as a matrix,
+ * a label 10*a + b as "a>b": a block from rank a for rank b. Collective. */
+static void print_blocks(const char *title, const int *labels, int n)
+{
+    int *mine = malloc(sizeof(int) * n), *all = malloc(sizeof(int) * n * n);
+    dt_memcpy(mine, labels, sizeof(int) * n);
+    MPI_Gather(mine, n, MPI_INT, all, n, MPI_INT, 0, MPI_COMM_WORLD);
+    if (dt_rank() == 0) {
+        printf("%s\n        ", title);
+        for (int j = 0; j < n; j++)
+            printf(" block %d", j);
+        for (int r = 0; r < n; r++) {
+            printf("\n rank %d:", r);
+            for (int j = 0; j < n; j++)
+                printf("     %d>%d", all[r * n + j] / 10, all[r * n + j] % 10);
+        }
+        printf("\n\n");
+    }
+    free(mine);
+    free(all);
+}
+
+int main(int argc, char **argv)
+{
+    /* ==== setup ==== */
+    dt_init(&argc, &argv);
+    int count = 1000, n = dt_size(), rank = dt_rank();
+    MPI_Datatype type = MPI_FLOAT;
+    static const struct option longopts[] = {
+        {"count", required_argument, NULL, 'c'}, {"type", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'}, DT_COMMON_LONGOPTS, {NULL, 0, NULL, 0}};
+    opterr = rank == 0;          /* getopt's own complaints, from one rank only */
+    for (int c; (c = getopt_long(argc, argv, "c:t:h", longopts, NULL)) != -1;) {
+        switch (c) {
+        case 'c': if (dt_parse_int(optarg, 0, (1 << 28) / n, &count))
+                      dt_usage_error(usage, "--count wants a whole number from 0 to 2^28/N");
+                  break;
+        case 't': if ((type = dt_type_from_name(optarg)) == MPI_DATATYPE_NULL)
+                      dt_usage_error(usage, "--type wants float, double, int or half");
+                  break;
+        case 'h': dt_usage_help(usage);
+        case DT_OPT_DEVICE: case DT_OPT_TRACE: break;
+        default: dt_usage_error(usage, NULL);
+        }
+    }
+    if (optind < argc)
+        dt_usage_error(usage, "this lesson takes no arguments besides options");
+
+    /* ==== the idea: labelled blocks, one int each ==== */
+    dt_printf0("All-to-all on %d rank%s: rank r's block j goes to rank j, which stores it as its\n"
+               "block r.\n\n", n, n == 1 ? "" : "s");
+    if (n > 1 && n <= SHOW) {
+        int *labels = dt_malloc(sizeof(int) * n, DT_CPU);
+        int *sbuf = dt_malloc(sizeof(int) * n, dt_device());
+        int *rbuf = dt_malloc(sizeof(int) * n, dt_device());
+        for (int j = 0; j < n; j++)
+            labels[j] = 10 * rank + j;               /* "r>j": from rank r for rank j */
+        dt_memcpy(sbuf, labels, sizeof(int) * n);
+        print_blocks("Before: \"r>j\" is rank r's block for rank j.", sbuf, n);
+        dt_alltoall(sbuf, 1, MPI_INT, rbuf, 1, MPI_INT, MPI_COMM_WORLD);
+        print_blocks("After dt_alltoall: rank r holds \"j>r\" from every rank j: the "
+                     "transpose.", rbuf, n);
+        dt_free(labels);
+        dt_free(sbuf);
+        dt_free(rbuf);
+        /* the schedule (lib/schedule.h): one partner to send to, one to hear from */
+        dt_printf0("How: each rank keeps its own block r>r, then at step s sends its block for\n"
+                   "rank r+s and receives the block of rank r-s (mod N):\n");
+        for (int s = 1; s < n; s++) {
+            dt_printf0("  step %d:", s);
+            for (int r = 0; r < n; r++)
+                dt_printf0("   %d>%d", r, dt_a2a_send_peer(r, n, s));
+            dt_printf0("\n");
+        }
+        dt_printf0("\n");
+    }
+
+    /* ==== the library call on test data, and the check ==== */
+    size_t blk = (size_t)count * dt_type_size(type);     /* one block, in bytes */
+    void *in_h = dt_malloc(n * blk, DT_CPU), *want = dt_malloc(n * blk, DT_CPU);
+    dt_fill_test_data(in_h, n * count, type, MPI_SUM, 10, rank);
+    void *in = dt_malloc(n * blk, dt_device()), *out = dt_malloc(n * blk, dt_device());
+    dt_memcpy(in, in_h, n * blk);
+    dt_bytes_reset();
+    dt_alltoall(in, count, type, out, count, type, MPI_COMM_WORLD);
+    unsigned long long sent = dt_bytes_sent(), most, least;
+    MPI_Alltoall(in_h, count, type, want, count, type, MPI_COMM_WORLD);
+    int ok = dt_check_close(out, want, n * count, type, 0, "alltoall", MPI_COMM_WORLD);
+
+    /* ==== the numbers ==== */
+    MPI_Allreduce(&sent, &most, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&sent, &least, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+    char b[32], f[32];
+    dt_printf0("With blocks of %d %s values (S = %s), each rank sent %s%s: (N-1)*S, every\n"
+               "block but its own. No algorithm can send less: each of those blocks is needed\n"
+               "somewhere else, and only this rank has it.\n", count, dt_type_name(type),
+               dt_format_bytes((double)blk, b, sizeof b),
+               dt_format_bytes((double)most, f, sizeof f), most == least ? "" : " at most");
+    dt_printf0("check: %s\n", ok ? "matches MPI_Alltoall" : "FAILED: differs from MPI_Alltoall");
+
+    /* ==== teardown ==== */
+    dt_free(in);
+    dt_free(out);
+    dt_free(in_h);
+    dt_free(want);
+    dt_finalize();
+    return ok ? 0 : 1;
+}

@@ -1,0 +1,229 @@
+/* Unit tests of lib/ops.c: the local reductions inout[i] = inout[i] op in[i]. No MPI.
+ *
+ * Every dtype x op, on counts that are odd, tiny, zero and larger than a vector register,
+ * against a plain loop written here. Each buffer carries guard elements after `count`
+ * that must come back untouched, and `in` must come back unchanged. half is checked the
+ * way ops.h defines it: widened to float, reduced, rounded back to nearest even.
+ *
+ * Where a GPU is present (a CUDA build on a GPU machine), the CUDA kernels are compared
+ * with the CPU loops on the same inputs: bit for bit, since every op is a single IEEE
+ * operation per element. Without a GPU that test says so and passes.
+ *
+ *   build/tests/unit_ops
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "buf.h"
+#include "cuda.h"
+#include "half.h"
+#include "ops.h"
+
+#define REQUIRE(cond, ...) do { if (!(cond)) ck_abort_msg(__VA_ARGS__); } while (0)
+
+static const size_t counts[] = { 0, 1, 2, 3, 7, 13, 97, 1001, 4099 };
+#define NCOUNTS (sizeof counts / sizeof counts[0])
+enum { GUARD = 5 };      /* elements after count that must stay as they were */
+static const char *type_names[] = { "float", "double", "int", "half" };
+static const char *op_names[] = { "sum", "max", "min", "prod" };
+static const size_t type_sizes[] = { 4, 8, 4, 2 };
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static uint32_t next32(void)
+{
+    rng ^= rng >> 12; rng ^= rng << 25; rng ^= rng >> 27;
+    return (uint32_t)((rng * 0x9e3779b97f4a7c15ull) >> 32);
+}
+/* Uniform in [lo, hi), with a fractional part (not just integers and not all ones). */
+static double uniform(double lo, double hi) { return lo + (hi - lo) * (next32() / 4294967296.0); }
+
+/* Random test values for op: anything for sum, max and min; for prod, magnitudes near 1
+ * (so products stay finite) with random signs. Sometimes equal values, and zeros of both
+ * signs, so max and min meet ties. */
+static double random_value(dt_op op, dt_dtype t)
+{
+    uint32_t pick = next32() % 16;
+    if (pick == 0) return 0.0;
+    if (pick == 1) return t == DT_I32 ? 0.0 : -0.0;
+    if (pick == 2) return 1.5;
+    double v = op == DT_OP_PROD ? uniform(0.5, 2.0) * (next32() & 1 ? -1 : 1)
+                                : uniform(-1000.0, 1000.0);
+    return t == DT_I32 ? (double)(int)(v * 7) : v;
+}
+
+static void set_elem(void *buf, size_t i, dt_dtype t, double v)
+{
+    switch (t) {
+    case DT_F32: ((float *)buf)[i] = (float)v; break;
+    case DT_F64: ((double *)buf)[i] = v; break;
+    case DT_I32: ((int *)buf)[i] = (int)v; break;
+    case DT_F16: ((dt_half *)buf)[i] = dt_float_to_half((float)v); break;
+    }
+}
+
+/* The reference, one element at a time, the obvious way. */
+#define APPLY(x, y, op) ((op) == DT_OP_SUM ? (y) + (x) : (op) == DT_OP_PROD ? (y) * (x) : \
+                         (op) == DT_OP_MAX ? ((x) > (y) ? (x) : (y)) : ((x) < (y) ? (x) : (y)))
+
+static void reference(const void *in, void *inout, size_t count, dt_dtype t, dt_op op)
+{
+    for (size_t i = 0; i < count; i++) {
+        switch (t) {
+        case DT_F32: { float x = ((const float *)in)[i], y = ((float *)inout)[i];
+                       ((float *)inout)[i] = APPLY(x, y, op); break; }
+        case DT_F64: { double x = ((const double *)in)[i], y = ((double *)inout)[i];
+                       ((double *)inout)[i] = APPLY(x, y, op); break; }
+        case DT_I32: { int x = ((const int *)in)[i], y = ((int *)inout)[i];
+                       ((int *)inout)[i] = APPLY(x, y, op); break; }
+        case DT_F16: { float x = dt_half_to_float(((const dt_half *)in)[i]);
+                       float y = dt_half_to_float(((dt_half *)inout)[i]);
+                       float r = APPLY(x, y, op);
+                       ((dt_half *)inout)[i] = dt_float_to_half(r); break; }
+        }
+    }
+}
+
+/* Element i as a double, to compare values (so +0 and -0, which max and min may pick
+ * either of, compare equal) and to print. */
+static double get_elem(const void *buf, size_t i, dt_dtype t)
+{
+    switch (t) {
+    case DT_F32: return ((const float *)buf)[i];
+    case DT_F64: return ((const double *)buf)[i];
+    case DT_I32: return ((const int *)buf)[i];
+    case DT_F16: return dt_half_to_float(((const dt_half *)buf)[i]);
+    }
+    return 0;
+}
+
+/* Inputs for one case: in, inout, and the expected result, each count + GUARD long. */
+typedef struct { void *in, *in0, *io, *want; size_t nbytes; } bufs;
+
+static bufs make_case(size_t count, dt_dtype t, dt_op op)
+{
+    bufs b;
+    b.nbytes = (count + GUARD) * type_sizes[t];
+    b.in = malloc(b.nbytes); b.in0 = malloc(b.nbytes);
+    b.io = malloc(b.nbytes); b.want = malloc(b.nbytes);
+    for (size_t i = 0; i < count + GUARD; i++) {
+        set_elem(b.in, i, t, random_value(op, t));
+        set_elem(b.io, i, t, next32() % 8 == 0 ? get_elem(b.in, i, t) : random_value(op, t));
+    }
+    memcpy(b.in0, b.in, b.nbytes);
+    memcpy(b.want, b.io, b.nbytes);
+    reference(b.in, b.want, count, t, op);
+    return b;
+}
+
+static void free_case(bufs *b) { free(b->in); free(b->in0); free(b->io); free(b->want); }
+
+/* got against want: values in [0, count), bits in the guard, and in unchanged. */
+static void compare(const bufs *b, const void *got, size_t count, dt_dtype t, dt_op op,
+                    const char *path)
+{
+    size_t es = type_sizes[t];
+    for (size_t i = 0; i < count; i++)
+        REQUIRE(get_elem(got, i, t) == get_elem(b->want, i, t), "%s %s %s count %zu: element "
+                "%zu is %.9g, want %.9g (in %.9g, inout was %.9g)", path, type_names[t],
+                op_names[op], count, i, get_elem(got, i, t), get_elem(b->want, i, t),
+                get_elem(b->in0, i, t), get_elem(b->io, i, t));
+    REQUIRE(memcmp((const char *)got + count * es, (const char *)b->want + count * es,
+                   GUARD * es) == 0, "%s %s %s count %zu: wrote past count", path,
+            type_names[t], op_names[op], count);
+    REQUIRE(memcmp(b->in, b->in0, b->nbytes) == 0, "%s %s %s count %zu: changed its input `in`",
+            path, type_names[t], op_names[op], count);
+}
+
+/* One loop test per dtype (_i), every op and count. */
+START_TEST(test_reduce_cpu)
+{
+    dt_dtype t = (dt_dtype)_i;
+    for (int o = 0; o < 4; o++)
+        for (size_t c = 0; c < NCOUNTS; c++) {
+            bufs b = make_case(counts[c], t, (dt_op)o);
+            dt_reduce_cpu(b.in, b.io, counts[c], t, (dt_op)o);
+            compare(&b, b.io, counts[c], t, (dt_op)o, "dt_reduce_cpu");
+            free_case(&b);
+        }
+}
+END_TEST
+
+/* Half results are the float result rounded once: spot-check with numbers whose float
+ * sum is a tie between two halves (2048 + 1 = 2049 lies between halves 2048 and 2050,
+ * ties to even gives 2048; 2050 + 1 = 2051 gives 2052), and the overflow boundary:
+ * 65504 + 8 rounds back to 65504, 65504 + 16 = 65520 is the tie that goes to inf. */
+START_TEST(test_half_rounding)
+{
+    enum { N = 6 };
+    static const float x[N] = { 2048, 2050, 65504, 0.5f, -65504, 65504 };
+    static const float y[N] = { 1, 1, 8, 0.25f, -8, 16 };
+    static const float want[N] = { 2048, 2052, 65504, 0.75f, -65504, INFINITY };
+    dt_half in[N], io[N];
+    for (int i = 0; i < N; i++) { in[i] = dt_float_to_half(y[i]); io[i] = dt_float_to_half(x[i]); }
+    dt_reduce_cpu(in, io, N, DT_F16, DT_OP_SUM);
+    for (int i = 0; i < N; i++)
+        REQUIRE(dt_half_to_float(io[i]) == want[i], "half %g + %g = %g, want %g", x[i], y[i],
+                dt_half_to_float(io[i]), want[i]);
+    dt_half a = dt_float_to_half(65504), b = dt_float_to_half(2);
+    dt_reduce_cpu(&a, &b, 1, DT_F16, DT_OP_PROD);
+    REQUIRE(b == 0x7c00, "half 65504 * 2 = %#06x, want inf", b);
+}
+END_TEST
+
+/* The CUDA kernels against the CPU loops, where there is a GPU. */
+START_TEST(test_reduce_cuda)
+{
+    if (dti_cuda_device_count() == 0) {
+        printf("unit_ops: no GPU here, the CUDA reductions are not tested\n");
+        return;
+    }
+    dti_cuda_set_device(0);
+    static const size_t big[] = { 0, 1, 3, 1001, 4099, (1 << 20) + 3 };
+    for (int t = 0; t < 4; t++)
+        for (int o = 0; o < 4; o++)
+            for (size_t c = 0; c < sizeof big / sizeof big[0]; c++) {
+                size_t count = big[c];
+                bufs b = make_case(count, (dt_dtype)t, (dt_op)o);
+                void *d_in = dti_cuda_malloc(b.nbytes), *d_io = dti_cuda_malloc(b.nbytes);
+                void *got = malloc(b.nbytes);
+                dti_cuda_memcpy(d_in, b.in, b.nbytes);
+                dti_cuda_memcpy(d_io, b.io, b.nbytes);
+                REQUIRE(dti_cuda_is_device_ptr(d_io) && !dti_cuda_is_device_ptr(b.io),
+                        "dti_cuda_is_device_ptr is wrong");
+                dti_cuda_reduce(d_in, d_io, count, t, o);
+                dti_cuda_memcpy(got, d_io, b.nbytes);
+                dti_cuda_memcpy(b.in, d_in, b.nbytes);      /* in must be unchanged */
+                /* Against the CPU twin: the same values (max and min may pick either of
+                 * +0 and -0), the guard untouched, the input unchanged. */
+                void *cpu = malloc(b.nbytes);
+                memcpy(cpu, b.io, b.nbytes);
+                dt_reduce_cpu(b.in0, cpu, count, (dt_dtype)t, (dt_op)o);
+                memcpy(b.want, cpu, b.nbytes);
+                compare(&b, got, count, (dt_dtype)t, (dt_op)o, "dti_cuda_reduce vs CPU");
+                free(cpu);
+                dti_cuda_free(d_in);
+                dti_cuda_free(d_io);
+                free(got);
+                free_case(&b);
+            }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("ops");
+    TCase *tc = tcase_create("ops");
+    tcase_add_loop_test(tc, test_reduce_cpu, 0, 4);
+    tcase_add_test(tc, test_half_rounding);
+    tcase_add_test(tc, test_reduce_cuda);
+    tcase_set_timeout(tc, 60);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

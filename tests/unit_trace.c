@@ -1,0 +1,643 @@
+/* Unit tests of the trace file format, the reader and the Chrome export. No MPI.
+ *
+ * Files are written with the very helpers the writer (lib/trace.c) uses, read back and
+ * compared field by field; then every kind of broken file must be refused with -1 and
+ * a message naming the line; then cut and mutated files must never crash the reader;
+ * the Chrome JSON must parse (a small JSON checker here, and python3 when present). */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "trace.h"
+
+/* ==== helpers ==== */
+
+static char dir[256];
+
+static void setup(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/dt_unit_trace_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (mkdtemp(dir) == NULL) {
+        perror("unit_trace: mkdtemp");
+        exit(EXIT_FAILURE);
+    }
+}
+
+static void teardown(void)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "unit_trace: could not remove %s\n", dir);
+}
+
+static const char *path_of(const char *name)
+{
+    static char p[2][320];
+    static int k;
+    k ^= 1;
+    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
+    return p[k];
+}
+
+static const char *write_file(const char *name, const char *text, size_t len)
+{
+    const char *p = path_of(name);
+    FILE *f = fopen(p, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(text, 1, len, f), len);
+    ck_assert_int_eq(fclose(f), 0);
+    return p;
+}
+
+static dt_event ev(double t0, double t1, int rank, dt_event_kind kind, int peer,
+                   const char *coll, const char *phase, int step, int chunk,
+                   long long lo, long long hi, long long nbytes)
+{
+    dt_event e;
+    memset(&e, 0, sizeof e);
+    e.t0 = t0; e.t1 = t1; e.rank = rank; e.kind = kind; e.peer = peer;
+    snprintf(e.coll, sizeof e.coll, "%s", coll);
+    snprintf(e.phase, sizeof e.phase, "%s", phase);
+    e.step = step; e.chunk = chunk; e.lo = lo; e.hi = hi; e.nbytes = nbytes;
+    return e;
+}
+
+/* The sample, in file order: not grouped by rank, and rank 0 out of t0 order, so the
+ * reader must sort; two rank-1 events share t0 and must keep their order. Every kind,
+ * names of 31 characters, -1s, and 64-bit ranges appear. */
+#define NSAMPLE 10
+static dt_event sample[NSAMPLE];
+static const int sorted_order[NSAMPLE] = { 2, 1, 0, 9, 3, 4, 5, 6, 7, 8 };
+
+static void make_sample(void)
+{
+    const char *n31 = "abcdefghijklmnopqrstuvwxyz01234";      /* 31 characters */
+    sample[0] = ev(0.000300000, 0.000350000, 0, DT_EV_REDUCE, -1, "allreduce_ring",
+                   "reduce-scatter", 0, 2, 50, 75, 100);
+    sample[1] = ev(0.000153000, 0.000161000, 0, DT_EV_SEND, 1, "allreduce_ring",
+                   "reduce-scatter", 0, 3, 75, 100, 100);
+    sample[2] = ev(0.000100000, 0.000150000, 0, DT_EV_D2H, -1, "allreduce_ring",
+                   "reduce-scatter", 0, 3, 75, 100, 100);
+    sample[3] = ev(0.000200000, 0.000210000, 1, DT_EV_RECV, 0, "allreduce_ring",
+                   "reduce-scatter", 0, 3, 75, 100, 100);
+    sample[4] = ev(0.000220000, 0.000230000, 1, DT_EV_H2D, -1, "allreduce_ring",
+                   "reduce-scatter", 0, 3, 75, 100, 100);
+    sample[5] = ev(0.000220000, 0.000240000, 1, DT_EV_COPY, -1, "-", "-", -1, -1, 0, 0,
+                   4096);
+    sample[6] = ev(1.5, 2.25, 1, DT_EV_COMPUTE, -1, "train", "forward", 7, -1, 0, 0, 0);
+    sample[7] = ev(3.0, 3.0, 1, DT_EV_MARK, -1, n31, n31, 2147483647, 2147483647,
+                   4000000000LL, 9000000000000000000LL, 9000000000000000000LL);
+    sample[8] = ev(3.5, 3.75, 2, DT_EV_SEND, 0, "bcast_tree", "-", 1, -1, 0, 0, 1);
+    sample[9] = ev(0.000001000, 0.000002000, 1, DT_EV_SEND, 2, "x", "y", 0, 0, 0, 0, 0);
+}
+
+/* The sample as a file, made with the writer's own helpers. Returns its length. */
+static size_t sample_text(char *buf, size_t len, long long nevents)
+{
+    make_sample();
+    int n = dti_trace_format_header(buf, len, 3, "unit_trace", nevents);
+    ck_assert_int_gt(n, 0);
+    size_t used = (size_t)n;
+    for (int i = 0; i < NSAMPLE; i++) {
+        n = dti_trace_format_event(&sample[i], buf + used, len - used);
+        ck_assert_int_gt(n, 0);
+        used += (size_t)n;
+    }
+    return used;
+}
+
+static void assert_same(const dt_event *a, const dt_event *b)
+{
+    ck_assert_double_eq_tol(a->t0, b->t0, 1e-12);
+    ck_assert_double_eq_tol(a->t1, b->t1, 1e-12);
+    ck_assert_int_eq(a->rank, b->rank);
+    ck_assert_int_eq(a->peer, b->peer);
+    ck_assert_int_eq(a->kind, b->kind);
+    ck_assert_str_eq(a->coll, b->coll);
+    ck_assert_str_eq(a->phase, b->phase);
+    ck_assert_int_eq(a->step, b->step);
+    ck_assert_int_eq(a->chunk, b->chunk);
+    ck_assert_int_eq(a->lo, b->lo);
+    ck_assert_int_eq(a->hi, b->hi);
+    ck_assert_int_eq(a->nbytes, b->nbytes);
+}
+
+/* What any successful read must satisfy, whatever the file was. */
+static void assert_valid(const dt_trace *t)
+{
+    ck_assert_int_eq(t->version, DT_TRACE_VERSION);
+    ck_assert_int_ge(t->nranks, 1);
+    ck_assert(t->n == 0 || t->ev != NULL);
+    for (size_t i = 0; i < t->n; i++) {
+        const dt_event *e = &t->ev[i];
+        ck_assert(e->rank >= 0 && e->rank < t->nranks);
+        ck_assert(e->peer >= -1 && e->peer < t->nranks);
+        ck_assert((unsigned)e->kind < DT_EV_NKINDS);
+        ck_assert(isfinite(e->t0) && isfinite(e->t1) && e->t1 >= e->t0);
+        ck_assert(dti_trace_name_ok(e->coll) && dti_trace_name_ok(e->phase));
+        ck_assert(e->lo >= 0 && e->hi >= e->lo && e->nbytes >= 0);
+        if (i > 0)
+            ck_assert(e[-1].rank < e->rank || (e[-1].rank == e->rank && e[-1].t0 <= e->t0));
+    }
+}
+
+/* ==== round trip ==== */
+
+START_TEST(test_roundtrip)
+{
+    char text[8192], err[256];
+    size_t len = sample_text(text, sizeof text, NSAMPLE);
+    const char *p = write_file("ok.trace", text, len);
+    dt_trace t;
+    ck_assert_msg(dt_trace_read(p, &t, err, sizeof err) == 0, "read failed: %s", err);
+    assert_valid(&t);
+    ck_assert_int_eq(t.nranks, 3);
+    ck_assert_str_eq(t.program, "unit_trace");
+    ck_assert_uint_eq(t.n, NSAMPLE);
+    for (int i = 0; i < NSAMPLE; i++)
+        assert_same(&t.ev[i], &sample[sorted_order[i]]);
+    dt_trace_free(&t);
+    ck_assert_ptr_null(t.ev);
+    ck_assert_uint_eq(t.n, 0);
+}
+END_TEST
+
+/* Without "# events", with CRLF line ends, blank lines and unknown "#" lines. */
+START_TEST(test_lenient)
+{
+    const char *text =
+        "# dtlab-trace 1\r\n"
+        "# ranks 2\r\n"
+        "# a comment from a later version\r\n"
+        "\r\n"
+        "0.5 0.75 1 recv 0 - - -1 -1 0 0 8\r\n"
+        "0.25 0.5 1 send 0 - - -1 -1 0 0 8\r\n";
+    dt_trace t;
+    char err[256];
+    const char *p = write_file("lenient.trace", text, strlen(text));
+    ck_assert_msg(dt_trace_read(p, &t, err, sizeof err) == 0, "read failed: %s", err);
+    assert_valid(&t);
+    ck_assert_uint_eq(t.n, 2);
+    ck_assert_int_eq(t.ev[0].kind, DT_EV_SEND);
+    ck_assert_str_eq(t.program, "-");
+    dt_trace_free(&t);
+}
+END_TEST
+
+START_TEST(test_kind_names)
+{
+    const char *want[] = { "send", "recv", "reduce", "copy", "d2h", "h2d", "compute",
+                           "mark" };
+    for (int k = 0; k < DT_EV_NKINDS; k++)
+        ck_assert_str_eq(dt_event_kind_name((dt_event_kind)k), want[k]);
+    ck_assert_str_eq(dt_event_kind_name(DT_EV_NKINDS), "?");
+}
+END_TEST
+
+START_TEST(test_format_refuses)
+{
+    char buf[1024];
+    dt_event e = ev(0, 1, 0, DT_EV_SEND, 1, "a", "b", 0, 0, 0, 1, 4);
+    ck_assert_int_gt(dti_trace_format_event(&e, buf, sizeof buf), 0);
+    ck_assert_int_eq(dti_trace_format_event(&e, buf, 10), -1);       /* does not fit */
+    dt_event bad = e;
+    bad.kind = DT_EV_NKINDS;
+    ck_assert_int_eq(dti_trace_format_event(&bad, buf, sizeof buf), -1);
+    bad = e;
+    bad.t1 = NAN;
+    ck_assert_int_eq(dti_trace_format_event(&bad, buf, sizeof buf), -1);
+    bad = e;
+    strcpy(bad.coll, "two words");
+    ck_assert_int_eq(dti_trace_format_event(&bad, buf, sizeof buf), -1);
+    bad = e;
+    memset(bad.phase, 'x', sizeof bad.phase);                         /* no NUL */
+    ck_assert_int_eq(dti_trace_format_event(&bad, buf, sizeof buf), -1);
+    ck_assert_int_eq(dti_trace_format_header(buf, sizeof buf, 0, "p", -1), -1);
+    ck_assert_int_eq(dti_trace_format_header(buf, sizeof buf, 2, "p\n", -1), -1);
+    ck_assert_int_gt(dti_trace_format_header(buf, sizeof buf, 2, NULL, -1), 0);
+    ck_assert_ptr_null(strstr(buf, "# events"));
+}
+END_TEST
+
+START_TEST(test_sort_stable)
+{
+    enum { N = 2000 };
+    dt_event *a = calloc(N, sizeof *a);
+    ck_assert_ptr_nonnull(a);
+    unsigned s = 12345;
+    for (int i = 0; i < N; i++) {
+        s = s * 1103515245u + 12345u;
+        a[i].rank = (int)(s >> 16) % 5;
+        a[i].t0 = (double)((s >> 8) % 7);
+        a[i].step = i;                       /* the original position */
+    }
+    dti_trace_sort(a, N);
+    for (int i = 1; i < N; i++) {
+        ck_assert(a[i - 1].rank <= a[i].rank);
+        if (a[i - 1].rank == a[i].rank) {
+            ck_assert(a[i - 1].t0 <= a[i].t0);
+            if (a[i - 1].t0 == a[i].t0)
+                ck_assert_int_lt(a[i - 1].step, a[i].step);
+        }
+    }
+    free(a);
+}
+END_TEST
+
+/* ==== broken files: -1, the line, and a reason ==== */
+
+#define HEAD "# dtlab-trace 1\n# ranks 2\n# program p\n"
+#define GOOD "0.1 0.2 0 send 1 allreduce_ring reduce-scatter 0 3 75 100 100\n"
+
+static void expect_fail(const char *text, size_t len, const char *needle)
+{
+    const char *p = write_file("bad.trace", text, len);
+    dt_trace t;
+    char err[256] = "";
+    int rc = dt_trace_read(p, &t, err, sizeof err);
+    ck_assert_msg(rc == -1, "accepted a bad file, expected \"%s\":\n%s", needle, text);
+    ck_assert_msg(strstr(err, needle) != NULL, "message \"%s\" lacks \"%s\"", err, needle);
+    ck_assert_msg(strstr(err, p) != NULL, "message \"%s\" does not name the file", err);
+    ck_assert_ptr_null(t.ev);
+    ck_assert_uint_eq(t.n, 0);
+    dt_trace_free(&t);                       /* harmless on an empty trace */
+}
+
+static void expect_fail_s(const char *text, const char *needle)
+{
+    expect_fail(text, strlen(text), needle);
+}
+
+START_TEST(test_bad_files)
+{
+    char err[256];
+    dt_trace t;
+    ck_assert_int_eq(dt_trace_read(path_of("missing.trace"), &t, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "cannot open"));
+    ck_assert_int_eq(dt_trace_read(dir, &t, err, sizeof err), -1);      /* a directory */
+    ck_assert_int_eq(dt_trace_read(path_of("missing.trace"), &t, NULL, 0), -1);
+
+    expect_fail_s("", "empty");
+    expect_fail_s("hello\n", ":1: not a dtlab trace");
+    expect_fail_s("# dtlab-trace\n", ":1: not a dtlab trace");
+    expect_fail_s("# dtlab-trace 2\n# ranks 2\n", ":1: trace format version '2'");
+    expect_fail_s("# dtlab-trace one\n", "version");
+    expect_fail_s("# dtlab-trace 1\n# program p\n", "no '# ranks N'");
+    expect_fail_s("# dtlab-trace 1\n" GOOD, ":2: an event before the '# ranks N'");
+    expect_fail_s("# dtlab-trace 1\n# ranks 0\n", ":2: ranks 0 is out of range");
+    expect_fail_s("# dtlab-trace 1\n# ranks 99999999999999999999\n", "out of range");
+    expect_fail_s("# dtlab-trace 1\n# ranks two\n", ":2: the ranks header line");
+    expect_fail_s(HEAD "# ranks 2\n", ":4: a second '# ranks'");
+    expect_fail_s(HEAD "# dtlab-trace 1\n", "a second '# dtlab-trace'");
+    expect_fail_s(HEAD "# columns t0 t1 rank\n", ":4: the columns");
+    expect_fail_s(HEAD "# events 2\n" GOOD, "announces 2 events but 1 follow");
+    expect_fail_s(HEAD GOOD "# ranks 3\n", ":5: a second '# ranks'");
+}
+END_TEST
+
+START_TEST(test_bad_events)
+{
+    expect_fail_s(HEAD "0.1 0.2 0 send 1 allreduce_ring reduce-scatter abc 3 75 100 100\n",
+                  ":4: field step: 'abc' is not an integer");
+    expect_fail_s(HEAD GOOD "0.1 0.2 1.5 send 1 c p 0 3 75 100 100\n",
+                  ":5: field rank: '1.5' is not an integer");
+    expect_fail_s(HEAD "0.1 0.2 0 send 1 c p 0 3 75 100 0x10\n", "field nbytes");
+    expect_fail_s(HEAD "0.1 0.2 0 send 1 c p 0 3 75 100 +5\n", "field nbytes");
+    expect_fail_s(HEAD "x 0.2 0 send 1 c p 0 3 75 100 100\n", "field t0: 'x' is not a time");
+    expect_fail_s(HEAD "0.1 nan 0 send 1 c p 0 3 75 100 100\n", "field t1");
+    expect_fail_s(HEAD "inf 1 0 send 1 c p 0 3 75 100 100\n", "field t0");
+    expect_fail_s(HEAD "1e999 1 0 send 1 c p 0 3 75 100 100\n", "field t0");
+    expect_fail_s(HEAD "0.1 0.2s 0 send 1 c p 0 3 75 100 100\n", "field t1");
+    expect_fail_s(HEAD "0.1 0.2 0 sned 1 c p 0 3 75 100 100\n", ":4: field kind: unknown kind 'sned'");
+    expect_fail_s(HEAD "0.1 0.2 0 SEND 1 c p 0 3 75 100 100\n", "unknown kind");
+    expect_fail_s(HEAD "0.1 0.2 0 send 1 abcdefghijklmnopqrstuvwxyz012345 p 0 3 75 100 100\n",
+                  "field coll: 'abcdefghijklmnopqrstuvwxyz012345' is longer than 31");
+    expect_fail_s(HEAD "0.1 0.2 0 send 1 c "
+                  "a-phase-name-that-goes-on-and-on-and-on-for-far-too-long 0 3 75 100 100\n",
+                  "field phase");
+    expect_fail_s(HEAD "0.1 0.2 0 send 1 c\x01 p 0 3 75 100 100\n", "not printable");
+    expect_fail_s(HEAD "0.1 0.2 -1 send 1 c p 0 3 75 100 100\n", "field rank: -1 is out of range (0..1)");
+    expect_fail_s(HEAD "0.1 0.2 2 send 1 c p 0 3 75 100 100\n", "field rank: 2 is out of range");
+    expect_fail_s(HEAD "0.1 0.2 0 send -2 c p 0 3 75 100 100\n", "field peer");
+    expect_fail_s(HEAD "0.1 0.2 0 send 2 c p 0 3 75 100 100\n", "field peer");
+    expect_fail_s(HEAD "0.1 0.2 0 send 1 c p -2 3 75 100 100\n", "field step");
+    expect_fail_s(HEAD "0.1 0.2 0 send 1 c p 0 2147483648 75 100 100\n", "field chunk");
+    expect_fail_s(HEAD "0.1 0.2 0 send 1 c p 0 3 -1 100 100\n", "field lo");
+    expect_fail_s(HEAD "0.1 0.2 0 send 1 c p 0 3 0 99999999999999999999 100\n", "field hi");
+    expect_fail_s(HEAD "0.1 0.2 0 send 1 c p 0 3 0 1 -100\n", "field nbytes");
+    expect_fail_s(HEAD "0.2 0.1 0 send 1 c p 0 3 75 100 100\n", ":4: the event ends");
+    expect_fail_s(HEAD "0.1 0.2 0 send 1 c p 0 3 100 75 100\n", "backwards");
+    expect_fail_s(HEAD "0.1 0.2 0 send 1 c p 0 3 75 100\n", ":4: 11 fields where an event has 12");
+    expect_fail_s(HEAD "0.1 0.2 0 send 1 c p 0 3 75 100 100 7\n", "13 fields");
+    expect_fail_s(HEAD "0.1 0.2 0 send 1 c p 0 3 75 100 100 \n", "13 fields");
+    expect_fail_s(HEAD "0.1 0.2 0 send 1 c  0 3 75 100 100\n", "field phase is empty");
+    expect_fail_s(HEAD "0.1\t0.2 0 send 1 c p 0 3 75 100 100\n", "fields");
+    static const char nul[] = HEAD "0.1 0.2 0 send 1 c p\0 0 3 75 100 100\n";
+    expect_fail(nul, sizeof nul - 1, ":4: a NUL byte");
+
+    /* One line longer than any event line can be; a long comment is fine. */
+    char big[2048];
+    snprintf(big, sizeof big, HEAD "%0900d 0.2 0 send 1 c p 0 3 75 100 100\n", 1);
+    expect_fail_s(big, ":4: line longer than");
+    snprintf(big, sizeof big, HEAD "# %0900d\n" GOOD "%s", 1, "0.1 x\n");
+    expect_fail_s(big, ":6: 2 fields");                  /* line numbers still count */
+}
+END_TEST
+
+START_TEST(test_truncated)
+{
+    char text[8192];
+    size_t len = sample_text(text, sizeof text, NSAMPLE);
+    expect_fail(text, len - 7, "truncated");                       /* mid-line */
+    size_t cut = len - 1;                                          /* at a line break */
+    while (text[cut - 1] != '\n')
+        cut--;
+    expect_fail(text, cut, "announces 10 events but 9 follow");
+
+    /* Cut anywhere: never a crash, and never a success once "# events" was read. */
+    size_t after_events = strstr(text, "# events") - text;
+    for (size_t n = 0; n < len; n++) {
+        const char *p = write_file("cut.trace", text, n);
+        dt_trace t;
+        char err[256];
+        int rc = dt_trace_read(p, &t, err, sizeof err);
+        if (rc == 0) {
+            assert_valid(&t);
+            ck_assert_msg(n <= after_events, "a file cut at byte %zu was accepted", n);
+        }
+        dt_trace_free(&t);
+    }
+}
+END_TEST
+
+/* Random byte changes: the reader returns 0 or -1 and never a trace that breaks the
+ * invariants (issue #4 will fuzz it for real). */
+START_TEST(test_mutations)
+{
+    char text[8192], copy[8192];
+    size_t len = sample_text(text, sizeof text, -1);
+    const char alphabet[] = "0123456789 -.\n#aekx\t\r\0\xff";
+    unsigned s = 2024;
+    int accepted = 0;
+    for (int it = 0; it < 1500; it++) {
+        memcpy(copy, text, len);
+        int nflip = 1 + it % 4;
+        for (int k = 0; k < nflip; k++) {
+            s = s * 1103515245u + 12345u;
+            size_t at = (s >> 8) % len;
+            s = s * 1103515245u + 12345u;
+            copy[at] = alphabet[(s >> 8) % (sizeof alphabet - 1)];
+        }
+        const char *p = write_file("mut.trace", copy, len);
+        dt_trace t;
+        char err[256];
+        int rc = dt_trace_read(p, &t, err, sizeof err);
+        ck_assert(rc == 0 || rc == -1);
+        if (rc == 0) {
+            assert_valid(&t);
+            accepted++;
+        } else {
+            ck_assert(err[0] != '\0');
+            ck_assert_ptr_null(t.ev);
+        }
+        dt_trace_free(&t);
+    }
+    ck_assert_int_gt(accepted, 0);      /* some changes (a digit for a digit) are valid */
+}
+END_TEST
+
+/* ==== Chrome JSON ==== */
+
+/* A small, strict JSON checker (RFC 8259 grammar): returns the end of the value, or
+ * NULL. Enough to prove the export parses without depending on python. */
+static const char *js_value(const char *p, int depth);
+
+static const char *js_ws(const char *p)
+{
+    while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')
+        p++;
+    return p;
+}
+
+static const char *js_string(const char *p)
+{
+    if (*p++ != '"')
+        return NULL;
+    for (; *p != '"'; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c < 0x20)
+            return NULL;                 /* raw control characters (and the end) */
+        if (c == '\\') {
+            p++;
+            if (*p == 'u') {
+                for (int i = 1; i <= 4; i++)
+                    if (!strchr("0123456789abcdefABCDEF", p[i]) || p[i] == '\0')
+                        return NULL;
+                p += 4;
+            } else if (*p == '\0' || !strchr("\"\\/bfnrt", *p)) {
+                return NULL;
+            }
+        }
+    }
+    return p + 1;
+}
+
+static const char *js_digits(const char *p)
+{
+    if (*p < '0' || *p > '9')
+        return NULL;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    return p;
+}
+
+static const char *js_number(const char *p)
+{
+    if (*p == '-')
+        p++;
+    if (*p == '0')
+        p++;
+    else if ((p = js_digits(p)) == NULL)
+        return NULL;
+    if (*p == '.' && (p = js_digits(p + 1)) == NULL)
+        return NULL;
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-')
+            p++;
+        p = js_digits(p);
+    }
+    return p;
+}
+
+static const char *js_value(const char *p, int depth)
+{
+    if (depth > 64)
+        return NULL;
+    p = js_ws(p);
+    if (*p == '{' || *p == '[') {
+        char close = *p == '{' ? '}' : ']';
+        p = js_ws(p + 1);
+        if (*p == close)
+            return p + 1;
+        for (;;) {
+            if (close == '}') {
+                if ((p = js_string(js_ws(p))) == NULL)
+                    return NULL;
+                p = js_ws(p);
+                if (*p++ != ':')
+                    return NULL;
+            }
+            if ((p = js_value(p, depth + 1)) == NULL)
+                return NULL;
+            p = js_ws(p);
+            if (*p == close)
+                return p + 1;
+            if (*p++ != ',')
+                return NULL;
+        }
+    }
+    if (*p == '"')
+        return js_string(p);
+    if (!strncmp(p, "true", 4) || !strncmp(p, "null", 4))
+        return p + 4;
+    if (!strncmp(p, "false", 5))
+        return p + 5;
+    return js_number(p);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(fread(s, 1, (size_t)n, f), (size_t)n);
+    s[n] = '\0';
+    fclose(f);
+    *len = (size_t)n;
+    return s;
+}
+
+static size_t count(const char *s, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = s; (p = strstr(p, needle)) != NULL; p++)
+        n++;
+    return n;
+}
+
+/* Parses with our checker and, when python3 runs here, with Python's json module. */
+static void assert_json(const char *path)
+{
+    size_t len;
+    char *s = slurp(path, &len);
+    ck_assert_uint_eq(strlen(s), len);                 /* no NUL inside */
+    const char *end = js_value(s, 0);
+    ck_assert_msg(end != NULL && *js_ws(end) == '\0', "%s is not valid JSON:\n%s", path, s);
+    free(s);
+    if (system("python3 -c pass >/dev/null 2>&1") == 0) {
+        char cmd[600];
+        snprintf(cmd, sizeof cmd,
+                 "python3 -c 'import json,sys; json.load(open(sys.argv[1]))' '%s'", path);
+        ck_assert_msg(system(cmd) == 0, "python3 could not load %s", path);
+    }
+}
+
+START_TEST(test_chrome)
+{
+    char text[8192], err[256];
+    size_t len = sample_text(text, sizeof text, NSAMPLE);
+    dt_trace t;
+    ck_assert(dt_trace_read(write_file("c.trace", text, len), &t, err, sizeof err) == 0);
+    const char *out = path_of("c.json");
+    ck_assert_msg(dt_trace_write_chrome(&t, out, err, sizeof err) == 0, "%s", err);
+    assert_json(out);
+
+    char *s = slurp(out, &len);
+    ck_assert_uint_eq(count(s, "\"ph\":\"X\""), NSAMPLE);
+    ck_assert_uint_eq(count(s, "\"process_name\""), 3);
+    ck_assert_uint_eq(count(s, "\"thread_name\""), 6);
+    ck_assert_ptr_nonnull(strstr(s, "\"displayTimeUnit\":\"ms\""));
+    /* sample[1]: send to 1 of chunk 3, at 153 us for 8 us, on the comm track */
+    ck_assert_ptr_nonnull(strstr(s, "{\"name\":\"send->1 c3\",\"cat\":\"send\",\"ph\":\"X\","
+                                    "\"ts\":153.000,\"dur\":8.000,\"pid\":0,\"tid\":0,"
+                                    "\"args\":{\"peer\":1,\"chunk\":3,\"step\":0,\"lo\":75,"
+                                    "\"hi\":100,\"nbytes\":100,\"coll\":\"allreduce_ring\","
+                                    "\"phase\":\"reduce-scatter\"}}"));
+    ck_assert_ptr_nonnull(strstr(s, "\"name\":\"recv<-0 c3\""));
+    ck_assert_ptr_nonnull(strstr(s, "\"name\":\"reduce c2\",\"cat\":\"reduce\""));
+    ck_assert_ptr_nonnull(strstr(s, "\"name\":\"compute forward\",\"cat\":\"compute\",\"ph\":\"X\","
+                                    "\"ts\":1500000.000,\"dur\":750000.000,\"pid\":1,\"tid\":1"));
+    free(s);
+    dt_trace_free(&t);
+
+    ck_assert_int_eq(dt_trace_write_chrome(&t, path_of("no/such/dir.json"), err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "cannot write"));
+}
+END_TEST
+
+/* Names a file may hold ('"' and '\' are printable) and names only a program could put
+ * in a dt_trace (control bytes, non-ASCII, no NUL): the JSON stays valid. */
+START_TEST(test_chrome_escapes)
+{
+    const char *text = "# dtlab-trace 1\n# ranks 1\n# program a \"quoted\" \\ name\n"
+                       "0 1 0 mark -1 q\"uote back\\slash 0 -1 0 0 0\n";
+    dt_trace t;
+    char err[256];
+    ck_assert_msg(dt_trace_read(write_file("e.trace", text, strlen(text)), &t, err,
+                                sizeof err) == 0, "%s", err);
+    const char *out = path_of("e.json");
+    ck_assert(dt_trace_write_chrome(&t, out, err, sizeof err) == 0);
+    assert_json(out);
+    dt_trace_free(&t);
+
+    dt_event e[2];
+    e[0] = ev(0, 1, 0, DT_EV_COMPUTE, -1, "ctl\x01\x1f\x7f", "\xc3\xa9t\xc3\xa9", 0, 0, 0, 0, 0);
+    e[1] = ev(NAN, INFINITY, 0, DT_EV_COPY, -1, "a", "b", 0, 0, 0, 0, 0);
+    memset(e[1].coll, 'x', sizeof e[1].coll);                    /* no NUL */
+    memset(e[1].phase, '"', sizeof e[1].phase);
+    dt_trace h = { .version = 1, .nranks = 1, .ev = e, .n = 2 };
+    memset(h.program, '\\', sizeof h.program);
+    ck_assert(dt_trace_write_chrome(&h, out, err, sizeof err) == 0);
+    assert_json(out);
+
+    dt_trace empty = { .version = 1, .nranks = 0 };               /* nothing at all */
+    ck_assert(dt_trace_write_chrome(&empty, out, err, sizeof err) == 0);
+    assert_json(out);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("trace");
+    TCase *tc = tcase_create("format");
+    /* Once, in the parent process: the folder goes even when a test fails. */
+    tcase_add_unchecked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_roundtrip);
+    tcase_add_test(tc, test_lenient);
+    tcase_add_test(tc, test_kind_names);
+    tcase_add_test(tc, test_format_refuses);
+    tcase_add_test(tc, test_sort_stable);
+    tcase_add_test(tc, test_bad_files);
+    tcase_add_test(tc, test_bad_events);
+    tcase_add_test(tc, test_truncated);
+    tcase_add_test(tc, test_mutations);
+    tcase_add_test(tc, test_chrome);
+    tcase_add_test(tc, test_chrome_escapes);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,137 @@
+/* dttrace: what a recorded trace holds, at a glance, and its Chrome JSON export.
+ *
+ *   build/dttrace FILE                       per-rank summary
+ *   build/dttrace --chrome OUT.json FILE     the same, and OUT.json for ui.perfetto.dev
+ *
+ * The summary gives, for every rank, its events by kind, the bytes it sent and
+ * received, and the time from its first event to its last. In a ring allreduce every
+ * rank sends and receives the same bytes, 2(N-1)/N of the buffer; a rank that differs,
+ * or recorded nothing, is where to look first.
+ *
+ * No MPI: this program reads files only (trace.h's reader), so it runs anywhere. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "trace.h"
+
+static const char usage[] =
+    "usage: dttrace [--chrome OUT.json] FILE\n"
+    "Summarises a dtlab trace (written by a program run with --trace FILE): per rank,\n"
+    "its events by kind, the bytes it sent and received, and the time it spans.\n"
+    "  --chrome OUT.json   also write the trace as Chrome trace JSON, for\n"
+    "                      https://ui.perfetto.dev or chrome://tracing\n"
+    "  -h, --help          print this text\n";
+
+/* Above this many ranks, ranks that recorded nothing are counted, not listed. */
+#define LIST_EMPTY_MAX 256
+
+typedef struct {
+    long long events, by_kind[DT_EV_NKINDS];
+    long long sent, received;          /* bytes of send and recv events */
+    double first, last;                /* earliest t0, latest t1 */
+} summary;
+
+static void add_event(summary *s, const dt_event *e)
+{
+    if (s->events == 0 || e->t0 < s->first)
+        s->first = e->t0;
+    if (s->events == 0 || e->t1 > s->last)
+        s->last = e->t1;
+    s->events++;
+    s->by_kind[e->kind]++;
+    if (e->kind == DT_EV_SEND)
+        s->sent += e->nbytes;
+    if (e->kind == DT_EV_RECV)
+        s->received += e->nbytes;
+}
+
+static void print_row(const char *label, const summary *s)
+{
+    printf("%5s %7lld", label, s->events);
+    for (int k = 0; k < DT_EV_NKINDS; k++)
+        printf(" %7lld", s->by_kind[k]);
+    printf(" %12lld %12lld", s->sent, s->received);
+    if (s->events > 0)
+        printf(" %11.6f %11.6f %10.3f\n", s->first, s->last, (s->last - s->first) * 1e3);
+    else
+        printf(" %11s %11s %10s\n", "-", "-", "-");
+}
+
+static void print_summary(const char *path, const dt_trace *t)
+{
+    printf("%s: program %s, %d rank%s, %zu event%s (trace format %d)\n\n", path,
+           t->program, t->nranks, t->nranks == 1 ? "" : "s", t->n, t->n == 1 ? "" : "s",
+           t->version);
+    printf("%5s %7s", "rank", "events");
+    for (int k = 0; k < DT_EV_NKINDS; k++)
+        printf(" %7s", dt_event_kind_name((dt_event_kind)k));
+    printf(" %12s %12s %11s %11s %10s\n", "sent B", "received B", "first s", "last s",
+           "span ms");
+
+    /* Events come grouped by rank: one pass, one rank's summary at a time. */
+    summary all = {0};
+    int empty = 0, list_empty = t->nranks <= LIST_EMPTY_MAX;
+    size_t i = 0;
+    for (int rank = 0; rank < t->nranks; rank++) {
+        summary s = {0};
+        for (; i < t->n && t->ev[i].rank == rank; i++) {
+            add_event(&s, &t->ev[i]);
+            add_event(&all, &t->ev[i]);
+        }
+        if (s.events == 0) {
+            empty++;
+            if (!list_empty)
+                continue;
+        }
+        char label[16];
+        snprintf(label, sizeof label, "%d", rank);
+        print_row(label, &s);
+    }
+    print_row("all", &all);
+    if (empty > 0)
+        printf("\n%d rank%s recorded no events%s.\n", empty, empty == 1 ? "" : "s",
+               list_empty ? "" : " (not listed)");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"chrome", required_argument, NULL, 'c'},
+        {"help",   no_argument,       NULL, 'h'},
+        {NULL, 0, NULL, 0}
+    };
+    const char *chrome = NULL;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'c': chrome = optarg; break;
+        case 'h': fputs(usage, stdout); return 0;
+        default:  fputs(usage, stderr); return 2;     /* getopt said what was wrong */
+        }
+    }
+    if (argc - optind != 1) {
+        fprintf(stderr, "dttrace: %s\n%s",
+                argc - optind < 1 ? "which trace file?" : "one trace file at a time", usage);
+        return 2;
+    }
+    const char *path = argv[optind];
+
+    dt_trace t;
+    char err[512];
+    if (dt_trace_read(path, &t, err, sizeof err) != 0) {
+        fprintf(stderr, "dttrace: %s\n", err);
+        return 1;
+    }
+    print_summary(path, &t);
+    if (chrome != NULL) {
+        if (dt_trace_write_chrome(&t, chrome, err, sizeof err) != 0) {
+            fprintf(stderr, "dttrace: %s\n", err);
+            dt_trace_free(&t);
+            return 1;
+        }
+        printf("\nChrome trace written to %s: open it in https://ui.perfetto.dev\n", chrome);
+    }
+    dt_trace_free(&t);
+    return 0;
+}
