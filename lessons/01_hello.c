@@ -60,19 +60,8 @@ int main(int argc, char **argv)
 {
     /* ==== setup ==== */
     dt_init(&argc, &argv);
-    static const struct option longopts[] = {
-        {"help", no_argument, NULL, 'h'}, DT_COMMON_LONGOPTS, {NULL, 0, NULL, 0}};
-    opterr = dt_rank() == 0;     /* getopt's own complaints, from one rank only */
-    for (int c; (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1;) {
-        switch (c) {
-        case 'h': dt_usage_help(usage);
-        case DT_OPT_DEVICE: case DT_OPT_TRACE: break;
-        default: dt_usage_error(usage, NULL);
-        }
-    }
-    if (optind < argc)
-        dt_usage_error(usage, "this lesson takes no arguments besides options");
-
+    dt_opts opts = {0};
+    dt_parse_options(argc, argv, "", usage, &opts);    /* --help, --device, --trace */
     int rank = dt_rank(), n = dt_size();
 
     /* ==== the idea ====

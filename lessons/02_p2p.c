@@ -16,10 +16,11 @@ static const char usage[] =
     "usage: mpiexec -n N 02_p2p [options]\n"
     "Passes a token around a ring, shifts a buffer with sendrecv, and times a ping-pong\n"
     "with polite and with blocking waits.\n"
-    "  --count N           elements each rank shifts to its right neighbour (default 1000)\n"
+    "  --count N           elements each rank shifts to its right neighbour, 0 to 2^28\n"
+    "                      (default 1000)\n"
     "  --type T            float|double|int|half (default float)\n"
-    "  --iters N           most ping-pong round trips per waiting mode (default 10000;\n"
-    "                      each mode also stops after 0.2 s)\n"
+    "  --iters N           most ping-pong round trips per waiting mode, 1 to 10^6\n"
+    "                      (default 10000; each mode also stops after 0.2 s)\n"
     DT_COMMON_USAGE
     "  --help              this text\n";
 
@@ -31,9 +32,7 @@ enum { TAG_TOKEN = 1, TAG_SHIFT, TAG_PING, TAG_DONE };
 static double ping_pong(int iters, int *trips)
 {
     int rank = dt_rank(), n = dt_size(), go = 1;
-    MPI_Request req;
-    MPI_Ibarrier(MPI_COMM_WORLD, &req);       /* start together (a polite barrier) */
-    dt_waitall(1, &req);
+    dt_barrier(MPI_COMM_WORLD);               /* start together (MPI_Ibarrier, politely) */
     double t0 = MPI_Wtime(), dt = 0;
     *trips = 0;
     if (rank == 0) {
@@ -63,31 +62,10 @@ int main(int argc, char **argv)
 {
     /* ==== setup ==== */
     dt_init(&argc, &argv);
-    int count = 1000, iters = 10000;
-    MPI_Datatype type = MPI_FLOAT;
-    static const struct option longopts[] = {
-        {"count", required_argument, NULL, 'c'}, {"type", required_argument, NULL, 't'},
-        {"iters", required_argument, NULL, 'i'}, {"help", no_argument, NULL, 'h'},
-        DT_COMMON_LONGOPTS, {NULL, 0, NULL, 0}};
-    opterr = dt_rank() == 0;     /* getopt's own complaints, from one rank only */
-    for (int c; (c = getopt_long(argc, argv, "c:t:i:h", longopts, NULL)) != -1;) {
-        switch (c) {
-        case 'c': if (dt_parse_int(optarg, 0, 1 << 28, &count))
-                      dt_usage_error(usage, "--count wants a whole number from 0 to 268435456");
-                  break;
-        case 't': if ((type = dt_type_from_name(optarg)) == MPI_DATATYPE_NULL)
-                      dt_usage_error(usage, "--type wants float, double, int or half");
-                  break;
-        case 'i': if (dt_parse_int(optarg, 1, 1000000000, &iters))
-                      dt_usage_error(usage, "--iters wants a whole number of at least 1");
-                  break;
-        case 'h': dt_usage_help(usage);
-        case DT_OPT_DEVICE: case DT_OPT_TRACE: break;
-        default: dt_usage_error(usage, NULL);
-        }
-    }
-    if (optind < argc)
-        dt_usage_error(usage, "this lesson takes no arguments besides options");
+    dt_opts opts = {.count = 1000, .iters = 10000, .type = MPI_FLOAT};
+    dt_parse_options(argc, argv, "cti", usage, &opts);
+    int count = opts.count, iters = opts.iters;
+    MPI_Datatype type = opts.type;
 
     int rank = dt_rank(), n = dt_size();
     int left = dt_ring_left(rank, n), right = dt_ring_right(rank, n);

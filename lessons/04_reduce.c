@@ -16,8 +16,8 @@
 static const char usage[] =
     "usage: mpiexec -n N 04_reduce [options]\n"
     "Reduces every rank's buffer onto one root with dt_reduce, step by step.\n"
-    "  --count N           elements per rank (default 8)\n"
-    "  --root R            the rank that gets the result (default 0)\n"
+    "  --count N           elements per rank, 0 to 2^28 (default 8)\n"
+    "  --root R            the rank that gets the result, 0 to N-1 (default 0)\n"
     "  --type T            float|double|int|half (default float)\n"
     "  --op OP             sum|max|min|prod (default sum)\n"
     DT_COMMON_USAGE
@@ -64,35 +64,11 @@ int main(int argc, char **argv)
 {
     /* ==== setup ==== */
     dt_init(&argc, &argv);
-    int count = 8, root = 0;
-    MPI_Datatype type = MPI_FLOAT;
-    MPI_Op op = MPI_SUM;
-    static const struct option longopts[] = {
-        {"count", required_argument, NULL, 'c'}, {"root", required_argument, NULL, 'r'},
-        {"type", required_argument, NULL, 't'}, {"op", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'}, DT_COMMON_LONGOPTS, {NULL, 0, NULL, 0}};
-    opterr = dt_rank() == 0;     /* getopt's own complaints, from one rank only */
-    for (int c; (c = getopt_long(argc, argv, "c:r:t:o:h", longopts, NULL)) != -1;) {
-        switch (c) {
-        case 'c': if (dt_parse_int(optarg, 0, 1 << 28, &count))
-                      dt_usage_error(usage, "--count wants a whole number from 0 to 268435456");
-                  break;
-        case 'r': if (dt_parse_int(optarg, 0, dt_size() - 1, &root))
-                      dt_usage_error(usage, "--root wants a rank from 0 to N-1");
-                  break;
-        case 't': if ((type = dt_type_from_name(optarg)) == MPI_DATATYPE_NULL)
-                      dt_usage_error(usage, "--type wants float, double, int or half");
-                  break;
-        case 'o': if ((op = dt_op_from_name(optarg)) == MPI_OP_NULL)
-                      dt_usage_error(usage, "--op wants sum, max, min or prod");
-                  break;
-        case 'h': dt_usage_help(usage);
-        case DT_OPT_DEVICE: case DT_OPT_TRACE: break;
-        default: dt_usage_error(usage, NULL);
-        }
-    }
-    if (optind < argc)
-        dt_usage_error(usage, "this lesson takes no arguments besides options");
+    dt_opts opts = {.count = 8, .root = 0, .type = MPI_FLOAT, .op = MPI_SUM};
+    dt_parse_options(argc, argv, "crto", usage, &opts);
+    int count = opts.count, root = opts.root;
+    MPI_Datatype type = opts.type;
+    MPI_Op op = opts.op;
     int rank = dt_rank(), n = dt_size();
     size_t esize = dt_type_size(type), nbytes = (size_t)count * esize;
 

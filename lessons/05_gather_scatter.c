@@ -17,8 +17,8 @@ static const char usage[] =
     "usage: mpiexec -n N 05_gather_scatter [options]\n"
     "Gathers every rank's block onto a root with dt_gather, then deals them back out\n"
     "with dt_scatter, and counts what each rank sends.\n"
-    "  --count N           elements in each rank's block (default 3)\n"
-    "  --root R            the rank that gathers and scatters (default 0)\n"
+    "  --count N           elements in each rank's block, 0 to 2^28/N (default 3)\n"
+    "  --root R            the rank that gathers and scatters, 0 to N-1 (default 0)\n"
     "  --type T            float|double|int|half (default float)\n"
     DT_COMMON_USAGE
     "  --help              this text\n";
@@ -29,31 +29,11 @@ int main(int argc, char **argv)
 {
     /* ==== setup ==== */
     dt_init(&argc, &argv);
-    int count = 3, root = 0, n = dt_size(), rank = dt_rank();
-    MPI_Datatype type = MPI_FLOAT;
-    static const struct option longopts[] = {
-        {"count", required_argument, NULL, 'c'}, {"root", required_argument, NULL, 'r'},
-        {"type", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
-        DT_COMMON_LONGOPTS, {NULL, 0, NULL, 0}};
-    opterr = rank == 0;          /* getopt's own complaints, from one rank only */
-    for (int c; (c = getopt_long(argc, argv, "c:r:t:h", longopts, NULL)) != -1;) {
-        switch (c) {
-        case 'c': if (dt_parse_int(optarg, 0, (1 << 28) / n, &count))
-                      dt_usage_error(usage, "--count wants a whole number from 0 to 2^28/N");
-                  break;
-        case 'r': if (dt_parse_int(optarg, 0, n - 1, &root))
-                      dt_usage_error(usage, "--root wants a rank from 0 to N-1");
-                  break;
-        case 't': if ((type = dt_type_from_name(optarg)) == MPI_DATATYPE_NULL)
-                      dt_usage_error(usage, "--type wants float, double, int or half");
-                  break;
-        case 'h': dt_usage_help(usage);
-        case DT_OPT_DEVICE: case DT_OPT_TRACE: break;
-        default: dt_usage_error(usage, NULL);
-        }
-    }
-    if (optind < argc)
-        dt_usage_error(usage, "this lesson takes no arguments besides options");
+    int n = dt_size(), rank = dt_rank();
+    dt_opts opts = {.count = 3, .count_max = (1 << 28) / n, .root = 0, .type = MPI_FLOAT};
+    dt_parse_options(argc, argv, "crt", usage, &opts);
+    int count = opts.count, root = opts.root;
+    MPI_Datatype type = opts.type;
 
     size_t blk = (size_t)count * dt_type_size(type);   /* S: one rank's block, in bytes */
     void *mine_h = dt_malloc(blk, DT_CPU), *all_h = dt_malloc(n * blk, DT_CPU);

@@ -17,7 +17,7 @@
 static const char usage[] =
     "usage: mpiexec -n N 06_allgather [options]\n"
     "Gathers every rank's block onto every rank with dt_allgather, step by step.\n"
-    "  --count N           elements in each rank's block (default 2)\n"
+    "  --count N           elements in each rank's block, 0 to 2^28/N (default 2)\n"
     "  --type T            float|double|int|half (default float)\n"
     DT_COMMON_USAGE
     "  --help              this text\n";
@@ -54,27 +54,11 @@ int main(int argc, char **argv)
 {
     /* ==== setup ==== */
     dt_init(&argc, &argv);
-    int count = 2, n = dt_size(), rank = dt_rank();
-    MPI_Datatype type = MPI_FLOAT;
-    static const struct option longopts[] = {
-        {"count", required_argument, NULL, 'c'}, {"type", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'}, DT_COMMON_LONGOPTS, {NULL, 0, NULL, 0}};
-    opterr = rank == 0;          /* getopt's own complaints, from one rank only */
-    for (int c; (c = getopt_long(argc, argv, "c:t:h", longopts, NULL)) != -1;) {
-        switch (c) {
-        case 'c': if (dt_parse_int(optarg, 0, (1 << 28) / n, &count))
-                      dt_usage_error(usage, "--count wants a whole number from 0 to 2^28/N");
-                  break;
-        case 't': if ((type = dt_type_from_name(optarg)) == MPI_DATATYPE_NULL)
-                      dt_usage_error(usage, "--type wants float, double, int or half");
-                  break;
-        case 'h': dt_usage_help(usage);
-        case DT_OPT_DEVICE: case DT_OPT_TRACE: break;
-        default: dt_usage_error(usage, NULL);
-        }
-    }
-    if (optind < argc)
-        dt_usage_error(usage, "this lesson takes no arguments besides options");
+    int n = dt_size(), rank = dt_rank();
+    dt_opts opts = {.count = 2, .count_max = (1 << 28) / n, .type = MPI_FLOAT};
+    dt_parse_options(argc, argv, "ct", usage, &opts);
+    int count = opts.count;
+    MPI_Datatype type = opts.type;
 
     size_t blk = (size_t)count * dt_type_size(type);   /* S: one rank's block, in bytes */
     void *mine_h = dt_malloc(blk, DT_CPU), *want = dt_malloc(n * blk, DT_CPU);

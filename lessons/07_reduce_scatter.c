@@ -18,8 +18,8 @@ static const char usage[] =
     "usage: mpiexec -n N 07_reduce_scatter [options]\n"
     "Reduces N blocks over all ranks and leaves block r on rank r, with\n"
     "dt_reduce_scatter_block.\n"
-    "  --count N           elements in each result block (default 2); each rank's\n"
-    "                      input is N blocks of that size\n"
+    "  --count N           elements in each result block, 0 to 2^28/N (default 2);\n"
+    "                      each rank's input is N blocks of that size\n"
     "  --type T            float|double|int|half (default float)\n"
     "  --op OP             sum|max|min|prod (default sum)\n"
     DT_COMMON_USAGE
@@ -31,32 +31,12 @@ int main(int argc, char **argv)
 {
     /* ==== setup ==== */
     dt_init(&argc, &argv);
-    int count = 2, n = dt_size(), rank = dt_rank();
-    MPI_Datatype type = MPI_FLOAT;
-    MPI_Op op = MPI_SUM;
-    static const struct option longopts[] = {
-        {"count", required_argument, NULL, 'c'}, {"type", required_argument, NULL, 't'},
-        {"op", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'},
-        DT_COMMON_LONGOPTS, {NULL, 0, NULL, 0}};
-    opterr = rank == 0;          /* getopt's own complaints, from one rank only */
-    for (int c; (c = getopt_long(argc, argv, "c:t:o:h", longopts, NULL)) != -1;) {
-        switch (c) {
-        case 'c': if (dt_parse_int(optarg, 0, (1 << 28) / n, &count))
-                      dt_usage_error(usage, "--count wants a whole number from 0 to 2^28/N");
-                  break;
-        case 't': if ((type = dt_type_from_name(optarg)) == MPI_DATATYPE_NULL)
-                      dt_usage_error(usage, "--type wants float, double, int or half");
-                  break;
-        case 'o': if ((op = dt_op_from_name(optarg)) == MPI_OP_NULL)
-                      dt_usage_error(usage, "--op wants sum, max, min or prod");
-                  break;
-        case 'h': dt_usage_help(usage);
-        case DT_OPT_DEVICE: case DT_OPT_TRACE: break;
-        default: dt_usage_error(usage, NULL);
-        }
-    }
-    if (optind < argc)
-        dt_usage_error(usage, "this lesson takes no arguments besides options");
+    int n = dt_size(), rank = dt_rank();
+    dt_opts opts = {.count = 2, .count_max = (1 << 28) / n, .type = MPI_FLOAT, .op = MPI_SUM};
+    dt_parse_options(argc, argv, "cto", usage, &opts);
+    int count = opts.count;
+    MPI_Datatype type = opts.type;
+    MPI_Op op = opts.op;
 
     size_t blk = (size_t)count * dt_type_size(type);   /* one result block, in bytes */
     void *in_h = dt_malloc(n * blk, DT_CPU), *want = dt_malloc(blk, DT_CPU);

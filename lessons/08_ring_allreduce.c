@@ -8,7 +8,7 @@
  *
  * Run:  mpiexec -n 4 build/lessons/08_ring_allreduce
  *       mpiexec -n 5 build/lessons/08_ring_allreduce --count 7 --op max
- *       mpiexec -n 4 build/lessons/08_ring_allreduce --count 4M      (just timed)
+ *       mpiexec -n 4 build/lessons/08_ring_allreduce --count 4M   (just timed)
  *       mpiexec -n 4 build/lessons/08_ring_allreduce --trace ring.trace   (then dtviz)
  */
 #include <math.h>
@@ -21,11 +21,12 @@ static const char usage[] =
     "usage: mpiexec -n N 08_ring_allreduce [options]\n"
     "Runs dt_allreduce_ring and prints every rank's chunks after every step (for small\n"
     "counts), or times it (for large ones).\n"
-    "  --count N           elements per rank, K/M suffixes allowed (default N+1, so the\n"
-    "                      chunks are uneven); steps are shown up to 3*N elements\n"
+    "  --count N           elements per rank, 0 to 2^28 (default N+1, so the chunks are\n"
+    "                      uneven); steps are shown up to 3*N elements\n"
     "  --type T            float|double|int|half (default float)\n"
     "  --op OP             sum|max|min|prod (default sum)\n"
-    "  --iters N           allreduces timed when the steps are not shown (default 5)\n"
+    "  --iters N           timed allreduces when the steps are not shown, 1 to 10^6;\n"
+    "                      the median is shown (default 5, after one warm-up)\n"
     DT_COMMON_USAGE
     "  --help              this text\n";
 
@@ -97,41 +98,25 @@ static void show_step(const char *coll, const char *phase, int step, const void 
     free(sent_all);
 }
 
+/* One ring allreduce, as dt_time_median runs it: run_ring(ctx). */
+struct ring_run { const void *in; void *out; int count; MPI_Datatype type; MPI_Op op; };
+
+static void run_ring(void *ctx)
+{
+    struct ring_run *r = ctx;
+    dt_allreduce_ring(r->in, r->out, r->count, r->type, r->op, MPI_COMM_WORLD);
+}
+
 int main(int argc, char **argv)
 {
     /* ==== setup ==== */
     dt_init(&argc, &argv);
-    int n = dt_size(), rank = dt_rank(), iters = 5, count = n + 1;
-    MPI_Datatype type = MPI_FLOAT;
-    MPI_Op op = MPI_SUM;
-    size_t parsed;
-    static const struct option longopts[] = {
-        {"count", required_argument, NULL, 'c'}, {"type", required_argument, NULL, 't'},
-        {"op", required_argument, NULL, 'o'}, {"iters", required_argument, NULL, 'i'},
-        {"help", no_argument, NULL, 'h'}, DT_COMMON_LONGOPTS, {NULL, 0, NULL, 0}};
-    opterr = rank == 0;          /* getopt's own complaints, from one rank only */
-    for (int c; (c = getopt_long(argc, argv, "c:t:o:i:h", longopts, NULL)) != -1;) {
-        switch (c) {
-        case 'c': if (dt_parse_size(optarg, &parsed) || parsed > (1u << 28))
-                      dt_usage_error(usage, "--count wants a number up to 256M, like 1000 or 4M");
-                  count = (int)parsed;
-                  break;
-        case 't': if ((type = dt_type_from_name(optarg)) == MPI_DATATYPE_NULL)
-                      dt_usage_error(usage, "--type wants float, double, int or half");
-                  break;
-        case 'o': if ((op = dt_op_from_name(optarg)) == MPI_OP_NULL)
-                      dt_usage_error(usage, "--op wants sum, max, min or prod");
-                  break;
-        case 'i': if (dt_parse_int(optarg, 1, 1000000, &iters))
-                      dt_usage_error(usage, "--iters wants a whole number of at least 1");
-                  break;
-        case 'h': dt_usage_help(usage);
-        case DT_OPT_DEVICE: case DT_OPT_TRACE: break;
-        default: dt_usage_error(usage, NULL);
-        }
-    }
-    if (optind < argc)
-        dt_usage_error(usage, "this lesson takes no arguments besides options");
+    int n = dt_size(), rank = dt_rank();
+    dt_opts opts = {.count = n + 1, .type = MPI_FLOAT, .op = MPI_SUM, .iters = 5};
+    dt_parse_options(argc, argv, "ctoi", usage, &opts);
+    int count = opts.count, iters = opts.iters;
+    MPI_Datatype type = opts.type;
+    MPI_Op op = opts.op;
 
     size_t nbytes = (size_t)count * dt_type_size(type);
     double formula = 2.0 * (n - 1) / n * (double)nbytes;       /* 2(N-1)/N * S */
@@ -175,19 +160,20 @@ int main(int argc, char **argv)
                    "    |%*s|     and receives only from its left one\n    %s\n\n",
                    dt_op_name(op), count, dt_type_name(type), n, ring,
                    (int)strlen(ring) - 2, "", bar);
-        dt_printf0("The buffer, S = %s, is cut into N = %d chunks, one per rank, of%s "
-                   "elements%s.\n"
+        dt_printf0("The buffer, S = %s, is cut into N = %d chunks, one per rank.\n"
+                   "Elements per chunk:%s.%s\n"
                    "1. reduce-scatter, N-1 = %d steps: each rank sends one chunk right and "
                    "adds the\n   chunk arriving from its left into its own copy. Rank r ends "
                    "up with chunk r\n   reduced over all ranks.\n"
                    "2. allgather, N-1 = %d steps: each rank passes the reduced chunk it got "
                    "last to\n   its right, which copies it. Every rank ends up with every "
                    "reduced chunk.\n"
-                   "Each rank sends 2(N-1) chunks of about S/N: 2(N-1)/N * S = %.10g B, "
+                   "Each rank sends 2(N-1) chunks of about S/N: 2(N-1)/N * S = %.10g B,\n"
                    "under 2S for any N.\n",
-                   dt_format_bytes((double)nbytes, b, sizeof b), n, n > 12 ? " about S/N" : sizes,
-                   count % n ? "\n(the count does not divide by N: the first count mod N "
-                               "chunks get one more)" : "", n - 1, n - 1, formula);
+                   dt_format_bytes((double)nbytes, b, sizeof b), n,
+                   n > 12 ? " about count/N" : sizes,
+                   count % n ? "\n(The count does not divide by N: the first count mod N chunks "
+                               "get one more.)" : "", n - 1, n - 1, formula);
     }
     if (digits)
         dt_printf0("\nRank r starts with 10^r in every element, so a sum's digits say whose\n"
@@ -207,14 +193,8 @@ int main(int argc, char **argv)
     unsigned long long sent = dt_bytes_sent(), most, least;
     double t = 0;
     if (!show) {
-        MPI_Request req;
-        MPI_Ibarrier(MPI_COMM_WORLD, &req);   /* start together, waiting politely */
-        dt_waitall(1, &req);
-        double t0 = MPI_Wtime();
-        for (int i = 0; i < iters; i++)
-            dt_allreduce_ring(in, out, count, type, op, MPI_COMM_WORLD);
-        t = (MPI_Wtime() - t0) / iters;
-        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        struct ring_run run = {in, out, count, type, op};
+        t = dt_time_median(run_ring, &run, iters, MPI_COMM_WORLD);
     }
 
     /* ==== the check: MPI_Allreduce on the host copies (fp16 needs dtlab's MPI op) ==== */
@@ -233,8 +213,9 @@ int main(int argc, char **argv)
                    formula);
     if (!show && n > 1) {
         char a[32], bw[32];
-        dt_printf0("Time per allreduce: %.1f us (slowest rank, mean of %d). Bandwidth: algorithm\n"
-                   "%s/s (S / time), bus %s/s (x 2(N-1)/N: what each link carried).\n",
+        dt_printf0("Time per allreduce: %.1f us, the median of %d runs (each lasts until the\n"
+                   "slowest rank is done).\n"
+                   "Bandwidth: algorithm %s/s (S / time), bus %s/s (x 2(N-1)/N, per link).\n",
                    t * 1e6, iters, dt_format_bytes(nbytes / t, a, sizeof a),
                    dt_format_bytes(formula / t, bw, sizeof bw));
         if (count > 0 && n > 1 && n <= SHOW_RANKS)

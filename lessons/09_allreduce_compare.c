@@ -18,10 +18,11 @@ static const char usage[] =
     "usage: mpiexec -n N 09_allreduce_compare [options]\n"
     "Times the naive, ring and recursive-doubling allreduces and MPI_Allreduce over\n"
     "growing sizes, with the bytes each sends, and checks every result.\n"
-    "  --min-size BYTES    smallest buffer (default 16)\n"
-    "  --max-size BYTES    largest buffer, e.g. 64K, 16M (default 1M); sizes grow x16\n"
-    "  --iters N           timed runs per size and algorithm; the median is shown\n"
-    "                      (default 5, after one warm-up run)\n"
+    "  --min-size BYTES    smallest buffer, 1 to 1G (default 16)\n"
+    "  --max-size BYTES    largest buffer, 1 to 1G, e.g. 64K, 16M (default 1M); sizes\n"
+    "                      grow x16\n"
+    "  --iters N           timed runs per size and algorithm, 1 to 10^6; the median is\n"
+    "                      shown (default 5, after one warm-up run)\n"
     "  --type T            float|double|int|half (default float)\n"
     "  --op OP             sum|max|min|prod (default sum)\n"
     DT_COMMON_USAGE
@@ -34,124 +35,42 @@ static const struct { const char *name; allreduce_fn fn; } algos[] = {
     {"naive", dt_allreduce_naive}, {"ring", dt_allreduce_ring}, {"rd", dt_allreduce_rd},
     {"MPI_Allreduce", MPI_Allreduce},      /* last: runs on host copies (lesson 02) */
 };
-enum { NALGO = sizeof algos / sizeof algos[0], MPI_ALGO = NALGO - 1, MAXITERS = 1000 };
+enum { NALGO = sizeof algos / sizeof algos[0], MPI_ALGO = NALGO - 1 };
 
-/* Runs fn once to warm up, then iters times, each run started together (a polite
- * barrier, lesson 02) and timed on this rank into t[0..iters-1]. */
-static void time_runs(allreduce_fn fn, const void *in, void *out, int count,
-                      MPI_Datatype type, MPI_Op op, int iters, double *t)
-{
-    fn(in, out, count, type, op, MPI_COMM_WORLD);
-    for (int i = 0; i < iters; i++) {
-        MPI_Request req;
-        MPI_Ibarrier(MPI_COMM_WORLD, &req);
-        dt_waitall(1, &req);
-        double t0 = MPI_Wtime();
-        fn(in, out, count, type, op, MPI_COMM_WORLD);
-        t[i] = MPI_Wtime() - t0;
-    }
-}
+/* One allreduce, as dt_time_median runs it: run_allreduce(ctx). */
+struct allreduce_run {
+    allreduce_fn fn;
+    const void *in;
+    void *out;
+    int count;
+    MPI_Datatype type;
+    MPI_Op op;
+};
 
-static int cmp_double(const void *a, const void *b)
+static void run_allreduce(void *ctx)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *t, int iters)
-{
-    qsort(t, (size_t)iters, sizeof t[0], cmp_double);
-    return iters % 2 ? t[iters / 2] : (t[iters / 2 - 1] + t[iters / 2]) / 2;
+    struct allreduce_run *r = ctx;
+    r->fn(r->in, r->out, r->count, r->type, r->op, MPI_COMM_WORLD);
 }
 
 int main(int argc, char **argv)
 {
     /* ==== setup ==== */
     dt_init(&argc, &argv);
-    int iters = 5, n = dt_size(), rank = dt_rank();
-    size_t min_size = 16, max_size = 1 << 20;
-    MPI_Datatype type = MPI_FLOAT;
-    MPI_Op op = MPI_SUM;
-    static const struct option longopts[] = {
-        {"min-size", required_argument, NULL, 'm'}, {"max-size", required_argument, NULL, 's'},
-        {"iters", required_argument, NULL, 'i'}, {"type", required_argument, NULL, 't'},
-        {"op", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'},
-        DT_COMMON_LONGOPTS, {NULL, 0, NULL, 0}};
-    opterr = rank == 0;          /* getopt's own complaints, from one rank only */
-    for (int c; (c = getopt_long(argc, argv, "m:s:i:t:o:h", longopts, NULL)) != -1;) {
-        switch (c) {
-        case 'm': if (dt_parse_size(optarg, &min_size) || min_size < 1 || min_size > (1u << 30))
-                      dt_usage_error(usage, "--min-size wants a size from 1 to 1G, like 4 or 1K");
-                  break;
-        case 's': if (dt_parse_size(optarg, &max_size) || max_size < 1 || max_size > (1u << 30))
-                      dt_usage_error(usage, "--max-size wants a size from 1 to 1G, like 64K");
-                  break;
-        case 'i': if (dt_parse_int(optarg, 1, MAXITERS, &iters))
-                      dt_usage_error(usage, "--iters wants a whole number from 1 to 1000");
-                  break;
-        case 't': if ((type = dt_type_from_name(optarg)) == MPI_DATATYPE_NULL)
-                      dt_usage_error(usage, "--type wants float, double, int or half");
-                  break;
-        case 'o': if ((op = dt_op_from_name(optarg)) == MPI_OP_NULL)
-                      dt_usage_error(usage, "--op wants sum, max, min or prod");
-                  break;
-        case 'h': dt_usage_help(usage);
-        case DT_OPT_DEVICE: case DT_OPT_TRACE: break;
-        default: dt_usage_error(usage, NULL);
-        }
-    }
-    if (optind < argc)
-        dt_usage_error(usage, "this lesson takes no arguments besides options");
-    if (min_size > max_size)
-        dt_usage_error(usage, "--min-size is larger than --max-size");
+    int n = dt_size(), rank = dt_rank();
+    dt_opts opts = {.min_size = 16, .max_size = 1 << 20, .iters = 5, .type = MPI_FLOAT,
+                    .op = MPI_SUM};
+    dt_parse_options(argc, argv, "msito", usage, &opts);
+    int iters = opts.iters;
+    MPI_Datatype type = opts.type;
+    MPI_Op op = opts.op;
     size_t esize = dt_type_size(type);
     MPI_Op mpi_op = type == DT_HALF ? dt_half_mpi_op(op) : op;   /* fp16 needs dtlab's op */
 
-    /* ==== the measurements: every algorithm at every size ====
-     * Each rank keeps its own times and byte counts; they are combined across ranks
-     * once at the end (a run lasts as long as its slowest rank), so that MPI's own
-     * collectives stay out of the loop. */
-    size_t sizes[32];
-    int nsizes = 0;
-    for (size_t size = min_size; size <= max_size && nsizes < 32; size *= 16)
-        sizes[nsizes++] = size;
-    double *t = malloc(sizeof(double) * nsizes * NALGO * iters);
-    unsigned long long *sent = calloc((size_t)nsizes * NALGO, sizeof *sent);
-    int ok = 1;
-    for (int k = 0; k < nsizes; k++) {
-        int count = sizes[k] / esize > 0 ? (int)(sizes[k] / esize) : 1;
-        size_t nbytes = (size_t)count * esize;
-        void *in_h = dt_malloc(nbytes, DT_CPU), *want = dt_malloc(nbytes, DT_CPU);
-        void *in = dt_malloc(nbytes, dt_device()), *out = dt_malloc(nbytes, dt_device());
-        dt_fill_test_data(in_h, count, type, op, (unsigned)k, rank);
-        dt_memcpy(in, in_h, nbytes);
-        MPI_Allreduce(in_h, want, count, type, mpi_op, MPI_COMM_WORLD);   /* the reference */
-        for (int a = 0; a < NALGO; a++) {
-            double *ta = t + ((size_t)k * NALGO + a) * iters;
-            if (a == MPI_ALGO) {                  /* MPI's own, on host memory */
-                time_runs(MPI_Allreduce, in_h, want, count, type, mpi_op, iters, ta);
-                continue;
-            }
-            /* one run for the check and the byte count, then the timed runs */
-            dt_memzero(out, nbytes);
-            dt_bytes_reset();
-            algos[a].fn(in, out, count, type, op, MPI_COMM_WORLD);
-            sent[k * NALGO + a] = dt_bytes_sent();
-            ok &= dt_check_close(out, want, count, type, 0, algos[a].name, MPI_COMM_WORLD);
-            time_runs(algos[a].fn, in, out, count, type, op, iters, ta);
-        }
-        dt_free(in);
-        dt_free(out);
-        dt_free(in_h);
-        dt_free(want);
-    }
-    MPI_Allreduce(MPI_IN_PLACE, t, nsizes * NALGO * iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Allreduce(MPI_IN_PLACE, sent, nsizes * NALGO, MPI_UNSIGNED_LONG_LONG, MPI_MAX,
-                  MPI_COMM_WORLD);
-
-    /* ==== the table: one row per size ==== */
+    /* ==== the table header ==== */
     dt_printf0("Allreduce (%s) of %s values on %d rank%s: the median of %d timed runs after a\n"
-               "warm-up; \"sent\" is the most bytes any one rank sent (dt_bytes_sent).\n\n%9s ",
+               "warm-up, each started together and lasting until the slowest rank is done;\n"
+               "\"sent\" is the most bytes any one rank sent (dt_bytes_sent).\n\n%9s ",
                dt_op_name(op), dt_type_name(type), n, n == 1 ? "" : "s", iters, "");
     for (int a = 0; a < MPI_ALGO; a++)
         dt_printf0("| %-23s", algos[a].name);
@@ -159,21 +78,46 @@ int main(int argc, char **argv)
     for (int a = 0; a < MPI_ALGO; a++)
         dt_printf0("| %11s %10s ", "time", "sent");
     dt_printf0("| %11s\n", "time");
-    for (int k = 0; k < nsizes; k++) {
-        char sz[32], b[32];
-        size_t nbytes = (sizes[k] / esize > 0 ? sizes[k] / esize : 1) * esize;
-        dt_printf0("%9s ", dt_format_bytes((double)nbytes, sz, sizeof sz));
+
+    /* ==== every algorithm at every size: check once, then time; a row per size ==== */
+    int ok = 1;
+    for (size_t size = opts.min_size; size <= opts.max_size; size *= 16) {
+        int count = size / esize > 0 ? (int)(size / esize) : 1;
+        size_t nbytes = (size_t)count * esize;
+        void *in_h = dt_malloc(nbytes, DT_CPU), *want = dt_malloc(nbytes, DT_CPU);
+        void *in = dt_malloc(nbytes, dt_device()), *out = dt_malloc(nbytes, dt_device());
+        dt_fill_test_data(in_h, count, type, op, (unsigned)size, rank);
+        dt_memcpy(in, in_h, nbytes);
+        MPI_Allreduce(in_h, want, count, type, mpi_op, MPI_COMM_WORLD);   /* the reference */
+
+        double t[NALGO];
+        unsigned long long sent[NALGO] = {0};
         for (int a = 0; a < NALGO; a++) {
-            double m = median(t + ((size_t)k * NALGO + a) * iters, iters);
-            if (a == MPI_ALGO)
-                dt_printf0("| %8.1f us\n", m * 1e6);
-            else
-                dt_printf0("| %8.1f us %10s ", m * 1e6,
-                           dt_format_bytes((double)sent[k * NALGO + a], b, sizeof b));
+            struct allreduce_run run = {algos[a].fn, in, out, count, type, op};
+            if (a == MPI_ALGO) {                  /* MPI's own, on host memory */
+                run = (struct allreduce_run){MPI_Allreduce, in_h, want, count, type, mpi_op};
+            } else {                              /* one run for the check and the bytes */
+                dt_memzero(out, nbytes);
+                dt_bytes_reset();
+                algos[a].fn(in, out, count, type, op, MPI_COMM_WORLD);
+                sent[a] = dt_bytes_sent();
+                ok &= dt_check_close(out, want, count, type, 0, algos[a].name, MPI_COMM_WORLD);
+            }
+            t[a] = dt_time_median(run_allreduce, &run, iters, MPI_COMM_WORLD);
         }
+        MPI_Allreduce(MPI_IN_PLACE, sent, NALGO, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+
+        char sz[32], b[32];
+        dt_printf0("%9s ", dt_format_bytes((double)nbytes, sz, sizeof sz));
+        for (int a = 0; a < MPI_ALGO; a++)
+            dt_printf0("| %8.1f us %10s ", t[a] * 1e6,
+                       dt_format_bytes((double)sent[a], b, sizeof b));
+        dt_printf0("| %8.1f us\n", t[MPI_ALGO] * 1e6);
+        dt_free(in);
+        dt_free(out);
+        dt_free(in_h);
+        dt_free(want);
     }
-    free(t);
-    free(sent);
 
     /* ==== what the table says ==== */
     dt_printf0("\nnaive: rank 0 receives and sends (N-1)*S, one message after another.\n"

@@ -18,7 +18,7 @@ static const char usage[] =
     "usage: mpiexec -n N 10_alltoall [options]\n"
     "Transposes labelled blocks across the ranks with dt_alltoall, then runs it on test\n"
     "data and checks it against MPI_Alltoall.\n"
-    "  --count N           elements in each block (default 1000)\n"
+    "  --count N           elements in each block, 0 to 2^28/N (default 1000)\n"
     "  --type T            float|double|int|half (default float)\n"
     DT_COMMON_USAGE
     "  --help              this text\n";
@@ -51,27 +51,11 @@ int main(int argc, char **argv)
 {
     /* ==== setup ==== */
     dt_init(&argc, &argv);
-    int count = 1000, n = dt_size(), rank = dt_rank();
-    MPI_Datatype type = MPI_FLOAT;
-    static const struct option longopts[] = {
-        {"count", required_argument, NULL, 'c'}, {"type", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'}, DT_COMMON_LONGOPTS, {NULL, 0, NULL, 0}};
-    opterr = rank == 0;          /* getopt's own complaints, from one rank only */
-    for (int c; (c = getopt_long(argc, argv, "c:t:h", longopts, NULL)) != -1;) {
-        switch (c) {
-        case 'c': if (dt_parse_int(optarg, 0, (1 << 28) / n, &count))
-                      dt_usage_error(usage, "--count wants a whole number from 0 to 2^28/N");
-                  break;
-        case 't': if ((type = dt_type_from_name(optarg)) == MPI_DATATYPE_NULL)
-                      dt_usage_error(usage, "--type wants float, double, int or half");
-                  break;
-        case 'h': dt_usage_help(usage);
-        case DT_OPT_DEVICE: case DT_OPT_TRACE: break;
-        default: dt_usage_error(usage, NULL);
-        }
-    }
-    if (optind < argc)
-        dt_usage_error(usage, "this lesson takes no arguments besides options");
+    int n = dt_size(), rank = dt_rank();
+    dt_opts opts = {.count = 1000, .count_max = (1 << 28) / n, .type = MPI_FLOAT};
+    dt_parse_options(argc, argv, "ct", usage, &opts);
+    int count = opts.count;
+    MPI_Datatype type = opts.type;
 
     /* ==== the idea: labelled blocks, one int each ==== */
     dt_printf0("All-to-all on %d rank%s: rank r's block j goes to rank j, which stores it as its\n"

@@ -39,6 +39,13 @@ void dt_waitall(int n, MPI_Request *reqs)
     }
 }
 
+void dt_barrier(MPI_Comm comm)
+{
+    MPI_Request req;
+    DT_CHECK_MPI(MPI_Ibarrier(comm, &req));
+    dt_waitall(1, &req);
+}
+
 /* ==== staging ====
  *
  * Device data crosses through pinned host buffers: pinned (page-locked) memory is what

@@ -34,6 +34,10 @@ void dt_sendrecv(const void *sbuf, size_t snbytes, int dst,
  * that post their own nonblocking calls. */
 void dt_waitall(int n, MPI_Request *reqs);
 
+/* A barrier over comm, waited for politely (MPI_Ibarrier, then dt_waitall). Programs use
+ * it to start timed runs together; MPI_Barrier itself would spin. */
+void dt_barrier(MPI_Comm comm);
+
 /* Bytes this rank has sent and received through p2p since the last reset. */
 size_t dt_bytes_sent(void);
 size_t dt_bytes_received(void);

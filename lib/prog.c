@@ -9,6 +9,7 @@
 #include "prog.h"
 #include "buf.h"
 #include "half.h"
+#include "p2p.h"
 
 /* ==== usage ==== */
 
@@ -86,6 +87,117 @@ int dt_parse_int(const char *s, int min, int max, int *out)
     return 0;
 }
 
+/* ==== the options programs share ==== */
+
+void dt_parse_options(int argc, char **argv, const char *which, const char *usage,
+                      dt_opts *o)
+{
+    static const struct option all[] = {
+        {"count", required_argument, NULL, 'c'},    {"root", required_argument, NULL, 'r'},
+        {"iters", required_argument, NULL, 'i'},    {"type", required_argument, NULL, 't'},
+        {"op", required_argument, NULL, 'o'},       {"min-size", required_argument, NULL, 'm'},
+        {"max-size", required_argument, NULL, 's'},
+    };
+    struct option opts[12];
+    char shortopts[32] = ":h";         /* ':' first: a missing value comes back as ':' */
+    int k = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (strchr(which, all[i].val)) {
+            opts[k++] = all[i];
+            size_t len = strlen(shortopts);
+            shortopts[len] = (char)all[i].val;
+            shortopts[len + 1] = ':';
+            shortopts[len + 2] = '\0';
+        }
+    opts[k++] = (struct option){"help", no_argument, NULL, 'h'};
+    opts[k++] = (struct option){"device", required_argument, NULL, DT_OPT_DEVICE};
+    opts[k++] = (struct option){"trace", required_argument, NULL, DT_OPT_TRACE};
+    opts[k] = (struct option){NULL, 0, NULL, 0};
+
+    char why[160];
+    int count_max = o->count_max > 0 ? o->count_max : 1 << 28;
+    opterr = 0;                        /* the messages below come from one rank only */
+    optind = 0;
+    for (int c; (c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1;) {
+        switch (c) {
+        case 'c': {
+            size_t v;
+            if (dt_parse_size(optarg, &v) || v > (size_t)count_max) {
+                snprintf(why, sizeof why, "--count wants a number of elements from 0 to %d "
+                         "(K, M suffixes allowed)", count_max);
+                dt_usage_error(usage, why);
+            }
+            o->count = (int)v;
+            break;
+        }
+        case 'r': if (dt_parse_int(optarg, 0, dt_size() - 1, &o->root)) {
+                      snprintf(why, sizeof why, "--root wants a rank from 0 to %d", dt_size() - 1);
+                      dt_usage_error(usage, why);
+                  }
+                  break;
+        case 'i': if (dt_parse_int(optarg, 1, 1000000, &o->iters))
+                      dt_usage_error(usage, "--iters wants a whole number from 1 to 10^6");
+                  break;
+        case 't': if ((o->type = dt_type_from_name(optarg)) == MPI_DATATYPE_NULL)
+                      dt_usage_error(usage, "--type wants float, double, int or half");
+                  break;
+        case 'o': if ((o->op = dt_op_from_name(optarg)) == MPI_OP_NULL)
+                      dt_usage_error(usage, "--op wants sum, max, min or prod");
+                  break;
+        case 'm': case 's': {
+            size_t *dst = c == 'm' ? &o->min_size : &o->max_size;
+            if (dt_parse_size(optarg, dst) || *dst < 1 || *dst > ((size_t)1 << 30))
+                dt_usage_error(usage, c == 'm' ? "--min-size wants a size from 1 to 1G, like 64K"
+                                               : "--max-size wants a size from 1 to 1G, like 16M");
+            break;
+        }
+        case 'h': dt_usage_help(usage);
+        case DT_OPT_DEVICE: case DT_OPT_TRACE: break;   /* dt_init has read them */
+        case ':':
+            snprintf(why, sizeof why, "option '%s' needs a value", argv[optind - 1]);
+            dt_usage_error(usage, why);
+        default:
+            snprintf(why, sizeof why, "unknown option '%s'", argv[optind - 1]);
+            dt_usage_error(usage, why);
+        }
+    }
+    if (optind < argc) {
+        snprintf(why, sizeof why, "unexpected argument '%s'", argv[optind]);
+        dt_usage_error(usage, why);
+    }
+    if (strchr(which, 'm') && strchr(which, 's') && o->min_size > o->max_size)
+        dt_usage_error(usage, "--min-size is larger than --max-size");
+}
+
+/* ==== timing ==== */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double dt_time_median(void (*fn)(void *ctx), void *ctx, int iters, MPI_Comm comm)
+{
+    DT_REQUIRE(iters >= 1, "dt_time_median: iters is %d; it must be 1 or more", iters);
+    double *t = malloc(sizeof(double) * (size_t)iters);
+    DT_REQUIRE(t != NULL, "out of memory");
+    fn(ctx);                                    /* warm-up: first-touch, staging buffers */
+    for (int i = 0; i < iters; i++) {
+        dt_barrier(comm);
+        double t0 = MPI_Wtime();
+        fn(ctx);
+        t[i] = MPI_Wtime() - t0;
+    }
+    MPI_Request req;                            /* each run as long as its slowest rank */
+    DT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, t, iters, MPI_DOUBLE, MPI_MAX, comm, &req));
+    dt_waitall(1, &req);
+    qsort(t, (size_t)iters, sizeof(double), cmp_double);
+    double med = iters % 2 ? t[iters / 2] : (t[iters / 2 - 1] + t[iters / 2]) / 2;
+    free(t);
+    return med;
+}
+
 char *dt_format_bytes(double nbytes, char *buf, size_t len)
 {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -135,7 +247,9 @@ void dt_printf_ordered(const char *fmt, ...)
         offs = malloc(sizeof(int) * (size_t)n);
         DT_REQUIRE(lens && offs, "out of memory");
     }
-    DT_CHECK_MPI(MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    MPI_Request req;                 /* MPI's blocking collectives spin: wait politely */
+    DT_CHECK_MPI(MPI_Igather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD, &req));
+    dt_waitall(1, &req);
     int total = 0;
     if (rank == 0) {
         for (int i = 0; i < n; i++) {
@@ -145,8 +259,9 @@ void dt_printf_ordered(const char *fmt, ...)
         all = malloc((size_t)total + 1);
         DT_REQUIRE(all != NULL, "out of memory");
     }
-    DT_CHECK_MPI(MPI_Gatherv(line, len, MPI_CHAR, all, lens, offs, MPI_CHAR, 0,
-                             MPI_COMM_WORLD));
+    DT_CHECK_MPI(MPI_Igatherv(line, len, MPI_CHAR, all, lens, offs, MPI_CHAR, 0,
+                              MPI_COMM_WORLD, &req));
+    dt_waitall(1, &req);
     if (rank == 0) {
         fwrite(all, 1, (size_t)total, stdout);
         fflush(stdout);
@@ -238,6 +353,8 @@ int dt_check_close(const void *got, const void *want, int count, MPI_Datatype ty
     free(g);
     free(w);
     int ok = bad == 0;
-    DT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, comm));
+    MPI_Request req;
+    DT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, comm, &req));
+    dt_waitall(1, &req);
     return ok;
 }

@@ -29,6 +29,31 @@ void dt_usage_error(const char *usage, const char *why);
 __attribute__((noreturn))
 void dt_usage_help(const char *usage);
 
+/* The options most programs share, parsed with getopt_long in one place. `which` lists
+ * the ones this program takes, by letter:
+ *   c --count N      elements, 0 .. count_max     r --root R     a rank, 0 .. N-1
+ *   i --iters N      1 .. 10^6                    t --type T     float|double|int|half
+ *   m --min-size B   bytes, e.g. 4, 64K, 1 .. 1G  o --op OP      sum|max|min|prod
+ *   s --max-size B   bytes, 1 .. 1G
+ * plus --help, --device and --trace always. Counts and sizes take K, M, G suffixes.
+ * count_max caps --count (0 means 2^28; a program whose count is per block sets
+ * 2^28 / N). Fields of options not given keep the values the caller put there. Anything wrong (an unknown option, a missing or bad value, a stray
+ * argument, min-size above max-size) ends every rank through dt_usage_error. */
+typedef struct {
+    int count, root, iters;
+    int count_max;
+    size_t min_size, max_size;
+    MPI_Datatype type;
+    MPI_Op op;
+} dt_opts;
+void dt_parse_options(int argc, char **argv, const char *which, const char *usage,
+                      dt_opts *o);
+
+/* Runs fn(ctx) once to warm up, then iters times, every run started together
+ * (dt_barrier). A run lasts as long as its slowest rank; returns the median of those
+ * times in seconds, the same on every rank. Collective over comm. */
+double dt_time_median(void (*fn)(void *ctx), void *ctx, int iters, MPI_Comm comm);
+
 /* Parses a size with an optional K, M or G suffix (powers of 1024): "64K" -> 65536.
  * Returns 0, or -1 for anything else (negative, empty, trailing junk, overflow). */
 int dt_parse_size(const char *s, size_t *out);
