@@ -35,7 +35,7 @@ endif
 
 CC       := $(if $(MPICC),$(MPICC),mpicc)
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -MMD -MP -Ilib -pthread
+CFLAGS   += -std=gnu11 -Wall -Wextra -MMD -MP -Ilib -pthread
 # GCC 12 takes MPICH's MPI_STATUS(ES)_IGNORE, a constant pointer, for a zero-sized array
 CFLAGS   += -Wno-stringop-overflow
 LDLIBS   := -lm -pthread

@@ -30,6 +30,7 @@ enum { SHOW = 8 };     /* the step table is printed for up to this many ranks */
 static void show_step(const char *coll, const char *phase, int step, const void *buf,
                       int count, MPI_Datatype type, MPI_Comm comm, void *ctx)
 {
+    (void)coll; (void)phase;
     int rank, n;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &n);

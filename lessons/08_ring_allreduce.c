@@ -39,6 +39,7 @@ enum { SHOW_RANKS = 6 };     /* steps are printed for up to this many ranks */
 static void show_step(const char *coll, const char *phase, int step, const void *buf,
                       int count, MPI_Datatype type, MPI_Comm comm, void *ctx)
 {
+    (void)coll; (void)ctx;
     int rank, n, rs = strcmp(phase, "reduce-scatter") == 0;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &n);

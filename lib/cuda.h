@@ -29,17 +29,19 @@ void dti_cuda_reduce(const void *in, void *inout, size_t count, int type, int op
 
 #else
 
+#define DTI_NO_CUDA DT_REQUIRE(0, "built without CUDA (make CUDA=1)")
+
 static inline int dti_cuda_device_count(void) { return 0; }
-static inline void dti_cuda_set_device(int dev) { DT_REQUIRE(0, "built without CUDA (make CUDA=1)"); }
-static inline void dti_cuda_device_name(int dev, char *buf, size_t len) { if (len) buf[0] = 0; }
-static inline void *dti_cuda_malloc(size_t nbytes) { DT_REQUIRE(0, "built without CUDA (make CUDA=1)"); }
-static inline void dti_cuda_free(void *p) { DT_REQUIRE(0, "built without CUDA (make CUDA=1)"); }
-static inline void *dti_cuda_host_alloc(size_t nbytes) { DT_REQUIRE(0, "built without CUDA (make CUDA=1)"); }
-static inline void dti_cuda_host_free(void *p) { DT_REQUIRE(0, "built without CUDA (make CUDA=1)"); }
-static inline int dti_cuda_is_device_ptr(const void *p) { return 0; }
-static inline void dti_cuda_memcpy(void *dst, const void *src, size_t nbytes) { DT_REQUIRE(0, "built without CUDA (make CUDA=1)"); }
-static inline void dti_cuda_memzero(void *p, size_t nbytes) { DT_REQUIRE(0, "built without CUDA (make CUDA=1)"); }
-static inline void dti_cuda_reduce(const void *in, void *inout, size_t count, int type, int op) { DT_REQUIRE(0, "built without CUDA (make CUDA=1)"); }
+static inline void dti_cuda_set_device(int dev) { (void)dev; DTI_NO_CUDA; }
+static inline void dti_cuda_device_name(int dev, char *buf, size_t len) { (void)dev; if (len) buf[0] = 0; }
+static inline void *dti_cuda_malloc(size_t nbytes) { (void)nbytes; DTI_NO_CUDA; }
+static inline void dti_cuda_free(void *p) { (void)p; DTI_NO_CUDA; }
+static inline void *dti_cuda_host_alloc(size_t nbytes) { (void)nbytes; DTI_NO_CUDA; }
+static inline void dti_cuda_host_free(void *p) { (void)p; DTI_NO_CUDA; }
+static inline int dti_cuda_is_device_ptr(const void *p) { (void)p; return 0; }
+static inline void dti_cuda_memcpy(void *dst, const void *src, size_t nbytes) { (void)dst; (void)src; (void)nbytes; DTI_NO_CUDA; }
+static inline void dti_cuda_memzero(void *p, size_t nbytes) { (void)p; (void)nbytes; DTI_NO_CUDA; }
+static inline void dti_cuda_reduce(const void *in, void *inout, size_t count, int type, int op) { (void)in; (void)inout; (void)count; (void)type; (void)op; DTI_NO_CUDA; }
 
 #endif
 

@@ -630,6 +630,7 @@ typedef struct {
 static void ring_hook(const char *coll, const char *phase, int step, const void *buf,
                       int count, MPI_Datatype type, MPI_Comm comm, void *ctx)
 {
+    (void)comm;
     ring_watch *rw = ctx;
     int n = rw->n, r = rw->rank, k = rw->calls++;
     int rs = k < n - 1, s = rs ? k : k - (n - 1);
@@ -696,6 +697,7 @@ END_TEST
 static void hash_hook(const char *coll, const char *phase, int step, const void *buf,
                       int count, MPI_Datatype type, MPI_Comm comm, void *ctx)
 {
+    (void)buf; (void)count; (void)type; (void)comm;
     uint64_t *h = ctx;
     for (const char *p = coll; *p; p++) *h = (*h ^ (unsigned char)*p) * 0x100000001b3ull;
     for (const char *p = phase; *p; p++) *h = (*h ^ (unsigned char)*p) * 0x100000001b3ull;
@@ -706,6 +708,7 @@ static void hash_hook(const char *coll, const char *phase, int step, const void 
 static void talking_hook(const char *coll, const char *phase, int step, const void *buf,
                          int count, MPI_Datatype type, MPI_Comm comm, void *ctx)
 {
+    (void)coll; (void)phase; (void)buf; (void)count; (void)type;
     int mine = step, most = 0;
     HT_MPI(MPI_Iallreduce(&mine, &most, 1, MPI_INT, MPI_MAX, comm, &ht_req));
     if (most != step) (*(int *)ctx)++;
