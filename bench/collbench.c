@@ -23,7 +23,6 @@
  *
  * See bench/README.md for measurements on a small machine and what limits them. */
 #include <limits.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -68,10 +67,14 @@ typedef struct {
 } coll_t;
 
 static const coll_t colls[] = {
-    {"allreduce",       "dt_allreduce",       "MPI_Allreduce", K_ALLREDUCE, dt_allreduce, NULL},
-    {"allreduce_ring",  "dt_allreduce_ring",  "MPI_Allreduce", K_ALLREDUCE, dt_allreduce_ring, NULL},
-    {"allreduce_rd",    "dt_allreduce_rd",    "MPI_Allreduce", K_ALLREDUCE, dt_allreduce_rd, NULL},
-    {"allreduce_naive", "dt_allreduce_naive", "MPI_Allreduce", K_ALLREDUCE, dt_allreduce_naive, NULL},
+    {"allreduce",       "dt_allreduce",       "MPI_Allreduce", K_ALLREDUCE,
+                                                               dt_allreduce, NULL},
+    {"allreduce_ring",  "dt_allreduce_ring",  "MPI_Allreduce", K_ALLREDUCE,
+                                                               dt_allreduce_ring, NULL},
+    {"allreduce_rd",    "dt_allreduce_rd",    "MPI_Allreduce", K_ALLREDUCE,
+                                                               dt_allreduce_rd, NULL},
+    {"allreduce_naive", "dt_allreduce_naive", "MPI_Allreduce", K_ALLREDUCE,
+                                                               dt_allreduce_naive, NULL},
     {"bcast",           "dt_bcast",           "MPI_Bcast",     K_BCAST, NULL, dt_bcast},
     {"bcast_naive",     "dt_bcast_naive",     "MPI_Bcast",     K_BCAST, NULL, dt_bcast_naive},
     {"reduce",          "dt_reduce",          "MPI_Reduce",    K_REDUCE, NULL, NULL},
@@ -84,8 +87,14 @@ static const coll_t colls[] = {
 };
 #define NCOLLS ((int)(sizeof colls / sizeof colls[0]))
 
-static int rooted(coll_kind k) { return k == K_BCAST || k == K_REDUCE || k == K_GATHER || k == K_SCATTER; }
-static int reduces(coll_kind k) { return k == K_ALLREDUCE || k == K_REDUCE || k == K_REDUCE_SCATTER; }
+static int rooted(coll_kind k)
+{
+    return k == K_BCAST || k == K_REDUCE || k == K_GATHER || k == K_SCATTER;
+}
+static int reduces(coll_kind k)
+{
+    return k == K_ALLREDUCE || k == K_REDUCE || k == K_REDUCE_SCATTER;
+}
 /* MPI_Bcast has one buffer: there is no out-of-place broadcast to compare with. */
 static int has_in_place(coll_kind k) { return k != K_BCAST; }
 /* Whether the buffers are n blocks of `count` elements (one per rank). */
@@ -145,7 +154,10 @@ static int count_for(const bench_t *b, coll_kind k, size_t size, size_t *nbytes)
     return (int)count;          /* fits: maxbytes / ts <= INT_MAX was checked */
 }
 
-static char *at(void *buf, size_t elems, const bench_t *b) { return (char *)buf + elems * b->ts; }
+static char *at(void *buf, size_t elems, const bench_t *b)
+{
+    return (char *)buf + elems * b->ts;
+}
 
 /* ==== one call, dtlab's or MPI's ====
  * In place follows MPI: MPI_IN_PLACE as sendbuf (recvbuf for scatter), at the root
@@ -169,8 +181,16 @@ static void run_once(const bench_t *b, const coll_t *c, int impl, int in_place, 
         else DT_CHECK_MPI(MPI_Bcast(rb, count, t, root, comm));
         break;
     case K_REDUCE:
-        if (impl == DTLAB) DT_CHECK_MPI(dt_reduce(s_root, rb, count, t, b->op, root, comm));
-        else DT_CHECK_MPI(MPI_Reduce(s_root, rb, count, t, mpi_op(b), root, comm));
+        if (impl == DTLAB) {
+            DT_CHECK_MPI(dt_reduce(s_root, rb, count, t, b->op, root, comm));
+        } else if (s_root == MPI_IN_PLACE && root != 0) {
+            /* MPICH 4.0.2 and 4.1.1 crash on MPI_IN_PLACE at a root other than 0
+             * (pmodels/mpich#6540, fixed by #6543, which makes this same extra copy). */
+            dt_memcpy(sb, rb, (size_t)count * b->ts);
+            DT_CHECK_MPI(MPI_Reduce(sb, rb, count, t, mpi_op(b), root, comm));
+        } else {
+            DT_CHECK_MPI(MPI_Reduce(s_root, rb, count, t, mpi_op(b), root, comm));
+        }
         break;
     case K_GATHER:
         if (impl == DTLAB) DT_CHECK_MPI(dt_gather(s_root, count, t, rb, count, t, root, comm));
@@ -248,13 +268,15 @@ static size_t result_count(const bench_t *b, coll_kind k, int in_place, int coun
 /* ==== timing and checking ==== */
 
 /* The slowest rank's average time per call, in seconds. One untimed call first (as
- * nccl-tests does), then a barrier so every rank enters the timed loop together. */
+ * nccl-tests does), then a barrier so every rank enters the timed loop together
+ * (dt_barrier waits as -W says: MPI_Barrier would spin, and with more ranks than cores
+ * the ranks would leave it a time slice apart). */
 static double time_coll(const bench_t *b, const coll_t *c, int impl, int in_place,
                         int count, unsigned seed)
 {
     fill_inputs(b, c->kind, in_place, count, seed);
     run_once(b, c, impl, in_place, count);
-    MPI_Barrier(MPI_COMM_WORLD);
+    dt_barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     for (int i = 0; i < b->iters; i++)
         run_once(b, c, impl, in_place, count);
@@ -289,7 +311,8 @@ static long long check_coll(const bench_t *b, const coll_t *c, int in_place, int
             wrong++;
         }
     }
-    DT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
+    DT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG_LONG, MPI_SUM,
+                               MPI_COMM_WORLD));
     return wrong;
 }
 
@@ -311,11 +334,15 @@ static void fmt_wrong(char *buf, size_t len, const bench_t *b, int impl, const r
     else snprintf(buf, len, "%lld", r->wrong);
 }
 
-static void print_header(const coll_t *c)
+static void print_header(const bench_t *b, const coll_t *c)
 {
     dt_printf0("#\n# %s: %s beside %s\n", c->name, c->dt_fn, c->mpi_fn);
-    dt_printf0("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place\n",
-               "", "", "", "", "");
+    if (c->kind == K_REDUCE && b->root != 0)
+        dt_printf0("# (MPI's in-place reduce at root %d copies its input and runs out of "
+                   "place:\n"
+                   "#  MPICH 4.0.2 and 4.1.1 crash there, pmodels/mpich#6540)\n", b->root);
+    dt_printf0("# %10s  %12s  %8s  %6s  %6s           out-of-place"
+               "                       in-place\n", "", "", "", "", "");
     dt_printf0("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s  %s\n",
                "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
                "time", "algbw", "busbw", "#wrong", "impl");
@@ -368,7 +395,7 @@ static void print_row(bench_t *b, const coll_t *c, int impl, size_t nbytes, int 
 static void bench_coll(bench_t *b, const coll_t *c)
 {
     size_t nbytes;
-    print_header(c);
+    print_header(b, c);
 
     /* Warm-up at both ends of the range (connections, page faults, caches). */
     int ends[2] = {count_for(b, c->kind, b->maxbytes, &nbytes),
@@ -441,17 +468,21 @@ static void parse_options(int argc, char **argv, bench_t *b, int *which)
                 dt_usage_error(usage, "--stepfactor must be an integer from 2 to 1024");
             break;
         case 'w':
-            if (dt_parse_int(optarg, 0, 1000000, &b->warmup)) dt_usage_error(usage, "bad --warmup_iters");
+            if (dt_parse_int(optarg, 0, 1000000, &b->warmup))
+                dt_usage_error(usage, "bad --warmup_iters");
             break;
         case 'n':
-            if (dt_parse_int(optarg, 1, 1000000, &b->iters)) dt_usage_error(usage, "bad --iters");
+            if (dt_parse_int(optarg, 1, 1000000, &b->iters))
+                dt_usage_error(usage, "bad --iters");
             break;
         case 'c':
-            if (dt_parse_int(optarg, 0, 1, &b->check)) dt_usage_error(usage, "--check must be 0 or 1");
+            if (dt_parse_int(optarg, 0, 1, &b->check))
+                dt_usage_error(usage, "--check must be 0 or 1");
             break;
         case 'o':
             b->op = dt_op_from_name(optarg);
-            if (b->op == MPI_OP_NULL) dt_usage_error(usage, "--op must be sum, max, min or prod");
+            if (b->op == MPI_OP_NULL)
+                dt_usage_error(usage, "--op must be sum, max, min or prod");
             break;
         case 'd':
             b->type = dt_type_from_name(optarg);
@@ -459,7 +490,8 @@ static void parse_options(int argc, char **argv, bench_t *b, int *which)
                 dt_usage_error(usage, "--datatype must be float, double, int or half");
             break;
         case 'r':
-            if (dt_parse_int(optarg, 0, INT_MAX, &b->root)) dt_usage_error(usage, "bad --root");
+            if (dt_parse_int(optarg, 0, INT_MAX, &b->root))
+                dt_usage_error(usage, "bad --root");
             break;
         case 'C':
             *which = -2;
@@ -480,7 +512,8 @@ static void parse_options(int argc, char **argv, bench_t *b, int *which)
         }
     }
     if (optind < argc) dt_usage_error(usage, "unexpected argument");
-    if (b->minbytes > b->maxbytes) dt_usage_error(usage, "--minbytes is larger than --maxbytes");
+    if (b->minbytes > b->maxbytes)
+        dt_usage_error(usage, "--minbytes is larger than --maxbytes");
     if (b->root >= b->n) dt_usage_error(usage, "--root must be below the number of ranks");
     b->ts = dt_type_size(b->type);
     if (b->maxbytes / b->ts > INT_MAX)

@@ -186,11 +186,16 @@ int main(int argc, char **argv)
     /* ==== the library call, shown step by step or timed ==== */
     dt_bytes_reset();
     if (show) {
-        show_step("allreduce_ring", "start", -1, in, count, type, MPI_COMM_WORLD, NULL);
+        /* in place, so the table shows whole buffers: out of place, dt_allreduce_ring
+         * writes each chunk of out only when a result for it arrives */
+        dt_memcpy(out, in, nbytes);
+        show_step("allreduce_ring", "start", -1, out, count, type, MPI_COMM_WORLD, NULL);
         dt_set_step_hook(show_step, NULL);
+        dt_allreduce_ring(MPI_IN_PLACE, out, count, type, op, MPI_COMM_WORLD);
+        dt_set_step_hook(NULL, NULL);
+    } else {
+        dt_allreduce_ring(in, out, count, type, op, MPI_COMM_WORLD);
     }
-    dt_allreduce_ring(in, out, count, type, op, MPI_COMM_WORLD);
-    dt_set_step_hook(NULL, NULL);
     unsigned long long sent = dt_bytes_sent(), most, least;
     double t = 0;
     if (!show) {

@@ -24,8 +24,9 @@ void dti_cuda_host_free(void *p);
 int dti_cuda_is_device_ptr(const void *p);
 void dti_cuda_memcpy(void *dst, const void *src, size_t nbytes);   /* any direction */
 void dti_cuda_memzero(void *p, size_t nbytes);
-/* inout[i] = inout[i] op in[i] on the GPU; type and op are dt_dtype and dt_op values. */
-void dti_cuda_reduce(const void *in, void *inout, size_t count, int type, int op);
+/* dst[i] = src[i] op in[i] on the GPU (dst may be src); type and op are dt_dtype and
+ * dt_op values. */
+void dti_cuda_reduce(const void *in, const void *src, void *dst, size_t count, int type, int op);
 
 #else
 
@@ -41,7 +42,7 @@ static inline void dti_cuda_host_free(void *p) { (void)p; DTI_NO_CUDA; }
 static inline int dti_cuda_is_device_ptr(const void *p) { (void)p; return 0; }
 static inline void dti_cuda_memcpy(void *dst, const void *src, size_t nbytes) { (void)dst; (void)src; (void)nbytes; DTI_NO_CUDA; }
 static inline void dti_cuda_memzero(void *p, size_t nbytes) { (void)p; (void)nbytes; DTI_NO_CUDA; }
-static inline void dti_cuda_reduce(const void *in, void *inout, size_t count, int type, int op) { (void)in; (void)inout; (void)count; (void)type; (void)op; DTI_NO_CUDA; }
+static inline void dti_cuda_reduce(const void *in, const void *src, void *dst, size_t count, int type, int op) { (void)in; (void)src; (void)dst; (void)count; (void)type; (void)op; DTI_NO_CUDA; }
 
 #endif
 

@@ -6,8 +6,8 @@
 
 /* One loop per (type, op): plain loops the compiler vectorises. */
 #define LOOP(T, EXPR) \
-    do { const T *a = in; T *b = inout; \
-         for (size_t i = 0; i < count; i++) { T x = a[i], y = b[i]; b[i] = (EXPR); } \
+    do { const T *a = in, *b = src; T *d = dst; \
+         for (size_t i = 0; i < count; i++) { T x = a[i], y = b[i]; d[i] = (EXPR); } \
     } while (0)
 
 #define ALL_OPS(T) \
@@ -29,7 +29,9 @@ static float apply_f(float x, float y, dt_op op)
     return 0;
 }
 
-void dt_reduce_cpu(const void *in, void *inout, size_t count, dt_dtype type, dt_op op)
+/* dst = src op in, on the host; dst may be src. */
+static void reduce_cpu(const void *in, const void *src, void *dst, size_t count,
+                       dt_dtype type, dt_op op)
 {
     switch (type) {
     case DT_F32: ALL_OPS(float); break;
@@ -37,30 +39,41 @@ void dt_reduce_cpu(const void *in, void *inout, size_t count, dt_dtype type, dt_
     case DT_I32: ALL_OPS(int); break;
     case DT_F16: {
         /* half: widen to float, apply, round back to nearest even */
-        const dt_half *a = in;
-        dt_half *b = inout;
+        const dt_half *a = in, *b = src;
+        dt_half *d = dst;
         for (size_t i = 0; i < count; i++)
-            b[i] = dt_float_to_half(apply_f(dt_half_to_float(a[i]), dt_half_to_float(b[i]), op));
+            d[i] = dt_float_to_half(apply_f(dt_half_to_float(a[i]), dt_half_to_float(b[i]), op));
         break;
     }
     }
 }
 
-void dt_reduce_local(const void *in, void *inout, int count, MPI_Datatype type, MPI_Op op)
+void dt_reduce_cpu(const void *in, void *inout, size_t count, dt_dtype type, dt_op op)
 {
-    DT_REQUIRE(count >= 0, "dt_reduce_local: negative count %d", count);
+    reduce_cpu(in, inout, inout, count, type, op);
+}
+
+void dti_reduce_into(const void *in, const void *src, void *dst, int count,
+                     MPI_Datatype type, MPI_Op op)
+{
+    DT_REQUIRE(count >= 0, "reduction of a negative count %d", count);
     dt_dtype t = dt_dtype_of(type);
     dt_op o = dt_op_of(op);
     if (count == 0)
         return;
-    DT_REQUIRE(in != NULL && inout != NULL, "dt_reduce_local: NULL buffer");
-    int on_gpu = dt_is_device_ptr(inout);
-    DT_REQUIRE(on_gpu == dt_is_device_ptr(in),
-               "dt_reduce_local: one buffer is on the GPU and the other on the host");
+    DT_REQUIRE(in != NULL && src != NULL && dst != NULL, "reduction with a NULL buffer");
+    int on_gpu = dt_is_device_ptr(dst);
+    DT_REQUIRE(on_gpu == dt_is_device_ptr(in) && on_gpu == dt_is_device_ptr(src),
+               "reduction over buffers some on the GPU and some on the host");
     double t0 = dt_trace_now();
     if (on_gpu)
-        dti_cuda_reduce(in, inout, (size_t)count, t, o);
+        dti_cuda_reduce(in, src, dst, (size_t)count, t, o);
     else
-        dt_reduce_cpu(in, inout, (size_t)count, t, o);
+        reduce_cpu(in, src, dst, (size_t)count, t, o);
     dt_trace_add(DT_EV_REDUCE, -1, (size_t)count * dt_type_size(type), t0, dt_trace_now());
+}
+
+void dt_reduce_local(const void *in, void *inout, int count, MPI_Datatype type, MPI_Op op)
+{
+    dti_reduce_into(in, inout, inout, count, type, op);
 }

@@ -193,7 +193,7 @@ START_TEST(test_reduce_cuda)
                 dti_cuda_memcpy(d_io, b.io, b.nbytes);
                 REQUIRE(dti_cuda_is_device_ptr(d_io) && !dti_cuda_is_device_ptr(b.io),
                         "dti_cuda_is_device_ptr is wrong");
-                dti_cuda_reduce(d_in, d_io, count, t, o);
+                dti_cuda_reduce(d_in, d_io, d_io, count, t, o);
                 dti_cuda_memcpy(got, d_io, b.nbytes);
                 dti_cuda_memcpy(b.in, d_in, b.nbytes);      /* in must be unchanged */
                 /* Against the CPU twin: the same values (max and min may pick either of

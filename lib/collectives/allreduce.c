@@ -19,17 +19,25 @@
 #define TAG_RD    (DT_TAG_BASE + 9)
 /* the ring uses the tags of reduce_scatter.c and allgather.c */
 
-/* Checks the arguments every allreduce takes, copies the input into recvbuf unless in
- * place, and returns the element size. */
-static size_t start(const char *fn, const void *sendbuf, void *recvbuf, int count,
-                    MPI_Datatype type, MPI_Op op)
+/* Checks the arguments every allreduce takes. */
+static void check_args(const char *fn, const void *sendbuf, void *recvbuf, int count,
+                       MPI_Datatype type, MPI_Op op)
 {
     DT_REQUIRE(count >= 0, "%s: count is %d; it must be 0 or more", fn, count);
-    (void)dt_op_of(op);        /* aborts with a message for an op dtlab does not know */
-    size_t esize = dt_type_size(type);
+    (void)dt_op_of(op);        /* these two abort with a message for an op or type */
+    (void)dt_type_size(type);  /* dtlab does not know */
     DT_REQUIRE(recvbuf != MPI_IN_PLACE, "%s: MPI_IN_PLACE goes in sendbuf, not recvbuf", fn);
     DT_REQUIRE(sendbuf != NULL || count == 0, "%s: sendbuf is NULL but count is %d", fn, count);
     DT_REQUIRE(recvbuf != NULL || count == 0, "%s: recvbuf is NULL but count is %d", fn, count);
+}
+
+/* Checks the arguments, copies the input into recvbuf unless in place (naive and rd work
+ * on recvbuf), and returns the element size. */
+static size_t start(const char *fn, const void *sendbuf, void *recvbuf, int count,
+                    MPI_Datatype type, MPI_Op op)
+{
+    check_args(fn, sendbuf, recvbuf, count, type, op);
+    size_t esize = dt_type_size(type);
     if (sendbuf != MPI_IN_PLACE)
         dt_memcpy(recvbuf, sendbuf, (size_t)count * esize);
     return esize;
@@ -94,10 +102,12 @@ int dt_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype typ
 int dt_allreduce_ring(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
                       MPI_Op op, MPI_Comm comm)
 {
-    start("dt_allreduce_ring", sendbuf, recvbuf, count, type, op);
+    check_args("dt_allreduce_ring", sendbuf, recvbuf, count, type, op);
     if (count == 0)
         return MPI_SUCCESS;
-    dti_ring_reduce_scatter(recvbuf, count, type, op, comm, "allreduce_ring");
+    /* no copy of sendbuf into recvbuf: the reduce-scatter reads sendbuf and writes recvbuf */
+    const void *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    dti_ring_reduce_scatter(src, recvbuf, count, type, op, comm, "allreduce_ring");
     dti_ring_allgather(recvbuf, count, type, comm, "allreduce_ring");
     return MPI_SUCCESS;
 }

@@ -84,10 +84,12 @@ typedef void (*dt_step_hook)(const char *coll, const char *phase, int step,
                              MPI_Comm comm, void *ctx);
 void dt_set_step_hook(dt_step_hook fn, void *ctx);
 
-/* Internal to lib/collectives: the in-place ring phases on a whole buffer cut with
- * dt_chunk_bounds, shared by reduce-scatter, allgather and allreduce, and the hook. */
-void dti_ring_reduce_scatter(void *buf, int count, MPI_Datatype type, MPI_Op op,
-                             MPI_Comm comm, const char *coll);
+/* Internal to lib/collectives: the ring phases on a whole buffer cut with dt_chunk_bounds,
+ * shared by reduce-scatter, allgather and allreduce, and the hook. The reduce-scatter
+ * reads the rank's data from src and writes to buf (src == buf: in place); after it,
+ * chunk r of buf is final, and other chunks are partial or unwritten. */
+void dti_ring_reduce_scatter(const void *src, void *buf, int count, MPI_Datatype type,
+                             MPI_Op op, MPI_Comm comm, const char *coll);
 void dti_ring_allgather(void *buf, int count, MPI_Datatype type, MPI_Comm comm,
                         const char *coll);
 void dti_step_done(const char *coll, const char *phase, int step,
