@@ -61,8 +61,23 @@ TOOLS    := $(BUILD)/dttrace
 UNIT     := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/unit_*.c))
 MULTI    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/mpi_*.c))
 
-.PHONY: FORCE all deps test unit multi demo run bench clean check-deps
-all: $(LIBDT) $(LESSONS) $(BENCH) $(TOOLS) $(UNIT) $(MULTI)
+# keep objects that pattern rules chain through (lessons, tests), so nothing rebuilds twice
+.SECONDARY:
+
+.PHONY: FORCE all deps test demo run bench clean check-deps check-tools flags libs
+all: check-tools $(LIBDT) $(LESSONS) $(BENCH) $(TOOLS) $(UNIT) $(MULTI)
+
+check-tools:
+	@if [ -z "$(MPICC)" ] || [ "$(HAVE_PKGS)" != yes ]; then \
+	  echo "dtlab: MPICH's mpicc or a library ($(PKGS)) is missing: run 'make deps' first" >&2; \
+	  exit 1; fi
+
+# What your own program needs to build against dtlab:
+#   mpicc $$(make -s flags) myprog.c $$(make -s libs) -o myprog
+flags:
+	@echo -I$(CURDIR)/lib $(filter -D% -I/%,$(CFLAGS)) -pthread
+libs:
+	@echo $(CURDIR)/$(LIBDT) $(LDLIBS)
 
 # ---- rules ------------------------------------------------------------------
 # Objects depend on the configuration, so `make CUDA=0` after `make CUDA=1` rebuilds.
