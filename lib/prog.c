@@ -10,6 +10,7 @@
 #include "buf.h"
 #include "half.h"
 #include "p2p.h"
+#include "trace.h"
 
 /* ==== usage ==== */
 
@@ -19,14 +20,17 @@ static const char *prog_name(void)
     return program_invocation_short_name;
 }
 
-/* Every rank reaches this together, so dt_finalize's collective steps are safe. */
+/* Every rank reaches this together, so dt_finalize's collective steps are safe. A run
+ * that never started leaves no trace file. */
 static void finish(void)
 {
     int up = 0, down = 0;
     MPI_Initialized(&up);
     MPI_Finalized(&down);
-    if (up && !down)
+    if (up && !down) {
+        dti_trace_discard();
         dt_finalize();
+    }
 }
 
 void dt_usage_error(const char *usage, const char *why)
@@ -157,7 +161,7 @@ void dt_parse_options(int argc, char **argv, const char *which, const char *usag
             snprintf(why, sizeof why, "option '%s' needs a value", argv[optind - 1]);
             dt_usage_error(usage, why);
         default:
-            snprintf(why, sizeof why, "unknown option '%s'", argv[optind - 1]);
+            snprintf(why, sizeof why, "unknown or ambiguous option '%s'", argv[optind - 1]);
             dt_usage_error(usage, why);
         }
     }

@@ -235,6 +235,17 @@ static FILE *open_output(const char *tmp, long long nevents, const long long *al
     return NULL;
 }
 
+void dti_trace_discard(void)
+{
+    pthread_mutex_lock(&tr.mu);
+    tr.on = 0;
+    free(tr.ev);
+    tr.ev = NULL;
+    tr.n = tr.cap = 0;
+    tr.dropped = 0;
+    pthread_mutex_unlock(&tr.mu);
+}
+
 void dti_trace_close(void)
 {
     if (!tr.opened)

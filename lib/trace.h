@@ -74,6 +74,10 @@ void dt_trace_add(dt_event_kind kind, int peer, size_t nbytes, double t0, double
  * file. Collective over MPI_COMM_WORLD. */
 void dti_trace_close(void);
 
+/* Drops what was recorded, so that dti_trace_close writes nothing: a program ending on a
+ * usage error leaves no trace file behind. Every rank must call it, or none. */
+void dti_trace_discard(void);
+
 /* ==== reading (no MPI) ==== */
 
 typedef struct {
