@@ -72,12 +72,10 @@ check-tools:
 	  echo "dtlab: MPICH's mpicc or a library ($(PKGS)) is missing: run 'make deps' first" >&2; \
 	  exit 1; fi
 
-# What your own program needs to build against dtlab:
+# What your own program needs to build against dtlab, as the last build made it:
 #   mpicc $$(make -s flags) myprog.c $$(make -s libs) -o myprog
-flags:
-	@echo -I$(CURDIR)/lib $(filter -D% -I/%,$(CFLAGS)) -pthread
-libs:
-	@echo $(CURDIR)/$(LIBDT) $(LDLIBS)
+flags libs:
+	@cat $(BUILD)/$@ 2>/dev/null || { echo "dtlab: build first ('make')" >&2; exit 1; }
 
 # ---- rules ------------------------------------------------------------------
 # Objects depend on the configuration, so `make CUDA=0` after `make CUDA=1` rebuilds.
@@ -96,9 +94,12 @@ $(BUILD)/obj/%.o: %.cu $(BUILD)/config
 	$(NVCC) $(NVFLAGS) -M -MT $@ $< -o $(@:.o=.d)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
+# The library, and beside it what a program built against it needs (make flags, make libs)
 $(LIBDT): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+	@echo '-I$(CURDIR)/lib $(filter -D% -I/%,$(CFLAGS)) -pthread' > $(BUILD)/flags
+	@echo '$(CURDIR)/$(LIBDT) $(LDLIBS)' > $(BUILD)/libs
 
 $(BUILD)/lessons/%: $(BUILD)/obj/lessons/%.o $(LIBDT)
 	@mkdir -p $(dir $@)
@@ -148,9 +149,12 @@ demo: check-deps
 	@echo
 	@echo "Trace written to $(BUILD)/demo.trace (text) and $(BUILD)/demo.json (open it in https://ui.perfetto.dev)."
 
+LESSON := $(firstword $(wildcard lessons/$(L)_*.c))
 run: check-deps
-	@$(MAKE) --no-print-directory $(LESSONS)
-	$(MPIEXEC) -n $(NP) $(firstword $(wildcard $(BUILD)/lessons/$(L)_*)) $(ARGS)
+	@if [ -z "$(LESSON)" ]; then echo "dtlab: no lesson $(L); the lessons are:" \
+	  $(patsubst lessons/%.c,%,$(wildcard lessons/*.c)) "(L=08 picks 08_...)" >&2; exit 2; fi
+	@$(MAKE) -s --no-print-directory $(LESSON:lessons/%.c=$(BUILD)/lessons/%)
+	$(MPIEXEC) -n $(NP) $(LESSON:lessons/%.c=$(BUILD)/lessons/%) $(ARGS)
 
 bench: check-deps
 	@$(MAKE) --no-print-directory $(BENCH)

@@ -78,11 +78,13 @@ static void bad_option(const char *why)
 
 /* Reads --device and --trace with getopt_long, on a copy of argv so the program's own
  * parse later sees argv untouched. Unknown options are the program's business. */
-static void read_options(int argc, char **argv, const char **device, const char **trace)
+static void read_options(int argc, char **argv, const char **device, const char **trace,
+                         int *help)
 {
     static const struct option opts[] = {
         {"device", required_argument, NULL, 'd'},
         {"trace", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0}};
     char **copy = malloc(sizeof(char *) * (size_t)(argc + 1));
     DT_REQUIRE(copy != NULL, "out of memory");
@@ -93,6 +95,7 @@ static void read_options(int argc, char **argv, const char **device, const char 
     while ((c = getopt_long(argc, copy, "-:", opts, NULL)) != -1) {
         if (c == 'd') *device = optarg;
         if (c == 't') *trace = optarg;
+        if (c == 'h') *help = 1;
     }
     opterr = saved_opterr;
     optind = 0;                 /* glibc: 0 restarts getopt from scratch for the program */
@@ -117,14 +120,18 @@ int dt_init(int *argc, char ***argv)
         fprintf(stderr, "dtlab: this MPI gives thread level %d, not MPI_THREAD_MULTIPLE; "
                         "a communication thread would be unsafe\n", provided);
     const char *device = getenv("DT_DEVICE"), *trace = getenv("DT_TRACE");
-    const char *wait = getenv("DT_WAIT");
+    const char *wait = getenv("DT_WAIT"), *algo = getenv("DT_ALLREDUCE_ALGO");
+    int help = 0;
     if (argc && argv && *argv)
-        read_options(*argc, *argv, &device, &trace);
+        read_options(*argc, *argv, &device, &trace, &help);
     if (wait && strcmp(wait, "polite") && strcmp(wait, "block"))
         bad_option("dtlab: DT_WAIT must be 'polite' or 'block'");
+    if (algo && *algo && strcmp(algo, "ring") && strcmp(algo, "naive") && strcmp(algo, "rd"))
+        bad_option("dtlab: DT_ALLREDUCE_ALGO must be 'ring', 'naive' or 'rd'");
     dt.polite = !(wait && strcmp(wait, "block") == 0);
     if (device && strcmp(device, "cpu") && strcmp(device, "cuda"))
-        bad_option("dtlab: --device (or DT_DEVICE) must be 'cpu' or 'cuda'");
+        bad_option("dtlab: --device (or DT_DEVICE) must be 'cpu' or 'cuda' "
+                   "(--help lists the program's options)");
     dti_buf_init();
 
     /* one device per rank: GPU (local rank mod GPU count), else the CPU, said once */
@@ -141,13 +148,15 @@ int dt_init(int *argc, char ***argv)
     } else {
         dt.device = DT_CPU;
         snprintf(dt.name, sizeof dt.name, "cpu");
-        if (!want_cpu && dt.rank == 0) {
+        /* said once, first thing on stdout, so it never lands inside a program's table */
+        if (!want_cpu && !help && dt.rank == 0) {
 #ifdef DT_HAVE_CUDA
-            fprintf(stderr, "dtlab: no GPU found; running on the CPU\n");
+            printf("dtlab: no GPU found; running on the CPU\n");
 #else
             if (device)
-                fprintf(stderr, "dtlab: built without CUDA; running on the CPU\n");
+                printf("dtlab: built without CUDA; running on the CPU\n");
 #endif
+            fflush(stdout);
         }
     }
 

@@ -2,7 +2,7 @@
  * dt_finalize merges them into one text file (format in trace.h; the line format itself
  * lives in trace_read.c, shared with the reader).
  *
- *   dt_init ── dt_trace_open: barrier, start = MPI_Wtime()   (one common time zero)
+ *   dt_init ── dt_trace_open: rank 0's clock reading, shared  (one common time zero)
  *   running ── dt_trace_add: append to this rank's array      (under a mutex)
  *   dt_finalize ── dti_trace_close:
  *        every rank: sort its events by t0, format them as text
@@ -61,6 +61,62 @@ static _Thread_local struct {
     long long slo, shi, rlo, rhi;
 } ctx = { "-", "-", -1, -1, -1, 0, 0, 0, 0 };
 
+/* ==== one time zero for every rank ====
+ *
+ * Events of different ranks must line up in the file. Reading each rank's clock right
+ * after a barrier is not enough: with more ranks than cores, ranks leave a barrier
+ * milliseconds apart. Instead rank 0 reads its clock once and every rank expresses
+ * that instant on its own clock. On rank 0's host every process reads the same clock
+ * (MPICH's MPI_Wtime is the system's), so the instant is simply rank 0's reading. A rank
+ * on another host estimates the offset between its clock and rank 0's with a few round
+ * trips, keeping the fastest (Cristian's method): rank 0's reading t0, taken between the
+ * remote rank's send at a and receive at b, is taken to correspond to (a + b) / 2,
+ * within half the round trip. */
+#define SYNC_TRIPS 8
+
+static double common_start(void)
+{
+    char host[MPI_MAX_PROCESSOR_NAME] = "", host0[MPI_MAX_PROCESSOR_NAME];
+    int len = 0;
+    DT_CHECK_MPI(MPI_Get_processor_name(host, &len));
+    memcpy(host0, host, sizeof host);
+    DT_CHECK_MPI(MPI_Bcast(host0, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, MPI_COMM_WORLD));
+    int remote = strcmp(host, host0) != 0, *remotes = NULL;
+    if (tr.rank == 0) {
+        remotes = calloc((size_t)tr.size, sizeof *remotes);
+        DT_REQUIRE(remotes != NULL, "out of memory");
+    }
+    DT_CHECK_MPI(MPI_Gather(&remote, 1, MPI_INT, remotes, 1, MPI_INT, 0, MPI_COMM_WORLD));
+
+    double offset = 0;                  /* rank 0's clock minus this rank's */
+    if (tr.rank == 0) {
+        for (int r = 1; r < tr.size; r++)
+            for (int k = 0; remotes[r] && k < SYNC_TRIPS; k++) {
+                DT_CHECK_MPI(MPI_Recv(NULL, 0, MPI_BYTE, r, 1, MPI_COMM_WORLD,
+                                      MPI_STATUS_IGNORE));
+                double t0 = MPI_Wtime();
+                DT_CHECK_MPI(MPI_Send(&t0, 1, MPI_DOUBLE, r, 2, MPI_COMM_WORLD));
+            }
+        free(remotes);
+    } else if (remote) {
+        double best = INFINITY;
+        for (int k = 0; k < SYNC_TRIPS; k++) {
+            double a = MPI_Wtime(), t0;
+            DT_CHECK_MPI(MPI_Send(NULL, 0, MPI_BYTE, 0, 1, MPI_COMM_WORLD));
+            DT_CHECK_MPI(MPI_Recv(&t0, 1, MPI_DOUBLE, 0, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            double b = MPI_Wtime();
+            if (b - a < best) {
+                best = b - a;
+                offset = t0 - (a + b) / 2;
+            }
+        }
+    }
+    DT_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    double start = MPI_Wtime();         /* rank 0's time zero, on rank 0's clock */
+    DT_CHECK_MPI(MPI_Bcast(&start, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    return start - offset;              /* the same instant, on this rank's clock */
+}
+
 /* ==== recording ==== */
 
 void dt_trace_open(const char *path, const char *program)
@@ -87,11 +143,7 @@ void dt_trace_open(const char *path, const char *program)
         tr.program[i] = (program[i] > ' ' && program[i] <= '~') ? program[i] : '_';
     tr.program[i] = '\0';
 
-    /* Time zero: each rank reads its clock right after the same barrier, so events of
-     * different ranks line up (to the barrier's skew, microseconds on one host). */
-    if (on)
-        DT_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-    tr.start = MPI_Wtime();
+    tr.start = on ? common_start() : MPI_Wtime();
     tr.on = on;
 }
 

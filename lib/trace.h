@@ -11,8 +11,9 @@
  *     ...
  *
  * One event per line, fields separated by single spaces:
- *   t0 t1   begin and end, seconds since the common start taken in dt_init (after a
- *           barrier), printed with 9 decimals
+ *   t0 t1   begin and end, seconds since the common start: one instant of rank 0's
+ *           clock, taken in dt_init (ranks on other hosts estimate their clock's offset
+ *           by round trips to rank 0), printed with 9 decimals
  *   rank    the rank that recorded the event
  *   kind    send | recv | reduce | copy | d2h | h2d | compute | mark
  *           (d2h and h2d are the staging copies of device data around a send or receive)
