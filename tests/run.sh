@@ -161,6 +161,23 @@ else
     run "$(basename "$writer") --trace (4 ranks)" 0 "$MPIEXEC" -n 4 "$writer" --trace "$trace"
     if [ -s "$trace" ] && head -n 1 "$trace" | grep -q '^# dtlab-trace '; then
         report "trace file written" 1 "$(grep -vc '^#' "$trace") events"
+        # The ranks' clocks agree: every message is received no earlier than it began to
+        # be sent. Pairs the k-th send from a to b with the k-th receive by b from a
+        # (MPI keeps that order); columns: t0 t1 rank kind peer ...
+        bad=$(awk '!/^#/ && $4 == "send" { s[$3 " " $5, ns[$3 " " $5]++] = $1 }
+                   !/^#/ && $4 == "recv" { r[$5 " " $3, nr[$5 " " $3]++] = $2 }
+                   END { bad = 0; pairs = 0
+                         for (k in ns) for (i = 0; i < ns[k]; i++) {
+                             if (!((k, i) in r)) { bad++; continue }
+                             pairs++
+                             if (r[k, i] + 1e-6 < s[k, i]) bad++ }
+                         print bad, pairs }' "$trace")
+        if [ "${bad%% *}" = 0 ] && [ "${bad#* }" -gt 0 ]; then
+            report "trace clocks agree (recv ends after send begins)" 1 "${bad#* } messages"
+        else
+            report "trace clocks agree (recv ends after send begins)" 0 \
+                "bad and total send/recv pairs: $bad"
+        fi
         run "dttrace FILE" 0 ${limit[@]+"${limit[@]}"} "$dttrace" "$trace"
         run "dttrace --chrome OUT FILE" 0 ${limit[@]+"${limit[@]}"} "$dttrace" \
             --chrome "$tmp/lesson.json" "$trace"
