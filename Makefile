@@ -34,12 +34,12 @@ ifeq ($(CUDA),1)
 endif
 
 CC       := $(if $(MPICC),$(MPICC),mpicc)
-CFLAGS   ?= -O2 -g
+CFLAGS   ?= -O3 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -MMD -MP -Ilib -pthread
 # GCC 12 takes MPICH's MPI_STATUS(ES)_IGNORE, a constant pointer, for a zero-sized array
 CFLAGS   += -Wno-stringop-overflow
 LDLIBS   := -lm -pthread
-NVFLAGS  := -O2 -Ilib -DDT_HAVE_CUDA -Xcompiler -Wall,-Wextra $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
+NVFLAGS  := -O3 -Ilib -DDT_HAVE_CUDA -Xcompiler -Wall,-Wextra $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
 
 ifeq ($(CUDA),1)
   CFLAGS += -DDT_HAVE_CUDA -I$(CUDA_HOME)/include
