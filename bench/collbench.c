@@ -13,7 +13,9 @@
  *          before each timed loop, so every rank starts together)
  *   algbw  S / time, S the size column: the bytes of the largest buffer of the call
  *          (for gather, scatter, allgather, reduce-scatter and all-to-all that is
- *          the whole n*count, as nccl-tests counts it)
+ *          the whole n*count, as nccl-tests counts it). Each requested size is rounded
+ *          up to whole elements (whole blocks for those five), and a size that rounds
+ *          to the row before it is skipped
  *   busbw  algbw * factor, the rate each rank's link must sustain; the factor makes
  *          the number comparable across rank counts and with the hardware peak:
  *          allreduce 2(n-1)/n; reduce-scatter, allgather, gather, scatter,
@@ -23,31 +25,39 @@
  *
  * See bench/README.md for measurements on a small machine and what limits them. */
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "dt.h"
 
+/* Descriptions start at column 23, as in DT_COMMON_USAGE (prog.h). */
 static const char *usage =
     "usage: mpiexec -n N collbench [options]\n"
     "Times dtlab's collectives beside MPI's own; prints nccl-tests' table.\n"
-    "  -b, --minbytes SIZE      smallest size (default 1K; K, M, G suffixes)\n"
-    "  -e, --maxbytes SIZE      largest size (default 16M)\n"
-    "  -f, --stepfactor F       multiply the size by F each row (default 2)\n"
-    "  -w, --warmup_iters N     untimed calls at the smallest and largest size (5)\n"
-    "  -n, --iters N            timed calls per row (default 20)\n"
-    "  -c, --check 0|1          compare dtlab's result with MPI's at each size (1)\n"
-    "  -o, --op sum|max|min|prod              reduction (default sum)\n"
-    "  -d, --datatype float|double|int|half   element type (default float)\n"
-    "  -r, --root R             root of bcast, reduce, gather, scatter (default 0)\n"
-    "  -C, --coll NAME          allreduce (default), allreduce_ring, allreduce_rd,\n"
-    "                           allreduce_naive, bcast, bcast_naive, reduce, gather,\n"
-    "                           scatter, allgather, reduce_scatter, alltoall, or all\n"
-    "      --csv FILE           rank 0 also writes the rows to FILE as CSV\n"
-    "  -W, --wait polite|block  how dtlab waits (default polite, or DT_WAIT):\n"
-    "                           polite yields the core, block spins in MPI_Waitall\n"
-    "  -h, --help               this text\n"
-    DT_COMMON_USAGE;
+    "  -b, --minbytes B    smallest size (default 1K; K, M, G suffixes); sizes round\n"
+    "                      up to whole elements (to whole blocks, one per rank, for\n"
+    "                      the collectives whose buffers are N blocks)\n"
+    "  -e, --maxbytes B    largest size (default 16M)\n"
+    "  -f, --stepfactor F  multiply the size by F each row, 2 to 1024 (default 2)\n"
+    "  -w, --warmup_iters W\n"
+    "                      untimed calls at the smallest and largest size (default 5)\n"
+    "  -n, --iters K       timed calls per row (default 20)\n"
+    "  -c, --check 0|1     compare dtlab's result with MPI's at each size (default 1)\n"
+    "  -o, --op OP         reduction: sum|max|min|prod (default sum)\n"
+    "  -d, --datatype T    element type: float|double|int|half (default float)\n"
+    "  -r, --root R        root of bcast, reduce, gather and scatter, 0 to N-1\n"
+    "                      (default 0)\n"
+    "  -C, --coll NAME     allreduce (default), allreduce_ring, allreduce_rd,\n"
+    "                      allreduce_naive, bcast, bcast_naive, reduce, gather,\n"
+    "                      scatter, allgather, reduce_scatter, alltoall, or all\n"
+    "      --csv FILE      rank 0 also writes the rows to FILE as CSV\n"
+    "  -W, --wait MODE     how dtlab waits: polite (default, or DT_WAIT) yields the\n"
+    "                      core, block spins in MPI_Waitall\n"
+    "  -h, --help          this text\n"
+    DT_COMMON_USAGE
+    "Environment: DT_ALLREDUCE_ALGO=ring|naive|rd makes dt_allreduce (-C allreduce)\n"
+    "use that algorithm at every size; the header says so.\n";
 
 /* ==== the collectives it knows ==== */
 
@@ -144,14 +154,15 @@ static MPI_Op mpi_op(const bench_t *b)
     return b->type == DT_HALF ? dt_half_mpi_op(b->op) : b->op;
 }
 
-/* count: the count argument of the call; *nbytes: the size column, S. */
+/* count: the count argument of the call; *nbytes: the size column, S. A size is
+ * rounded up to whole elements (and whole blocks, n of them, for the blocked ones), so
+ * that -b 1 times one element rather than none; 0 stays 0. */
 static int count_for(const bench_t *b, coll_kind k, size_t size, size_t *nbytes)
 {
-    size_t count = size / b->ts;
-    if (blocked(k))
-        count /= (size_t)b->n;
-    *nbytes = count * b->ts * (blocked(k) ? (size_t)b->n : 1);
-    return (int)count;          /* fits: maxbytes / ts <= INT_MAX was checked */
+    size_t unit = b->ts * (blocked(k) ? (size_t)b->n : 1);    /* bytes per count */
+    size_t count = (size + unit - 1) / unit;
+    *nbytes = count * unit;
+    return (int)count;          /* fits: see the --maxbytes check in parse_options */
 }
 
 static char *at(void *buf, size_t elems, const bench_t *b)
@@ -334,9 +345,22 @@ static void fmt_wrong(char *buf, size_t len, const bench_t *b, int impl, const r
     else snprintf(buf, len, "%lld", r->wrong);
 }
 
+/* DT_ALLREDUCE_ALGO, when set: the algorithm dt_allreduce runs at every size. */
+static const char *forced_algo(void)
+{
+    const char *algo = getenv("DT_ALLREDUCE_ALGO");   /* dt_init checked its value */
+    return algo && *algo ? algo : NULL;
+}
+
 static void print_header(const bench_t *b, const coll_t *c)
 {
     dt_printf0("#\n# %s: %s beside %s\n", c->name, c->dt_fn, c->mpi_fn);
+    if (c->allreduce == dt_allreduce && forced_algo())
+        dt_printf0("# (DT_ALLREDUCE_ALGO=%s: dt_allreduce runs dt_allreduce_%s at every size)\n",
+                   forced_algo(), forced_algo());
+    else if (c->allreduce == dt_allreduce)
+        dt_printf0("# (dt_allreduce picks rd below %d KiB or when count < nranks, the ring "
+                   "above)\n", DT_ALLREDUCE_RD_MAX / 1024);
     if (c->kind == K_REDUCE && b->root != 0)
         dt_printf0("# (MPI's in-place reduce at root %d copies its input and runs out of "
                    "place:\n"
@@ -406,8 +430,12 @@ static void bench_coll(bench_t *b, const coll_t *c)
                 run_once(b, c, impl, 0, ends[e]);
 
     unsigned seed = 1;
+    size_t last = SIZE_MAX;                     /* the size of the row printed last */
     for (size_t size = b->minbytes; size <= b->maxbytes; size = size ? size * b->factor : 1) {
         int count = count_for(b, c->kind, size, &nbytes);
+        if (nbytes == last)
+            continue;                           /* rounded to the same size: no new row */
+        last = nbytes;
         result_t r[2][2] = {{{0}}};             /* [impl][in_place] */
         for (int ip = 0; ip < 2; ip++) {
             if (ip && !has_in_place(c->kind))
@@ -516,7 +544,7 @@ static void parse_options(int argc, char **argv, bench_t *b, int *which)
         dt_usage_error(usage, "--minbytes is larger than --maxbytes");
     if (b->root >= b->n) dt_usage_error(usage, "--root must be below the number of ranks");
     b->ts = dt_type_size(b->type);
-    if (b->maxbytes / b->ts > INT_MAX)
+    if (b->maxbytes / b->ts >= INT_MAX)
         dt_usage_error(usage, "--maxbytes is more than INT_MAX elements (MPI counts are int)");
 }
 
@@ -545,16 +573,21 @@ int main(int argc, char **argv)
                        "inplace_time_us,inplace_algbw_GBps,inplace_busbw_GBps,inplace_wrong,"
                        "nranks,wait\n");
 
-    /* Buffers: sendbuf and recvbuf of maxbytes where the data lives (every
-     * collective's buffers fit in S bytes); two host copies for the check. */
-    size_t cap = b.maxbytes ? b.maxbytes : 1;
+    /* Buffers: sendbuf and recvbuf of the largest size where the data lives (every
+     * collective's buffers fit in S bytes, and S is maxbytes rounded up to whole
+     * elements and blocks: count_for); two host copies for the check. */
+    size_t cap = 1, nbytes;
+    for (int i = 0; i < NCOLLS; i++) {
+        count_for(&b, colls[i].kind, b.maxbytes, &nbytes);
+        cap = nbytes > cap ? nbytes : cap;
+    }
     b.sendbuf = dt_malloc(cap, dt_device());
     b.recvbuf = dt_malloc(cap, dt_device());
     if (b.check) {
         b.ref = dt_malloc(cap, DT_CPU);
         b.got = dt_malloc(cap, DT_CPU);
     }
-    int all = (int)(b.maxbytes / b.ts);         /* never zeros, never garbage */
+    int all = (int)(cap / b.ts);                /* never zeros, never garbage */
     dt_fill_test_data(b.sendbuf, all, b.type, b.op, 11, b.rank);
     dt_fill_test_data(b.recvbuf, all, b.type, b.op, 12, b.rank);
 
@@ -566,9 +599,13 @@ int main(int argc, char **argv)
     MPI_Get_processor_name(host, &len);
     dt_printf0("# collbench: dtlab beside MPI, in nccl-tests' format\n"
                "# nranks %d minBytes %zu maxBytes %zu step: %d(factor) warmup iters: %d "
-               "iters: %d validation: %d wait: %s\n# MPI: %s\n#\n# Using devices\n",
+               "iters: %d validation: %d wait: %s\n# MPI: %s\n",
                b.n, b.minbytes, b.maxbytes, b.factor, b.warmup, b.iters, b.check,
                dt_polite() ? "polite" : "block", lib);
+    if (forced_algo())
+        dt_printf0("# DT_ALLREDUCE_ALGO=%s: dt_allreduce always runs dt_allreduce_%s\n",
+                   forced_algo(), forced_algo());
+    dt_printf0("#\n# Using devices\n");
     dt_printf_ordered("#  Rank %2d Pid %6d on %10s device %s\n", b.rank, (int)getpid(), host,
                       dt_device_name());
 

@@ -17,7 +17,7 @@
 
 static const char usage[] =
     "usage: mpiexec -n N 01_hello [options]\n"
-    "Prints every rank's place in the job and what the launcher set in its environment.\n"
+    "Prints every rank's place in the job and what the launcher told it.\n"
     DT_COMMON_USAGE
     "  --help              this text\n";
 
@@ -41,7 +41,7 @@ static const struct { const char *name, *what; } vars[] = {
     {"DT_TRACE",             "dtlab: trace file, like --trace"},
     {"DT_WAIT",              "dtlab: block turns polite waiting off (lesson 02)"},
 };
-enum { NVARS = sizeof vars / sizeof vars[0], VLEN = 24, HLEN = 64, MAXCOLS = 8 };
+enum { NVARS = sizeof vars / sizeof vars[0], VLEN = 24, HLEN = 64, NAMEW = 20, WIDTH = 80 };
 
 /* Launcher-ish prefixes: anything else with these is listed after the table. */
 static const char *prefixes[] = {"PMI", "MPI", "HYD", "OMPI_", "SLURM_"};
@@ -86,31 +86,45 @@ int main(int argc, char **argv)
     char (*all)[NVARS][VLEN] = rank == 0 ? calloc(n, sizeof *all) : NULL;
     MPI_Gather(mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, 0, MPI_COMM_WORLD);
     if (rank == 0) {
-        int cols = n < MAXCOLS ? n : MAXCOLS;
-        printf("\nWhat the launcher put in each rank's environment%s:\n\n%-22s",
-               n > cols ? " (first 8 ranks)" : "", "variable");
+        /* a column per rank, as wide as the widest value (at least "rank 0"), 2 spaces
+         * apart or 1, as many as fit in 80 columns; the meanings follow the table */
+        int width = 6, present[NVARS] = {0}, cols = 0, sep;
+        for (int k = 0; k < NVARS; k++)
+            for (int r = 0; r < n; r++) {
+                int len = (int)strlen(all[r][k]);
+                present[k] |= len > 0;
+                width = len > width ? len : width;
+            }
+        sep = NAMEW + n * (width + 2) <= WIDTH ? 2 : 1;
+        while (cols < n && NAMEW + (cols + 1) * (width + sep) <= WIDTH)
+            cols++;
+        printf("\nWhat the launcher put in each rank's environment");
+        if (cols < n)
+            printf(" (the first %d ranks)", cols);
+        printf(":\n\n%-*s", NAMEW, "variable");
         for (int r = 0; r < cols; r++)
-            printf(" rank %-3d", r);
-        printf("  meaning\n");
+            printf("%*srank %-*d", sep, "", r + 1 < cols ? width - 5 : 0, r);
         for (int k = 0; k < NVARS; k++) {
-            int present = 0;
-            for (int r = 0; r < n; r++)
-                present |= all[r][k][0] != 0;
-            if (!present)
+            if (!present[k])
                 continue;
-            printf("%-22s", vars[k].name);
+            printf("\n%-*s", NAMEW, vars[k].name);
             for (int r = 0; r < cols; r++)
-                printf(" %-8s", all[r][k][0] ? all[r][k] : "-");
-            printf("  %s\n", vars[k].what);
+                printf("%*s%-*s", sep, "", r + 1 < cols ? width : 0,
+                       all[r][k][0] ? all[r][k] : "-");
         }
+        printf("\n\nWhat they mean:\n");
+        for (int k = 0; k < NVARS; k++)
+            if (present[k])
+                printf("  %-*s %s\n", NAMEW, vars[k].name, vars[k].what);   /* <= 80 */
         /* The rest is launcher-specific: list it once, from rank 0. */
         extern char **environ;
         int others = 0;
         for (char **e = environ; *e; e++)
             for (size_t p = 0; p < sizeof prefixes / sizeof prefixes[0]; p++)
                 if (strncmp(*e, prefixes[p], strlen(prefixes[p])) == 0 && !is_known(*e)) {
-                    printf("%s  %s\n", others++ ? "" : "\nAlso set on rank 0 (launcher and "
-                                                      "MPI internals):\n", *e);
+                    printf("%s  %.*s%s\n", others++ ? "" : "\nAlso set on rank 0 (launcher "
+                           "and MPI internals):\n", WIDTH - 5, *e,
+                           strlen(*e) > WIDTH - 5 ? "..." : "");     /* cut to 80 columns */
                     break;
                 }
         printf("\nThe local rank (rank among those on one host) is what picks a GPU: rank r\n"
@@ -140,8 +154,8 @@ int main(int argc, char **argv)
     ok &= !pmi || atoi(pmi) == rank;
     free(hosts);
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-    dt_printf0("\ncheck: %s\n", ok ? "ranks and local ranks match MPI_Comm_rank, MPI_Comm_size "
-                                     "and the hostnames (MPI_Allgather)"
+    dt_printf0("\ncheck: %s\n", ok ? "ranks and local ranks match MPI_Comm_rank, MPI_Comm_size\n"
+                                     "       and the hostnames (MPI_Allgather)"
                                    : "FAILED: dtlab's ranks disagree with MPI's");
 
     /* ==== teardown ==== */

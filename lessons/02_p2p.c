@@ -14,12 +14,12 @@
 
 static const char usage[] =
     "usage: mpiexec -n N 02_p2p [options]\n"
-    "Passes a token around a ring, shifts a buffer with sendrecv, and times a ping-pong\n"
-    "with polite and with blocking waits.\n"
-    "  --count N           elements each rank shifts to its right neighbour, 0 to 2^28\n"
-    "                      (default 1000)\n"
+    "Passes a token around a ring, shifts a buffer with sendrecv, and times a\n"
+    "ping-pong with polite and with blocking waits.\n"
+    "  --count C           elements each rank shifts to its right neighbour, 0 to\n"
+    "                      2^28 (default 1000)\n"
     "  --type T            float|double|int|half (default float)\n"
-    "  --iters N           most ping-pong round trips per waiting mode, 1 to 10^6\n"
+    "  --iters K           most ping-pong round trips per waiting mode, 1 to 10^6\n"
     "                      (default 10000; each mode also stops after 0.2 s)\n"
     DT_COMMON_USAGE
     "  --help              this text\n";
@@ -89,16 +89,27 @@ int main(int argc, char **argv)
         token += rank;
         dt_send(&token, sizeof token, right, TAG_TOKEN, MPI_COMM_WORLD);
     }
-    char ring[128] = "0";
+    char ring[128] = "0", sum[64] = "0";
     for (int r = 1, k = 1; r <= n; r++)
         if (r < 4 || r >= n - 1)
             k += snprintf(ring + k, sizeof ring - k, " -> %d", r % n);
         else if (r == 4)
             k += snprintf(ring + k, sizeof ring - k, " -> ...");
-    dt_printf0("1. A token goes around the ring %s; each rank adds its rank.\n", ring);
-    dt_printf_ordered("   rank %d: received from rank %d, passed %d on to rank %d\n", rank,
-                      left, rank == 0 ? 0 : token, right);
-    dt_printf0("   back at rank 0: %d (0+1+...+%d = %d)\n\n", token, n - 1, n * (n - 1) / 2);
+    for (int r = 1, k = 1; r < n; r++)           /* 0+1+2+3, or 0+1+2+...+7 */
+        if (n <= 5 || r < 3 || r == n - 1)
+            k += snprintf(sum + k, sizeof sum - k, "%s+%d", n > 5 && r == n - 1 ? "+..." : "", r);
+    dt_printf0("1. A token goes around the ring, each rank adding its rank:\n   %s\n", ring);
+    if (rank == 0)
+        dt_printf_ordered("   rank 0: sent 0 to rank %d first; received %d from rank %d last\n",
+                          right, token, left);
+    else
+        dt_printf_ordered("   rank %d: received %d from rank %d, sent %d on to rank %d\n", rank,
+                          token - rank, left, token, right);
+    dt_printf0("   back at rank 0: %d (%s = %d)\n", token, sum, n * (n - 1) / 2);
+    dt_printf0("   The order matters: dt_recv waits until the message has arrived. Had rank 0\n"
+               "   also received first, every rank would wait for its left neighbour, and none\n"
+               "   would ever send: a deadlock (MPIEXEC_TIMEOUT ends such a run). Two ranks\n"
+               "   that both receive before they send hang the same way.\n\n");
 
     /* ==== 2. a shift: dt_sendrecv ====
      * Now every rank sends count elements right and receives count from the left at
@@ -120,15 +131,23 @@ int main(int argc, char **argv)
                  left, TAG_SHIFT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     int ok = dt_check_close(rbuf, want, count, type, 0, "sendrecv", MPI_COMM_WORLD);
     dt_memcpy(host, rbuf, nbytes);
-    char b[32];
-    dt_printf0("2. With dt_sendrecv, every rank sends %d %s values (%s) to its right and\n"
-               "   receives as many from its left, at the same time.\n", count, dt_type_name(type),
+    char b[32], vals[64] = "";
+    for (int i = 0, k = 0; i < count && i < 2; i++)     /* the first values, if any */
+        k += snprintf(vals + k, sizeof vals - k, " %g", dt_elem(host, i, type));
+    dt_printf0("2. Every rank sends %d %s value%s (%s) to its right and\n"
+               "   receives as many from its left, at once, with dt_sendrecv.\n", count,
+               dt_type_name(type), count == 1 ? "" : "s",
                dt_format_bytes((double)nbytes, b, sizeof b));
-    dt_printf_ordered("   rank %d: got rank %d's data: %8g %8g ...   bytes sent: %zu\n", rank, left,
-                      count > 0 ? dt_elem(host, 0, type) : 0.0,
-                      count > 1 ? dt_elem(host, 1, type) : 0.0, sent);
-    dt_printf0("   check: %s\n\n", ok ? "matches MPI_Sendrecv"
-                                     : "FAILED: differs from MPI_Sendrecv");
+    dt_printf_ordered("   rank %d: bytes sent: %zu B; got rank %d's data%s%s%s\n", rank, sent,
+                      left, count > 0 ? ":" : " (none: the count is 0)", vals,
+                      count > 2 ? " ..." : "");
+    dt_printf0("   check: %s\n", ok ? "matches MPI_Sendrecv"
+                                   : "FAILED: differs from MPI_Sendrecv");
+    dt_printf0("   Here every rank both sends and receives. Had they all called dt_send first,\n"
+               "   each large send would wait for a receive nobody has posted yet; had they all\n"
+               "   called dt_recv first, each would wait for a send that never comes.\n"
+               "   dt_sendrecv posts both at once and waits for the pair: no order to get\n"
+               "   wrong, no deadlock.\n\n");
 
     /* ==== 3. polite against blocking waits ====
      * MPICH's blocking calls spin: the waiting rank polls the network in a loop and keeps
@@ -145,18 +164,20 @@ int main(int argc, char **argv)
 
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int over = dt_local_size() > cores;
-    dt_printf0("3. Ping-pong of one int between ranks 0 and 1, while %s wait%s in dt_recv\n"
-               "   (%d ranks on this host, %ld cores):\n",
-               n > 2 ? "the other ranks" : "nobody else", n > 2 ? "" : "s", dt_local_size(), cores);
-    dt_printf0("     polite   (MPI_Testall + sched_yield): %8.1f us per round trip (%d trips)\n",
+    dt_printf0("3. Ping-pong of one int between ranks 0 and 1%s\n"
+               "   This host runs %d ranks on %ld cores:\n",
+               n > 3 ? "; the other ranks wait in dt_recv." : n == 3 ? "; rank 2 waits in dt_recv."
+                                                                     : ".",
+               dt_local_size(), cores);
+    dt_printf0("   polite   (MPI_Testall + sched_yield): %8.1f us a round trip (%d trips)\n",
                t_polite * 1e6, trips_polite);
-    dt_printf0("     blocking (MPI_Waitall, spinning)    : %8.1f us per round trip (%d trips)\n",
+    dt_printf0("   blocking (MPI_Waitall, spinning)    : %8.1f us a round trip (%d trips)\n",
                t_block * 1e6, trips_block);
     if (t_block > 2 * t_polite)
-        dt_printf0("   Blocking waits were %.0fx slower: %s,\n   a spinning rank keeps a core "
-                   "from the rank it waits for. That is why dtlab waits politely.\n",
-                   t_block / t_polite, over ? "with more ranks than cores"
-                                            : "with the cores busy (other programs are running)");
+        dt_printf0("   Blocking waits were %.0fx slower: %s, a spinning\n"
+                   "   rank keeps a core from the rank it waits for. That is why dtlab waits\n"
+                   "   politely.\n", t_block / t_polite,
+                   over ? "with more ranks than cores" : "with the cores busy (other programs)");
     else if (over)
         dt_printf0("   More ranks than cores, yet this time the scheduler kept ranks 0 and 1\n"
                    "   running (timings on a busy machine vary a lot): run it again.\n");

@@ -10,16 +10,18 @@
  *       mpiexec -n 5 build/lessons/03_bcast --root 2 --max-size 16M
  */
 #include <stdio.h>
+#include <string.h>
 #include "dt.h"
 
 static const char usage[] =
     "usage: mpiexec -n N 03_bcast [options]\n"
     "Times naive and tree broadcasts of growing sizes (floats), and checks them.\n"
     "  --root R            the rank that has the data, 0 to N-1 (default 0)\n"
-    "  --max-size BYTES    largest buffer, 4 to 1G, e.g. 64K, 16M (default 1M); sizes\n"
-    "                      grow x16 from 4 B\n"
-    "  --iters N           timed broadcasts per size and algorithm, 1 to 10^6; the median\n"
-    "                      is shown (default 5, after one warm-up)\n"
+    "  --max-size B        largest buffer in bytes, 4 to 1G, e.g. 64K, 16M (default\n"
+    "                      1M); sizes grow x16 from 4 B, and B itself (rounded down\n"
+    "                      to whole floats) is always the last row\n"
+    "  --iters K           timed broadcasts per size and algorithm, 1 to 10^6; the\n"
+    "                      median is shown (default 5, after one warm-up)\n"
     DT_COMMON_USAGE
     "  --help              this text\n";
 
@@ -66,12 +68,13 @@ int main(int argc, char **argv)
     if (opts.max_size < sizeof(float))
         dt_usage_error(usage, "--max-size wants at least 4 bytes: one float");
     int root = opts.root, iters = opts.iters, n = dt_size();
-    size_t max_size = opts.max_size;
+    size_t max_size = opts.max_size / sizeof(float) * sizeof(float);   /* whole floats */
 
     /* ==== the idea: the tree, round by round ====
      * dt_bcast follows lib/schedule.h: rank r receives from dt_tree_parent(r) in round
      * dt_tree_round(r), and passes the data on to its own children in later rounds. The
-     * table below is computed from those same functions (dtviz draws them too). */
+     * table below is computed from those same functions (dtviz draws them too). The
+     * rows are built first, so that the holders column lines up. */
     int rounds = dt_log2_ceil(n);
     dt_printf0("Broadcast from rank %d to %d rank%s.\n\n"
                "naive: rank %d sends the whole buffer to every other rank in turn: %d round%s.\n"
@@ -79,28 +82,37 @@ int main(int argc, char **argv)
                "       each round: ceil(log2 %d) = %d round%s (dt_tree_round, dt_tree_parent):\n",
                root, n, n == 1 ? "" : "s", root, n - 1, n == 2 ? "" : "s", n, rounds,
                rounds == 1 ? "" : "s");
-    dt_printf0("    before:  %-28s holders: %d\n", "", root);
+    enum { MAXROUNDS = 32, ARROWS = 4, CELL = 64 };   /* at most ARROWS sends per row */
+    char arrows[MAXROUNDS][CELL] = {{0}}, holders[MAXROUNDS][CELL] = {{0}};
+    int width = 0;
     for (int k = 0; k < rounds; k++) {
-        char arrows[256] = "", holders[256] = "";
-        for (int r = 0, a = 0, h = 0; r < n; r++) {
+        int a = 0, h = 0, sends = 0, held = 0;
+        for (int r = 0; r < n; r++) {
             int got = dt_tree_round(r, root, n);          /* -1 for the root */
-            if (got == k && a < 200)
-                a += snprintf(arrows + a, sizeof arrows - a, "%d -> %d   ",
+            if (got == k && sends++ < ARROWS)
+                a += snprintf(arrows[k] + a, CELL - a, "%d -> %d   ",
                               dt_tree_parent(r, root, n), r);
-            if (got <= k && h < 200)
-                h += snprintf(holders + h, sizeof holders - h, " %d", r);
+            if (got <= k && held++ < 8)
+                h += snprintf(holders[k] + h, CELL - h, " %d", r);
         }
-        dt_printf0("    round %d: %-28s holders:%s\n", k, arrows, holders);
+        if (sends > ARROWS)
+            snprintf(arrows[k] + a, CELL - a, "+ %d more   ", sends - ARROWS);
+        if (held > 8)                        /* too many to list: count them */
+            snprintf(holders[k], CELL, " %d ranks", held);
+        width = (int)strlen(arrows[k]) > width ? (int)strlen(arrows[k]) : width;
     }
+    dt_printf0("    before:  %-*s holders: %d\n", width, "", root);
+    for (int k = 0; k < rounds; k++)
+        dt_printf0("    round %d: %-*s holders:%s\n", k, width, arrows[k], holders[k]);
 
     /* ==== the library calls, the check and the numbers, size by size ==== */
-    dt_printf0("\ntime: the median of %d broadcasts (after a warm-up), each started together and\n"
-               "lasting until the slowest rank is done; root sends: dt_bytes_sent() on the root.\n",
-               iters);
+    dt_printf0("\ntime: median of %d run%s (after a warm-up), each from a common start to the\n"
+               "slowest rank's end. root sends: dt_bytes_sent() on the root.\n",
+               iters, iters == 1 ? "" : "s");
     dt_printf0("%10s | %28s | %28s\n%10s | %12s %15s | %12s %15s\n", "", "naive (dt_bcast_naive)",
                "tree (dt_bcast)", "size", "time", "root sends", "time", "root sends");
     int ok = 1;
-    for (size_t size = 4; size <= max_size; size *= 16) {
+    for (size_t size = 4;; size = size * 16 < max_size ? size * 16 : max_size) {
         int count = (int)(size / sizeof(float));
         void *buf = dt_malloc(size, dt_device()), *want = dt_malloc(size, DT_CPU);
         dt_fill_test_data(want, count, MPI_FLOAT, MPI_SUM, (unsigned)size, root);
@@ -117,6 +129,8 @@ int main(int argc, char **argv)
                    dt_format_bytes((double)b_tree, bt, 32));
         dt_free(buf);
         dt_free(want);
+        if (size == max_size)       /* sizes grow x16, and the last row is max_size */
+            break;
     }
     if (rounds < n - 1)             /* from 4 ranks on */
         dt_printf0("\nBoth move (N-1)*S bytes in all; the tree spreads the sending over the\n"

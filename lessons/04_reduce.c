@@ -16,7 +16,7 @@
 static const char usage[] =
     "usage: mpiexec -n N 04_reduce [options]\n"
     "Reduces every rank's buffer onto one root with dt_reduce, step by step.\n"
-    "  --count N           elements per rank, 0 to 2^28 (default 8)\n"
+    "  --count C           elements per rank, 0 to 2^28 (default 8)\n"
     "  --root R            the rank that gets the result, 0 to N-1 (default 0)\n"
     "  --type T            float|double|int|half (default float)\n"
     "  --op OP             sum|max|min|prod (default sum)\n"
@@ -27,38 +27,24 @@ enum { SHOW = 8 };     /* the step table is printed for up to this many ranks */
 
 /* The step hook: after each step, every rank sends rank 0 the first element of its
  * partial result and whether it sent to its parent in this step (its byte count grew).
- * Plain MPI_Gather, so dtlab's byte counts stay those of the reduce alone. */
-struct watch { int root; size_t sent_before; int *done; };
+ * Plain MPI_Gather, so dtlab's byte counts stay those of the reduce alone. Rank 0 keeps
+ * them, a pair per rank per step, for the table printed after the reduce. */
+struct watch { size_t sent_before; double *steps; };
 
-static void show_step(const char *coll, const char *phase, int step, const void *buf,
-                      int count, MPI_Datatype type, MPI_Comm comm, void *ctx)
+static void watch_step(const char *coll, const char *phase, int step, const void *buf,
+                       int count, MPI_Datatype type, MPI_Comm comm, void *ctx)
 {
     (void)coll; (void)phase; (void)count;
     struct watch *w = ctx;
     int rank, n;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &n);
-    double raw, mine[2] = {0, dt_bytes_sent() > w->sent_before}, *all = NULL;
+    double raw, mine[2] = {0, dt_bytes_sent() > w->sent_before};
     w->sent_before = dt_bytes_sent();
     dt_memcpy(&raw, buf, dt_type_size(type));        /* element 0 (count >= 1 here) */
     mine[0] = dt_elem(&raw, 0, type);
-    if (rank == 0)
-        all = malloc(sizeof(double) * 2 * (size_t)n);
-    MPI_Gather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, comm);
-    if (rank == 0 && n <= SHOW) {
-        printf("  %4d  ", step);
-        for (int r = 0; r < n; r++) {
-            char cell[32] = "     .";          /* done: sent in an earlier step */
-            if (all[2 * r + 1])
-                snprintf(cell, sizeof cell, "%6g -> %d", all[2 * r], dt_tree_parent(r, w->root, n));
-            else if (!w->done[r])
-                snprintf(cell, sizeof cell, "%6g", all[2 * r]);
-            w->done[r] |= all[2 * r + 1] != 0;
-            printf(" %-12s", cell);
-        }
-        printf("\n");
-    }
-    free(all);
+    MPI_Gather(mine, 2, MPI_DOUBLE, rank == 0 ? w->steps + 2 * (size_t)step * n : NULL, 2,
+               MPI_DOUBLE, 0, comm);
 }
 
 int main(int argc, char **argv)
@@ -72,6 +58,7 @@ int main(int argc, char **argv)
     MPI_Op op = opts.op;
     int rank = dt_rank(), n = dt_size();
     size_t esize = dt_type_size(type), nbytes = (size_t)count * esize;
+    char b[32];
 
     /* Every rank's input, different per rank; a host copy for MPI's reference. */
     void *in_h = dt_malloc(nbytes, DT_CPU), *want = dt_malloc(nbytes, DT_CPU);
@@ -81,37 +68,50 @@ int main(int argc, char **argv)
     dt_memcpy(in, in_h, nbytes);
 
     /* ==== the idea ====
-     * The tree of lesson 03 with the arrows turned round. A row per step: each rank's
-     * partial result (its first element); "-> p" when it sends it to its parent p, and
-     * "." once it has: it is done. */
-    dt_printf0("Reduce (%s) of %d %s values from each of %d rank%s onto rank %d.\n", dt_op_name(op),
-               count, dt_type_name(type), n, n == 1 ? "" : "s", root);
-    if (n <= SHOW && count > 0)
-        dt_printf0("Each step, every rank's partial result (its first value): \"-> p\" when it\n"
-                   "sends it to its parent p, \".\" once it has.\n\n");
-    int *done = calloc((size_t)n, sizeof *done);
-    struct watch w = {root, 0, done};
-    if (n <= SHOW && count > 0) {
-        dt_printf0("  step  ");
-        for (int r = 0; r < n; r++)
-            dt_printf0(" rank %-7d", r);
-        dt_printf0("\n  input ");
-        double mine = dt_elem(in_h, 0, type), *all = malloc(sizeof(double) * (size_t)n);
-        MPI_Gather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-        for (int r = 0; r < n; r++)
-            dt_printf0(" %6g      ", all[r]);
-        dt_printf0("\n");
-        free(all);
-    }
+     * The tree of lesson 03 with the arrows turned round. A row per rank: its partial
+     * result (its first element) after each step; "-> p" when it sends it to its parent
+     * p, and "." once it has: it is done. */
+    dt_printf0("Reduce (%s) of %d %s value%s from each of %d rank%s onto rank %d.\n",
+               dt_op_name(op), count, dt_type_name(type), count == 1 ? "" : "s", n,
+               n == 1 ? "" : "s", root);
+    int steps = dt_log2_ceil(n), table = n <= SHOW && count > 0;
+    struct watch w = {0, calloc((size_t)(2 * steps * n + 1), sizeof(double))};
 
     /* ==== the library call ==== */
     dt_bytes_reset();
-    dt_set_step_hook(show_step, &w);
+    if (table)
+        dt_set_step_hook(watch_step, &w);
     dt_reduce(in, out, count, type, op, root, MPI_COMM_WORLD);
     dt_set_step_hook(NULL, NULL);
     unsigned long long sent = dt_bytes_sent(), *sent_all = malloc(sizeof *sent_all * (size_t)n);
     MPI_Gather(&sent, 1, MPI_UNSIGNED_LONG_LONG, sent_all, 1, MPI_UNSIGNED_LONG_LONG, 0,
                MPI_COMM_WORLD);
+
+    /* ==== the steps, rank by rank (rank 0 has what the hook gathered) ==== */
+    double first = count > 0 ? dt_elem(in_h, 0, type) : 0, *inputs = malloc(sizeof(double) * n);
+    MPI_Gather(&first, 1, MPI_DOUBLE, inputs, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (table && rank == 0) {
+        printf("Each rank's partial result (its first value) after each step: \"-> p\" when\n"
+               "it sends it to its parent p, \".\" once it has; then the bytes it sent.\n\n"
+               "  rank    input");
+        for (int t = 0; t < steps; t++)
+            printf("   step %-6d", t);
+        printf("  bytes sent\n");
+        for (int r = 0; r < n; r++) {
+            printf("  %4d %8g", r, inputs[r]);
+            for (int t = 0, done = 0; t < steps; t++) {
+                const double *v = w.steps + 2 * ((size_t)t * n + r);   /* value, sent? */
+                char val[32] = ".", to[16] = "";
+                if (v[1])
+                    snprintf(to, sizeof to, " -> %d", dt_tree_parent(r, root, n));
+                if (v[1] || !done)
+                    snprintf(val, sizeof val, "%g", v[0]);
+                printf(" %8s%-5s", val, to);
+                done |= v[1] != 0;
+            }
+            printf(" %11s\n", dt_format_bytes((double)sent_all[r], b, sizeof b));
+        }
+    }
 
     /* ==== the check: MPI_Reduce on the host copies (fp16 needs dtlab's MPI op) ==== */
     MPI_Op mpi_op = type == DT_HALF ? dt_half_mpi_op(op) : op;
@@ -127,7 +127,7 @@ int main(int argc, char **argv)
                          MPI_COMM_WORLD);
 
     /* ==== the numbers ==== */
-    char line[256] = "", b[32];
+    char line[256] = "";
     if (rank == root && count > 0) {
         dt_memcpy(got_h, out, nbytes);
         int k = snprintf(line, sizeof line, "\nrank %d now holds the %s:", root, dt_op_name(op));
@@ -136,11 +136,20 @@ int main(int argc, char **argv)
         snprintf(line + k, sizeof line - k, "%s\n", count > SHOW ? " ..." : "");
     }
     dt_printf_ordered("%s", line);     /* only the root has something to say */
-    dt_printf0("\nbytes sent:");
-    for (int r = 0; rank == 0 && r < n; r++)
-        printf(" rank %d: %s%s", r, dt_format_bytes((double)sent_all[r], b, sizeof b),
-               r + 1 < n ? "," : "\n");
-    if (n > 2)
+    if (!table && n > 1 && rank == 0) {      /* no table: the least and most sent */
+        unsigned long long lo = ~0ULL, hi = 0;
+        for (int r = 0; r < n; r++)
+            if (r != root) {
+                lo = sent_all[r] < lo ? sent_all[r] : lo;
+                hi = sent_all[r] > hi ? sent_all[r] : hi;
+            }
+        char l[32], h[32];
+        printf("\nbytes sent: %s by the root, %s%s%s by each other rank\n",
+               dt_format_bytes((double)sent_all[root], b, sizeof b),
+               dt_format_bytes((double)lo, l, sizeof l), lo == hi ? "" : " to ",
+               lo == hi ? "" : dt_format_bytes((double)hi, h, sizeof h));
+    }
+    if (n > 3)
         dt_printf0("Every rank but the root sends its partial result once: S = %s. A naive\n"
                    "reduce (everyone sends to the root) moves as much, but the root takes the\n"
                    "N-1 messages one after another: %d steps instead of %d.\n",
@@ -149,7 +158,8 @@ int main(int argc, char **argv)
                                  : "FAILED: differs from MPI_Reduce");
 
     /* ==== teardown ==== */
-    free(done);
+    free(w.steps);
+    free(inputs);
     free(sent_all);
     dt_free(in);
     dt_free(out);

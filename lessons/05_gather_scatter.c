@@ -17,7 +17,7 @@ static const char usage[] =
     "usage: mpiexec -n N 05_gather_scatter [options]\n"
     "Gathers every rank's block onto a root with dt_gather, then deals them back out\n"
     "with dt_scatter, and counts what each rank sends.\n"
-    "  --count N           elements in each rank's block, 0 to 2^28/N (default 3)\n"
+    "  --count C           elements in each rank's block, 0 to 2^28/N (default 3)\n"
     "  --root R            the rank that gathers and scatters, 0 to N-1 (default 0)\n"
     "  --type T            float|double|int|half (default float)\n"
     DT_COMMON_USAGE

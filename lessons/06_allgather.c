@@ -17,12 +17,21 @@
 static const char usage[] =
     "usage: mpiexec -n N 06_allgather [options]\n"
     "Gathers every rank's block onto every rank with dt_allgather, step by step.\n"
-    "  --count N           elements in each rank's block, 0 to 2^28/N (default 2)\n"
+    "  --count C           elements in each rank's block, 0 to 2^28/N (default 2)\n"
     "  --type T            float|double|int|half (default float)\n"
     DT_COMMON_USAGE
     "  --help              this text\n";
 
 enum { SHOW = 8 };     /* the step table is printed for up to this many ranks */
+
+/* The table has a column per rank, as wide as "rank 7" or the n letters, and up to 3
+ * spaces apart (*sep), so that it fits in 80 columns: 8 + n * (sep + width) <= 80. */
+static int column_width(int n, int *sep)
+{
+    int w = n > 6 ? n : 6;
+    *sep = 72 / n - w > 3 ? 3 : 72 / n - w;
+    return w;
+}
 
 /* The step hook: each rank compares its buffer, block by block, with the answer MPI
  * gave (ctx), and rank 0 prints which blocks every rank holds so far: a letter per
@@ -42,9 +51,10 @@ static void show_step(const char *coll, const char *phase, int step, const void 
         holds[c] = memcmp(h + c * blk, (const char *)ctx + c * blk, blk) == 0 ? 'A' + c : '.';
     MPI_Gather(holds, sizeof holds, MPI_CHAR, all, sizeof holds, MPI_CHAR, 0, comm);
     if (rank == 0 && n <= SHOW) {
+        int sep, w = column_width(n, &sep);
         printf("  %-6d", step);
         for (int r = 0; r < n; r++)
-            printf("   %-*.*s", SHOW, n, all + r * sizeof holds);
+            printf("%*s%-*.*s", sep, "", w, n, all + r * sizeof holds);
         printf("\n");
     }
     free(h);
@@ -79,20 +89,21 @@ int main(int argc, char **argv)
      *      |                          |     sends right the block it received at step
      *      +--------------------------+     s-1 (its own at step 0)
      */
-    dt_printf0("Allgather of %d %s value%s from each of %d rank%s, on a ring: every step, each\n"
-               "rank passes the block it received last to its right neighbour.\n",
+    dt_printf0("Allgather of %d %s value%s from each of %d rank%s, on a ring:\n"
+               "every step, each rank passes the block it received last to its right neighbour.\n",
                count, dt_type_name(type), count == 1 ? "" : "s", n, n == 1 ? "" : "s");
     if (n <= SHOW && count > 0) {
+        int sep, w = column_width(n, &sep);
         dt_printf0("The blocks each rank holds (A is rank 0's block, B rank 1's, ...):\n\n"
                    "  step  ");
         for (int r = 0; r < n; r++)
-            dt_printf0("   rank %-*d", SHOW - 5, r);
+            dt_printf0("%*srank %-*d", sep, "", w - 5, r);
         dt_printf0("\n  start ");
         for (int r = 0; r < n; r++) {
             char row[SHOW + 1] = "";
             memset(row, '.', (size_t)n);
             row[r] = (char)('A' + r);
-            dt_printf0("   %-*s", SHOW, row);
+            dt_printf0("%*s%-*s", sep, "", w, row);
         }
         dt_printf0("\n");
     }
@@ -112,14 +123,20 @@ int main(int argc, char **argv)
     unsigned long long *sent_all = malloc(sizeof *sent_all * (size_t)n);
     MPI_Gather(&sent, 1, MPI_UNSIGNED_LONG_LONG, sent_all, 1, MPI_UNSIGNED_LONG_LONG, 0,
                MPI_COMM_WORLD);
-    dt_printf0("\nS = %s per block; the gathered buffer is N*S = %s.\nbytes sent:",
+    unsigned long long lo = sent_all[0], hi = sent_all[0];       /* rank 0's view */
+    for (int r = 0; rank == 0 && r < n; r++) {
+        lo = sent_all[r] < lo ? sent_all[r] : lo;
+        hi = sent_all[r] > hi ? sent_all[r] : hi;
+    }
+    dt_printf0("\nS = %s per block; the gathered buffer is N*S = %s.\n",
                dt_format_bytes((double)blk, b, sizeof b),
                dt_format_bytes((double)n * blk, f, sizeof f));
-    for (int r = 0; rank == 0 && r < n; r++)
-        printf(" rank %d: %s%s", r, dt_format_bytes((double)sent_all[r], b, sizeof b),
-               r + 1 < n ? "," : "\n");
-    dt_printf0("Each rank sends N-1 = %d blocks: (N-1)/N of the gathered buffer, the least any\n"
-               "allgather can, since every rank must receive the N-1 blocks it lacks.\n", n - 1);
+    dt_printf0("bytes sent: %s%s%s by every rank (dt_bytes_sent)\n",
+               dt_format_bytes((double)lo, b, sizeof b), lo == hi ? "" : " to ",
+               lo == hi ? "" : dt_format_bytes((double)hi, f, sizeof f));
+    dt_printf0("Each rank sends N-1 = %d block%s: (N-1)/N of the gathered buffer, the least any\n"
+               "allgather can, since every rank must receive the N-1 blocks it lacks.\n", n - 1,
+               n == 2 ? "" : "s");
     free(sent_all);
     dt_printf0("All links of the ring carry a block at every step: the time hardly grows with N\n"
                "for large blocks, while a gather + broadcast would funnel through one rank.\n");

@@ -3,9 +3,9 @@
  * What it teaches: every rank has a whole buffer of N blocks; rank r wants block r
  * reduced (summed, say) over all ranks, and nothing else. ZeRO and FSDP do this with
  * gradients: each rank keeps and updates only its shard. On a ring, each block's partial
- * sum travels around N-1 ranks, each adding its own share, and arrives complete at its
- * owner. Every rank sends N-1 blocks: (N-1)/N of the buffer, far less than reducing the
- * whole buffer everywhere.
+ * result travels around N-1 ranks, each combining its own share into it (adding it, for
+ * a sum), and arrives complete at its owner. Every rank sends N-1 blocks: (N-1)/N of
+ * the buffer, far less than reducing the whole buffer everywhere.
  *
  * Run:  mpiexec -n 4 build/lessons/07_reduce_scatter
  *       mpiexec -n 5 build/lessons/07_reduce_scatter --count 1000 --op max --type int
@@ -18,7 +18,7 @@ static const char usage[] =
     "usage: mpiexec -n N 07_reduce_scatter [options]\n"
     "Reduces N blocks over all ranks and leaves block r on rank r, with\n"
     "dt_reduce_scatter_block.\n"
-    "  --count N           elements in each result block, 0 to 2^28/N (default 2);\n"
+    "  --count C           elements in each result block, 0 to 2^28/N (default 2);\n"
     "                      each rank's input is N blocks of that size\n"
     "  --type T            float|double|int|half (default float)\n"
     "  --op OP             sum|max|min|prod (default sum)\n"
@@ -47,21 +47,23 @@ int main(int argc, char **argv)
 
     /* ==== the idea ====
      * At step s rank r sends the partial result of block (r-s-1) mod N to its right
-     * neighbour and adds its own share to block (r-s-2) mod N, arriving from its left
-     * (dt_ring_rs_send_chunk, dt_ring_rs_recv_chunk in lib/schedule.c). Follow one
-     * block: it starts at rank c+1, collects one share per step, and ends at rank c. */
-    dt_printf0("Reduce-scatter (%s): each of %d rank%s has %d blocks of %d %s value%s; rank r\n"
-               "ends with block r reduced over all ranks.\n", dt_op_name(op), n,
-               n == 1 ? "" : "s", n, count, dt_type_name(type), count == 1 ? "" : "s");
+     * neighbour, and combines its own share into block (r-s-2) mod N, arriving from
+     * its left (dt_ring_rs_send_chunk, dt_ring_rs_recv_chunk in lib/schedule.c). Follow
+     * one block: it starts at rank c+1, collects one share per step, ends at rank c. */
+    dt_printf0("Reduce-scatter (%s): each of %d rank%s has %d block%s of %d %s value%s;\n"
+               "rank r ends with block r reduced over all ranks.\n", dt_op_name(op), n,
+               n == 1 ? "" : "s", n, n == 1 ? "" : "s", count, dt_type_name(type),
+               count == 1 ? "" : "s");
     if (n > 1 && n <= SHOW) {
-        dt_printf0("\nThe road each block takes round the ring; each rank on it adds its share:\n");
+        dt_printf0("\nThe road each block takes round the ring; each rank on it combines its\n"
+                   "share into the partial result (%s) and passes it on:\n", dt_op_name(op));
         for (int c = 0; c < n; c++) {
-            dt_printf0("  block %d:", c);
+            dt_printf0("  block %d: ranks", c);
             for (int s = 0; s < n - 1; s++)
                 for (int r = 0; r < n; r++)
                     if (dt_ring_rs_send_chunk(r, n, s) == c)
-                        dt_printf0(" rank %d ->", r);
-            dt_printf0(" rank %d, which keeps it\n", c);
+                        dt_printf0(" %d ->", r);
+            dt_printf0(" %d, which keeps it\n", c);
         }
         dt_printf0("All blocks travel at once: each step, each rank sends one and gets one.\n");
     }
@@ -85,10 +87,11 @@ int main(int argc, char **argv)
                dt_format_bytes((double)blk, b, sizeof b));
     dt_printf_ordered("  rank %d: block %d =%s%s   sent %s\n", rank, rank, vals,
                       count > SHOWV ? " ..." : "", dt_format_bytes((double)sent, f, sizeof f));
-    dt_printf0("Each rank sent N-1 = %d blocks: (N-1)/N of its %s buffer. Reducing the whole\n"
-               "buffer onto every rank would need twice that (lesson 08: reduce-scatter, then\n"
-               "allgather). Blocks here are equal; lesson 08 cuts counts that do not divide.\n",
-               n - 1, dt_format_bytes((double)n * blk, b, sizeof b));
+    dt_printf0("Each rank sent N-1 = %d block%s: (N-1)/N of its %s buffer.\n"
+               "Reducing the whole buffer onto every rank would need twice that (lesson 08:\n"
+               "reduce-scatter, then allgather). Blocks here are equal; lesson 08 cuts counts\n"
+               "that do not divide.\n", n - 1, n == 2 ? "" : "s",
+               dt_format_bytes((double)n * blk, b, sizeof b));
     dt_printf0("check: %s\n", ok ? "matches MPI_Reduce_scatter_block"
                                  : "FAILED: differs from MPI_Reduce_scatter_block");
 

@@ -4,7 +4,8 @@
  * after each backward pass: an allreduce. The ring does it in two phases of N-1 steps,
  * each rank talking only to its neighbours, and each rank sends 2(N-1)/N * S bytes for
  * S bytes of gradients: less than 2S whatever N is. This lesson prints every rank's
- * buffer after every step, so you can watch the chunks travel and fill up.
+ * buffer after every step, so you can watch the chunks travel and fill up (for 2 to 6
+ * ranks and small counts; otherwise it times the ring).
  *
  * Run:  mpiexec -n 4 build/lessons/08_ring_allreduce
  *       mpiexec -n 5 build/lessons/08_ring_allreduce --count 7 --op max
@@ -19,84 +20,113 @@
 
 static const char usage[] =
     "usage: mpiexec -n N 08_ring_allreduce [options]\n"
-    "Runs dt_allreduce_ring and prints every rank's chunks after every step (for small\n"
-    "counts), or times it (for large ones).\n"
-    "  --count N           elements per rank, 0 to 2^28 (default N+1, so the chunks are\n"
-    "                      uneven); steps are shown up to 3*N elements\n"
+    "Runs dt_allreduce_ring and prints every rank's chunks after every step (for 2\n"
+    "to 6 ranks and small counts), or times it.\n"
+    "  --count C           elements per rank, 0 to 2^28 (default N+1, so the chunks\n"
+    "                      are uneven); the steps are shown for 2 to 6 ranks and C\n"
+    "                      up to 3*N, when their table fits in 80 columns; otherwise\n"
+    "                      the run is only timed\n"
     "  --type T            float|double|int|half (default float)\n"
     "  --op OP             sum|max|min|prod (default sum)\n"
-    "  --iters N           timed allreduces when the steps are not shown, 1 to 10^6;\n"
+    "  --iters K           timed allreduces when the steps are not shown, 1 to 10^6;\n"
     "                      the median is shown (default 5, after one warm-up)\n"
     DT_COMMON_USAGE
     "  --help              this text\n";
 
-enum { SHOW_RANKS = 6 };     /* steps are printed for up to this many ranks */
+enum { SHOW_RANKS = 6, MAXSNAP = 2 * SHOW_RANKS, WIDTH = 80 };
 
-/* ==== the table: called by the hook after every step, on every rank ====
+/* ==== watching: called by the hook after every step, on every rank ====
  * Every rank's buffer and byte count go to rank 0 (plain MPI, so not counted in
- * dtlab's bytes, and waited for politely as in lesson 02), which prints one row per
- * rank. [ ] marks the chunk a rank received in this step. */
-static void show_step(const char *coll, const char *phase, int step, const void *buf,
-                      int count, MPI_Datatype type, MPI_Comm comm, void *ctx)
+ * dtlab's bytes, and waited for politely as in lesson 02), which keeps them: the tables
+ * are printed after the run, once the widest value is known, so that the columns line
+ * up and rank 0 can tell whether they fit in 80 columns. */
+struct snap { int rs, step; char *bufs; unsigned long long *sent; };   /* step -1: start */
+struct watch { int nsnap; struct snap s[MAXSNAP]; };
+
+static void record_step(const char *coll, const char *phase, int step, const void *buf,
+                        int count, MPI_Datatype type, MPI_Comm comm, void *ctx)
 {
-    (void)coll; (void)ctx;
-    int rank, n, rs = strcmp(phase, "reduce-scatter") == 0;
+    (void)coll;
+    struct watch *w = ctx;
+    int rank, n;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &n);
     size_t nbytes = (size_t)count * dt_type_size(type);
-    char *mine = malloc(nbytes), *all = malloc(nbytes * n);
-    unsigned long long sent = dt_bytes_sent(), *sent_all = malloc(sizeof sent * n);
+    char *mine = malloc(nbytes), *all = rank == 0 ? malloc(nbytes * n) : NULL;
+    unsigned long long sent = dt_bytes_sent(), *sent_all = rank == 0 ? malloc(sizeof sent * n)
+                                                                       : NULL;
     dt_memcpy(mine, buf, nbytes);
     MPI_Request req[2];
     MPI_Igather(mine, (int)nbytes, MPI_BYTE, all, (int)nbytes, MPI_BYTE, 0, comm, &req[0]);
     MPI_Igather(&sent, 1, MPI_UNSIGNED_LONG_LONG, sent_all, 1, MPI_UNSIGNED_LONG_LONG, 0,
                 comm, &req[1]);
     dt_waitall(2, req);
+    free(mine);
+    if (rank == 0)           /* 2(N-1)+1 snapshots at most: MAXSNAP is enough */
+        w->s[w->nsnap++] = (struct snap){strcmp(phase, "reduce-scatter") == 0, step, all,
+                                         sent_all};
+}
 
-    if (rank == 0) {
-        if (step < 0)
+/* Chunk c's column: "[v v]", each value vw wide, or at least " chunk c ". */
+static int chunk_width(int count, int n, int c, int vw)
+{
+    size_t lo, hi;
+    dt_chunk_bounds((size_t)count, n, c, &lo, &hi);
+    return (int)fmax((double)(hi - lo) * (vw + 1) + 1, 9);
+}
+
+/* Rank 0: the widest value (*vw), and the width of the tables in columns. */
+static int table_width(const struct watch *w, int count, MPI_Datatype type, int n, int *vw)
+{
+    char s[32];
+    int width = 8 + 6;           /* "  rank |", and " 240 B": 2(N-1) chunks of 3 doubles */
+    *vw = 1;
+    for (int k = 0; k < w->nsnap; k++)
+        for (int i = 0; i < count * n; i++)
+            *vw = (int)fmax(*vw, snprintf(s, sizeof s, "%g", dt_elem(w->s[k].bufs, i, type)));
+    for (int c = 0; c < n; c++)
+        width += chunk_width(count, n, c, *vw) + 1;
+    return width;
+}
+
+/* Rank 0 prints the tables: a row per rank, [ ] around the chunk it received. */
+static void print_steps(const struct watch *w, int count, MPI_Datatype type, MPI_Op op,
+                        int n, int vw)
+{
+    size_t nbytes = (size_t)count * dt_type_size(type), lo, hi;
+    for (int k = 0; k < w->nsnap; k++) {
+        const struct snap *p = &w->s[k];
+        if (p->step < 0)
             printf("\nstart: each rank's own data\n");
+        else if (p->rs)
+            printf("\nreduce-scatter step %d: send a chunk right, combine (%s) the one from "
+                   "the left\n", p->step, dt_op_name(op));
         else
-            printf("\n%s step %d: each rank %s\n", phase, step,
-                   rs ? "sends a chunk right, and adds the one it gets to its own"
-                      : "passes on a reduced chunk; the receiver copies it");
-        size_t lo, hi, big;
-        char s[32];
-        static int vw = 1;            /* the widest value so far: columns only grow */
-        for (size_t i = 0; i < (size_t)count * n; i++)
-            vw = (int)fmax(vw, snprintf(s, sizeof s, "%g", dt_elem(all, i, type)));
-        dt_chunk_bounds((size_t)count, n, 0, &lo, &big);    /* chunk 0 is the largest */
-        int cw = (int)fmax(big * (vw + 1) + 1, 8);
+            printf("\nallgather step %d: pass a reduced chunk right; the receiver copies it\n",
+                   p->step);
         printf("  rank |");
         for (int c = 0; c < n; c++)
-            printf(" chunk %-*d|", cw - 6, c);
-        printf(" this step        | bytes sent\n");
+            printf(" chunk %-*d|", chunk_width(count, n, c, vw) - 7, c);
+        printf(" sent\n");
         for (int r = 0; r < n; r++) {
+            int got = p->step < 0 ? -1 : p->rs ? dt_ring_rs_recv_chunk(r, n, p->step)
+                                               : dt_ring_ag_recv_chunk(r, n, p->step);
             printf("  %4d |", r);
-            int rc = -1;
-            if (step >= 0) {
-                int sc = rs ? dt_ring_rs_send_chunk(r, n, step) : dt_ring_ag_send_chunk(r, n, step);
-                rc = rs ? dt_ring_rs_recv_chunk(r, n, step) : dt_ring_ag_recv_chunk(r, n, step);
-                snprintf(s, sizeof s, "sent c%d, got c%d", sc, rc);
-            }
             for (int c = 0; c < n; c++) {
                 dt_chunk_bounds((size_t)count, n, c, &lo, &hi);
-                int w = printf("%s", c == rc ? "[" : " ");
+                int len = printf("%s", c == got ? "[" : " ");
                 for (size_t i = lo; i < hi; i++)
-                    w += printf("%*g%s", vw, dt_elem(all + r * nbytes, i, type),
-                                i + 1 < hi ? " " : "");
-                w += printf("%s", c == rc ? "]" : "");
-                printf("%*s|", cw + 1 - w, "");
+                    len += printf("%*g%s", vw, dt_elem(p->bufs + r * nbytes, i, type),
+                                  i + 1 < hi ? " " : "");
+                len += printf("%s", c == got ? "]" : "");
+                printf("%*s|", chunk_width(count, n, c, vw) - len, "");
             }
-            printf(" %-16s | %llu B\n", step >= 0 ? s : "", sent_all[r]);
+            printf(" %llu B\n", p->sent[r]);
         }
-        if (step == n - 2)
-            printf("%s\n", rs ? "reduce-scatter done: rank r holds chunk r reduced over all ranks."
-                              : "allgather done: every rank holds every reduced chunk.");
+        if (p->step == n - 2)
+            printf("%s done: %s.\n", p->rs ? "reduce-scatter" : "allgather", p->rs ?
+                   "rank r holds chunk r reduced over all ranks" : "every rank holds every chunk");
     }
-    free(mine);
-    free(all);
-    free(sent_all);
 }
 
 /* One ring allreduce, as dt_time_median runs it: run_ring(ctx). */
@@ -121,14 +151,16 @@ int main(int argc, char **argv)
 
     size_t nbytes = (size_t)count * dt_type_size(type);
     double formula = 2.0 * (n - 1) / n * (double)nbytes;       /* 2(N-1)/N * S */
-    int show = count <= 3 * n && n <= SHOW_RANKS && n > 1 && count > 0;
+    char f[32];                                  /* in bytes, to compare with what is sent */
+    snprintf(f, sizeof f, formula == floor(formula) ? "%.0f B" : "%.1f B", formula);
+    int watch = count <= 3 * n && n <= SHOW_RANKS && n > 1 && count > 0;
 
     /* The input. To watch a sum, rank r puts 10^r in every element: the digits of a
      * partial sum then say whose data it holds (1011 = ranks 0, 1 and 3). That needs the
      * total, 11...1, to be exact in the type; otherwise, and for other ops, test data. */
     void *in_h = dt_malloc(nbytes, DT_CPU), *want = dt_malloc(nbytes, DT_CPU);
     double total = (pow(10, n) - 1) / 9;
-    int digits = show && op == MPI_SUM;
+    int digits = watch && op == MPI_SUM;
     if (digits) {
         dt_elem_set(want, 0, type, total);    /* want as scratch: is the total exact? */
         digits = dt_elem(want, 0, type) == total;
@@ -142,63 +174,83 @@ int main(int argc, char **argv)
     dt_memcpy(in, in_h, nbytes);
 
     /* ==== the idea: a picture of the ring, the chunks, the two phases ==== */
-    char ring[128] = "+-->", bar[128] = "+", sizes[128] = "", b[32];
-    for (int r = 0, k = 4; r < n && k < 100; r++)
-        k += snprintf(ring + k, sizeof ring - k, " %d %s", r, r < n - 1 ? "-->" : "--+");
+    char ring[128] = "+-->", bar[128] = "+", b[32];
+    for (int r = 0, k = 4; r < n; r++)                 /* 0 --> 1 --> 2 --> ... --> 9 */
+        if (n <= 8 || r < 3 || r >= n - 2)
+            k += snprintf(ring + k, sizeof ring - k, " %d %s", r, r < n - 1 ? "-->" : "--+");
+        else if (r == 3)
+            k += snprintf(ring + k, sizeof ring - k, " ... -->");
     memset(bar + 1, '-', strlen(ring) - 2);
     strcpy(bar + strlen(ring) - 1, "+");
-    for (int c = 0, k = 0; c < n && k < 100; c++) {
-        size_t lo, hi;
-        dt_chunk_bounds((size_t)count, n, c, &lo, &hi);
-        k += snprintf(sizes + k, sizeof sizes - k, " %zu", hi - lo);
-    }
+    size_t lo, hi, big;
+    char first[32] = "chunk 0";                     /* the chunks that get one more */
+    dt_chunk_bounds((size_t)count, n, 0, &lo, &big);          /* chunk 0 is the largest */
+    dt_chunk_bounds((size_t)count, n, n - 1, &lo, &hi);       /* the last, the smallest */
+    if (count % n > 1)
+        snprintf(first, sizeof first, "chunks 0 to %d", count % n - 1);
     if (n == 1)
         dt_printf0("With one rank an allreduce is a copy: run mpiexec -n 4 to see the ring.\n");
     else {
-        dt_printf0("Ring allreduce (%s) of %d %s values on %d ranks: reduce-scatter, "
-                   "then allgather.\n\n"
-                   "    %s     each rank sends only to its right neighbour\n"
-                   "    |%*s|     and receives only from its left one\n    %s\n\n",
-                   dt_op_name(op), count, dt_type_name(type), n, ring,
+        dt_printf0("Ring allreduce (%s) of %d %s value%s on %d ranks, in two phases:\n"
+                   "reduce-scatter, then allgather. Each rank sends only to its right neighbour\n"
+                   "and receives only from its left one:\n\n    %s\n    |%*s|\n    %s\n\n",
+                   dt_op_name(op), count, dt_type_name(type), count == 1 ? "" : "s", n, ring,
                    (int)strlen(ring) - 2, "", bar);
-        dt_printf0("The buffer, S = %s, is cut into N = %d chunks, one per rank.\n"
-                   "Elements per chunk:%s.%s\n"
-                   "1. reduce-scatter, N-1 = %d steps: each rank sends one chunk right and "
-                   "adds the\n   chunk arriving from its left into its own copy. Rank r ends "
-                   "up with chunk r\n   reduced over all ranks.\n"
-                   "2. allgather, N-1 = %d steps: each rank passes the reduced chunk it got "
-                   "last to\n   its right, which copies it. Every rank ends up with every "
-                   "reduced chunk.\n"
-                   "Each rank sends 2(N-1) chunks of about S/N: 2(N-1)/N * S = %.10g B,\n"
+        dt_printf0("The buffer, S = %s, is cut into N = %d chunks, one per rank:\n",
+                   dt_format_bytes((double)nbytes, b, sizeof b), n);
+        if (count % n == 0)
+            dt_printf0("%zu element%s each (dt_chunk_bounds).\n", big, big == 1 ? "" : "s");
+        else
+            dt_printf0("%zu element%s in %s, %zu in the rest (dt_chunk_bounds):\nthe count does "
+                       "not divide by N, so the first count mod N chunks get one more.\n",
+                       big, big == 1 ? "" : "s", first, hi - lo);
+        dt_printf0("1. reduce-scatter, N-1 = %d step%s: each rank sends one chunk right and\n"
+                   "   combines the chunk arriving from its left with its own copy (%s).\n"
+                   "   Rank r ends up with chunk r reduced over all ranks.\n"
+                   "2. allgather, N-1 = %d step%s: each rank passes the reduced chunk it got\n"
+                   "   last to its right, which copies it. Every rank ends up with every\n"
+                   "   reduced chunk.\n"
+                   "Each rank sends 2(N-1) chunks of about S/N: 2(N-1)/N * S = %s,\n"
                    "under 2S for any N.\n",
-                   dt_format_bytes((double)nbytes, b, sizeof b), n,
-                   n > 12 ? " about count/N" : sizes,
-                   count % n ? "\n(The count does not divide by N: the first count mod N chunks "
-                               "get one more.)" : "", n - 1, n - 1, formula);
+                   n - 1, n == 2 ? "" : "s", dt_op_name(op), n - 1, n == 2 ? "" : "s", f);
     }
-    if (digits)
-        dt_printf0("\nRank r starts with 10^r in every element, so a sum's digits say whose\n"
-                   "data it holds: 1011 = ranks 0, 1 and 3.\n");
-    if (show)
-        dt_printf0("[ ] marks the chunk each rank received in that step; bytes sent is the rank's\n"
-                   "running dt_bytes_sent().\n");
 
-    /* ==== the library call, shown step by step or timed ==== */
+    /* ==== the library call, watched step by step or not ==== */
+    struct watch w = {0};
     dt_bytes_reset();
-    if (show) {
+    if (watch) {
         /* in place, so the table shows whole buffers: out of place, dt_allreduce_ring
          * writes each chunk of out only when a result for it arrives */
         dt_memcpy(out, in, nbytes);
-        show_step("allreduce_ring", "start", -1, out, count, type, MPI_COMM_WORLD, NULL);
-        dt_set_step_hook(show_step, NULL);
+        record_step("allreduce_ring", "start", -1, out, count, type, MPI_COMM_WORLD, &w);
+        dt_set_step_hook(record_step, &w);
         dt_allreduce_ring(MPI_IN_PLACE, out, count, type, op, MPI_COMM_WORLD);
         dt_set_step_hook(NULL, NULL);
     } else {
         dt_allreduce_ring(in, out, count, type, op, MPI_COMM_WORLD);
     }
     unsigned long long sent = dt_bytes_sent(), most, least;
+
+    /* ==== the steps, when they fit in 80 columns; otherwise the time ==== */
+    int vw = 0, width = 0, shown = 0;
+    if (watch && rank == 0) {
+        width = table_width(&w, count, type, n, &vw);
+        shown = width <= WIDTH;
+    }
+    MPI_Bcast(&shown, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (shown) {
+        dt_printf0("%s", digits ? "\nRank r starts with 10^r in every element, so a sum's "
+                   "digits say whose\ndata it holds: 1011 = ranks 0, 1 and 3.\n" : "\n");
+        dt_printf0("[ ] marks the chunk each rank received in that step, from its left; the\n"
+                   "chunk it sent right is the next one (mod N). sent: its dt_bytes_sent().\n");
+        print_steps(&w, count, type, op, n, vw);
+    }
+    for (int k = 0; k < w.nsnap; k++) {       /* rank 0's snapshots */
+        free(w.s[k].bufs);
+        free(w.s[k].sent);
+    }
     double t = 0;
-    if (!show) {
+    if (!shown && n > 1) {
         struct ring_run run = {in, out, count, type, op};
         t = dt_time_median(run_ring, &run, iters, MPI_COMM_WORLD);
     }
@@ -212,20 +264,26 @@ int main(int argc, char **argv)
     MPI_Allreduce(&sent, &most, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(&sent, &least, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
     if (most == least)
-        dt_printf0("\nBytes sent by every rank: %llu B; 2(N-1)/N * S = %.10g B.\n", most, formula);
+        dt_printf0("\nBytes sent: %llu B by every rank; 2(N-1)/N * S = %s.\n", most, f);
     else
-        dt_printf0("\nBytes sent per rank: %llu to %llu B; 2(N-1)/N * S = %.10g B (the chunks are\n"
-                   "uneven, so some ranks send an element more than others).\n", least, most,
-                   formula);
-    if (!show && n > 1) {
+        dt_printf0("\nBytes sent: %llu to %llu B per rank; 2(N-1)/N * S = %s.\n(The chunks "
+                   "are uneven, so some ranks send an element more than others.)\n", least,
+                   most, f);
+    if (!shown && n > 1) {
         char a[32], bw[32];
-        dt_printf0("Time per allreduce: %.1f us, the median of %d runs (each lasts until the\n"
+        if (n > SHOW_RANKS)
+            dt_printf0("The steps are shown for 2 to %d ranks; with %d ranks the run is only "
+                       "timed.\n", SHOW_RANKS, n);
+        else if (watch)
+            dt_printf0("The steps are not shown: their table would be %d columns wide, more\n"
+                       "than %d. A smaller --count narrows it.\n", width, WIDTH);
+        else if (count > 0)
+            dt_printf0("The steps are shown for --count up to 3*N = %d.\n", 3 * n);
+        dt_printf0("Time per allreduce: %.1f us, the median of %d run%s (each lasts until the\n"
                    "slowest rank is done).\n"
-                   "Bandwidth: algorithm %s/s (S / time), bus %s/s (x 2(N-1)/N, per link).\n",
-                   t * 1e6, iters, dt_format_bytes(nbytes / t, a, sizeof a),
+                   "Bandwidth: algorithm %s/s (S / time), bus %s/s (x 2(N-1)/N).\n",
+                   t * 1e6, iters, iters == 1 ? "" : "s", dt_format_bytes(nbytes / t, a, sizeof a),
                    dt_format_bytes(formula / t, bw, sizeof bw));
-        if (count > 0 && n > 1 && n <= SHOW_RANKS)
-            dt_printf0("(The steps are printed for --count up to 3*N = %d.)\n", 3 * n);
     }
     dt_printf0("check: %s\n", ok ? "matches MPI_Allreduce" : "FAILED: differs from MPI_Allreduce");
 

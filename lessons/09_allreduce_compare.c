@@ -18,11 +18,12 @@ static const char usage[] =
     "usage: mpiexec -n N 09_allreduce_compare [options]\n"
     "Times the naive, ring and recursive-doubling allreduces and MPI_Allreduce over\n"
     "growing sizes, with the bytes each sends, and checks every result.\n"
-    "  --min-size BYTES    smallest buffer, 1 to 1G (default 16)\n"
-    "  --max-size BYTES    largest buffer, 1 to 1G, e.g. 64K, 16M (default 1M); sizes\n"
-    "                      grow x16\n"
-    "  --iters N           timed runs per size and algorithm, 1 to 10^6; the median is\n"
-    "                      shown (default 5, after one warm-up run)\n"
+    "  --min-size B        smallest buffer in bytes, 1 to 1G (default 16)\n"
+    "  --max-size B        largest buffer, 1 to 1G, e.g. 64K, 16M (default 1M); sizes\n"
+    "                      grow x16, and the last row is this one; each rounds up to\n"
+    "                      a whole element\n"
+    "  --iters K           timed runs per size and algorithm, 1 to 10^6; the median\n"
+    "                      is shown (default 5, after one warm-up run)\n"
     "  --type T            float|double|int|half (default float)\n"
     "  --op OP             sum|max|min|prod (default sum)\n"
     DT_COMMON_USAGE
@@ -68,21 +69,20 @@ int main(int argc, char **argv)
     MPI_Op mpi_op = type == DT_HALF ? dt_half_mpi_op(op) : op;   /* fp16 needs dtlab's op */
 
     /* ==== the table header ==== */
-    dt_printf0("Allreduce (%s) of %s values on %d rank%s: the median of %d timed runs after a\n"
-               "warm-up, each started together and lasting until the slowest rank is done;\n"
-               "\"sent\" is the most bytes any one rank sent (dt_bytes_sent).\n\n%9s ",
-               dt_op_name(op), dt_type_name(type), n, n == 1 ? "" : "s", iters, "");
-    for (int a = 0; a < MPI_ALGO; a++)
-        dt_printf0("| %-23s", algos[a].name);
-    dt_printf0("| %s\n%9s ", algos[MPI_ALGO].name, "size");
-    for (int a = 0; a < MPI_ALGO; a++)
-        dt_printf0("| %11s %10s ", "time", "sent");
-    dt_printf0("| %11s\n", "time");
+    dt_printf0("Allreduce (%s) of %s values on %d rank%s, two rows per size:\n"
+               "time: median of %d run%s (after a warm-up), each from a common start to the\n"
+               "slowest rank's end. sent: the most bytes any one rank sent (dt_bytes_sent).\n\n"
+               "%10s      ", dt_op_name(op), dt_type_name(type), n, n == 1 ? "" : "s", iters,
+               iters == 1 ? "" : "s", "size");
+    for (int a = 0; a < NALGO; a++)
+        dt_printf0(" %14s", algos[a].name);
+    dt_printf0("\n");
 
     /* ==== every algorithm at every size: check once, then time; a row per size ==== */
     int ok = 1;
-    for (size_t size = opts.min_size; size <= opts.max_size; size *= 16) {
-        int count = size / esize > 0 ? (int)(size / esize) : 1;
+    size_t max = opts.max_size;
+    for (size_t size = opts.min_size;; size = size * 16 < max ? size * 16 : max) {
+        int count = (int)((size + esize - 1) / esize);     /* whole elements */
         size_t nbytes = (size_t)count * esize;
         void *in_h = dt_malloc(nbytes, DT_CPU), *want = dt_malloc(nbytes, DT_CPU);
         void *in = dt_malloc(nbytes, dt_device()), *out = dt_malloc(nbytes, dt_device());
@@ -108,15 +108,20 @@ int main(int argc, char **argv)
         MPI_Allreduce(MPI_IN_PLACE, sent, NALGO, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
 
         char sz[32], b[32];
-        dt_printf0("%9s ", dt_format_bytes((double)nbytes, sz, sizeof sz));
-        for (int a = 0; a < MPI_ALGO; a++)
-            dt_printf0("| %8.1f us %10s ", t[a] * 1e6,
-                       dt_format_bytes((double)sent[a], b, sizeof b));
-        dt_printf0("| %8.1f us\n", t[MPI_ALGO] * 1e6);
+        dt_printf0("%10s  time", dt_format_bytes((double)nbytes, sz, sizeof sz));
+        for (int a = 0; a < NALGO; a++)
+            dt_printf0(" %11.1f us", t[a] * 1e6);
+        dt_printf0("\n%10s  sent", "");
+        for (int a = 0; a < MPI_ALGO; a++)      /* MPI's own bytes are not counted */
+            dt_printf0(" %14s", dt_format_bytes((double)sent[a], b, sizeof b));
+        dt_printf0("\n");
         dt_free(in);
         dt_free(out);
         dt_free(in_h);
         dt_free(want);
+        /* sizes grow x16, and the last row is max itself, unless it rounds to this one */
+        if (size == max || (max + esize - 1) / esize == (size_t)count)
+            break;
     }
 
     /* ==== what the table says ==== */

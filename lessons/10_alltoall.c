@@ -16,9 +16,9 @@
 
 static const char usage[] =
     "usage: mpiexec -n N 10_alltoall [options]\n"
-    "Transposes labelled blocks across the ranks with dt_alltoall, then runs it on test\n"
-    "data and checks it against MPI_Alltoall.\n"
-    "  --count N           elements in each block, 0 to 2^28/N (default 1000)\n"
+    "Transposes labelled blocks across the ranks with dt_alltoall, then runs it on\n"
+    "test data and checks it against MPI_Alltoall.\n"
+    "  --count C           elements in each block, 0 to 2^28/N (default 1000)\n"
     "  --type T            float|double|int|half (default float)\n"
     DT_COMMON_USAGE
     "  --help              this text\n";
@@ -102,9 +102,10 @@ int main(int argc, char **argv)
     MPI_Allreduce(&sent, &most, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(&sent, &least, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
     char b[32], f[32];
-    dt_printf0("With blocks of %d %s values (S = %s), each rank sent %s%s: (N-1)*S, every\n"
-               "block but its own. No algorithm can send less: each of those blocks is needed\n"
-               "somewhere else, and only this rank has it.\n", count, dt_type_name(type),
+    dt_printf0("Blocks of %d %s value%s, S = %s: each rank sent %s%s,\n"
+               "(N-1)*S, every block but its own. No algorithm can send less: each of those\n"
+               "blocks is needed somewhere else, and only this rank has it.\n", count,
+               dt_type_name(type), count == 1 ? "" : "s",
                dt_format_bytes((double)blk, b, sizeof b),
                dt_format_bytes((double)most, f, sizeof f), most == least ? "" : " at most");
     dt_printf0("check: %s\n", ok ? "matches MPI_Alltoall" : "FAILED: differs from MPI_Alltoall");

@@ -1,7 +1,7 @@
 /* The step hook: a window onto the step-wise algorithms while they run.
  *
- * Lesson 08 sets a hook that gathers every rank's buffer after each ring step and prints
- * the table, so the learner watches the chunks fill up. The collectives call
+ * Lesson 08 sets a hook that gathers every rank's buffer after each ring step, and then
+ * prints the tables, so the learner watches the chunks fill up. The collectives call
  * dti_step_done after each step (ring steps, tree rounds, recursive-doubling steps);
  * every rank calls it at the same step, so the hook may communicate.
  *
