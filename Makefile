@@ -43,15 +43,18 @@ NVFLAGS  := -O3 -Ilib -DDT_HAVE_CUDA -Xcompiler -Wall,-Wextra $(foreach a,$(CUDA
 
 ifeq ($(CUDA),1)
   CFLAGS += -DDT_HAVE_CUDA -I$(CUDA_HOME)/include
-  LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -ldl -lrt
+  # cudart static, so binaries do not depend on where the runtime lives; cuBLAS (only
+  # shared in the toolkit) found beside nvcc at run time through the rpath
+  LDLIBS += -L$(CUDA_HOME)/lib64 -lcublas -Wl,-rpath,$(CUDA_HOME)/lib64 \
+            -lcudart_static -lstdc++ -ldl -lrt
 endif
 
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
 # ---- sources ----------------------------------------------------------------
-LIB_SRC  := $(wildcard lib/*.c) $(wildcard lib/collectives/*.c)
-LIB_CU   := $(if $(filter 1,$(CUDA)),$(wildcard lib/*.cu))
+LIB_SRC  := $(wildcard lib/*.c lib/collectives/*.c lib/nn/*.c lib/parallel/*.c)
+LIB_CU   := $(if $(filter 1,$(CUDA)),$(wildcard lib/*.cu lib/nn/*.cu))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_CU:%.cu=$(BUILD)/obj/%.o)
 LIBDT    := $(BUILD)/libdt.a
 

@@ -14,5 +14,6 @@
 #include "trace.h"
 #include "prog.h"
 #include "collectives/collectives.h"
+#include "nn/nn.h"
 
 #endif /* DT_H */

@@ -1,0 +1,231 @@
+/* The layers of the MLP (see nn.h): linear, the activations, softmax cross-entropy.
+ *
+ * Each function is a plain loop over host memory, the reference; when its pointers are
+ * on the GPU it hands the same call to its CUDA twin (nn_cuda.h, nn_kernels.cu).
+ *
+ * The linear layer is where the time goes: B*in*out multiply-adds each way. Its loops
+ * are ordered so that the innermost one walks memory contiguously (rows of x, W, dW,
+ * dx), never with a stride, which is what keeps a CPU fed. Shapes as in nn.h:
+ * x (B, in), W (out, in), b (out), y (B, out). */
+#include <math.h>
+#include "buf.h"
+#include "nn.h"
+#include "nn_cuda.h"
+#include "nn_internal.h"
+
+int dti_nn_on_gpu(const char *fn, const void *const *ptrs, int n)
+{
+    int gpu = -1;
+    for (int i = 0; i < n; i++) {
+        if (ptrs[i] == NULL)
+            continue;
+        int d = dt_is_device_ptr(ptrs[i]);
+        DT_REQUIRE(gpu < 0 || gpu == d, "%s: some buffers are on the GPU and some on the "
+                   "host; all of them must be on one side", fn);
+        gpu = d;
+    }
+    return gpu == 1;
+}
+
+static void check_shape(const char *fn, int B, int in, int out)
+{
+    DT_REQUIRE(B >= 0 && in > 0 && out > 0,
+               "%s: bad shape B=%d in=%d out=%d (B >= 0, in and out >= 1)", fn, B, in, out);
+}
+
+/* ==== linear: y = x W^T + b ==== */
+
+/* Neither works in place: y, and dx, dW, db, must not overlap the inputs. */
+
+/* The dot product of two rows of n floats, in eight running sums. One sum would make
+ * every addition wait for the one before; eight independent sums fill a vector register
+ * (the compiler may not reorder float additions itself, since that changes rounding).
+ * They are combined in a fixed order, so the result is the same on every run. */
+static float dot(const float *a, const float *b, int n)
+{
+    float s[8] = { 0 };
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            s[k] += a[i + k] * b[i + k];
+    float tail = 0.0f;
+    for (; i < n; i++)
+        tail += a[i] * b[i];
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7])) + tail;
+}
+
+void dt_linear_forward(const float *x, const float *W, const float *b, float *y,
+                       int B, int in, int out)
+{
+    check_shape("dt_linear_forward", B, in, out);
+    if (B == 0)
+        return;
+    DT_REQUIRE(x && W && y, "dt_linear_forward: x, W and y must not be NULL");
+    const void *p[] = { x, W, b, y };
+    if (dti_nn_on_gpu("dt_linear_forward", p, 4)) {
+        dti_nn_cuda_linear_forward(x, W, b, y, B, in, out);
+        return;
+    }
+    /* y[b][o] = b[o] + sum_i x[b][i] W[o][i]: row b of x against row o of W, both
+     * contiguous, because W is stored (out, in). */
+    for (int r = 0; r < B; r++) {
+        const float *x_r = x + (size_t)r * in;      /* (in) */
+        float *y_r = y + (size_t)r * out;           /* (out) */
+        for (int o = 0; o < out; o++) {
+            const float *W_o = W + (size_t)o * in;  /* (in) */
+            y_r[o] = (b ? b[o] : 0.0f) + dot(x_r, W_o, in);
+        }
+    }
+}
+
+void dt_linear_backward(const float *x, const float *W, const float *dy,
+                        float *dx, float *dW, float *db, int B, int in, int out)
+{
+    check_shape("dt_linear_backward", B, in, out);
+    if (B == 0)
+        return;
+    DT_REQUIRE(x && W && dy && dW, "dt_linear_backward: x, W, dy and dW must not be NULL");
+    const void *p[] = { x, W, dy, dx, dW, db };
+    if (dti_nn_on_gpu("dt_linear_backward", p, 6)) {
+        dti_nn_cuda_linear_backward(x, W, dy, dx, dW, db, B, in, out);
+        return;
+    }
+    /* dW[o][i] += sum_r dy[r][o] x[r][i], and db[o] += sum_r dy[r][o]: for each output
+     * o, row o of dW (in floats, it stays in cache) gathers row r of x scaled by
+     * dy[r][o], rows r = 0, 1, ... in order. Adding them straight into dW in that order
+     * means two half-batches, one call after the other, round exactly as the whole. */
+    for (int o = 0; o < out; o++) {
+        float *dW_o = dW + (size_t)o * in;          /* (in) */
+        for (int r = 0; r < B; r++) {
+            const float *x_r = x + (size_t)r * in;  /* (in) */
+            float g = dy[(size_t)r * out + o];
+            for (int i = 0; i < in; i++)
+                dW_o[i] += g * x_r[i];
+            if (db)
+                db[o] += g;
+        }
+    }
+    if (dx == NULL)
+        return;
+    /* dx[r][i] = sum_o dy[r][o] W[o][i]: row r of dx gathers the rows of W, each scaled
+     * by one number of dy. */
+    for (int r = 0; r < B; r++) {
+        const float *dy_r = dy + (size_t)r * out;   /* (out) */
+        float *dx_r = dx + (size_t)r * in;          /* (in) */
+        for (int i = 0; i < in; i++)
+            dx_r[i] = 0.0f;
+        for (int o = 0; o < out; o++) {
+            const float *W_o = W + (size_t)o * in;  /* (in) */
+            float g = dy_r[o];
+            for (int i = 0; i < in; i++)
+                dx_r[i] += g * W_o[i];
+        }
+    }
+}
+
+/* ==== activations ==== */
+
+/* GELU, the tanh approximation of GPT-2 (and llm.c):
+ *     gelu(x) = 0.5 x (1 + tanh(u)),   u = s (x + c x^3),   s = sqrt(2/pi), c = 0.044715
+ * and its exact derivative (the chain rule through tanh, tanh' = 1 - tanh^2):
+ *     gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) s (1 + 3 c x^2),   t = tanh(u)
+ * ReLU is max(x, 0), with derivative 1 for x > 0 and 0 otherwise (0 at x = 0 too). */
+#define GELU_S 0.7978845608028654f
+#define GELU_C 0.044715f
+
+static void check_act(const char *fn, dt_act a)
+{
+    DT_REQUIRE(a == DT_RELU || a == DT_GELU, "%s: unknown activation %d", fn, (int)a);
+}
+
+/* Both work in place (y == x, dx == dy): each element is read before it is written. */
+void dt_act_forward(dt_act a, const float *x, float *y, size_t n)
+{
+    check_act("dt_act_forward", a);
+    if (n == 0)
+        return;
+    DT_REQUIRE(x && y, "dt_act_forward: x and y must not be NULL");
+    const void *p[] = { x, y };
+    if (dti_nn_on_gpu("dt_act_forward", p, 2)) {
+        dti_nn_cuda_act_forward((int)a, x, y, n);
+        return;
+    }
+    if (a == DT_RELU) {
+        for (size_t i = 0; i < n; i++)
+            y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            float v = x[i];
+            float t = tanhf(GELU_S * (v + GELU_C * v * v * v));
+            y[i] = 0.5f * v * (1.0f + t);
+        }
+    }
+}
+
+void dt_act_backward(dt_act a, const float *x, const float *dy, float *dx, size_t n)
+{
+    check_act("dt_act_backward", a);
+    if (n == 0)
+        return;
+    DT_REQUIRE(x && dy && dx, "dt_act_backward: x, dy and dx must not be NULL");
+    const void *p[] = { x, dy, dx };
+    if (dti_nn_on_gpu("dt_act_backward", p, 3)) {
+        dti_nn_cuda_act_backward((int)a, x, dy, dx, n);
+        return;
+    }
+    if (a == DT_RELU) {
+        for (size_t i = 0; i < n; i++)
+            dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            float v = x[i];
+            float t = tanhf(GELU_S * (v + GELU_C * v * v * v));
+            float local = 0.5f * (1.0f + t)
+                        + 0.5f * v * (1.0f - t * t) * GELU_S * (1.0f + 3.0f * GELU_C * v * v);
+            dx[i] = local * dy[i];
+        }
+    }
+}
+
+/* ==== softmax cross-entropy ==== */
+
+/* For one row of logits l (C) with label y:
+ *     p_c = exp(l_c - m) / sum_k exp(l_k - m),   m = max_k l_k
+ *     loss = -log p_y = log(sum_k exp(l_k - m)) - (l_y - m)
+ *     dloss/dl_c = p_c - [c == y]
+ * Subtracting the row's maximum changes nothing mathematically and keeps exp() from
+ * overflowing: the largest term is exp(0) = 1, so the sum lies in [1, C]. dlogits may be
+ * logits (in place), or NULL when only the loss is wanted. */
+float dt_xent(const float *logits, const int *labels, int B, int C, float scale,
+              float *dlogits)
+{
+    DT_REQUIRE(B >= 0 && C > 0, "dt_xent: bad shape B=%d C=%d", B, C);
+    if (B == 0)
+        return 0.0f;
+    DT_REQUIRE(logits && labels, "dt_xent: logits and labels must not be NULL");
+    const void *p[] = { logits, labels, dlogits };
+    if (dti_nn_on_gpu("dt_xent", p, 3))
+        return dti_nn_cuda_xent(logits, labels, B, C, scale, dlogits);
+    double total = 0.0;
+    for (int r = 0; r < B; r++) {
+        const float *l_r = logits + (size_t)r * C;  /* (C) */
+        int y = labels[r];
+        DT_REQUIRE(y >= 0 && y < C, "dt_xent: label %d of row %d is not a class "
+                   "(0..%d)", y, r, C - 1);
+        float m = l_r[0];
+        for (int c = 1; c < C; c++)
+            m = l_r[c] > m ? l_r[c] : m;
+        float sum = 0.0f;
+        for (int c = 0; c < C; c++)
+            sum += expf(l_r[c] - m);
+        total += (double)logf(sum) - (double)(l_r[y] - m);
+        if (dlogits) {
+            float *d_r = dlogits + (size_t)r * C;   /* (C) */
+            for (int c = 0; c < C; c++) {
+                float pc = expf(l_r[c] - m) / sum;
+                d_r[c] = scale * (pc - (c == y ? 1.0f : 0.0f));
+            }
+        }
+    }
+    return (float)total;
+}

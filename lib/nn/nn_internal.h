@@ -1,0 +1,18 @@
+/* Internal to lib/nn: the dti_nn_ helpers its files share. Not part of the API. */
+#ifndef DT_NN_INTERNAL_H
+#define DT_NN_INTERNAL_H
+
+#include <stdint.h>
+
+/* splitmix64: the next 64 random bits from *state (data.c). Integer arithmetic only, so
+ * the same seed gives the same numbers on every machine and compiler. */
+uint64_t dti_nn_rand(uint64_t *state);
+/* Uniform in [0, 1), from the top 53 bits of dti_nn_rand. */
+double dti_nn_uniform(uint64_t *state);
+
+/* Where an operation runs (layers.c): 1 when every non-NULL pointer of ptrs[0..n) is on
+ * the GPU, 0 when every one is on the host (or all are NULL). A mix aborts with a
+ * message naming fn. */
+int dti_nn_on_gpu(const char *fn, const void *const *ptrs, int n);
+
+#endif /* DT_NN_INTERNAL_H */

@@ -1,0 +1,407 @@
+/* The CUDA side of lib/nn: the same operations as the CPU loops in lib/nn, on device
+ * pointers. The matrix products go to cuBLAS; the element-wise work (bias, activations,
+ * optimizers), the bias gradient and the softmax cross-entropy are kernels here. The CPU
+ * path is the reference: a GPU test runs each function both ways on the same inputs and
+ * compares to rounding (the GPU sums in another order and fuses multiply-adds).
+ *
+ * Every launcher checks its launches and ends with a synchronisation, so that a fault is
+ * reported by the call that caused it and a compute event in the trace covers the work,
+ * not just its launch. Everything runs on the legacy default stream, cuBLAS included,
+ * so the kernels and the products of one call run in the order they are written, and a
+ * cudaMemcpy made afterwards by any thread of the process sees their results. */
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include <math.h>
+#include <stdlib.h>
+#include "errors.h"
+#include "nn_cuda.h"
+#include "nn.h"
+
+#define DT_CHECK_CUBLAS(call) \
+    do { cublasStatus_t s_ = (call); \
+         if (s_ != CUBLAS_STATUS_SUCCESS) \
+             dti_die(__FILE__, __LINE__, "%s failed: %s", #call, cublasGetStatusString(s_)); \
+    } while (0)
+
+/* Threads per block for every kernel here. The xent kernel's tree reduction relies on it
+ * being a power of two. */
+#define NN_THREADS 256
+
+/* Blocks for a grid-stride loop over n items: enough for one item per thread, at most
+ * 4096 (the loop covers the rest), at least 1 (a launch of 0 blocks is an error). */
+static int grid_for(size_t n)
+{
+    size_t want = (n + NN_THREADS - 1) / NN_THREADS;
+    return (int)(want < 1 ? 1 : want < 4096 ? want : 4096);
+}
+
+/* Called after the launches of each function: was the launch itself valid, and did the
+ * work run without fault. */
+static void check_and_wait(void)
+{
+    DT_CHECK_CUDA(cudaGetLastError());
+    DT_CHECK_CUDA(cudaDeviceSynchronize());
+}
+
+/* ==== cuBLAS: one handle per process ==== */
+
+/* A cuBLAS handle holds the library's context on the current GPU (created on the first
+ * product, after dt_init has chosen this rank's GPU) and is meant to be reused: creating
+ * one costs far more than a small product. A function-local static initialised by a call
+ * is created exactly once even if two threads arrive together (C++ guarantees it).
+ * It is never destroyed: the process's exit releases it, and destroying it from an
+ * atexit handler could run after the CUDA runtime has already been torn down.
+ *
+ * The math mode stays the default, true fp32: TF32 tensor cores would keep 10 bits of
+ * mantissa instead of 23, and the GPU would no longer agree with the CPU to rounding. */
+static cublasHandle_t create_handle(void)
+{
+    cublasHandle_t h;
+    DT_CHECK_CUBLAS(cublasCreate(&h));
+    DT_CHECK_CUBLAS(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+    return h;
+}
+
+static cublasHandle_t blas(void)
+{
+    static cublasHandle_t h = create_handle();
+    return h;
+}
+
+/* ==== linear layer ==== */
+
+/* Row-major and column-major. dtlab stores a (rows, cols) matrix row after row; cuBLAS
+ * reads memory column after column. The same bytes read column-major are the transpose:
+ * a row-major (r, c) matrix with leading dimension c IS the column-major (c, r) matrix,
+ * its transpose, with leading dimension c. So each row-major product P = A B is asked
+ * of cuBLAS as its transpose, P^T = B^T A^T, where every ^T costs nothing: it is how
+ * cuBLAS already sees our data. In the calls below "(c, r) col" names what cuBLAS sees.
+ *
+ *   cublasSgemm(h, opA, opB, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc)
+ *   computes C = alpha op(A) op(B) + beta C with op(A) (m, k), op(B) (k, n), C (m, n),
+ *   all column-major; lda is the number of rows of A as stored (before op). */
+
+/* y[b, j] += bias[j] for the (B, out) matrix y, flattened: item i is row i / out,
+ * column i % out. */
+static __global__ void add_bias_kernel(float *y, const float *bias, size_t rows, int out)
+{
+    size_t total = rows * out;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x)
+        y[i] += bias[i % out];
+}
+
+/* db[j] += sum over rows b of dy[b, j]. One thread per column, walking down it: at each
+ * step the threads of a warp read 32 neighbouring floats of one row (coalesced). The sum
+ * starts from db[j] and adds the rows in order, as the CPU loop does, so db agrees with
+ * it bit for bit (additions alone, nothing to fuse). Only `out` threads do the work: few,
+ * but out is at most the hidden width here and B is a batch. */
+static __global__ void col_sum_kernel(const float *dy, float *db, int B, int out)
+{
+    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < (size_t)out;
+         j += (size_t)gridDim.x * blockDim.x) {
+        float s = db[j];
+        for (int b = 0; b < B; b++)
+            s += dy[(size_t)b * out + j];
+        db[j] = s;
+    }
+}
+
+/* y = x W^T + b: x (B, in), W (out, in), b (out) or NULL, y (B, out). */
+extern "C" void dti_nn_cuda_linear_forward(const float *x, const float *W, const float *b,
+                                           float *y, int B, int in, int out)
+{
+    DT_REQUIRE(B >= 0 && in > 0 && out > 0,
+               "linear layer of %d rows, %d inputs, %d outputs", B, in, out);
+    if (B == 0)
+        return;
+    const float one = 1.0f, zero = 0.0f;
+    /* y^T (out, B) = W (out, in) x^T (in, B), column-major:
+     *   A = W  stored as W^T (in, out) col, lda = in;  op T gives W   (m = out, k = in)
+     *   B = x  stored as x^T (in, B)   col, ldb = in;  op N keeps x^T (k = in,  n = B)
+     *   C = y  stored as y^T (out, B)  col, ldc = out */
+    DT_CHECK_CUBLAS(cublasSgemm(blas(), CUBLAS_OP_T, CUBLAS_OP_N, out, B, in,
+                                &one, W, in, x, in, &zero, y, out));
+    if (b) {
+        size_t total = (size_t)B * out;
+        add_bias_kernel<<<grid_for(total), NN_THREADS>>>(y, b, (size_t)B, out);
+    }
+    check_and_wait();
+}
+
+/* dW += dy^T x, db += column sums of dy, dx = dy W (dx, db may be NULL). */
+extern "C" void dti_nn_cuda_linear_backward(const float *x, const float *W, const float *dy,
+                                            float *dx, float *dW, float *db,
+                                            int B, int in, int out)
+{
+    DT_REQUIRE(B >= 0 && in > 0 && out > 0,
+               "linear layer of %d rows, %d inputs, %d outputs", B, in, out);
+    if (B == 0)                /* no rows: nothing to add, and dx (0, in) is empty */
+        return;
+    const float one = 1.0f, zero = 0.0f;
+    /* dW^T (in, out) += x^T (in, B) dy (B, out), column-major:
+     *   A = x   stored as x^T (in, B)   col, lda = in;  op N keeps x^T (m = in, k = B)
+     *   B = dy  stored as dy^T (out, B) col, ldb = out; op T gives dy   (k = B,  n = out)
+     *   C = dW  stored as dW^T (in, out) col, ldc = in; beta = 1 accumulates */
+    DT_CHECK_CUBLAS(cublasSgemm(blas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, B,
+                                &one, x, in, dy, out, &one, dW, in));
+    if (db)
+        col_sum_kernel<<<grid_for((size_t)out), NN_THREADS>>>(dy, db, B, out);
+    if (dx) {
+        /* dx^T (in, B) = W^T (in, out) dy^T (out, B), column-major:
+         *   A = W   stored as W^T (in, out) col, lda = in;  op N (m = in,  k = out)
+         *   B = dy  stored as dy^T (out, B) col, ldb = out; op N (k = out, n = B)
+         *   C = dx  stored as dx^T (in, B)  col, ldc = in;  beta = 0 overwrites */
+        DT_CHECK_CUBLAS(cublasSgemm(blas(), CUBLAS_OP_N, CUBLAS_OP_N, in, B, out,
+                                    &one, W, in, dy, out, &zero, dx, in));
+    }
+    check_and_wait();
+}
+
+/* ==== activations ==== */
+
+/* GELU, tanh approximation:  gelu(x) = x/2 (1 + tanh(u)),  u = s (x + c x^3),
+ * s = sqrt(2/pi), c = 0.044715. Its exact derivative, with t = tanh(u):
+ *   gelu'(x) = (1 + t)/2 + x/2 (1 - t^2) s (1 + 3 c x^2).
+ * The same constants and expressions as layers.c. Each thread reads element i before it
+ * writes it, so both kernels work in place (y == x, dx == dy). */
+#define GELU_S 0.7978845608028654f
+#define GELU_C 0.044715f
+
+static __global__ void act_forward_kernel(int act, const float *x, float *y, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float v = x[i];
+        if (act == DT_RELU) {
+            y[i] = v > 0.0f ? v : 0.0f;
+        } else {
+            float u = GELU_S * (v + GELU_C * v * v * v);
+            y[i] = 0.5f * v * (1.0f + tanhf(u));
+        }
+    }
+}
+
+/* dx = act'(x) dy; ReLU's derivative is taken as 0 at x = 0. */
+static __global__ void act_backward_kernel(int act, const float *x, const float *dy,
+                                           float *dx, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float v = x[i];
+        if (act == DT_RELU) {
+            dx[i] = v > 0.0f ? dy[i] : 0.0f;
+        } else {
+            float u = GELU_S * (v + GELU_C * v * v * v);
+            float t = tanhf(u);
+            float d = 0.5f * (1.0f + t)
+                    + 0.5f * v * (1.0f - t * t) * GELU_S * (1.0f + 3.0f * GELU_C * v * v);
+            dx[i] = d * dy[i];
+        }
+    }
+}
+
+extern "C" void dti_nn_cuda_act_forward(int act, const float *x, float *y, size_t n)
+{
+    DT_REQUIRE(act == DT_RELU || act == DT_GELU, "unknown activation %d", act);
+    if (n == 0)
+        return;
+    act_forward_kernel<<<grid_for(n), NN_THREADS>>>(act, x, y, n);
+    check_and_wait();
+}
+
+extern "C" void dti_nn_cuda_act_backward(int act, const float *x, const float *dy, float *dx,
+                                         size_t n)
+{
+    DT_REQUIRE(act == DT_RELU || act == DT_GELU, "unknown activation %d", act);
+    if (n == 0)
+        return;
+    act_backward_kernel<<<grid_for(n), NN_THREADS>>>(act, x, dy, dx, n);
+    check_and_wait();
+}
+
+/* ==== softmax cross-entropy ==== */
+
+/* The block's maximum (max != 0) or sum of v, every thread passing its own v and every
+ * thread getting the result. A tree in shared memory: at each level the first half of
+ * the active threads fold in the second half, log2(NN_THREADS) levels.
+ *
+ *   level 1: sh[t] op= sh[t + 128]   for t < 128
+ *   level 2: sh[t] op= sh[t + 64]    for t < 64   ...   sh[0] holds the result
+ *
+ * Every thread must call it (it contains __syncthreads). The last barrier, after all
+ * have read sh[0], lets the caller reuse sh at once. */
+static __device__ float block_reduce(float *sh, float v, int max)
+{
+    int t = threadIdx.x;
+    sh[t] = v;
+    __syncthreads();
+    for (int s = NN_THREADS / 2; s > 0; s >>= 1) {
+        if (t < s)
+            sh[t] = max ? fmaxf(sh[t], sh[t + s]) : sh[t] + sh[t + s];
+        __syncthreads();
+    }
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+/* One block per row of logits (B, C), for rows blockIdx.x, + gridDim.x, ...
+ * Stable softmax: with m the row's maximum, p_j = e^(l_j - m) / s, s = sum_j e^(l_j - m),
+ * so no exponential overflows. The row's loss is -log p_y = log s - (l_y - m), written to
+ * rowloss[row] in double, as the CPU path adds it (the host adds the rows up, in order).
+ * dlogits_j = scale (p_j - [j == y]), unless dlogits is NULL (the loss alone).
+ * A label outside 0..C-1 stores row + 1 in *bad (atomicMax: the host reports the last
+ * such row) and leaves that row alone.
+ * dlogits may be logits: l_y is read before the first barrier, so before any thread
+ * writes, and each thread then reads and writes only its own columns j = t + k*256. */
+static __global__ void xent_kernel(const float *logits, const int *labels, int B, int C,
+                                   float scale, float *dlogits, double *rowloss, int *bad)
+{
+    __shared__ float sh[NN_THREADS];
+    int t = threadIdx.x;
+    for (int row = blockIdx.x; row < B; row += gridDim.x) {
+        const float *l = logits + (size_t)row * C;     /* (C) */
+        int y = labels[row];
+        if (y < 0 || y >= C) {          /* the same y for the whole block: no thread waits */
+            if (t == 0)
+                atomicMax(bad, row + 1);
+            continue;
+        }
+        float ly = l[y];
+
+        float m = -INFINITY;
+        for (int j = t; j < C; j += NN_THREADS)
+            m = fmaxf(m, l[j]);
+        m = block_reduce(sh, m, 1);
+
+        float s = 0.0f;
+        for (int j = t; j < C; j += NN_THREADS)
+            s += expf(l[j] - m);
+        s = block_reduce(sh, s, 0);
+
+        if (t == 0)
+            rowloss[row] = (double)logf(s) - (double)(ly - m);
+        if (dlogits) {
+            float *d = dlogits + (size_t)row * C;      /* (C) */
+            for (int j = t; j < C; j += NN_THREADS) {
+                float p = expf(l[j] - m) / s;
+                d[j] = scale * (p - (j == y ? 1.0f : 0.0f));
+            }
+        }
+    }
+}
+
+/* Scratch kept between calls, grown to the largest batch seen: the row losses on the
+ * device and their copy on the host, and the bad-label flag. Used by the compute thread
+ * only; the process's exit frees them. */
+static double *xent_dloss, *xent_hloss;
+static int *xent_dbad;
+static int xent_cap;
+
+static void xent_scratch(int B)
+{
+    if (!xent_dbad)
+        DT_CHECK_CUDA(cudaMalloc((void **)&xent_dbad, sizeof(int)));
+    if (B <= xent_cap)
+        return;
+    if (xent_dloss)
+        DT_CHECK_CUDA(cudaFree(xent_dloss));
+    free(xent_hloss);
+    DT_CHECK_CUDA(cudaMalloc((void **)&xent_dloss, (size_t)B * sizeof(double)));
+    xent_hloss = (double *)malloc((size_t)B * sizeof(double));
+    DT_REQUIRE(xent_hloss, "out of host memory for %d losses", B);
+    xent_cap = B;
+}
+
+/* Returns the sum of the B row losses; dlogits may be NULL, or logits (in place). */
+extern "C" float dti_nn_cuda_xent(const float *logits, const int *labels, int B, int C,
+                                  float scale, float *dlogits)
+{
+    DT_REQUIRE(B >= 0 && C > 0, "cross-entropy of %d rows of %d classes", B, C);
+    if (B == 0)
+        return 0.0f;
+    xent_scratch(B);
+    DT_CHECK_CUDA(cudaMemset(xent_dbad, 0, sizeof(int)));
+    int blocks = B < 4096 ? B : 4096;
+    xent_kernel<<<blocks, NN_THREADS>>>(logits, labels, B, C, scale, dlogits, xent_dloss,
+                                        xent_dbad);
+    check_and_wait();           /* the kernel is done before its results are read back */
+
+    int bad;
+    DT_CHECK_CUDA(cudaMemcpy(&bad, xent_dbad, sizeof(int), cudaMemcpyDeviceToHost));
+    if (bad) {
+        int y;
+        DT_CHECK_CUDA(cudaMemcpy(&y, labels + (bad - 1), sizeof(int), cudaMemcpyDeviceToHost));
+        dti_die(__FILE__, __LINE__, "dt_xent: label %d of row %d is not a class (0..%d)",
+                y, bad - 1, C - 1);
+    }
+    DT_CHECK_CUDA(cudaMemcpy(xent_hloss, xent_dloss, (size_t)B * sizeof(double),
+                             cudaMemcpyDeviceToHost));
+    double total = 0.0;
+    for (int i = 0; i < B; i++)
+        total += xent_hloss[i];
+    return (float)total;
+}
+
+/* ==== optimizers ==== */
+
+/* SGD with momentum, state = the velocity v:  v = mu v + g;  p -= lr v.
+ * Plain SGD (momentum 0) may go without state: v NULL, p -= lr g. */
+static __global__ void sgd_kernel(float *p, const float *g, float *v, float lr, float mu,
+                                  size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float gi = g[i];
+        if (v) {
+            v[i] = mu * v[i] + gi;
+            gi = v[i];
+        }
+        p[i] -= lr * gi;
+    }
+}
+
+/* Adam, state = (m, v) per parameter, interleaved: mv[2i] = m_i, mv[2i+1] = v_i
+ *   m = b1 m + (1 - b1) g;   v = b2 v + (1 - b2) g^2
+ *   p -= lr (m / bc1) / (sqrt(v / bc2) + eps),   bc1 = 1 - b1^step, bc2 = 1 - b2^step
+ * The bias corrections bc1, bc2 undo the pull toward 0 of m and v starting at 0; they
+ * are the same for every element, so the host computes them once. */
+static __global__ void adam_kernel(float *p, const float *g, float *mv, float lr,
+                                   float b1, float b2, float eps, float bc1, float bc2,
+                                   size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float gi = g[i];
+        float mi = b1 * mv[2 * i] + (1.0f - b1) * gi;
+        float vi = b2 * mv[2 * i + 1] + (1.0f - b2) * gi * gi;
+        mv[2 * i] = mi;
+        mv[2 * i + 1] = vi;
+        float mhat = mi / bc1, vhat = vi / bc2;
+        p[i] -= lr * mhat / (sqrtf(vhat) + eps);
+    }
+}
+
+/* kind is a dt_optim_kind; state (the layout of nn.h) may be NULL for SGD with momentum
+ * 0 only. The bias corrections are computed as the CPU path computes them, in double. */
+extern "C" void dti_nn_cuda_optim_step(int kind, float lr, float momentum, float beta1,
+                                       float beta2, float eps, int step, float *params,
+                                       const float *grads, float *state, size_t n)
+{
+    DT_REQUIRE(kind == DT_SGD || kind == DT_ADAM, "unknown optimizer %d", kind);
+    DT_REQUIRE(kind == DT_SGD || step >= 1, "Adam step %d: steps count from 1", step);
+    DT_REQUIRE(state || (kind == DT_SGD && momentum == 0.0f),
+               "optimizer state is NULL (only plain SGD, momentum 0, goes without)");
+    if (n == 0)
+        return;
+    if (kind == DT_SGD) {
+        sgd_kernel<<<grid_for(n), NN_THREADS>>>(params, grads, state, lr, momentum, n);
+    } else {
+        float bc1 = (float)(1.0 - pow((double)beta1, step));
+        float bc2 = (float)(1.0 - pow((double)beta2, step));
+        adam_kernel<<<grid_for(n), NN_THREADS>>>(params, grads, state, lr,
+                                                 beta1, beta2, eps, bc1, bc2, n);
+    }
+    check_and_wait();
+}

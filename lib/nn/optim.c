@@ -1,0 +1,72 @@
+/* The optimizers (see nn.h): SGD with momentum, and Adam.
+ *
+ * Both are element-wise: parameter i moves by an amount that depends only on its own
+ * gradient and its own state. That is what lets ZeRO give each rank a slice of the
+ * parameters and the optimizer state for that slice alone: the rank updates its slice
+ * exactly as a single process would update the same elements of the whole model.
+ *
+ *   SGD:   v = mu v + g                     p -= lr v             (mu = 0: plain SGD)
+ *   Adam:  m = b1 m + (1 - b1) g            (mean of g, running)
+ *          v = b2 v + (1 - b2) g^2          (mean of g^2, running)
+ *          mhat = m / (1 - b1^t),  vhat = v / (1 - b2^t)   (m, v start at 0: this undoes
+ *                                                           their pull towards 0 early on)
+ *          p -= lr mhat / (sqrt(vhat) + eps)
+ *
+ * State: SGD keeps v (n floats); Adam keeps m then v (n floats each, m first). */
+#include <math.h>
+#include "buf.h"
+#include "nn.h"
+#include "nn_cuda.h"
+#include "nn_internal.h"
+
+int dt_optim_state_per_param(dt_optim_kind kind)
+{
+    DT_REQUIRE(kind == DT_SGD || kind == DT_ADAM, "unknown optimizer %d", (int)kind);
+    return kind == DT_SGD ? 1 : 2;
+}
+
+/* Plain SGD (momentum 0) needs no state: state may then be NULL. */
+void dt_optim_step(const dt_optim_config *o, int step, float *params, const float *grads,
+                   float *state, size_t n)
+{
+    DT_REQUIRE(o != NULL, "dt_optim_step: optimizer config is NULL");
+    dt_optim_state_per_param(o->kind);
+    if (o->kind == DT_ADAM)
+        DT_REQUIRE(step >= 1 && o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 &&
+                   o->beta2 < 1, "Adam needs step >= 1 and betas in [0, 1): step %d, "
+                   "beta1 %g, beta2 %g", step, (double)o->beta1, (double)o->beta2);
+    if (n == 0)
+        return;
+    DT_REQUIRE(params && grads, "dt_optim_step: params and grads must not be NULL");
+    DT_REQUIRE(state || (o->kind == DT_SGD && o->momentum == 0.0f),
+               "dt_optim_step: state is NULL (only plain SGD, momentum 0, goes without)");
+    const void *p[] = { params, grads, state };
+    if (dti_nn_on_gpu("dt_optim_step", p, 3)) {
+        dti_nn_cuda_optim_step((int)o->kind, o->lr, o->momentum, o->beta1, o->beta2,
+                               o->eps, step, params, grads, state, n);
+        return;
+    }
+    float lr = o->lr;
+    if (o->kind == DT_SGD) {
+        float mu = o->momentum, *v = state;         /* (n) */
+        for (size_t i = 0; i < n; i++) {
+            float g = grads[i];
+            if (v) {
+                v[i] = mu * v[i] + g;
+                g = v[i];
+            }
+            params[i] -= lr * g;
+        }
+        return;
+    }
+    float b1 = o->beta1, b2 = o->beta2, eps = o->eps;
+    float bc1 = (float)(1.0 - pow((double)b1, step));
+    float bc2 = (float)(1.0 - pow((double)b2, step));
+    for (size_t i = 0; i < n; i++) {
+        float g = grads[i], *m = state + 2 * i, *v = m + 1;   /* (m, v) of parameter i */
+        *m = b1 * *m + (1.0f - b1) * g;
+        *v = b2 * *v + (1.0f - b2) * g * g;
+        float mhat = *m / bc1, vhat = *v / bc2;
+        params[i] -= lr * mhat / (sqrtf(vhat) + eps);
+    }
+}
