@@ -1,6 +1,7 @@
 /* Point-to-point: the one place that moves bytes (see p2p.h). */
 #include <limits.h>
 #include <sched.h>
+#include <stdlib.h>
 #include "p2p.h"
 #include "buf.h"
 #include "cuda.h"
@@ -17,26 +18,45 @@ size_t dt_bytes_sent(void) { return bytes_sent; }
 size_t dt_bytes_received(void) { return bytes_received; }
 void dt_bytes_reset(void) { bytes_sent = bytes_received = 0; }
 
-/* ==== waiting ====
- *
- * MPICH's MPI_Wait spins on the CPU until the message arrives. With one rank per core
+/* ==== waiting ==== */
+
+/* A failed request: MPI_Testall/Waitall say only "see the statuses", so find the status
+ * that failed and say what it means. A truncated message is the usual one here: the
+ * ranks disagree on a count or a datatype, which the collectives cannot see locally. */
+static void explain_failure(int err, int n, const MPI_Status *st)
+{
+    for (int i = 0; err == MPI_ERR_IN_STATUS && i < n; i++)
+        if (st[i].MPI_ERROR != MPI_SUCCESS && st[i].MPI_ERROR != MPI_ERR_PENDING) {
+            int cls = 0;
+            MPI_Error_class(st[i].MPI_ERROR, &cls);
+            dti_die(__FILE__, __LINE__, "a message from or to rank %d failed: %s%s",
+                    st[i].MPI_SOURCE, dti_mpi_error_string(st[i].MPI_ERROR),
+                    cls == MPI_ERR_TRUNCATE ? " (a message was longer than its receive "
+                    "buffer: do all ranks pass the same count and datatype?)" : "");
+        }
+    dti_die(__FILE__, __LINE__, "waiting for messages failed: %s", dti_mpi_error_string(err));
+}
+
+/* MPICH's MPI_Wait spins on the CPU until the message arrives. With one rank per core
  * that is the fastest thing to do; with more ranks than cores the spinning rank holds
  * the core that the rank it waits for needs in order to send. Polite waiting asks MPI
  * whether it is done (MPI_Testall also drives MPICH's progress engine) and, if not,
  * gives the core away with sched_yield before asking again. */
 void dt_waitall(int n, MPI_Request *reqs)
 {
+    MPI_Status small[MAX_REQS], *st = n <= MAX_REQS ? small : malloc(sizeof *st * (size_t)n);
+    DT_REQUIRE(st != NULL, "out of memory");
+    int err, done = 0;
     if (!dt_polite()) {
-        DT_CHECK_MPI(MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE));
-        return;
+        err = MPI_Waitall(n, reqs, st);
+    } else {
+        while ((err = MPI_Testall(n, reqs, &done, st)) == MPI_SUCCESS && !done)
+            sched_yield();
     }
-    int done = 0;
-    for (;;) {
-        DT_CHECK_MPI(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
-        if (done)
-            return;
-        sched_yield();
-    }
+    if (err != MPI_SUCCESS)
+        explain_failure(err, n, st);
+    if (st != small)
+        free(st);
 }
 
 void dt_barrier(MPI_Comm comm)

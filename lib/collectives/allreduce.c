@@ -48,6 +48,7 @@ static size_t start(const char *fn, const void *sendbuf, void *recvbuf, int coun
 int dt_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
                  MPI_Op op, MPI_Comm comm)
 {
+    check_args("dt_allreduce", sendbuf, recvbuf, count, type, op);   /* in the user's words */
     const char *algo = getenv("DT_ALLREDUCE_ALGO");
     if (algo != NULL && algo[0] != '\0') {
         if (strcmp(algo, "ring") == 0)

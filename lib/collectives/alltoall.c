@@ -43,6 +43,8 @@ int dt_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
     DT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
     DT_CHECK_MPI(MPI_Comm_size(comm, &n));
     int in_place = sendbuf == MPI_IN_PLACE;
+    DT_REQUIRE(recvbuf != MPI_IN_PLACE, "dt_alltoall: MPI_IN_PLACE goes in sendbuf, not "
+               "recvbuf");
     DT_REQUIRE(recvcount >= 0, "dt_alltoall: recvcount is %d; it must be 0 or more",
                recvcount);
     DT_REQUIRE(recvcount <= INT_MAX / n, "dt_alltoall: %d ranks times recvcount %d "

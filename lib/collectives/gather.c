@@ -52,6 +52,8 @@ int dt_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
     int in_place = sendbuf == MPI_IN_PLACE;
     DT_REQUIRE(!in_place || rank == root, "dt_gather: rank %d passed MPI_IN_PLACE, which "
                "only the root may do (its block is then already in recvbuf)", rank);
+    DT_REQUIRE(rank != root || recvbuf != MPI_IN_PLACE,
+               "dt_gather: MPI_IN_PLACE goes in sendbuf (at the root), not recvbuf");
 
     /* The receive arguments matter at the root only, the send arguments everywhere but
      * at an in-place root (MPI's rules). */

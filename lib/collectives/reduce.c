@@ -50,6 +50,8 @@ int dt_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
     int in_place = sendbuf == MPI_IN_PLACE;
     DT_REQUIRE(!in_place || rank == root, "dt_reduce: rank %d passed MPI_IN_PLACE, which "
                "only the root may do (its input is then in recvbuf)", rank);
+    DT_REQUIRE(rank != root || recvbuf != MPI_IN_PLACE,
+               "dt_reduce: MPI_IN_PLACE goes in sendbuf (at the root), not recvbuf");
     DT_REQUIRE(in_place || sendbuf != NULL || count == 0,
                "dt_reduce: sendbuf is NULL but count is %d", count);
     DT_REQUIRE(rank != root || recvbuf != NULL || count == 0,

@@ -111,6 +111,8 @@ int dt_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
     DT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
     DT_CHECK_MPI(MPI_Comm_size(comm, &n));
     int in_place = sendbuf == MPI_IN_PLACE;
+    DT_REQUIRE(recvbuf != MPI_IN_PLACE, "dt_reduce_scatter_block: MPI_IN_PLACE goes in "
+               "sendbuf, not recvbuf");
     DT_REQUIRE(recvcount >= 0, "dt_reduce_scatter_block: recvcount is %d; it must be 0 "
                "or more", recvcount);
     DT_REQUIRE(recvcount <= INT_MAX / n, "dt_reduce_scatter_block: %d ranks times "

@@ -49,6 +49,8 @@ int dt_scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
     int in_place = recvbuf == MPI_IN_PLACE;
     DT_REQUIRE(!in_place || rank == root, "dt_scatter: rank %d passed MPI_IN_PLACE, which "
                "only the root may do (its block then stays in sendbuf)", rank);
+    DT_REQUIRE(rank != root || sendbuf != MPI_IN_PLACE,
+               "dt_scatter: MPI_IN_PLACE goes in recvbuf (at the root), not sendbuf");
 
     /* The send arguments matter at the root only, the receive arguments everywhere but
      * at an in-place root (MPI's rules). */
