@@ -62,7 +62,7 @@ LESSONS  := $(patsubst lessons/%.c,$(BUILD)/lessons/%,$(wildcard lessons/*.c))
 BENCH    := $(BUILD)/bench/collbench
 TOOLS    := $(BUILD)/dttrace
 UNIT     := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/unit_*.c))
-MULTI    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/mpi_*.c))
+MULTI    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/mpi_*.c)) $(BUILD)/tests/misuse
 
 # keep objects that pattern rules chain through (lessons, tests), so nothing rebuilds twice
 .SECONDARY:

@@ -5,7 +5,8 @@
 #
 # It builds nothing. In order it runs
 #   1. every unit suite, $BUILD/tests/unit_*            (no MPI)
-#   2. every multi-rank suite, $BUILD/tests/mpi_*, under `$MPIEXEC -n N` for N = 1..5
+#   2. every multi-rank suite, $BUILD/tests/mpi_*, under `$MPIEXEC -n N` for N = 1..5,
+#      and $BUILD/tests/misuse: each wrong call must stop every rank with dtlab's message
 #   3. every lesson in $BUILD/lessons at 1..5 ranks with its default arguments (must exit
 #      0), with --help (exit 0) and with --bogus (a usage error: exit 2)
 #   4. $BUILD/dttrace on a trace that a lesson wrote with --trace
@@ -123,6 +124,32 @@ for src in tests/mpi_*.c; do
         run "$name -n $n" 0 "$MPIEXEC" -n "$n" "$bin"
     done
 done
+
+# ==== 2b. misuse: every rank stops soon, with dtlab's message, and a failing status ====
+misuse=$BUILD/tests/misuse
+if [ -x "$misuse" ]; then
+    while read -r case expect; do
+        name="misuse $case -n 3"
+        env=()
+        [ "$case" = bad-algo-env ] && env=(env DT_ALLREDUCE_ALGO=tree)
+        t0=$(now)
+        ${env[@]+"${env[@]}"} "$MPIEXEC" -n 3 "$misuse" "$case" >"$log" 2>&1 </dev/null
+        rc=$?
+        t1=$(now)
+        took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f s", b - a }')
+        if [ "$rc" = 0 ]; then
+            report "$name" 0 "exit 0: the misuse went through  [$took]"
+        elif grep -q 'APPLICATION TIMED OUT' "$log"; then
+            report "$name" 0 "timed out: a rank was left waiting  [$took]"
+        elif ! grep -q "^dtlab: .*$expect" "$log"; then
+            report "$name" 0 "exit $rc without dtlab's message about '$expect'  [$took]"
+        else
+            report "$name" 1 "$(status_words "$rc"), message names '$expect'  [$took]"
+        fi
+    done < <("$misuse" --list)
+else
+    missing misuse "$misuse"
+fi
 
 # ==== 3. lessons ====
 lessons=()
