@@ -1,7 +1,6 @@
 /* Allgather: every rank contributes a block, and every rank ends with all of them, in
  * rank order (MPI_Allgather). The ring version is also the second half of the ring
  * allreduce (allreduce.c), which is why its core works in place on a whole buffer. */
-#include <limits.h>
 #include "collectives.h"
 #include "buf.h"
 #include "p2p.h"
@@ -67,21 +66,8 @@ int dt_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
     DT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
     DT_CHECK_MPI(MPI_Comm_size(comm, &n));
     int in_place = sendbuf == MPI_IN_PLACE;
-    DT_REQUIRE(recvbuf != MPI_IN_PLACE, "dt_allgather: MPI_IN_PLACE goes in sendbuf, not "
-               "recvbuf");
-    DT_REQUIRE(recvcount >= 0, "dt_allgather: recvcount is %d; it must be 0 or more",
-               recvcount);
-    DT_REQUIRE(in_place || sendtype == recvtype, "dt_allgather: sendtype and recvtype "
-               "differ; dtlab needs them to be the same");
-    DT_REQUIRE(in_place || sendcount == recvcount, "dt_allgather: sendcount %d and "
-               "recvcount %d differ; they must be equal", sendcount, recvcount);
-    DT_REQUIRE(in_place || sendbuf != NULL || recvcount == 0,
-               "dt_allgather: sendbuf is NULL but sendcount is %d", sendcount);
-    DT_REQUIRE(recvbuf != NULL || recvcount == 0,
-               "dt_allgather: recvbuf is NULL but recvcount is %d", recvcount);
-    DT_REQUIRE(recvcount <= INT_MAX / n, "dt_allgather: %d ranks times recvcount %d "
-               "elements is more than an int can count", n, recvcount);
-    size_t blk = (size_t)recvcount * dt_type_size(recvtype);
+    size_t blk = dti_check_blocks("dt_allgather", sendbuf, sendcount, sendtype,
+                                  recvbuf, recvcount, recvtype, n);
     if (recvcount == 0)
         return MPI_SUCCESS;
 

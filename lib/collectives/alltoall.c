@@ -1,7 +1,6 @@
 /* All-to-all: rank r's block j goes to rank j, which stores it as its block r
  * (MPI_Alltoall): a transpose of the (rank x block) matrix. Mixture-of-experts layers
  * and some tensor-parallel layouts use it to re-shard data. */
-#include <limits.h>
 #include "collectives.h"
 #include "buf.h"
 #include "p2p.h"
@@ -43,21 +42,8 @@ int dt_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
     DT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
     DT_CHECK_MPI(MPI_Comm_size(comm, &n));
     int in_place = sendbuf == MPI_IN_PLACE;
-    DT_REQUIRE(recvbuf != MPI_IN_PLACE, "dt_alltoall: MPI_IN_PLACE goes in sendbuf, not "
-               "recvbuf");
-    DT_REQUIRE(recvcount >= 0, "dt_alltoall: recvcount is %d; it must be 0 or more",
-               recvcount);
-    DT_REQUIRE(recvcount <= INT_MAX / n, "dt_alltoall: %d ranks times recvcount %d "
-               "elements is more than an int can count", n, recvcount);
-    DT_REQUIRE(in_place || sendtype == recvtype, "dt_alltoall: sendtype and recvtype "
-               "differ; dtlab needs them to be the same");
-    DT_REQUIRE(in_place || sendcount == recvcount, "dt_alltoall: sendcount %d and "
-               "recvcount %d differ; they must be equal", sendcount, recvcount);
-    DT_REQUIRE(in_place || sendbuf != NULL || recvcount == 0,
-               "dt_alltoall: sendbuf is NULL but sendcount is %d", sendcount);
-    DT_REQUIRE(recvbuf != NULL || recvcount == 0,
-               "dt_alltoall: recvbuf is NULL but recvcount is %d", recvcount);
-    size_t blk = (size_t)recvcount * dt_type_size(recvtype);
+    size_t blk = dti_check_blocks("dt_alltoall", sendbuf, sendcount, sendtype,
+                                  recvbuf, recvcount, recvtype, n);
     if (recvcount == 0)
         return MPI_SUCCESS;
 

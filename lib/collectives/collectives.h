@@ -15,6 +15,7 @@
 #define DT_COLLECTIVES_H
 
 #include <mpi.h>
+#include <stddef.h>
 
 /* ==== one to all, all to one ==== */
 
@@ -92,6 +93,11 @@ void dti_ring_reduce_scatter(const void *src, void *buf, int count, MPI_Datatype
                              MPI_Op op, MPI_Comm comm, const char *coll);
 void dti_ring_allgather(void *buf, int count, MPI_Datatype type, MPI_Comm comm,
                         const char *coll);
+/* The checks of the block collectives (allgather, alltoall: every rank sends and
+ * receives n blocks of recvcount), in fn's name; returns a block's bytes. */
+size_t dti_check_blocks(const char *fn, const void *sendbuf, int sendcount,
+                        MPI_Datatype sendtype, const void *recvbuf, int recvcount,
+                        MPI_Datatype recvtype, int n);
 void dti_step_done(const char *coll, const char *phase, int step,
                    const void *buf, int count, MPI_Datatype type, MPI_Comm comm);
 
