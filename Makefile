@@ -54,11 +54,12 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
 # ---- sources ----------------------------------------------------------------
 LIB_SRC  := $(wildcard lib/*.c lib/collectives/*.c lib/nn/*.c lib/parallel/*.c)
-LIB_CU   := $(if $(filter 1,$(CUDA)),$(wildcard lib/*.cu lib/nn/*.cu))
+LIB_CU   := $(if $(filter 1,$(CUDA)),$(wildcard lib/*.cu lib/nn/*.cu lib/parallel/*.cu))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_CU:%.cu=$(BUILD)/obj/%.o)
 LIBDT    := $(BUILD)/libdt.a
 
-LESSONS  := $(patsubst lessons/%.c,$(BUILD)/lessons/%,$(wildcard lessons/*.c))
+LESSONS  := $(patsubst lessons/%.c,$(BUILD)/lessons/%,$(wildcard lessons/[0-9]*.c))
+TRAIN    := $(BUILD)/train
 BENCH    := $(BUILD)/bench/collbench
 TOOLS    := $(BUILD)/dttrace
 UNIT     := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/unit_*.c))
@@ -68,7 +69,7 @@ MULTI    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/mpi_*.c)) $(B
 .SECONDARY:
 
 .PHONY: FORCE all deps test demo run bench clean check-deps check-tools flags libs
-all: check-tools $(LIBDT) $(LESSONS) $(BENCH) $(TOOLS) $(UNIT) $(MULTI)
+all: check-tools $(LIBDT) $(LESSONS) $(TRAIN) $(BENCH) $(TOOLS) $(UNIT) $(MULTI)
 
 check-tools:
 	@if [ -z "$(MPICC)" ] || [ "$(HAVE_PKGS)" != yes ]; then \
@@ -105,6 +106,10 @@ $(LIBDT): $(LIB_OBJ)
 	@echo '$(CURDIR)/$(LIBDT) $(LDLIBS)' > $(BUILD)/libs
 
 $(BUILD)/lessons/%: $(BUILD)/obj/lessons/%.o $(LIBDT)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LIBDT) $(LDLIBS) -o $@
+
+$(TRAIN): $(BUILD)/obj/lessons/train.o $(LIBDT)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(LIBDT) $(LDLIBS) -o $@
 
@@ -155,7 +160,7 @@ demo: check-deps
 LESSON := $(firstword $(wildcard lessons/$(L)_*.c))
 run: check-deps
 	@if [ -z "$(LESSON)" ]; then echo "dtlab: no lesson $(L); the lessons are:" \
-	  $(patsubst lessons/%.c,%,$(wildcard lessons/*.c)) "(L=08 picks 08_...)" >&2; exit 2; fi
+	  $(patsubst lessons/%.c,%,$(wildcard lessons/[0-9]*.c)) "(L=08 picks 08_...)" >&2; exit 2; fi
 	@$(MAKE) -s --no-print-directory $(LESSON:lessons/%.c=$(BUILD)/lessons/%)
 	$(MPIEXEC) -n $(NP) $(LESSON:lessons/%.c=$(BUILD)/lessons/%) $(ARGS)
 

@@ -15,5 +15,6 @@
 #include "prog.h"
 #include "collectives/collectives.h"
 #include "nn/nn.h"
+#include "parallel/parallel.h"
 
 #endif /* DT_H */

@@ -1,6 +1,8 @@
 /* Point-to-point: the one place that moves bytes (see p2p.h). */
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include "p2p.h"
 #include "buf.h"
@@ -12,7 +14,8 @@
 #define PIECE ((size_t)1 << 30)
 #define MAX_REQS 64
 
-static size_t bytes_sent, bytes_received;
+/* Atomic: DDP's communication thread sends while the main thread may too. */
+static _Atomic size_t bytes_sent, bytes_received;
 
 size_t dt_bytes_sent(void) { return bytes_sent; }
 size_t dt_bytes_received(void) { return bytes_received; }
@@ -70,11 +73,38 @@ void dt_barrier(MPI_Comm comm)
  *
  * Device data crosses through pinned host buffers: pinned (page-locked) memory is what
  * the GPU's copy engine reads and writes directly, so the copies run at full speed.
- * Two buffers, one per direction, grown on demand and kept until dt_finalize. */
-static struct { void *p; size_t nbytes; } stage[2];
+ * Two buffers, one per direction, grown on demand. Each thread has its own pair (DDP's
+ * communication thread sends while the main thread computes and may send too): a
+ * thread's pair is freed when the thread ends, the main thread's by dt_finalize. */
+typedef struct { void *p; size_t nbytes; } stage_buf;
+
+static pthread_key_t stage_key;
+static pthread_once_t stage_once = PTHREAD_ONCE_INIT;
+
+static void stage_release(void *arg)
+{
+    stage_buf *stage = arg;
+    for (int i = 0; stage && i < 2; i++)
+        if (stage[i].p)
+            dti_cuda_host_free(stage[i].p);
+    free(stage);
+}
+
+static void stage_key_make(void)
+{
+    DT_REQUIRE(pthread_key_create(&stage_key, stage_release) == 0,
+               "cannot create a thread-local key for p2p staging");
+}
 
 static void *staging(int slot, size_t nbytes)
 {
+    pthread_once(&stage_once, stage_key_make);
+    stage_buf *stage = pthread_getspecific(stage_key);
+    if (stage == NULL) {
+        stage = calloc(2, sizeof *stage);
+        DT_REQUIRE(stage != NULL, "out of host memory");
+        pthread_setspecific(stage_key, stage);
+    }
     if (stage[slot].nbytes < nbytes) {
         if (stage[slot].p)
             dti_cuda_host_free(stage[slot].p);
@@ -86,12 +116,9 @@ static void *staging(int slot, size_t nbytes)
 
 void dti_p2p_fini(void)
 {
-    for (int i = 0; i < 2; i++) {
-        if (stage[i].p)
-            dti_cuda_host_free(stage[i].p);
-        stage[i].p = NULL;
-        stage[i].nbytes = 0;
-    }
+    pthread_once(&stage_once, stage_key_make);
+    stage_release(pthread_getspecific(stage_key));
+    pthread_setspecific(stage_key, NULL);
 }
 
 /* Copies between device and staging memory, recorded as d2h / h2d. */
@@ -200,4 +227,38 @@ void dt_sendrecv(const void *sbuf, size_t snbytes, int dst,
     static char rempty;
     exchange(sbuf ? sbuf : &sempty, snbytes, dst, rbuf ? rbuf : &rempty, rnbytes, src,
              tag, comm);
+}
+
+/* ==== nonblocking ==== */
+
+static MPI_Request post_one(int send, void *buf, size_t nbytes, int peer, int tag,
+                            MPI_Comm comm, const char *fn)
+{
+    DT_REQUIRE(buf != NULL || nbytes == 0, "%s: NULL buffer with %zu bytes", fn, nbytes);
+    DT_REQUIRE(nbytes <= PIECE, "%s: %zu bytes; at most %zu in one nonblocking message",
+               fn, nbytes, PIECE);
+    DT_REQUIRE(!buf || !dt_is_device_ptr(buf), "%s takes host buffers only; use dt_send "
+               "and dt_recv for device data", fn);
+    static char empty;
+    MPI_Request req;
+    int n = post(send, buf ? buf : &empty, nbytes, peer, tag, comm, &req, 0);
+    (void)n;
+    double t = dt_trace_now();
+    if (send)
+        bytes_sent += nbytes;
+    else
+        bytes_received += nbytes;
+    if (dt_trace_enabled())
+        dt_trace_add(send ? DT_EV_SEND : DT_EV_RECV, world_rank_of(peer, comm), nbytes, t, t);
+    return req;
+}
+
+MPI_Request dt_isend(const void *buf, size_t nbytes, int dst, int tag, MPI_Comm comm)
+{
+    return post_one(1, (void *)buf, nbytes, dst, tag, comm, "dt_isend");
+}
+
+MPI_Request dt_irecv(void *buf, size_t nbytes, int src, int tag, MPI_Comm comm)
+{
+    return post_one(0, buf, nbytes, src, tag, comm, "dt_irecv");
 }

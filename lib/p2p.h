@@ -11,7 +11,8 @@
  *
  * Every call is recorded in the trace with the context the caller set (trace.h). Calls
  * are blocking: when they return the send buffer may be reused and the data received.
- * One thread at a time may use p2p (the staging buffers are shared). */
+ * Threads may use p2p at the same time on different communicators (each thread has its
+ * own staging buffers); on one communicator, one thread at a time. */
 #ifndef DT_P2P_H
 #define DT_P2P_H
 
@@ -29,6 +30,12 @@ void dt_recv(void *buf, size_t nbytes, int src, int tag, MPI_Comm comm);
  * other, never this rank). sbuf and rbuf must not overlap. */
 void dt_sendrecv(const void *sbuf, size_t snbytes, int dst,
                  void *rbuf, size_t rnbytes, int src, int tag, MPI_Comm comm);
+
+/* Nonblocking, for host buffers of up to 1 GiB: post the send or receive and return
+ * its request, which dt_waitall completes; until then the buffer belongs to MPI.
+ * Counted in the byte counters when posted; traced as an instant at the post. */
+MPI_Request dt_isend(const void *buf, size_t nbytes, int dst, int tag, MPI_Comm comm);
+MPI_Request dt_irecv(void *buf, size_t nbytes, int src, int tag, MPI_Comm comm);
 
 /* Waits for n requests, politely or not (dt_polite()). Used by p2p and by programs
  * that post their own nonblocking calls. */

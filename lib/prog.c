@@ -362,3 +362,38 @@ int dt_check_close(const void *got, const void *want, int count, MPI_Datatype ty
     dt_waitall(1, &req);
     return ok;
 }
+
+/* ==== whole-number options ==== */
+
+void dt_parse_int_options(int argc, char **argv, const dt_int_option *o, int n,
+                          const char *usage)
+{
+    enum { MAXOPT = 16 };
+    DT_REQUIRE(n >= 0 && n <= MAXOPT, "dt_parse_int_options: %d options (at most %d)", n,
+               MAXOPT);
+    struct option lo[MAXOPT + 4] = {{"help", no_argument, NULL, 'h'}, DT_COMMON_LONGOPTS};
+    for (int i = 0; i < n; i++)
+        lo[3 + i] = (struct option){ o[i].name, required_argument, NULL, i };
+    char why[160];
+    opterr = 0;                                 /* dt_usage_error speaks, on rank 0 */
+    optind = 0;
+    for (int c; (c = getopt_long(argc, argv, ":h", lo, NULL)) != -1;) {
+        if (c >= 0 && c < n && dt_parse_int(optarg, o[c].min, o[c].max, o[c].value) == 0)
+            continue;
+        if (c >= 0 && c < n)
+            snprintf(why, sizeof why, "--%s wants a whole number from %d to %d, not '%s'",
+                     o[c].name, o[c].min, o[c].max, optarg);
+        else if (c == 'h')
+            dt_usage_help(usage);
+        else if (c == DT_OPT_DEVICE || c == DT_OPT_TRACE)
+            continue;                           /* dt_init has read them */
+        else
+            snprintf(why, sizeof why, c == ':' ? "option '%s' needs a value"
+                     : "unknown option '%s'", argv[optind - 1]);
+        dt_usage_error(usage, why);
+    }
+    if (optind < argc) {
+        snprintf(why, sizeof why, "unexpected argument '%s'", argv[optind]);
+        dt_usage_error(usage, why);
+    }
+}

@@ -49,6 +49,18 @@ typedef struct {
 void dt_parse_options(int argc, char **argv, const char *which, const char *usage,
                       dt_opts *o);
 
+/* For programs whose options are all whole numbers (the training lessons): each
+ * `--name N` stores N in *value after checking it is in [min, max]; --help, --device
+ * and --trace as above. Anything wrong ends every rank through dt_usage_error, with a
+ * sentence naming the option and its range. At most 16 options. */
+typedef struct {
+    const char *name;
+    int min, max;
+    int *value;
+} dt_int_option;
+void dt_parse_int_options(int argc, char **argv, const dt_int_option *o, int n,
+                          const char *usage);
+
 /* Runs fn(ctx) once to warm up, then iters times, every run started together
  * (dt_barrier). A run lasts as long as its slowest rank; returns the median of those
  * times in seconds, the same on every rank. Collective over comm. */

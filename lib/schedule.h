@@ -81,4 +81,62 @@ int dt_rd_fold_peer(int rank, int n);
 static inline int dt_a2a_send_peer(int rank, int n, int step) { return (rank + step) % n; }
 static inline int dt_a2a_recv_peer(int rank, int n, int step) { return (rank - step + n) % n; }
 
+/* ==== pipeline timetables ====
+ * P stages (stage s holds a contiguous run of layers; stage 0 takes the input, stage P-1
+ * computes the loss), M micro-batches per step. Each stage runs 2M operations: the
+ * forward F m and the backward B m of every micro-batch m. F m at stage s needs F m of
+ * stage s-1 (its input); B m at stage s needs B m of stage s+1 (its output's gradient).
+ *
+ *   GPipe  (schedule 0): F 0 .. F M-1, then B 0 .. B M-1; a stage holds the activations
+ *          of all M micro-batches before its first backward frees one.
+ *   1F1B   (schedule 1, PipeDream-Flush as in Megatron-LM): min(P-s-1, M) warm-up
+ *          forwards, then one forward and one backward in turn, then the remaining
+ *          backwards; a stage holds at most min(P-s, M) micro-batches' activations.
+ * The values are those of dt_pp_schedule (parallel.h). Both orders run the backwards in
+ * increasing m, so gradients accumulate in the same order whatever the schedule.
+ * The int functions below return -1 for a schedule other than 0 or 1, P < 1, M < 1,
+ * s outside 0..P-1, tb < 1 or an unknown op. */
+
+typedef struct {
+    char kind;      /* 'F' forward, 'B' backward ('.' for an idle slot in a drawing) */
+    int micro;      /* the micro-batch, 0..M-1 */
+} dt_pp_op;
+
+/* The warm-up of stage s: the forwards it runs before it starts alternating, M for
+ * GPipe, min(P-s-1, M) for 1F1B (whose first steady forward then comes before its first
+ * backward too). */
+int dt_pp_warmup(int schedule, int P, int M, int s);
+
+/* Writes the 2M operations of stage s (0 <= s < P, M >= 1) into ops[0..2M-1], in the
+ * order the stage runs them; returns 2M. */
+int dt_pp_order(int schedule, int P, int M, int s, dt_pp_op *ops);
+
+/* Where op (kind, micro) comes in stage s's order: the k with ops[k] equal to it. */
+int dt_pp_index(int schedule, int P, int M, int s, char kind, int micro);
+
+/* The most micro-batches whose activations stage s holds at once (a forward stashes
+ * them, the backward of the same micro-batch frees them): M for GPipe, min(P-s, M) for
+ * 1F1B. */
+int dt_pp_peak_stash(int schedule, int P, int M, int s);
+
+/* The ideal bubble, the fraction of a step each stage sits idle when every operation
+ * takes its nominal time and messages are free: (P-1) / (M+P-1), for both schedules. */
+double dt_pp_bubble(int P, int M);
+
+/* Lays every stage's operations on one clock of time slots: a forward takes 1 slot, a
+ * backward tb slots (1, or 2 as in real networks, where backward does twice the work:
+ * dW and dx). Each operation starts as soon as the stage has finished its previous one
+ * and its dependency (see above) has finished. Writes start[s*2M + k], the slot where
+ * stage s starts its k-th operation of dt_pp_order (start has P*2M entries), and
+ * returns the number of slots the step takes: (M+P-1)(1+tb) for both schedules. */
+int dt_pp_timetable(int schedule, int P, int M, int tb, int *start);
+
+/* Draws the timetable as text into buf (len bytes, always terminated): one line per
+ * stage, one cell per slot ("F2", "B0", "." idle; a backward fills tb cells), e.g.
+ * for GPipe, P = 2, M = 2, tb = 1:
+ *     stage 0 | F0 F1 .  .  B0 B1
+ *     stage 1 | .  F0 F1 B0 B1 .
+ * Returns the length the whole drawing needs (as snprintf does), or -1 on bad input. */
+int dt_pp_draw(int schedule, int P, int M, int tb, char *buf, size_t len);
+
 #endif /* DT_SCHEDULE_H */

@@ -10,6 +10,7 @@
 #   3. every lesson in $BUILD/lessons at 1..5 ranks with its default arguments (must exit
 #      0), with --help (exit 0) and with --bogus (a usage error: exit 2)
 #   4. $BUILD/dttrace on a trace that a lesson wrote with --trace
+#   5. the training driver, $BUILD/train: every mode, impossible combinations, a trace
 # and prints one line per run, PASS or FAIL, with the output of the runs that failed.
 # The last line is "N passed, M failed"; the exit status is 0 only when nothing failed.
 #
@@ -232,6 +233,139 @@ else
         fi
     done
 fi
+
+# ==== 5. the training driver ====
+# build/train in every mode at the rank counts from 1 to 4 it can use (exit 0, and a
+# "step 1 loss" line); --help; impossible combinations, each of which must stop every
+# rank soon with status 2 and a message on stderr; a traced run whose trace holds the
+# compute events (forward, backward) beside the sends and receives; and the weights of
+# a ddp run, dumped, against a serial run's.
+train_tests() {
+    local train=$BUILD/train
+    if [ ! -x "$train" ]; then
+        missing train "$train"
+        return
+    fi
+    local small=(--steps 3 --batch 24 --hidden 24 --layers 4 --examples 200)
+    local mode n
+    # train_ok NAME N ARGS...: exit 0 and a first step line
+    train_ok() {
+        local name=$1 n=$2 before=$passed
+        shift 2
+        run "$name" 0 "$MPIEXEC" -n "$n" "$train" "$@"
+        if [ "$passed" -gt "$before" ] && ! grep -q '^step 1 loss [0-9]' "$log"; then
+            report "$name prints 'step 1 loss'" 0 "no such line"
+        fi
+    }
+    for mode in serial dp ddp fsdp tp pp hybrid; do
+        for n in 1 2 3 4; do
+            case $mode in serial) [ "$n" = 1 ] || continue ;; esac
+            train_ok "train --mode $mode -n $n" "$n" --mode "$mode" "${small[@]}"
+        done
+    done
+    train_ok "train dp --dedicated-server -n 3" 3 --mode dp --dedicated-server "${small[@]}"
+    train_ok "train dp --async 1 -n 3" 3 --mode dp --async 1 "${small[@]}"
+    train_ok "train ddp --accum 2 --no-overlap -n 2" 2 --mode ddp --accum 2 --no-overlap \
+        --bucket-kb 1 "${small[@]}"
+    train_ok "train fsdp --zero 1 --optim adam -n 3" 3 --mode fsdp --zero 1 --optim adam \
+        --lr 0.01 "${small[@]}"
+    train_ok "train tp --tp-style allgather -n 2" 2 --mode tp --tp-style allgather "${small[@]}"
+    train_ok "train pp --schedule gpipe --micro 2 -n 3" 3 --mode pp --schedule gpipe \
+        --micro 2 "${small[@]}"
+    train_ok "train hybrid --dp 2 --tp 2 -n 4" 4 --mode hybrid --dp 2 --tp 2 --pp 1 "${small[@]}"
+    train_ok "train hybrid --tp 2 --pp 2 -n 4" 4 --mode hybrid --tp 2 --pp 2 "${small[@]}"
+    train_ok "train ddp --precision fp16 -n 2" 2 --mode ddp --precision fp16 "${small[@]}"
+    run "train --help" 0 "$MPIEXEC" -n 1 "$train" --help
+    if [ "$(grep -c . "$log")" -lt 2 ]; then
+        report "train --help prints a usage text" 0 "it printed $(grep -c . "$log") lines"
+    fi
+
+    # train_bad NAME N ARGS...: status 2 on every rank, a message on stderr, soon
+    train_bad() {
+        local name="train refuses $1 -n $2" n=$2 t0 t1 rc took
+        shift 2
+        t0=$(now)
+        MPIEXEC_TIMEOUT=30 "$MPIEXEC" -n "$n" "$train" "$@" >"$log" 2>"$tmp/stderr" </dev/null
+        rc=$?
+        t1=$(now)
+        took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f s", b - a }')
+        cat "$tmp/stderr" >>"$log"
+        if grep -q 'APPLICATION TIMED OUT' "$log"; then
+            report "$name" 0 "timed out after 30 s: a rank was left waiting  [$took]"
+        elif [ "$rc" != 2 ]; then
+            report "$name" 0 "$(status_words "$rc"), want exit 2  [$took]"
+        elif ! grep -q . "$tmp/stderr"; then
+            report "$name" 0 "exit 2 but nothing on stderr  [$took]"
+        else
+            local msg
+            msg=$(grep -v '^usage:' "$tmp/stderr" | head -n 1)
+            [ ${#msg} -le 50 ] || msg="${msg:0:47}..."
+            report "$name" 1 "exit 2: $msg  [$took]"
+        fi
+    }
+    train_bad "tp --hidden 25" 2 --mode tp --hidden 25 --steps 2
+    train_bad "pp --layers 2" 3 --mode pp --layers 2 --steps 2
+    train_bad "D*T*P = 4" 3 --mode hybrid --dp 2 --tp 1 --pp 2 --steps 2
+    train_bad "ddp --batch 25" 2 --mode ddp --batch 25 --steps 2
+    train_bad "--zero 4" 2 --mode fsdp --zero 4
+    train_bad "--bogus" 2 --bogus
+    train_bad "--steps 3x" 2 --mode ddp --steps 3x
+    train_bad "--lr -1" 2 --mode ddp --lr -1
+    train_bad "--mode warp" 2 --mode warp
+    train_bad "ddp --zero 2" 2 --mode ddp --zero 2
+    train_bad "a stray argument" 2 --mode ddp extra
+    train_bad "--data missing" 2 --mode ddp --data "$tmp/no-such-dir"
+
+    # the trace: compute events (forward, backward) beside the sends and receives
+    local trace=$tmp/train.trace
+    run "train ddp --trace (2 ranks)" 0 "$MPIEXEC" -n 2 "$train" --mode ddp \
+        "${small[@]}" --trace "$trace"
+    : >"$log"
+    if [ -s "$trace" ] && head -n 1 "$trace" | grep -q '^# dtlab-trace '; then
+        # columns: t0 t1 rank kind peer coll phase ...
+        local counts
+        counts=$(awk '!/^#/ { k[$4 == "compute" ? $4 " " $7 : $4]++ }
+                      END { printf "%d %d %d %d", k["compute forward"],
+                            k["compute backward"], k["send"], k["recv"] }' "$trace")
+        set -- $counts
+        if [ "$1" -gt 0 ] && [ "$2" -gt 0 ] && [ "$3" -gt 0 ] && [ "$4" -gt 0 ]; then
+            report "train trace: compute and communication" 1 \
+                "forward $1, backward $2, send $3, recv $4"
+        else
+            report "train trace: compute and communication" 0 \
+                "forward $1, backward $2, send $3, recv $4: want all above 0"
+        fi
+        if [ -x "$BUILD/dttrace" ]; then
+            run "dttrace on the train trace" 0 ${limit[@]+"${limit[@]}"} "$BUILD/dttrace" \
+                "$trace"
+        fi
+    else
+        report "train trace written" 0 "no trace, or no '# dtlab-trace' header"
+    fi
+
+    # ddp's weights against serial's, through --dump (raw float32)
+    run "train serial --dump" 0 "$MPIEXEC" -n 1 "$train" --mode serial "${small[@]}" \
+        --quiet --dump "$tmp/serial.f32"
+    run "train ddp --dump (3 ranks)" 0 "$MPIEXEC" -n 3 "$train" --mode ddp "${small[@]}" \
+        --quiet --dump "$tmp/ddp.f32"
+    : >"$log"
+    if [ -s "$tmp/serial.f32" ] && [ -s "$tmp/ddp.f32" ]; then
+        local cmp
+        cmp=$(paste <(od -An -v -f -w4 "$tmp/serial.f32") <(od -An -v -f -w4 "$tmp/ddp.f32") |
+              awk '{ d = $1 - $2; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1
+                     if (d > m) m = d; if (d > 1e-5 + 1e-4 * a || NF != 2) bad++ }
+                   END { printf "%d %d %g", NR, bad, m }')
+        set -- $cmp
+        if [ "$2" = 0 ] && [ "$1" -gt 0 ]; then
+            report "train ddp -n 3 weights = serial's" 1 "$1 weights, largest difference $3"
+        else
+            report "train ddp -n 3 weights = serial's" 0 "$2 of $1 weights differ (largest $3)"
+        fi
+    else
+        report "train --dump wrote the weights" 0 "a dump file is missing or empty"
+    fi
+}
+train_tests
 
 echo
 [ "$failed" -eq 0 ] || echo "failed:$failures"

@@ -496,13 +496,15 @@ START_TEST(test_init)
     dt_mlp_init(&c5, 1234, r);
     size_t first2 = dt_mlp_layer_offset(&c3, 2);
     REQUIRE(memcmp(p, r, first2 * sizeof *p) == 0, "layers 0-1 depend on the model's depth");
-    /* W uniform in +-1/sqrt(in): within the bound, spread over it, mean near 0; b = 0 */
+    /* W uniform in +-sqrt(6/in) (hidden) or +-1/sqrt(in) (last): within the bound,
+     * spread over it, mean near 0; b = 0 */
     for (int l = 0; l < c5.layers; l++) {
         int in = dt_mlp_layer_in(&c5, l), out = dt_mlp_layer_out(&c5, l);
         const float *W = r + dt_mlp_layer_offset(&c5, l), *b = W + (size_t)out * in;
-        double bound = 1.0 / sqrt(in), sum = 0, sq = 0, n = (double)out * in;
+        double bound = (l < c5.layers - 1 ? sqrt(6.0) : 1.0) / sqrt(in);
+        double sum = 0, sq = 0, n = (double)out * in;
         for (int j = 0; j < out * in; j++) {
-            REQUIRE(fabs(W[j]) <= bound, "layer %d: |W| = %g > 1/sqrt(%d)", l, W[j], in);
+            REQUIRE(fabs(W[j]) <= bound, "layer %d: |W| = %g > %g", l, W[j], bound);
             sum += W[j];
             sq += (double)W[j] * W[j];
         }

@@ -76,8 +76,14 @@ size_t dt_mlp_nparams(const dt_mlp_config *c)
 
 /* Each layer draws from its own generator, seeded from (seed, l) alone: a rank that
  * holds only layer 3 (pipeline) or a slice of it (FSDP, tensor parallel) can fill it,
- * or check it, without generating the layers before. The bound 1/sqrt(in_l) keeps the
- * variance of every layer's output near that of its input (PyTorch's nn.Linear default). */
+ * or check it, without generating the layers before.
+ *
+ * The bounds keep the size of the signal steady through the depth (He et al., 2015). A
+ * layer followed by ReLU draws from +-sqrt(6/in_l): its outputs then have variance 2x
+ * that of its inputs, and ReLU, zeroing half of them, halves it back. The last layer
+ * draws from +-1/sqrt(in_l) (PyTorch's nn.Linear default), so the first logits are
+ * small and the first loss is near ln(classes). With 1/sqrt(in_l) everywhere the
+ * signal would halve at every ReLU and a deep MLP would start very slowly. */
 void dt_mlp_init(const dt_mlp_config *c, unsigned long long seed, float *params)
 {
     check_config(c);
@@ -88,7 +94,7 @@ void dt_mlp_init(const dt_mlp_config *c, unsigned long long seed, float *params)
         int in = dt_mlp_layer_in(c, l), out = dt_mlp_layer_out(c, l);
         float *W = params + dt_mlp_layer_offset(c, l);     /* (out, in) */
         float *b = W + (size_t)out * in;                   /* (out) */
-        double bound = 1.0 / sqrt((double)in);
+        double bound = (l < c->layers - 1 ? sqrt(6.0) : 1.0) / sqrt((double)in);
         uint64_t s = (uint64_t)seed ^ ((uint64_t)(l + 1) * 0xd1b54a32d192ed03ull);
         for (size_t i = 0; i < (size_t)out * in; i++)
             W[i] = (float)((2.0 * dti_nn_uniform(&s) - 1.0) * bound);

@@ -39,7 +39,8 @@ size_t dt_mlp_layer_offset(const dt_mlp_config *c, int l);  /* where layer l sta
                                                                l = layers: nparams */
 size_t dt_mlp_nparams(const dt_mlp_config *c);
 
-/* Fills params (host) with the initial weights: W uniform in +-1/sqrt(in_l), b zero.
+/* Fills params (host) with the initial weights: W uniform in +-sqrt(6/in_l) for layers
+ * followed by an activation (He), +-1/sqrt(in_l) for the last layer; b zero.
  * Layer l's values depend only on (seed, l), never on how the model is cut up, so every
  * rank and every mode starts from the same weights. */
 void dt_mlp_init(const dt_mlp_config *c, unsigned long long seed, float *params);

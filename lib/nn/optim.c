@@ -12,7 +12,9 @@
  *                                                           their pull towards 0 early on)
  *          p -= lr mhat / (sqrt(vhat) + eps)
  *
- * State: SGD keeps v (n floats); Adam keeps m then v (n floats each, m first). */
+ * State: SGD keeps v (one float per parameter); Adam keeps m and v interleaved,
+ * parameter i's at state[2i] and state[2i+1], so that a slice of parameters [a, b)
+ * has its state in one piece, [2a, 2b). */
 #include <math.h>
 #include "buf.h"
 #include "nn.h"

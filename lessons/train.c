@@ -1,0 +1,375 @@
+/* train: the training driver. Trains the MLP of lib/nn serially or in any parallel mode
+ * of lib/parallel and prints the loss of every step, then what the run cost: time per
+ * step, bytes sent, and the peak memory of every rank. The lessons explain the modes;
+ * this is the tool that runs them (see README.md for the commands to try).
+ *
+ * Run:  mpiexec -n 4 build/train --mode ddp
+ *       mpiexec -n 4 build/train --mode fsdp --zero 2 --optim adam --lr 0.001
+ *       mpiexec -n 4 build/train --mode hybrid --dp 2 --pp 2 --micro 4
+ *       mpiexec -n 2 build/train --mode tp --precision fp16 --trace tp.trace
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "dt.h"
+#include "parallel/parallel.h"
+
+/* The usage text, with the defaults of dt_train_defaults filled in (make_usage). */
+static char usage[2560];
+
+static void make_usage(const dt_train_config *d)
+{
+    dt_scaler_config sc;
+    dt_scaler_defaults(&sc);
+    snprintf(usage, sizeof usage,
+    "usage: mpiexec -n N train --mode MODE [options]\n"
+    "Trains an MLP serially or in parallel; prints the loss per step and the costs.\n"
+    "  --mode MODE         serial|dp|ddp|fsdp|tp|pp|hybrid (default serial)\n"
+    "  --steps S           training steps (default %d)\n"
+    "  --batch B           global batch, shared by the data-parallel ranks (%d)\n"
+    "  --lr X              learning rate (%g)\n"
+    "  --optim O           sgd|adam (sgd); --momentum M for sgd (%g)\n"
+    "  --seed K            initial weights and synthetic data (%llu)\n"
+    "  --layers L, --hidden H, --act relu|gelu   the model (%d layers of %d, %s)\n"
+    "  --precision P       fp32|fp16 (fp32); fp16: --loss-scale X (%g) and\n"
+    "                      --scale-window N (clean steps before it doubles, %d)\n"
+    "  --data DIR          DIR/train-images-idx3-ubyte and train-labels-idx1-ubyte\n"
+    "  --examples N, --features F, --classes C   the synthetic set (4096, 32, 10)\n"
+    "  --quiet             no step lines;  --dump FILE  final weights, raw float32 LE\n"
+    "mode options (for the single modes the mode's size is the number of ranks):\n"
+    "  dp      --dedicated-server (rank 0 only serves), --async K (stale weights)\n"
+    "  ddp     --bucket-kb N (%d), --no-overlap, --accum K (micro-batches per step)\n"
+    "  fsdp    --zero 1|2|3 (%d), --offload (shards in host memory, with cuda)\n"
+    "  tp      --tp-style megatron|allgather (%s)\n"
+    "  pp      --micro M (%d), --schedule gpipe|1f1b (%s)\n"
+    "  hybrid  --dp D --tp T --pp P, D*T*P = N (--dp defaults to N/(T*P)); and the\n"
+    "          ddp, tp and pp options above\n"
+    DT_COMMON_USAGE
+    "  --help              this text\n",
+    d->steps, d->batch, (double)d->optim.lr, (double)d->optim.momentum, d->seed,
+    d->model.layers, d->model.hidden, d->model.act == DT_RELU ? "relu" : "gelu",
+    (double)sc.init, sc.window, d->bucket_kb, d->zero,
+    d->tp_style == DT_TP_MEGATRON ? "megatron" : "allgather", d->micro,
+    d->schedule == DT_PP_GPIPE ? "gpipe" : "1f1b");
+}
+
+/* Every option: its code O_<id>, its name, whether it takes a value, and the modes it
+ * is for (0: all). Given to another mode, a mode option is an error, never ignored. */
+#define M(m) (1u << DT_MODE_##m)
+#define OPTIONS(X) \
+    X(MODE, "mode", 1, 0)             X(STEPS, "steps", 1, 0) \
+    X(BATCH, "batch", 1, 0)           X(LR, "lr", 1, 0) \
+    X(OPTIM, "optim", 1, 0)           X(MOMENTUM, "momentum", 1, 0) \
+    X(SEED, "seed", 1, 0)             X(LAYERS, "layers", 1, 0) \
+    X(HIDDEN, "hidden", 1, 0)         X(ACT, "act", 1, 0) \
+    X(PRECISION, "precision", 1, 0)   X(LOSS_SCALE, "loss-scale", 1, 0) \
+    X(WINDOW, "scale-window", 1, 0)   X(DATA, "data", 1, 0) \
+    X(EXAMPLES, "examples", 1, 0)     X(FEATURES, "features", 1, 0) \
+    X(CLASSES, "classes", 1, 0)       X(QUIET, "quiet", 0, 0) \
+    X(DUMP, "dump", 1, 0) \
+    X(SERVER, "dedicated-server", 0, M(DP))   X(ASYNC, "async", 1, M(DP)) \
+    X(BUCKET, "bucket-kb", 1, M(DDP) | M(HYBRID)) \
+    X(NO_OVERLAP, "no-overlap", 0, M(DDP) | M(HYBRID)) \
+    X(ACCUM, "accum", 1, M(DDP) | M(HYBRID)) \
+    X(ZERO, "zero", 1, M(FSDP))               X(OFFLOAD, "offload", 0, M(FSDP)) \
+    X(TP_STYLE, "tp-style", 1, M(TP) | M(HYBRID)) \
+    X(MICRO, "micro", 1, M(PP) | M(HYBRID)) \
+    X(SCHEDULE, "schedule", 1, M(PP) | M(HYBRID)) \
+    X(DP, "dp", 1, M(HYBRID))  X(TP, "tp", 1, M(HYBRID))  X(PP, "pp", 1, M(HYBRID))
+
+#define ENUM(id, name, arg, modes) O_##id,
+#define LONGOPT(id, name, arg, modes) {name, arg ? required_argument : no_argument, NULL, O_##id},
+#define MODES(id, name, arg, modes) modes,
+enum { O_BEFORE = 0x1fff, OPTIONS(ENUM) O_LAST };
+#define NOPT (O_LAST - O_MODE)
+static const struct option longopts[] = {
+    OPTIONS(LONGOPT) {"help", no_argument, NULL, 'h'}, DT_COMMON_LONGOPTS, {NULL, 0, NULL, 0}
+};
+static const unsigned for_modes[NOPT] = { OPTIONS(MODES) };
+
+/* ==== parsing ==== */
+
+static const char *optname;      /* the option being parsed, for messages */
+
+__attribute__((noreturn, format(printf, 1, 2)))
+static void bad(const char *fmt, ...)
+{
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    dt_usage_error(usage, why);
+}
+
+static int int_arg(int min, int max)
+{
+    int v;
+    if (dt_parse_int(optarg, min, max, &v))
+        bad("--%s wants a whole number from %d to %d, not '%s'", optname, min, max, optarg);
+    return v;
+}
+
+/* A number from min to max (min itself only when min_ok): the whole string, finite. */
+static float float_arg(double min, double max, int min_ok)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(optarg, &end);
+    if (errno || end == optarg || *end || isspace((unsigned char)*optarg) || !(v >= min) ||
+        (v == min && !min_ok) || v > max)
+        bad("--%s wants a number %s %g and at most %g, not '%s'", optname,
+            min_ok ? "from" : "above", min, max, optarg);
+    return (float)v;
+}
+
+/* One of names[0..n): its index. */
+static int word_arg(const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(optarg, names[i]) == 0)
+            return i;
+    bad("--%s does not take '%s'", optname, optarg);
+}
+
+struct driver {
+    int quiet;
+    const char *data_dir, *dump;
+    int examples, features, classes;
+};
+
+static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
+{
+    static const char *const optims[] = {"sgd", "adam"}, *const acts[] = {"relu", "gelu"},
+        *const precs[] = {"fp32", "fp16"}, *const styles[] = {"megatron", "allgather"},
+        *const scheds[] = {"gpipe", "1f1b"};
+    int given[NOPT] = {0}, idx = 0, opt;
+    opterr = 0;                                  /* dt_usage_error speaks, on rank 0 */
+    optind = 0;
+    while ((opt = getopt_long(argc, argv, ":h", longopts, &idx)) != -1) {
+        optname = longopts[idx].name;
+        if (opt >= O_MODE && opt < O_LAST)
+            given[opt - O_MODE] = 1;
+        switch (opt) {
+        case O_MODE:
+            if (dt_mode_parse(optarg, &c->mode))
+                bad("unknown mode '%s'", optarg);
+            break;
+        case O_STEPS: c->steps = int_arg(1, 1000000); break;
+        case O_BATCH: c->batch = int_arg(1, 1 << 20); break;
+        case O_LR: c->optim.lr = float_arg(0, 100, 0); break;
+        case O_OPTIM: c->optim.kind = (dt_optim_kind)word_arg(optims, 2); break;
+        case O_MOMENTUM: c->optim.momentum = float_arg(0, 0.999, 1); break;
+        case O_SEED: {
+            char *end;
+            errno = 0;
+            c->seed = strtoull(optarg, &end, 10);
+            if (!isdigit((unsigned char)*optarg) || errno || *end)
+                bad("--seed wants a whole number from 0 to 2^64-1, not '%s'", optarg);
+            break;
+        }
+        case O_LAYERS: c->model.layers = int_arg(1, 1000); break;
+        case O_HIDDEN: c->model.hidden = int_arg(1, 1 << 16); break;
+        case O_ACT: c->model.act = (dt_act)word_arg(acts, 2); break;
+        case O_PRECISION: c->precision = (dt_precision)word_arg(precs, 2); break;
+        case O_LOSS_SCALE: c->scaler.init = float_arg(0, 1e30, 0); break;
+        case O_WINDOW: c->scaler.window = int_arg(1, 1 << 30); break;
+        case O_DATA: d->data_dir = optarg; break;
+        case O_EXAMPLES: d->examples = int_arg(1, 1 << 24); break;
+        case O_FEATURES: d->features = int_arg(1, 1 << 16); break;
+        case O_CLASSES: d->classes = int_arg(2, 1 << 16); break;
+        case O_QUIET: d->quiet = 1; break;
+        case O_DUMP: d->dump = optarg; break;
+        case O_SERVER: c->dedicated_server = 1; break;
+        case O_ASYNC: c->async = int_arg(0, 1000); break;
+        case O_BUCKET: c->bucket_kb = int_arg(1, 1 << 20); break;
+        case O_NO_OVERLAP: c->overlap = 0; break;
+        case O_ACCUM: c->accum = int_arg(1, 1024); break;
+        case O_ZERO: c->zero = int_arg(1, 3); break;
+        case O_OFFLOAD: c->offload = 1; break;
+        case O_TP_STYLE: c->tp_style = (dt_tp_style)word_arg(styles, 2); break;
+        case O_MICRO: c->micro = int_arg(1, 1024); break;
+        case O_SCHEDULE: c->schedule = (dt_pp_schedule)word_arg(scheds, 2); break;
+        case O_DP: c->dp = int_arg(1, 1 << 16); break;
+        case O_TP: c->tp = int_arg(1, 1 << 16); break;
+        case O_PP: c->pp = int_arg(1, 1 << 16); break;
+        case 'h': dt_usage_help(usage);
+        case DT_OPT_DEVICE: case DT_OPT_TRACE: break;      /* dt_init has read them */
+        case ':': bad("option '%s' needs a value", argv[optind - 1]);
+        default: bad("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        bad("unexpected argument '%s'", argv[optind]);
+
+    /* options that do not go with the others given */
+    for (int i = 0; i < NOPT; i++)
+        if (given[i] && for_modes[i] && !(for_modes[i] & 1u << c->mode))
+            bad("--%s is for --mode %s%s%s, not %s", longopts[i].name,
+                dt_mode_name((dt_mode)__builtin_ctz(for_modes[i])),
+                for_modes[i] & M(HYBRID) && for_modes[i] != M(HYBRID) ? " or " : "",
+                for_modes[i] & M(HYBRID) && for_modes[i] != M(HYBRID) ? "hybrid" : "",
+                dt_mode_name(c->mode));
+    if ((given[O_LOSS_SCALE - O_MODE] || given[O_WINDOW - O_MODE]) && c->precision != DT_FP16)
+        bad("--loss-scale and --scale-window are for --precision fp16");
+    if (given[O_MOMENTUM - O_MODE] && c->optim.kind != DT_SGD)
+        bad("--momentum is for --optim sgd");
+    if (d->data_dir && (given[O_EXAMPLES - O_MODE] || given[O_FEATURES - O_MODE] ||
+                        given[O_CLASSES - O_MODE]))
+        bad("--examples, --features, --classes are for the synthetic set, not --data");
+    if (c->mode == DT_MODE_HYBRID && !given[O_DP - O_MODE] && c->tp * c->pp > 0 &&
+        dt_size() % (c->tp * c->pp) == 0)
+        c->dp = dt_size() / (c->tp * c->pp);
+}
+
+/* ==== data: the same set on every rank ==== */
+
+static void load_data(const struct driver *d, unsigned long long seed, dt_dataset *set)
+{
+    if (!d->data_dir) {
+        dt_data_synthetic(set, d->examples, d->features, d->classes, seed);
+        return;
+    }
+    char images[4096], labels[4096], err[512] = "";
+    snprintf(images, sizeof images, "%s/train-images-idx3-ubyte", d->data_dir);
+    snprintf(labels, sizeof labels, "%s/train-labels-idx1-ubyte", d->data_dir);
+    int ok = dt_data_load_idx(set, images, labels, err, sizeof err) == 0, all = 0;
+    MPI_Request req;                  /* every rank read the files: agree on the outcome */
+    DT_CHECK_MPI(MPI_Iallreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD, &req));
+    dt_waitall(1, &req);
+    if (!all)              /* "train: <why, naming the file>", exit 2 on every rank */
+        dt_usage_error("", ok ? "the data could not be read on another rank" : err);
+}
+
+/* ==== output ==== */
+
+/* Prints text within 80 columns: a longer line is broken at its last space that fits
+ * and continued 4 columns right of its own indentation; trailing spaces go. */
+static void print_wrapped(const char *text)
+{
+    while (*text) {
+        size_t len = strcspn(text, "\n"), lead = strspn(text, " ");
+        const char *p = text, *end = text + len;      /* the line: [text, end) */
+        int indent = 0;                               /* of the next piece */
+        while (end > p && end[-1] == ' ')
+            end--;
+        do {
+            size_t room = 80 - (size_t)indent, n = (size_t)(end - p);
+            if (n > room) {
+                for (n = room; n > 0 && p[n] != ' '; n--)
+                    ;
+                if (n == 0)
+                    n = room;                         /* a word longer than a line: cut */
+            }
+            printf("%*s%.*s\n", indent, "", (int)n, p);
+            for (p += n; p < end && *p == ' '; p++)
+                ;
+            indent = (int)(lead < 40 ? lead : 40) + 4;
+        } while (p < end);
+        text += len + (text[len] == '\n');
+    }
+    fflush(stdout);
+}
+
+static void print_step(const dt_step_report *r, void *ctx)
+{
+    char line[256];
+    snprintf(line, sizeof line, "step %d loss %.6f  %s", r->step, (double)r->loss, r->extra);
+    if (!*(const int *)ctx)
+        print_wrapped(line);
+}
+
+/* Rank 0 writes the final weights as raw little-endian float32. Returns 1 on success,
+ * the same on every rank. */
+static int dump(const char *path, const dt_train_result *res)
+{
+    int ok = 1;
+    if (dt_rank() == 0) {
+        FILE *f = fopen(path, "wb");
+        ok = f != NULL;
+        for (size_t i = 0; ok && i < res->nparams; i++) {
+            uint32_t u;
+            memcpy(&u, &res->params[i], 4);
+            unsigned char b[4] = {u & 255, u >> 8 & 255, u >> 16 & 255, u >> 24};
+            ok = fwrite(b, 1, 4, f) == 4;
+        }
+        if (f && fclose(f) != 0)
+            ok = 0;
+        if (!ok)
+            fprintf(stderr, "train: cannot write the weights to %s: %s\n", path,
+                    strerror(errno));
+    }
+    MPI_Request req;
+    DT_CHECK_MPI(MPI_Ibcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD, &req));
+    dt_waitall(1, &req);
+    return ok;
+}
+
+int main(int argc, char **argv)
+{
+    /* ==== setup ==== */
+    dt_init(&argc, &argv);
+    int n = dt_size();
+    dt_train_config c;
+    dt_train_defaults(&c);
+    make_usage(&c);
+    c.tp = c.pp = 1;
+    struct driver d = {.examples = 4096, .features = 32, .classes = 10};
+    parse(argc, argv, &c, &d);
+    c.on_device = dt_device() == DT_CUDA;
+
+    dt_dataset set;
+    load_data(&d, c.seed, &set);
+    c.data = &set;
+    c.model.in = set.features;
+    c.model.out = set.classes;
+    char why[256];
+    if (dt_train_check(&c, n, why, sizeof why))
+        dt_usage_error(usage, why);
+    c.on_step = print_step;
+    c.ctx = &d.quiet;
+
+    /* ==== the run ==== */
+    char shape[64];                  /* 32-96x3-10: in, 3 hidden layers of 96, out */
+    int L = c.model.layers;
+    if (L > 1)
+        snprintf(shape, sizeof shape, "%d-%dx%d-%d", c.model.in, c.model.hidden, L - 1,
+                 c.model.out);
+    else
+        snprintf(shape, sizeof shape, "%d-%d", c.model.in, c.model.out);
+    dt_printf0("train: %s on %d rank%s, MLP %s (%s), %zu parameters\n",
+               dt_mode_name(c.mode), n, n == 1 ? "" : "s", shape,
+               c.model.act == DT_RELU ? "relu" : "gelu", dt_mlp_nparams(&c.model));
+    dt_printf0("%d steps of batch %d, %s lr %g, %s, %d examples of %s data\n", c.steps,
+               c.batch, c.optim.kind == DT_SGD ? "sgd" : "adam", (double)c.optim.lr,
+               c.precision == DT_FP16 ? "fp16" : "fp32", set.n,
+               d.data_dir ? "IDX" : "synthetic");
+    dt_train_result res;
+    dt_train(&c, MPI_COMM_WORLD, &res);
+
+    /* ==== the summary: time, bytes, memory per rank ==== */
+    char a[32], b[32], p[32], g[32], o[32];
+    dt_printf0("time per step: %.3f ms (%s, slowest rank)\n", res.seconds_per_step * 1e3,
+               c.steps > 1 ? "mean of steps 2 on" : "one step, warm-up included");
+    dt_printf0("bytes sent: at most %s by a rank; per rank, and peak memory:\n",
+               dt_format_bytes((double)res.bytes_sent_max, a, sizeof a));
+    dt_printf0("  rank        sent      params       grads   optimizer\n");
+    dt_printf_ordered("  %4d  %10s  %10s  %10s  %10s\n", dt_rank(),
+                      dt_format_bytes((double)res.bytes_sent, b, sizeof b),
+                      dt_format_bytes((double)res.peak_params, p, sizeof p),
+                      dt_format_bytes((double)res.peak_grads, g, sizeof g),
+                      dt_format_bytes((double)res.peak_optim, o, sizeof o));
+    if (dt_rank() == 0)
+        print_wrapped(res.summary);
+    int ok = d.dump ? dump(d.dump, &res) : 1;
+
+    /* ==== teardown ==== */
+    dt_train_result_free(&res);
+    dt_data_free(&set);
+    dt_finalize();
+    return ok ? 0 : 1;
+}

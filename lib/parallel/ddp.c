@@ -1,0 +1,302 @@
+/* DDP's gradient buckets: the gradients summed over the data-parallel ranks in pieces,
+ * while backward is still running.
+ *
+ * Why buckets. After backward every rank must hold the sum of everyone's gradients. Two
+ * extremes, both slow:
+ *   - one allreduce per layer: many small messages, and each pays the network's latency
+ *     (alpha) 2(N-1) times, however few bytes it carries;
+ *   - one allreduce of everything: the fewest latencies, but it cannot start before the
+ *     last gradient exists, so the network idles during backward and the GPU idles during
+ *     the allreduce.
+ * A bucket is a run of consecutive layers of about cap_bytes: big enough that bandwidth,
+ * not latency, sets its cost; small enough that the first buckets are ready long before
+ * backward ends.
+ *
+ * Why reverse order. Backward produces the gradients of layer L-1 first and of layer 0
+ * last, so bucket 0 holds the last layers and is ready first:
+ *
+ *     layers        0    1    2    3    4    5        grads: one contiguous array,
+ *     buckets      [  b2   ][  b1   ][   b0   ]       layer i at [off[i], off[i+1])
+ *
+ *     time -->
+ *     backward     | L5 | L4 | L3 | L2 | L1 | L0 |
+ *     comm thread            [ allreduce b0 ][ allreduce b1 ][ allreduce b2 ]
+ *                                                ^ backward ends            ^ finish
+ *
+ * Every rank must start the same allreduces in the same order, or rank 0's bucket 1
+ * would meet rank 1's bucket 0. Layers may finish in any order (a model's backward need
+ * not go strictly from last to first), so a ready bucket goes out only after every bucket
+ * with a smaller number: buckets leave in the order 0, 1, 2, ... on every rank (PyTorch's
+ * Reducer does the same).
+ *
+ * Cost model (ring allreduce, N ranks, latency alpha, bandwidth beta). A bucket of B
+ * bytes costs
+ *     2(N-1) alpha  +  2(N-1)/N * B / beta
+ * so K buckets over G bytes of gradients cost 2(N-1) K alpha + 2(N-1)/N G / beta: the
+ * bandwidth term does not depend on K, the latency term grows with it.
+ *
+ * What overlap hides. With overlap = 1 a communication thread allreduces bucket k while
+ * the main thread computes the gradients of the layers before it. What is left when
+ * backward ends (what dti_ddp_finish waits for, dti_ddp_wait_seconds) is the last bucket's
+ * allreduce plus any backlog: at best one bucket's cost instead of all of them. With
+ * overlap = 0 nothing is sent during backward, and dti_ddp_finish sends every bucket in
+ * order afterwards ("backward, then communicate"): the baseline the lesson compares with.
+ *
+ * Threads. The communication thread allreduces on its own duplicate of the communicator:
+ * one thread in dtlab's p2p per communicator at a time, so the main thread stays free to
+ * use the others (a pipeline's, a tensor-parallel group's) meanwhile. It sleeps on a
+ * condition variable when there is no work: a spinning thread would take the core that
+ * backward needs. */
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include "parallel_internal.h"
+#include "buf.h"
+#include "collectives/collectives.h"
+#include "cuda.h"
+#include "trace.h"
+
+struct dti_ddp {
+    char *grads;              /* n elements of type, host or device; not owned */
+    MPI_Datatype type;
+    size_t esize;             /* bytes per element */
+    int nl, nb;               /* layers, buckets */
+    const size_t *off;        /* [nl + 1], a copy (owned) */
+    int *bucket_of;           /* [nl] the bucket of layer i */
+    int *nlayers;             /* [nb] layers in bucket b */
+    size_t *lo, *hi;          /* [nb] bucket b is grads[lo[b], hi[b]) */
+    int overlap;
+    MPI_Comm comm;            /* the caller's (overlap 0) or our duplicate (overlap 1) */
+
+    /* this step, main thread only */
+    int step;                 /* from 1, for the trace */
+    unsigned char *done;      /* [nl] layer i reported this step */
+    int *left;                /* [nb] layers of bucket b not yet reported */
+    int nreported;            /* layers reported this step */
+    double wait_s;            /* the last step's wait in dti_ddp_finish */
+
+    /* the queue of ready buckets, guarded by mu: buckets [nreduced, nlaunched) wait for
+     * the communication thread, which takes them in order */
+    pthread_mutex_t mu;
+    pthread_cond_t work;      /* nlaunched grew, or stop was set */
+    pthread_cond_t idle;      /* nreduced grew */
+    int nlaunched, nreduced;
+    int stop;
+    pthread_t thread;
+};
+
+/* ==== one bucket ==== */
+
+/* Sums bucket b over d->comm in place, after a mark in the trace that tells buckets
+ * apart (chunk = bucket, lo..hi = its elements in grads; a mark takes the receive
+ * chunk of the context, trace.c). */
+static void reduce_bucket(dti_ddp *d, int b, int step)
+{
+    size_t count = d->hi[b] - d->lo[b];
+    double t = dt_trace_now();
+    dt_trace_phase("ddp", "bucket");
+    dt_trace_step(step, -1, 0, 0, b, d->lo[b], d->hi[b]);
+    dt_trace_add(DT_EV_MARK, -1, count * d->esize, t, t);
+    /* the ring, whatever the size: its bytes per rank, 2(N-1)/N of the bucket, do not
+     * grow with N, which is what lets DDP scale (dt_allreduce would take recursive
+     * doubling for small buckets) */
+    dt_allreduce_ring(MPI_IN_PLACE, d->grads + d->lo[b] * d->esize, (int)count, d->type,
+                      MPI_SUM, d->comm);
+}
+
+/* ==== the communication thread (overlap = 1) ==== */
+
+/* Device data: the GPU a thread uses is per thread in CUDA, so the thread picks the
+ * rank's GPU first. Backward's kernels run on the legacy default stream, which every
+ * thread of the process shares, so the thread's copies of a bucket come after the
+ * kernels that wrote it (lib/nn/nn_kernels.cu). */
+static void *comm_thread(void *arg)
+{
+    dti_ddp *d = arg;
+    if (dt_cuda_device() >= 0)
+        dti_cuda_set_device(dt_cuda_device());
+    pthread_mutex_lock(&d->mu);
+    for (;;) {
+        while (d->nreduced == d->nlaunched && !d->stop)
+            pthread_cond_wait(&d->work, &d->mu);
+        if (d->nreduced == d->nlaunched)            /* stop, and nothing left to do */
+            break;
+        int b = d->nreduced, step = d->step;
+        pthread_mutex_unlock(&d->mu);
+        reduce_bucket(d, b, step);
+        pthread_mutex_lock(&d->mu);
+        d->nreduced++;
+        pthread_cond_signal(&d->idle);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return NULL;
+}
+
+/* ==== setting up ==== */
+
+/* Cuts layers nl-1 .. 0 into buckets: bucket_of[i] for every layer; returns how many.
+ * A bucket is closed before a layer would take it past cap bytes, so a layer larger than
+ * the cap lands in a bucket of its own (an empty layer joins the open bucket). */
+static int cut_buckets(const size_t *off, int nl, size_t esize, size_t cap, int *bucket_of)
+{
+    int nb = 0;
+    size_t fill = 0;                  /* bytes in the open bucket */
+    for (int i = nl - 1; i >= 0; i--) {
+        size_t nbytes = (off[i + 1] - off[i]) * esize;
+        if (fill > 0 && fill + nbytes > cap) {
+            nb++;
+            fill = 0;
+        }
+        fill += nbytes;
+        bucket_of[i] = nb;
+    }
+    return nb + 1;
+}
+
+static void *alloc0(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    DT_REQUIRE(p != NULL, "out of memory (%zu bytes for DDP's buckets)", n * size);
+    return p;
+}
+
+dti_ddp *dti_ddp_new(void *grads, MPI_Datatype type, const size_t *off, int nl,
+                     MPI_Comm comm, size_t cap_bytes, int overlap)
+{
+    DT_REQUIRE(nl >= 1, "dti_ddp_new: %d layers; DDP needs at least 1", nl);
+    DT_REQUIRE(off != NULL, "dti_ddp_new: the layer offsets are NULL");
+    DT_REQUIRE(grads != NULL, "dti_ddp_new: the gradients are NULL");
+    DT_REQUIRE(overlap == 0 || overlap == 1, "dti_ddp_new: overlap is %d; use 0 or 1",
+               overlap);
+    for (int i = 0; i < nl; i++)
+        DT_REQUIRE(off[i] <= off[i + 1], "dti_ddp_new: layer offsets must not decrease, "
+                   "but off[%d] = %zu > off[%d] = %zu", i, off[i], i + 1, off[i + 1]);
+
+    dti_ddp *d = alloc0(1, sizeof *d);
+    d->grads = grads;
+    d->type = type;
+    d->esize = dt_type_size(type);
+    d->nl = nl;
+    d->overlap = overlap;
+    size_t *off_copy = alloc0((size_t)nl + 1, sizeof *off_copy);
+    for (int i = 0; i <= nl; i++)
+        off_copy[i] = off[i];
+    d->off = off_copy;
+
+    d->bucket_of = alloc0((size_t)nl, sizeof *d->bucket_of);
+    d->nb = cut_buckets(off, nl, d->esize, cap_bytes, d->bucket_of);
+    d->nlayers = alloc0((size_t)d->nb, sizeof *d->nlayers);
+    d->left = alloc0((size_t)d->nb, sizeof *d->left);
+    d->lo = alloc0((size_t)d->nb, sizeof *d->lo);
+    d->hi = alloc0((size_t)d->nb, sizeof *d->hi);
+    for (int b = 0; b < d->nb; b++)
+        d->lo[b] = SIZE_MAX;
+    for (int i = 0; i < nl; i++) {       /* a bucket's layers are consecutive */
+        int b = d->bucket_of[i];
+        d->nlayers[b]++;
+        if (off[i] < d->lo[b]) d->lo[b] = off[i];
+        if (off[i + 1] > d->hi[b]) d->hi[b] = off[i + 1];
+    }
+    for (int b = 0; b < d->nb; b++) {
+        d->left[b] = d->nlayers[b];
+        DT_REQUIRE(d->hi[b] - d->lo[b] <= (size_t)INT_MAX, "dti_ddp_new: bucket %d holds "
+                   "%zu elements, more than one allreduce takes (INT_MAX); one layer is "
+                   "too large", b, d->hi[b] - d->lo[b]);
+    }
+    d->done = alloc0((size_t)nl, 1);
+    d->step = 1;
+
+    d->comm = comm;
+    if (overlap) {
+        DT_CHECK_MPI(MPI_Comm_dup(comm, &d->comm));
+        DT_REQUIRE(pthread_mutex_init(&d->mu, NULL) == 0, "pthread_mutex_init failed");
+        DT_REQUIRE(pthread_cond_init(&d->work, NULL) == 0, "pthread_cond_init failed");
+        DT_REQUIRE(pthread_cond_init(&d->idle, NULL) == 0, "pthread_cond_init failed");
+        DT_REQUIRE(pthread_create(&d->thread, NULL, comm_thread, d) == 0,
+                   "could not start DDP's communication thread");
+    }
+    return d;
+}
+
+void dti_ddp_free(dti_ddp *d)
+{
+    if (d == NULL)
+        return;
+    DT_REQUIRE(d->nreported == 0, "dti_ddp_free: step %d is half done (%d of %d layers "
+               "reported); call dti_ddp_finish first", d->step, d->nreported, d->nl);
+    if (d->overlap) {
+        pthread_mutex_lock(&d->mu);
+        d->stop = 1;
+        pthread_cond_signal(&d->work);
+        pthread_mutex_unlock(&d->mu);
+        pthread_join(d->thread, NULL);
+        pthread_cond_destroy(&d->idle);
+        pthread_cond_destroy(&d->work);
+        pthread_mutex_destroy(&d->mu);
+        DT_CHECK_MPI(MPI_Comm_free(&d->comm));
+    }
+    free(d->done);
+    free(d->hi);
+    free(d->lo);
+    free(d->left);
+    free(d->nlayers);
+    free(d->bucket_of);
+    free((void *)d->off);
+    free(d);
+}
+
+int dti_ddp_nbuckets(const dti_ddp *d) { return d->nb; }
+
+double dti_ddp_wait_seconds(const dti_ddp *d) { return d->wait_s; }
+
+/* ==== a step ==== */
+
+void dti_ddp_layer_done(dti_ddp *d, int i)
+{
+    DT_REQUIRE(i >= 0 && i < d->nl, "dti_ddp_layer_done: layer %d does not exist (there "
+               "are %d)", i, d->nl);
+    DT_REQUIRE(!d->done[i], "dti_ddp_layer_done: layer %d was reported done twice in "
+               "step %d", i, d->step);
+    d->done[i] = 1;
+    d->nreported++;
+    d->left[d->bucket_of[i]]--;
+    if (!d->overlap)
+        return;                 /* dti_ddp_finish sends everything */
+
+    /* launch the ready buckets in order: the same order on every rank */
+    pthread_mutex_lock(&d->mu);
+    int before = d->nlaunched;
+    while (d->nlaunched < d->nb && d->left[d->nlaunched] == 0)
+        d->nlaunched++;
+    if (d->nlaunched != before)
+        pthread_cond_signal(&d->work);
+    pthread_mutex_unlock(&d->mu);
+}
+
+void dti_ddp_finish(dti_ddp *d)
+{
+    DT_REQUIRE(d->nreported == d->nl, "dti_ddp_finish: only %d of %d layers were reported "
+               "done in step %d; every layer must be, or some bucket is never sent",
+               d->nreported, d->nl, d->step);
+    double t0 = MPI_Wtime();
+    if (d->overlap) {
+        pthread_mutex_lock(&d->mu);
+        while (d->nreduced < d->nb)
+            pthread_cond_wait(&d->idle, &d->mu);
+        d->nlaunched = d->nreduced = 0;
+        d->step++;
+        pthread_mutex_unlock(&d->mu);
+    } else {
+        for (int b = 0; b < d->nb; b++)
+            reduce_bucket(d, b, d->step);
+        d->step++;
+    }
+    d->wait_s = MPI_Wtime() - t0;
+
+    for (int i = 0; i < d->nl; i++)
+        d->done[i] = 0;
+    for (int b = 0; b < d->nb; b++)
+        d->left[b] = d->nlayers[b];
+    d->nreported = 0;
+}

@@ -1,0 +1,530 @@
+/* FSDP / ZeRO: data parallelism in which no rank holds the whole training state.
+ *
+ * DDP keeps a full replica per rank: weights, gradients and optimizer state, N times
+ * over. ZeRO (Rajbhandari et al., 2020) notices that each rank only needs the sum of the
+ * gradients for the weights it updates, and only the optimizer state of those weights:
+ * so it cuts every layer into N shards and gives each rank one.
+ *
+ * One layer, 4 ranks. W_l (out x in, row-major) then b_l, n_l floats, flattened as in
+ * lib/nn and padded with zeros to 4*s_l, where s_l = ceil(n_l / 4); rank k owns the
+ * elements [k*s_l, (k+1)*s_l) of the padded layer (the padding never moves: its
+ * gradient is 0, so SGD and Adam leave it 0):
+ *
+ *     element   0          s_l        2s_l       3s_l        4s_l
+ *               |  shard 0  |  shard 1  |  shard 2  |  shard 3 ::|
+ *               [ W_l ................................ b_l ]000   <- padding
+ *     owner        rank 0      rank 1      rank 2      rank 3
+ *
+ * Every rank computes on its own B/N rows of the global batch of B, as in DDP. What
+ * each ZeRO stage keeps on a rank (the rest is fetched when needed, or never):
+ *
+ *     stage   working weights         gradients                master + optimizer state
+ *       1     all layers              all layers (all step)    own shard
+ *       2     all layers              own shard (+ one layer   own shard
+ *                                     whole, while it is cut)
+ *       3     own shard (+ one layer  own shard (+ one layer   own shard
+ *             gathered, while used)   whole, while it is cut)
+ *
+ * One step (ZeRO-3; stages 1 and 2 skip the gathers, their weights being whole):
+ *
+ *     forward    l = 0 .. L-1:   allgather W_l -> x_{l+1} = act(x_l W_l^T + b_l)
+ *                                -> free W_l
+ *     backward   l = L-1 .. 0:   allgather W_l -> dW_l, db_l, dx_l -> free W_l
+ *                                reduce-scatter dW_l -> keep the own shard -> free dW_l
+ *     optimizer  each layer:     SGD or Adam on the own master shard (fp32), written to
+ *                                the own working shard (fp16 in mixed precision)
+ *     (stages 1, 2: then allgather each layer's updated shards into its whole weights)
+ *
+ * Stage 1 reduce-scatters the gradients after backward, layer by layer; stage 2 as soon
+ * as each layer's backward is done, which is what lets it drop the whole gradient of a
+ * layer at once. Reduce-scatter, not allreduce, in stage 1 too: a rank updates only its
+ * shard, so only its shard's sum is needed, for half an allreduce's bytes.
+ *
+ * Communication per step and rank (ring; P weights, w bytes each, padding included):
+ * a reduce-scatter or an allgather of the model sends (N-1)/N * wP bytes, so
+ *     stages 1, 2:  reduce-scatter + allgather      = 2(N-1)/N * wP  (DDP's allreduce)
+ *     stage 3:      2 allgathers + reduce-scatter   = 3(N-1)/N * wP  (1.5x DDP)
+ * Stage 3 pays half again DDP's traffic to hold only 1/N of the weights.
+ *
+ * Memory per rank (the ZeRO paper's formulas), mixed precision with Adam: 2 bytes of
+ * fp16 weight, 2 of fp16 gradient, K = 12 of optimizer state (fp32 master 4, m 4, v 4):
+ *     stage 1:  2P + 2P + 12P/N        stage 2:  2P + (2 + 12)P/N
+ *     stage 3:  (2 + 2 + 12)P/N        (DDP:     (2 + 2 + 12)P)
+ * In fp32 the working weights are the master weights (no copy): 4 + 4 + 8 with Adam,
+ * 4 + 4 + 4 with SGD (momentum), divided the same way. dtlab books the master copy
+ * under parameters, the rest of K under optimizer state. The summary prints the
+ * formula beside what rank 0 measured (every rank holds the same). They differ by the
+ * padding and by what is held for a moment: one gathered layer (stage 3), one layer's
+ * whole gradient (stages 2, 3), and in fp16 one layer's weights and gradients as floats
+ * (the CPU computes in fp32 on fp16 values). Activations are not counted.
+ *
+ * --offload: the master shards, the optimizer state and the gradient shards live in host
+ * memory while the model computes on the GPU (ZeRO-Offload); the optimizer runs on the
+ * CPU. On the CPU everything is in host memory already: offload changes nothing. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "buf.h"
+#include "collectives/collectives.h"
+#include "half.h"
+#include "p2p.h"
+#include "parallel_internal.h"
+#include "trace.h"
+
+/* ==== the shards ==== */
+
+typedef struct {
+    dti_run *r;
+    const dt_mlp_config *c;
+    MPI_Comm comm;
+    int L, N, k;             /* layers, ranks, this rank */
+    int zero;                /* ZeRO stage 1, 2, 3 */
+    int S;                   /* optimizer state floats per weight */
+    MPI_Datatype type;       /* working type: MPI_FLOAT or DT_HALF */
+    size_t ws;               /* its bytes */
+    int fp16;
+    int sep;                 /* master weights apart from the working ones */
+    int host;                /* master, state, gradient shards in host memory (offload) */
+    size_t *n, *s;           /* [L] layer size; shard size (the padded layer is N*s) */
+    size_t *off;             /* [L] where the layer starts in the dt_mlp layout */
+    size_t nmax, Pmax;       /* largest layer, largest padded layer */
+    void **w;                /* [L] working weights: N*s (stages 1, 2) or s (stage 3) */
+    float **master;          /* [L] s floats, the own shard (may alias w) */
+    float **state;           /* [L] s*S floats */
+    void **g;                /* [L] stage 1: the whole gradient, N*s elements */
+    void **gs;               /* [L] the summed gradient shard, s elements (may alias g) */
+    float *wf, *gf;          /* fp16: one layer's weights and gradients as floats */
+} fsdp;
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    DT_REQUIRE(p != NULL, "out of host memory");
+    return p;
+}
+
+/* The own shard of layer l, working type: where the optimizer writes. */
+static void *work_shard(const fsdp *f, int l)
+{
+    return f->zero < 3 ? (char *)f->w[l] + (size_t)f->k * f->s[l] * f->ws : f->w[l];
+}
+
+/* Sets up the shards and fills them from the initial weights (the same on every rank). */
+static void fsdp_init(fsdp *f, dti_run *r)
+{
+    const dt_train_config *cfg = r->cfg;
+    memset(f, 0, sizeof *f);
+    f->r = r;
+    f->c = &cfg->model;
+    f->comm = r->comm;
+    f->L = f->c->layers;
+    f->N = r->size;
+    f->k = r->rank;
+    f->zero = cfg->zero;
+    f->S = dt_optim_state_per_param(cfg->optim.kind);
+    f->type = dti_work_type(r);
+    f->ws = dti_work_size(r);
+    f->fp16 = cfg->precision == DT_FP16;
+    f->host = cfg->offload && r->where == DT_CUDA;
+    f->sep = f->fp16 || f->host;
+
+    int L = f->L;
+    f->n = xcalloc(L, sizeof *f->n);
+    f->s = xcalloc(L, sizeof *f->s);
+    f->off = xcalloc(L, sizeof *f->off);
+    f->w = xcalloc(L, sizeof *f->w);
+    f->master = xcalloc(L, sizeof *f->master);
+    f->state = xcalloc(L, sizeof *f->state);
+    f->g = xcalloc(L, sizeof *f->g);
+    f->gs = xcalloc(L, sizeof *f->gs);
+    for (int l = 0; l < L; l++) {
+        f->n[l] = dt_mlp_layer_size(f->c, l);
+        f->off[l] = dt_mlp_layer_offset(f->c, l);
+        f->s[l] = (f->n[l] + f->N - 1) / f->N;
+        DT_REQUIRE(f->s[l] * f->N <= (size_t)0x7fffffff, "layer %d has %zu weights: "
+                   "more than the collectives' int counts can reach", l, f->n[l]);
+        if (f->n[l] > f->nmax)
+            f->nmax = f->n[l];
+        if (f->s[l] * f->N > f->Pmax)
+            f->Pmax = f->s[l] * f->N;
+    }
+
+    float *init = xcalloc(r->nparams, sizeof(float));
+    dt_mlp_init(f->c, cfg->seed, init);
+    float *pad = xcalloc(f->Pmax, sizeof(float));       /* one padded layer, host */
+    dt_half *half = xcalloc(f->Pmax, sizeof(dt_half));
+    for (int l = 0; l < L; l++) {
+        size_t n = f->n[l], s = f->s[l], P = s * f->N;
+        memset(pad, 0, P * sizeof(float));
+        memcpy(pad, init + f->off[l], n * sizeof(float));
+        const void *src = pad;                 /* the padded layer, in the working type */
+        if (f->fp16) {
+            dt_floats_to_halves(pad, half, P);
+            src = half;
+        }
+        const char *mine = (const char *)src + (size_t)f->k * s * f->ws;
+        if (f->zero < 3) {
+            f->w[l] = dti_alloc(r, DTI_PARAMS, P * f->ws, 0);
+            dt_memcpy(f->w[l], src, P * f->ws);
+        } else if (f->sep) {
+            f->w[l] = dti_alloc(r, DTI_PARAMS, s * f->ws, 0);
+            dt_memcpy(f->w[l], mine, s * f->ws);
+        }
+        if (f->sep || f->zero == 3) {
+            f->master[l] = dti_alloc(r, DTI_PARAMS, s * sizeof(float), f->host);
+            dt_memcpy(f->master[l], pad + (size_t)f->k * s, s * sizeof(float));
+        } else {
+            f->master[l] = work_shard(f, l);            /* fp32: the weights themselves */
+        }
+        if (!f->w[l])
+            f->w[l] = f->master[l];                     /* stage 3, fp32 */
+        f->state[l] = dti_alloc(r, DTI_OPTIM, s * f->S * sizeof(float), f->host);
+        if (f->zero == 1) {
+            f->g[l] = dti_alloc(r, DTI_GRADS, P * f->ws, 0);
+            f->gs[l] = f->host ? dti_alloc(r, DTI_GRADS, s * f->ws, 1) : f->g[l];
+        } else {
+            f->gs[l] = dti_alloc(r, DTI_GRADS, s * f->ws, f->host);
+        }
+    }
+    if (f->fp16) {
+        f->wf = dti_alloc(r, DTI_PARAMS, f->nmax * sizeof(float), 0);
+        f->gf = dti_alloc(r, DTI_GRADS, f->nmax * sizeof(float), 0);
+    }
+    free(half);
+    free(pad);
+    free(init);
+}
+
+static void fsdp_free(fsdp *f)
+{
+    dti_run *r = f->r;
+    for (int l = 0; l < f->L; l++) {
+        size_t s = f->s[l], P = s * f->N;
+        if (f->gs[l] != f->g[l])
+            dti_free(r, DTI_GRADS, f->gs[l], s * f->ws);
+        dti_free(r, DTI_GRADS, f->g[l], P * f->ws);
+        dti_free(r, DTI_OPTIM, f->state[l], s * f->S * sizeof(float));
+        if (f->sep || f->zero == 3)
+            dti_free(r, DTI_PARAMS, f->master[l], s * sizeof(float));
+        if (f->w[l] != (void *)f->master[l])
+            dti_free(r, DTI_PARAMS, f->w[l], (f->zero < 3 ? P : s) * f->ws);
+    }
+    dti_free(r, DTI_PARAMS, f->wf, f->nmax * sizeof(float));
+    dti_free(r, DTI_GRADS, f->gf, f->nmax * sizeof(float));
+    free(f->n); free(f->s); free(f->off); free(f->w); free(f->master);
+    free(f->state); free(f->g); free(f->gs);
+}
+
+/* ==== one layer's weights, for forward or backward ==== */
+
+/* Returns layer l's whole weights as floats (W_l then b_l). Stage 3 first allgathers
+ * them into *held (booked under parameters until layer_release); fp16 converts them
+ * into f->wf. */
+static const float *layer_acquire(fsdp *f, int l, void **held)
+{
+    size_t s = f->s[l];
+    const void *whole = f->w[l];
+    *held = NULL;
+    if (f->zero == 3) {
+        *held = dti_alloc(f->r, DTI_PARAMS, s * f->N * f->ws, 0);
+        dt_allgather(f->w[l], (int)s, f->type, *held, (int)s, f->type, f->comm);
+        whole = *held;
+    }
+    if (!f->fp16)
+        return whole;
+    dti_to_float(whole, f->type, f->wf, f->n[l], 1.0f);
+    return f->wf;
+}
+
+static void layer_release(fsdp *f, int l, void *held)
+{
+    dti_free(f->r, DTI_PARAMS, held, f->s[l] * f->N * f->ws);
+}
+
+/* Sums layer l's whole gradient (N*s elements of the working type, this rank's rows)
+ * over the ranks, in place; the own shard, at the front afterwards, goes to gs[l]. */
+static void layer_reduce(fsdp *f, int l, void *whole)
+{
+    size_t s = f->s[l];
+    dt_reduce_scatter_block(MPI_IN_PLACE, whole, (int)s, f->type, MPI_SUM, f->comm);
+    if (f->gs[l] != whole)
+        dt_memcpy(f->gs[l], whole, s * f->ws);
+}
+
+/* ==== forward and backward of this rank's rows ==== */
+
+static const float *forward(fsdp *f, dt_mlp_acts *a, const float *x, int B, int step)
+{
+    const dt_mlp_config *c = f->c;
+    dt_memcpy(a->x[0], x, (size_t)B * c->in * sizeof(float));
+    if (f->fp16)
+        dti_round_half(a->x[0], (size_t)B * c->in);
+    for (int l = 0; l < f->L; l++) {
+        int in = dt_mlp_layer_in(c, l), out = dt_mlp_layer_out(c, l);
+        void *held;
+        const float *W = layer_acquire(f, l, &held);      /* (out, in), then b (out) */
+        double t0 = dt_trace_now();
+        size_t nz = (size_t)B * out;
+        dt_linear_forward(a->x[l], W, W + (size_t)out * in, a->z[l], B, in, out);
+        if (f->fp16)
+            dti_round_half(a->z[l], nz);
+        if (l < f->L - 1) {
+            dt_act_forward(c->act, a->z[l], a->x[l + 1], nz);
+            if (f->fp16)
+                dti_round_half(a->x[l + 1], nz);
+        }
+        dti_compute_event("forward", step, l, -1, t0);
+        layer_release(f, l, held);
+    }
+    return a->x[f->L];
+}
+
+/* Backward from dlogits (B, out); gx: two (B, hidden) buffers for the gradients passed
+ * between layers. Leaves the summed gradient shards in gs. */
+static void backward(fsdp *f, dt_mlp_acts *a, const float *dlogits, float *gx[2], int B,
+                     int step)
+{
+    const dt_mlp_config *c = f->c;
+    const float *dy = dlogits;                            /* (B, out_l) */
+    for (int l = f->L - 1; l >= 0; l--) {
+        int in = dt_mlp_layer_in(c, l), out = dt_mlp_layer_out(c, l);
+        size_t n = f->n[l], P = f->s[l] * f->N;
+        void *held;
+        const float *W = layer_acquire(f, l, &held);
+        /* the layer's whole gradient: kept all step (stage 1) or only until it is cut */
+        void *whole = f->zero == 1 ? f->g[l] : dti_alloc(f->r, DTI_GRADS, P * f->ws, 0);
+        float *dW = f->fp16 ? f->gf : whole;              /* (out, in), then db (out) */
+        if (f->fp16)
+            dt_memzero(f->gf, n * sizeof(float));
+        float *dx = l > 0 ? gx[l % 2] : NULL;             /* (B, in) */
+        double t0 = dt_trace_now();
+        dt_linear_backward(a->x[l], W, dy, dx, dW, dW + (size_t)out * in, B, in, out);
+        if (f->fp16)
+            dti_accumulate(whole, f->type, f->gf, n);
+        if (l > 0) {
+            dt_act_backward(c->act, a->z[l - 1], dx, dx, (size_t)B * in);
+            if (f->fp16)
+                dti_round_half(dx, (size_t)B * in);
+        }
+        dti_compute_event("backward", step, l, -1, t0);
+        layer_release(f, l, held);
+        if (f->zero > 1) {
+            layer_reduce(f, l, whole);
+            dti_free(f->r, DTI_GRADS, whole, P * f->ws);
+        }
+        dy = dx;
+    }
+    if (f->zero == 1)
+        for (int l = f->L - 1; l >= 0; l--)
+            layer_reduce(f, l, f->g[l]);
+}
+
+/* The optimizer on the own shards; stages 1 and 2 then gather the updated shards into
+ * every rank's whole weights. */
+static void update(fsdp *f, int step)
+{
+    for (int l = 0; l < f->L; l++) {
+        double t0 = dt_trace_now();
+        dti_master_step(f->r, f->master[l], work_shard(f, l), f->gs[l], f->state[l],
+                        f->s[l]);
+        dti_compute_event("optimizer", step, l, -1, t0);
+    }
+    if (f->zero < 3)
+        for (int l = 0; l < f->L; l++)
+            dt_allgather(MPI_IN_PLACE, 0, f->type, f->w[l], (int)f->s[l], f->type,
+                         f->comm);
+}
+
+/* ==== the report ==== */
+
+/* The ZeRO formula for this run (unpadded, nothing transient) and what the
+ * allocations above add up to at their peak, for params, grads, optimizer state. */
+static void expected_bytes(const fsdp *f, double formula[3], size_t exact[3])
+{
+    double P = (double)f->r->nparams, N = f->N, w = (double)f->ws;
+    double M = f->sep ? 4 : 0, K = 4.0 * f->S;
+    formula[DTI_PARAMS] = (f->zero < 3 ? w * P : w * P / N) + M * P / N;
+    formula[DTI_GRADS] = f->zero == 1 ? w * P : w * P / N;
+    formula[DTI_OPTIM] = K * P / N;
+
+    size_t sums = 0;                                      /* all shards: padded P / N */
+    for (int l = 0; l < f->L; l++)
+        sums += f->s[l];
+    size_t sumP = sums * f->N, fl = f->fp16 ? f->nmax * sizeof(float) : 0;
+    exact[DTI_PARAMS] = (f->zero < 3 ? sumP : sums) * f->ws +
+                        (f->sep ? sums * sizeof(float) : 0) + fl +
+                        (f->zero == 3 ? f->Pmax * f->ws : 0);
+    exact[DTI_GRADS] = (f->zero == 1 ? sumP * f->ws + (f->host ? sums * f->ws : 0)
+                                     : sums * f->ws + f->Pmax * f->ws) + fl;
+    exact[DTI_OPTIM] = sums * f->S * sizeof(float);
+}
+
+/* A summary line of any length, cut at spaces into lines of at most 78 columns. */
+static void summary_wrapped(dti_run *r, const char *text)
+{
+    const int width = 76;                       /* after the two spaces of indent */
+    const char *p = text;
+    while (*p) {
+        int len = (int)strlen(p);
+        if (len > width) {
+            len = width;
+            while (len > 0 && p[len] != ' ')
+                len--;
+            if (len == 0)
+                len = width;
+        }
+        dti_summary(r, "  %.*s", len, p);
+        p += len;
+        while (*p == ' ')
+            p++;
+    }
+}
+
+static void report(const fsdp *f, size_t sent_steps)
+{
+    dti_run *r = f->r;
+    const dt_train_config *cfg = r->cfg;
+    size_t sums = 0;
+    for (int l = 0; l < f->L; l++)
+        sums += f->s[l];
+    double formula[3];
+    size_t exact[3];
+    expected_bytes(f, formula, exact);
+    int w = (int)f->ws, M = f->sep ? 4 : 0, K = 4 * f->S;
+
+    dti_summary(r, "fsdp: ZeRO-%d on %d ranks, %s, %s; P = %zu weights, %zu padded",
+                f->zero, f->N, cfg->optim.kind == DT_ADAM ? "adam" : "sgd",
+                f->fp16 ? "fp16" : "fp32", r->nparams, sums * f->N);
+    /* the paper's formula, and the same cut into dtlab's three columns */
+    char zf[32], cp[24], cg[16], co[16];
+    if (f->zero == 1)
+        snprintf(zf, sizeof zf, "%dP+%dP+%dP/N", w, w, M + K);
+    else if (f->zero == 2)
+        snprintf(zf, sizeof zf, "%dP+(%d+%d)P/N", w, w, M + K);
+    else
+        snprintf(zf, sizeof zf, "(%d+%d+%d)P/N", w, w, M + K);
+    if (f->zero < 3)
+        snprintf(cp, sizeof cp, M ? "%dP+%dP/N" : "%dP", w, M);
+    else
+        snprintf(cp, sizeof cp, "%dP/N", w + M);
+    snprintf(cg, sizeof cg, f->zero == 1 ? "%dP" : "%dP/N", w);
+    snprintf(co, sizeof co, "%dP/N", K);
+    dti_summary(r, "bytes per rank (every rank alike)   params      grads      optim");
+    dti_summary(r, "  formula %-8s %-5s %-5s %10.0f %10.0f %10.0f  = %s", cp, cg, co,
+                formula[0], formula[1], formula[2], zf);
+    dti_summary(r, "  expected                      %10zu %10zu %10zu", exact[0],
+                exact[1], exact[2]);
+    int same = r->peak[0] == exact[0] && r->peak[1] == exact[1] && r->peak[2] == exact[2];
+    dti_summary(r, "  measured peak                 %10zu %10zu %10zu%s", r->peak[0],
+                r->peak[1], r->peak[2], same ? "" : "  (not as expected!)");
+    char why[240];
+    snprintf(why, sizeof why, "expected = the formula on padded layers%s%s%s",
+             f->zero == 3 ? " + one gathered layer" : "",
+             f->zero > 1 ? " + one layer's whole gradient" : "",
+             f->fp16 ? " + one layer's weights and gradients as floats (the CPU "
+             "computes fp16 in fp32)" : "");
+    summary_wrapped(r, why);
+    summary_wrapped(r, f->sep ? "params include the fp32 master shards (4 bytes a "
+                    "weight, in ZeRO's K)" : "in fp32 the working weights are "
+                    "the master weights: no copy");
+    if (cfg->offload)
+        dti_summary(r, "  offload: %s", f->host ? "master, optimizer state and gradient "
+                    "shards in host memory; the optimizer runs on the CPU"
+                    : "on the CPU everything is in host memory already: nothing moved");
+    int k = f->zero == 3 ? 3 : 2;
+    dti_summary(r, "sent per step, rank 0: %.0f bytes%s; expected %zu =", (double)
+                sent_steps / cfg->steps, f->fp16 ? " (with the scaler's flag)" : "",
+                (size_t)k * (f->N - 1) * sums * f->ws);
+    dti_summary(r, "  %s = %d(N-1)/N x %zu bytes of weights", f->zero == 3 ?
+                "2 allgathers + reduce-scatter" : "reduce-scatter + allgather", k,
+                sums * f->N * f->ws);
+}
+
+/* ==== training ==== */
+
+void dti_train_fsdp(dti_run *r)
+{
+    const dt_train_config *cfg = r->cfg;
+    DT_REQUIRE(cfg->zero >= 1 && cfg->zero <= 3, "fsdp: --zero must be 1, 2 or 3, not %d",
+               cfg->zero);
+    DT_REQUIRE(cfg->accum == 1, "fsdp: --accum is for ddp; fsdp takes one batch a step "
+               "(--accum %d)", cfg->accum);
+    fsdp f;
+    fsdp_init(&f, r);
+    const dt_mlp_config *c = f.c;
+    int Bg = cfg->batch, B = Bg / f.N, first = f.k * B;
+    DT_REQUIRE(B * f.N == Bg, "fsdp: a batch of %d rows cannot be shared by %d ranks", Bg,
+               f.N);
+
+    dt_mlp_acts a;
+    dt_mlp_acts_alloc(c, B, r->where == DT_CUDA, &a);
+    size_t ngx = f.L > 1 ? (size_t)B * c->hidden : 0;
+    float *gx[2];
+    gx[0] = dt_malloc(2 * ngx * sizeof(float), r->where);
+    gx[1] = gx[0] + ngx;
+    float *x = xcalloc((size_t)B * c->in, sizeof(float));
+    int *y = xcalloc((size_t)B, sizeof(int));
+    int *yd = r->where == DT_CUDA ? dt_malloc((size_t)B * sizeof(int), DT_CUDA) : y;
+    size_t sent_steps = 0;
+
+    for (int step = 1; step <= cfg->steps; step++) {
+        dti_step_begin(r, step);
+        size_t sent0 = dt_bytes_sent();
+        dt_data_batch(cfg->data, step - 1, Bg, first, B, x, y);
+        if (yd != y)
+            dt_memcpy(yd, y, (size_t)B * sizeof(int));
+        if (f.zero == 1)
+            for (int l = 0; l < f.L; l++)
+                dt_memzero(f.g[l], f.s[l] * f.N * f.ws);
+
+        float *logits = (float *)forward(&f, &a, x, B, step);
+        double t0 = dt_trace_now();
+        /* dlogits over the logits (backward does not need them): loss scale / B */
+        double loss = dt_xent(logits, yd, B, c->out, dti_loss_scale(r) / Bg, logits);
+        if (f.fp16)
+            dti_round_half(logits, (size_t)B * c->out);
+        dti_compute_event("loss", step, -1, -1, t0);
+        backward(&f, &a, logits, gx, B, step);
+
+        int found = 0;
+        for (int l = 0; f.fp16 && l < f.L && !found; l++)
+            found = dti_nonfinite(f.gs[l], f.type, f.s[l]);
+        char extra[160], scaler[120];
+        int ok = dti_scaler_decide(r, found, r->comm, scaler, sizeof scaler);
+        if (ok)
+            update(&f, step);
+
+        dt_reduce(r->rank == 0 ? MPI_IN_PLACE : &loss, &loss, 1, MPI_DOUBLE, MPI_SUM, 0,
+                  r->comm);
+        size_t sent = dt_bytes_sent() - sent0;
+        sent_steps += sent;
+        snprintf(extra, sizeof extra, "sent %.1f KiB%s%s", sent / 1024.0,
+                 scaler[0] ? ", " : "", scaler);
+        dti_step_end(r, step, (float)(loss / Bg), !ok, extra);
+    }
+
+    /* final weights: each rank its master shards, at their places, padding left out */
+    float *owned = xcalloc(r->nparams, sizeof(float));
+    float *shard = xcalloc((f.Pmax + f.N - 1) / f.N, sizeof(float));
+    for (int l = 0; l < f.L; l++) {
+        size_t lo = (size_t)f.k * f.s[l], hi = lo + f.s[l];
+        if (hi > f.n[l])
+            hi = f.n[l];
+        if (lo >= hi)
+            continue;
+        dt_memcpy(shard, f.master[l], (hi - lo) * sizeof(float));
+        memcpy(owned + f.off[l] + lo, shard, (hi - lo) * sizeof(float));
+    }
+    dti_result_params(r, owned);
+    report(&f, sent_steps);
+
+    free(shard);
+    free(owned);
+    if (yd != y)
+        dt_free(yd);
+    free(y);
+    free(x);
+    dt_free(gx[0]);
+    dt_mlp_acts_free(&a);
+    fsdp_free(&f);
+}

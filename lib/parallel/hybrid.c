@@ -1,0 +1,210 @@
+/* The training loop of serial, ddp, tp, pp and hybrid: D data-parallel replicas of a
+ * pipeline of P stages, each stage's layers cut over T tensor-parallel ranks. The
+ * single modes are its special cases: ddp is D = N, tp is T = N, pp is P = N, serial is
+ * D = T = P = 1.
+ *
+ * Ranks are laid out with the tensor-parallel group fastest, then the stage, then the
+ * replica: rank = (d * P + p) * T + t. Tensor parallelism talks the most (two
+ * allreduces per layer pair per micro-batch), so its ranks are neighbours, which
+ * mpiexec puts on the same host; data parallelism talks least (one allreduce of the
+ * gradients per step), so it spans the farthest. Three MPI_Comm_split calls make the
+ * groups:
+ *
+ *   N = 8, D = 2, P = 2, T = 2      tp groups: {0,1} {2,3} {4,5} {6,7}
+ *   rank:  0 1 | 2 3 | 4 5 | 6 7    pp groups: {0,2} {1,3} {4,6} {5,7}
+ *   d:     0 0   0 0   1 1   1 1    dp groups: {0,4} {1,5} {2,6} {3,7}
+ *   p:     0 0   1 1   0 0   1 1
+ *   t:     0 1   0 1   0 1   0 1
+ *
+ * One step:
+ *   1. every replica takes its B/D rows of the global batch, cut into M micro-batches
+ *   2. the pipeline runs forward and backward of the micro-batches (pp.c; with P = 1
+ *      simply one after the other, accumulating gradients); each layer's matrices are
+ *      cut over the tp group (model.c, tp.c)
+ *   3. as backward finishes each layer for the last micro-batch, its gradients join a
+ *      bucket that is summed over the dp group (ddp.c)
+ *   4. fp16: one overflow verdict for all ranks, and the loss scaler (mixed.c)
+ *   5. every rank updates the weights it holds, all replicas alike
+ *
+ * Because the loss of each row is scaled by 1/B for the global batch B, the gradients
+ * the replicas sum are exactly the serial gradient, cut differently: only rounding
+ * differs. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "buf.h"
+#include "collectives/collectives.h"
+#include "parallel_internal.h"
+#include "schedule.h"
+#include "trace.h"
+
+static void bucket_ready(int i, void *ctx)
+{
+    dti_ddp_layer_done(ctx, i);
+}
+
+/* Appends a printf-formatted piece to s (len bytes). */
+__attribute__((format(printf, 3, 4)))
+static void append(char *s, size_t len, const char *fmt, ...)
+{
+    size_t used = strlen(s);
+    if (used + 1 >= len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s + used, len - used, fmt, ap);
+    va_end(ap);
+}
+
+void dti_train_hybrid(dti_run *r)
+{
+    const dt_train_config *c = r->cfg;
+    int N = r->size, D = 1, T = 1, P = 1;
+    switch (c->mode) {
+    case DT_MODE_DDP: D = N; break;
+    case DT_MODE_TP: T = N; break;
+    case DT_MODE_PP: P = N; break;
+    case DT_MODE_HYBRID: D = c->dp; T = c->tp; P = c->pp; break;
+    default: break;
+    }
+    int t = r->rank % T, p = (r->rank / T) % P, d = r->rank / (T * P);
+    MPI_Comm tp, pp, dp;
+    DT_CHECK_MPI(MPI_Comm_split(r->comm, d * P + p, t, &tp));
+    DT_CHECK_MPI(MPI_Comm_split(r->comm, d * T + t, p, &pp));
+    DT_CHECK_MPI(MPI_Comm_split(r->comm, p * T + t, d, &dp));
+
+    /* this rank's layers, rows and micro-batches */
+    size_t l0, l1;
+    dt_chunk_bounds((size_t)c->model.layers, P, p, &l0, &l1);
+    int B = c->batch, Bd = B / D, M = (P > 1 ? c->micro : 1) * c->accum, mb = Bd / M;
+    dti_model m;
+    dti_model_init(&m, r, (int)l0, (int)l1, tp, c->tp_style, mb);
+
+    /* weights: every rank draws the whole model from the seed and keeps its part */
+    float *full = calloc(r->nparams, sizeof(float));
+    DT_REQUIRE(full != NULL, "out of host memory");
+    dt_mlp_init(&c->model, c->seed, full);
+    int fp16 = m.type != MPI_FLOAT;
+    float *master = fp16 ? dti_alloc(r, DTI_PARAMS, m.n * sizeof(float), 0) : m.params;
+    dti_model_take(&m, full, master);
+    if (fp16)
+        dti_from_float(master, m.params, m.type, m.n);
+    int S = dt_optim_state_per_param(c->optim.kind);
+    size_t state_bytes = m.n * S * sizeof(float);
+    float *state = dti_alloc(r, DTI_OPTIM, state_bytes, 0);
+
+    dti_pp *pipe = dti_pp_new(&m, pp, M, mb, c->schedule);
+    dti_ddp *ddp = D > 1 ? dti_ddp_new(m.grads, m.type, m.off, m.nl, dp,
+                                       (size_t)c->bucket_kb * 1024, c->overlap) : NULL;
+    float *x = malloc((size_t)Bd * c->model.in * sizeof(float));
+    int *y = malloc((size_t)Bd * sizeof(int));
+    DT_REQUIRE(x && y, "out of host memory");
+    int last = p == P - 1;
+    double wait_sum = 0, bubble = 0;
+    int stash = 0;
+
+    for (int s = 1; s <= c->steps; s++) {
+        dti_step_begin(r, s);
+        dt_memzero(m.grads, m.n * dti_work_size(r));
+        dt_data_batch(c->data, s - 1, B, d * Bd, Bd, x, y);
+        double loss = dti_pp_step(pipe, x, y, dti_loss_scale(r) / B, s,
+                                  ddp ? bucket_ready : NULL, ddp);
+        if (ddp) {
+            dti_ddp_finish(ddp);
+            wait_sum += dti_ddp_wait_seconds(ddp);
+        }
+        char extra[160] = "", scaler[96];
+        int found = fp16 && dti_nonfinite(m.grads, m.type, m.n);
+        int apply = dti_scaler_decide(r, found, r->comm, scaler, sizeof scaler);
+        if (apply) {
+            double t0 = dt_trace_now();
+            dti_master_step(r, master, m.params, m.grads, state, m.n);
+            dti_compute_event("optimizer", s, -1, -1, t0);
+        }
+        /* the loss: the last stage's first tp rank of each replica has its rows' sum */
+        double part = last && t == 0 ? loss : 0, total = 0;
+        if (N > 1)
+            dt_reduce(&part, &total, 1, MPI_DOUBLE, MPI_SUM, 0, r->comm);
+        else
+            total = part;
+        if (P > 1) {
+            dti_pp_stats(pipe, &bubble, &stash);
+            append(extra, sizeof extra, "bubble %.2f  ", bubble);
+        }
+        if (ddp)
+            append(extra, sizeof extra, "comm wait %.2f ms  ",
+                   dti_ddp_wait_seconds(ddp) * 1e3);
+        append(extra, sizeof extra, "%s", scaler);
+        dti_step_end(r, s, (float)(total / B), !apply, extra);
+    }
+
+    /* the summary */
+    if (T > 1)
+        dti_summary(r, "tensor parallel: %d ranks, %s", T,
+                    c->tp_style == DT_TP_MEGATRON
+                    ? "Megatron: per layer pair one allreduce forward, one backward"
+                    : "every layer by columns: one allgather forward, one allreduce "
+                      "backward");
+    if (P > 1) {
+        /* each stage's last bubble and peak stash, to rank 0 of the run */
+        double mine[2] = { bubble, stash }, *all = malloc(2 * sizeof(double) * N);
+        DT_REQUIRE(all != NULL, "out of host memory");
+        MPI_Gather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, r->comm);
+        double ideal = (double)(P - 1) / (M + P - 1);
+        dti_summary(r, "pipeline: %d stages, %d micro-batches of %d rows, %s", P, M, mb,
+                    c->schedule == DT_PP_GPIPE ? "GPipe" : "1F1B");
+        dti_summary(r, "  ideal bubble (p-1)/(m+p-1) = %.3f", ideal);
+        if (r->rank == 0) {
+            r->res->stages = P;
+            r->res->stage_bubble = malloc(P * sizeof(double));
+            r->res->stage_stash = malloc(P * sizeof(int));
+            DT_REQUIRE(r->res->stage_bubble && r->res->stage_stash, "out of host memory");
+            for (int q = 0; q < P; q++) {
+                r->res->stage_bubble[q] = all[2 * q * T];
+                r->res->stage_stash[q] = (int)all[2 * q * T + 1];
+            }
+        }
+        for (int q = 0; q < P && r->rank == 0; q++) {
+            size_t a, b;
+            dt_chunk_bounds((size_t)c->model.layers, P, q, &a, &b);
+            dti_summary(r, "  stage %d (layers %zu..%zu): bubble %.3f measured, peak "
+                        "stashed activations %d", q, a, b - 1, all[2 * q * T],
+                        (int)all[2 * q * T + 1]);
+        }
+        free(all);
+    }
+    if (ddp) {
+        r->res->buckets = dti_ddp_nbuckets(ddp);
+        dti_summary(r, "data parallel: %d replicas, %d bucket%s of at most %d KiB, "
+                    "overlap %s;", D, r->res->buckets, r->res->buckets == 1 ? "" : "s",
+                    c->bucket_kb, c->overlap ? "on" : "off");
+        dti_summary(r, "  mean wait for communication after backward %.3f ms",
+                    wait_sum / c->steps * 1e3);
+    }
+
+    /* the final weights: replica 0 owns them */
+    memset(full, 0, r->nparams * sizeof(float));
+    if (d == 0) {
+        float *h = malloc(m.n * sizeof(float));
+        DT_REQUIRE(h != NULL, "out of host memory");
+        dt_memcpy(h, master, m.n * sizeof(float));
+        dti_model_put(&m, h, full);
+        free(h);
+    }
+    dti_result_params(r, full);
+
+    free(full);
+    free(x);
+    free(y);
+    if (ddp)
+        dti_ddp_free(ddp);
+    dti_pp_free(pipe);
+    dti_free(r, DTI_OPTIM, state, state_bytes);
+    if (fp16)
+        dti_free(r, DTI_PARAMS, master, m.n * sizeof(float));
+    dti_model_free(&m);
+    MPI_Comm_free(&tp);
+    MPI_Comm_free(&pp);
+    MPI_Comm_free(&dp);
+}

@@ -1,0 +1,247 @@
+/* Mixed precision: fp16 weights, activations and gradients, fp32 master weights.
+ *
+ *   master (fp32) --round--> weights (fp16) --forward/backward--> gradients (fp16)
+ *        ^                                                             |
+ *        +---- optimizer <-- unscale (/ S), check for inf/NaN <--------+
+ *
+ * fp16 holds values up to 65504 with 11 significant bits, and nothing below 2^-24.
+ * Gradients are often smaller than that floor, so the loss is multiplied by a scale S
+ * (2^16 to start) before backward: every gradient is S times larger and survives in
+ * fp16; the optimizer divides S out again in fp32. When S is too large a gradient
+ * overflows to inf: the step is skipped and S halved. After 2000 clean steps S doubles,
+ * to find the largest scale that does not overflow (dynamic loss scaling).
+ *
+ * What fp16 buys: half the bytes for weights and gradients in memory and on the wire
+ * (gradient allreduce, pipeline activations, FSDP's gathers). What it costs: the fp32
+ * master copy (4 bytes a weight) that the small updates need, since lr * g is often
+ * below fp16's resolution of a weight.
+ *
+ * On the CPU the arithmetic itself runs in fp32 on values rounded to fp16, which is also
+ * what tensor cores do (fp16 inputs, fp32 accumulation). The helpers below work on host
+ * buffers with loops; a device buffer is copied to the host and back (correct, slow). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "buf.h"
+#include "collectives/collectives.h"
+#include "half.h"
+#include "parallel_internal.h"
+
+/* ==== the loss scaler ==== */
+
+void dt_scaler_defaults(dt_scaler_config *c)
+{
+    c->init = 65536.0f;
+    c->backoff = 0.5f;
+    c->growth = 2.0f;
+    c->window = 2000;
+}
+
+void dt_scaler_init(dt_scaler *s, const dt_scaler_config *c)
+{
+    s->cfg = *c;
+    s->scale = c->init;
+    s->clean = 0;
+}
+
+int dt_scaler_update(dt_scaler *s, int found_inf)
+{
+    if (found_inf) {
+        s->scale *= s->cfg.backoff;
+        s->clean = 0;
+        return 0;
+    }
+    if (++s->clean >= s->cfg.window) {
+        s->scale *= s->cfg.growth;
+        s->clean = 0;
+    }
+    return 1;
+}
+
+/* ==== types ==== */
+
+MPI_Datatype dti_work_type(const dti_run *r)
+{
+    return r->cfg->precision == DT_FP16 ? DT_HALF : MPI_FLOAT;
+}
+
+size_t dti_work_size(const dti_run *r)
+{
+    return r->cfg->precision == DT_FP16 ? sizeof(dt_half) : sizeof(float);
+}
+
+float dti_loss_scale(const dti_run *r)
+{
+    return r->cfg->precision == DT_FP16 ? r->scaler.scale : 1.0f;
+}
+
+static size_t type_size(MPI_Datatype t)
+{
+    DT_REQUIRE(t == MPI_FLOAT || t == DT_HALF, "mixed precision works on float or half, "
+               "not %s", dt_type_name(t));
+    return t == MPI_FLOAT ? sizeof(float) : sizeof(dt_half);
+}
+
+/* ==== host views of device buffers ==== */
+
+/* A host pointer to the data of p: p itself, or a copy when p is on the GPU. */
+static void *host_view(const void *p, size_t nbytes)
+{
+    if (!dt_is_device_ptr(p))
+        return (void *)p;
+    void *h = malloc(nbytes ? nbytes : 1);
+    DT_REQUIRE(h != NULL, "out of host memory");
+    dt_memcpy(h, p, nbytes);
+    return h;
+}
+
+/* Ends a view: writes it back to p first when asked, then frees the copy. */
+static void host_done(void *p, void *h, size_t nbytes, int write_back)
+{
+    if (h == p)
+        return;
+    if (write_back)
+        dt_memcpy(p, h, nbytes);
+    free(h);
+}
+
+/* ==== conversions ==== */
+
+void dti_round_half(float *x, size_t n)
+{
+    float *h = host_view(x, n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        h[i] = dt_half_to_float(dt_float_to_half(h[i]));
+    host_done(x, h, n * sizeof(float), 1);
+}
+
+void dti_to_float(const void *src, MPI_Datatype type, float *dst, size_t n, float mul)
+{
+    size_t es = type_size(type);
+    const void *s = host_view(src, n * es);
+    float *d = dst;
+    if (dt_is_device_ptr(dst)) {            /* written whole: no need to copy it in */
+        d = malloc(n * sizeof(float) + 1);
+        DT_REQUIRE(d != NULL, "out of host memory");
+    }
+    if (type == MPI_FLOAT) {
+        const float *f = s;
+        for (size_t i = 0; i < n; i++)
+            d[i] = f[i] * mul;
+    } else {
+        const dt_half *hv = s;
+        for (size_t i = 0; i < n; i++)
+            d[i] = dt_half_to_float(hv[i]) * mul;
+    }
+    host_done((void *)src, (void *)s, n * es, 0);
+    host_done(dst, d, n * sizeof(float), 1);
+}
+
+void dti_from_float(const float *src, void *dst, MPI_Datatype type, size_t n)
+{
+    size_t es = type_size(type);
+    const float *s = host_view(src, n * sizeof(float));
+    void *d = host_view(dst, n * es);
+    if (type == MPI_FLOAT)
+        memcpy(d, s, n * sizeof(float));
+    else
+        dt_floats_to_halves(s, d, n);
+    host_done((void *)src, (void *)s, n * sizeof(float), 0);
+    host_done(dst, d, n * es, 1);
+}
+
+void dti_accumulate(void *dst, MPI_Datatype type, const float *src, size_t n)
+{
+    size_t es = type_size(type);
+    const float *s = host_view(src, n * sizeof(float));
+    void *d = host_view(dst, n * es);
+    if (type == MPI_FLOAT) {
+        float *f = d;
+        for (size_t i = 0; i < n; i++)
+            f[i] += s[i];
+    } else {
+        dt_half *hv = d;
+        for (size_t i = 0; i < n; i++)
+            hv[i] = dt_float_to_half(dt_half_to_float(hv[i]) + s[i]);
+    }
+    host_done((void *)src, (void *)s, n * sizeof(float), 0);
+    host_done(dst, d, n * es, 1);
+}
+
+int dti_nonfinite(const void *x, MPI_Datatype type, size_t n)
+{
+    size_t es = type_size(type);
+    const void *h = host_view(x, n * es);
+    int bad = 0;
+    if (type == MPI_FLOAT) {
+        const float *f = h;
+        for (size_t i = 0; i < n && !bad; i++)
+            bad = !isfinite(f[i]);
+    } else {   /* exponent bits all ones: inf or NaN */
+        const dt_half *hv = h;
+        for (size_t i = 0; i < n && !bad; i++)
+            bad = (hv[i] & 0x7c00) == 0x7c00;
+    }
+    host_done((void *)x, (void *)h, n * es, 0);
+    return bad;
+}
+
+/* ==== the step ==== */
+
+int dti_scaler_decide(dti_run *r, int found, MPI_Comm comm, char *extra, size_t len)
+{
+    if (len)
+        extra[0] = 0;
+    if (r->cfg->precision != DT_FP16) {
+        r->grad_scale = 1.0f;
+        r->updates++;
+        return 1;
+    }
+    int any = found ? 1 : 0;
+    dt_allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, comm);
+    float before = r->scaler.scale;
+    r->grad_scale = before;      /* what dti_master_step divides out */
+    int apply = dt_scaler_update(&r->scaler, any);
+    if (apply) {
+        r->updates++;
+        if (r->scaler.scale != before)
+            snprintf(extra, len, "scale %g -> %g (%d clean steps)", before,
+                     r->scaler.scale, r->cfg->scaler.window);
+        else
+            snprintf(extra, len, "scale %g", before);
+    } else {
+        snprintf(extra, len, "overflow: step skipped, scale %g -> %g", before,
+                 r->scaler.scale);
+    }
+    return apply;
+}
+
+/* Gradients are unscaled into fp32 a slice at a time, so the fp32 copy of all the
+ * gradients that mixed precision's memory formula leaves out is never made. */
+#define SLICE 16384
+
+void dti_master_step(dti_run *r, float *master, void *params, const void *grads,
+                     float *state, size_t n)
+{
+    const dt_optim_config *o = &r->cfg->optim;
+    MPI_Datatype type = dti_work_type(r);
+    int S = dt_optim_state_per_param(o->kind);
+    DT_REQUIRE(r->updates >= 1, "dti_master_step before dti_scaler_decide");
+    float scale = r->cfg->precision == DT_FP16 ? r->grad_scale : 1.0f;
+    if (type == MPI_FLOAT && scale == 1.0f) {
+        dt_optim_step(o, r->updates, master, grads, state, n);
+    } else {
+        float *g = dt_malloc_like(master, SLICE * sizeof(float));
+        float inv = 1.0f / scale;
+        size_t es = type_size(type);
+        for (size_t i = 0; i < n; i += SLICE) {
+            size_t len = n - i < SLICE ? n - i : SLICE;
+            dti_to_float((const char *)grads + i * es, type, g, len, inv);
+            dt_optim_step(o, r->updates, master + i, g, state ? state + i * S : NULL, len);
+        }
+        dt_free(g);
+    }
+    if (params != NULL && params != (void *)master)
+        dti_from_float(master, params, type, n);
+}

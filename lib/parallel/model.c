@@ -1,0 +1,325 @@
+/* This rank's part of the MLP: the layers [l0, l1) of its pipeline stage, each whole
+ * or cut over the tensor-parallel group (tp.c), with forward and backward of one
+ * micro-batch. Serial training is the case l0 = 0, l1 = L, T = 1: the same chain as
+ * dt_mlp_forward/backward (lib/nn/mlp.c), layer by layer:
+ *
+ *   x[0] --linear 0--> z[0] --act--> x[1] --linear 1--> z[1] --act--> ... x[nl]
+ *
+ * A stage that ends before the last layer applies the activation to its last z, so
+ * what it sends on (x[nl]) is the next stage's input; the last layer has none, and its
+ * output is the logits. In backward a stage receives the gradient of x[nl] and sends
+ * back that of x[0].
+ *
+ * In fp16 the weights and gradients are fp16 (m->params and m->grads); a layer's
+ * weights are widened to fp32 for the arithmetic (m->wf) and its gradients computed in
+ * fp32 (m->gf) and added to the fp16 sums; every activation and activation gradient
+ * is rounded to fp16, as it would be stored. */
+#include <stdlib.h>
+#include <string.h>
+#include "buf.h"
+#include "parallel_internal.h"
+#include "schedule.h"
+#include "trace.h"
+
+/* ==== shapes ==== */
+
+static int full_in(const dti_model *m, int i) { return dt_mlp_layer_in(m->c, m->l0 + i); }
+static int full_out(const dti_model *m, int i) { return dt_mlp_layer_out(m->c, m->l0 + i); }
+
+/* Columns of x[i] and of z[i] on this rank. */
+static int x_width(const dti_model *m, int i)
+{
+    return m->split[i] == DTI_ROW ? m->in[i] : full_in(m, i);
+}
+
+static int z_width(const dti_model *m, int i)
+{
+    return m->split[i] == DTI_COL ? m->out[i] : full_out(m, i);
+}
+
+int dti_model_in_width(const dti_model *m) { return x_width(m, 0); }
+int dti_model_out_width(const dti_model *m) { return z_width(m, m->nl - 1); }
+
+static int is_last_layer(const dti_model *m, int i) { return m->l0 + i == m->c->layers - 1; }
+
+void dti_model_init(dti_model *m, dti_run *r, int l0, int l1, MPI_Comm tp,
+                    dt_tp_style style, int Bmax)
+{
+    const dt_mlp_config *c = &r->cfg->model;
+    DT_REQUIRE(0 <= l0 && l0 < l1 && l1 <= c->layers, "dti_model_init: layers [%d, %d) "
+               "of %d", l0, l1, c->layers);
+    memset(m, 0, sizeof *m);
+    m->c = c;
+    m->run = r;
+    m->l0 = l0;
+    m->l1 = l1;
+    m->nl = l1 - l0;
+    m->tp = tp;
+    MPI_Comm_size(tp, &m->T);
+    MPI_Comm_rank(tp, &m->t);
+    m->Bmax = Bmax;
+    int nl = m->nl;
+    m->split = malloc(nl * sizeof *m->split);
+    m->in = malloc(nl * sizeof *m->in);
+    m->out = malloc(nl * sizeof *m->out);
+    m->lo = malloc(nl * sizeof *m->lo);
+    m->hi = malloc(nl * sizeof *m->hi);
+    m->off = malloc((nl + 1) * sizeof *m->off);
+    DT_REQUIRE(m->split && m->in && m->out && m->lo && m->hi && m->off, "out of memory");
+
+    size_t biggest = 0, wide = 0, scratch = 0;
+    m->off[0] = 0;
+    for (int i = 0; i < nl; i++) {
+        int in = full_in(m, i), out = full_out(m, i);
+        size_t lo = 0, hi = (size_t)out;
+        m->split[i] = dti_tp_split(c, l0 + i, m->T, style);
+        m->in[i] = in;
+        m->out[i] = out;
+        if (m->split[i] == DTI_COL || m->split[i] == DTI_COL_GATHER) {
+            dt_chunk_bounds((size_t)out, m->T, m->t, &lo, &hi);
+            m->out[i] = (int)(hi - lo);
+        } else if (m->split[i] == DTI_ROW) {
+            dt_chunk_bounds((size_t)in, m->T, m->t, &lo, &hi);
+            m->in[i] = (int)(hi - lo);
+        }
+        m->lo[i] = (int)lo;
+        m->hi[i] = (int)hi;
+        size_t size = (size_t)m->out[i] * m->in[i] + m->out[i];
+        m->off[i + 1] = m->off[i] + size;
+        if (size > biggest)
+            biggest = size;
+        if ((size_t)(in > out ? in : out) > wide)
+            wide = (size_t)(in > out ? in : out);
+        size_t s = dti_tp_scratch(m->T, Bmax, in, out);
+        if (s > scratch)
+            scratch = s;
+    }
+    m->n = m->off[nl];
+    m->type = dti_work_type(r);
+    size_t es = dti_work_size(r);
+    m->params = dti_alloc(r, DTI_PARAMS, m->n * es, 0);
+    m->grads = dti_alloc(r, DTI_GRADS, m->n * es, 0);
+    dt_device_kind where = r->where;
+    if (m->type != MPI_FLOAT) {
+        m->wf = dt_malloc(biggest * sizeof(float), where);
+        m->gf = dt_malloc(biggest * sizeof(float), where);
+    }
+    for (int k = 0; k < 2; k++)
+        m->gx[k] = dt_malloc((size_t)Bmax * wide * sizeof(float), where);
+    m->tmp = dt_malloc((scratch + (size_t)Bmax * wide) * sizeof(float), where);
+    m->dzl = m->tmp + scratch;
+}
+
+void dti_model_free(dti_model *m)
+{
+    size_t es = dti_work_size(m->run);
+    dti_free(m->run, DTI_PARAMS, m->params, m->n * es);
+    dti_free(m->run, DTI_GRADS, m->grads, m->n * es);
+    dt_free(m->wf);
+    dt_free(m->gf);
+    dt_free(m->gx[0]);
+    dt_free(m->gx[1]);
+    dt_free(m->tmp);
+    free(m->split);
+    free(m->in);
+    free(m->out);
+    free(m->lo);
+    free(m->hi);
+    free(m->off);
+    memset(m, 0, sizeof *m);
+}
+
+/* ==== weights in and out ==== */
+
+/* Copies local layer i between the whole model's layout (full) and the local one
+ * (local): to_local 1 fills local, 0 fills full. */
+static void move_layer(const dti_model *m, int i, float *full, float *local, int to_local)
+{
+    int in_f = full_in(m, i), out_f = full_out(m, i);
+    int in = m->in[i], out = m->out[i], lo = m->lo[i];
+    float *Wf = full + dt_mlp_layer_offset(m->c, m->l0 + i);   /* (out_f, in_f) */
+    float *bf = Wf + (size_t)out_f * in_f;
+    float *W = local + m->off[i];                               /* (out, in) */
+    float *b = W + (size_t)out * in;
+    float *Wsrc = Wf, *bsrc = bf;                               /* where in full */
+    switch (m->split[i]) {
+    case DTI_COL: case DTI_COL_GATHER:
+        Wsrc = Wf + (size_t)lo * in_f;                          /* rows lo.. */
+        bsrc = bf + lo;
+        break;
+    case DTI_ROW:
+        Wsrc = Wf + lo;                                         /* columns lo.. */
+        break;
+    default:
+        break;
+    }
+    if (to_local) {
+        dti_copy_block(W, (size_t)in, Wsrc, (size_t)in_f, out, in, sizeof(float));
+        dt_memcpy(b, bsrc, (size_t)out * sizeof(float));
+    } else {
+        dti_copy_block(Wsrc, (size_t)in_f, W, (size_t)in, out, in, sizeof(float));
+        if (m->split[i] != DTI_ROW || m->t == 0)   /* a ROW bias is on every rank */
+            dt_memcpy(bsrc, b, (size_t)out * sizeof(float));
+    }
+}
+
+void dti_model_take(const dti_model *m, const float *full, float *dst)
+{
+    for (int i = 0; i < m->nl; i++)
+        move_layer(m, i, (float *)full, dst, 1);
+}
+
+void dti_model_put(const dti_model *m, const float *src, float *full)
+{
+    for (int i = 0; i < m->nl; i++)
+        move_layer(m, i, full, (float *)src, 0);
+}
+
+/* ==== activations ==== */
+
+void dti_acts_alloc(const dti_model *m, int B, dti_acts *a)
+{
+    int nl = m->nl;
+    int own_out = !is_last_layer(m, nl - 1);     /* x[nl] apart from z[nl-1] */
+    size_t total = 0;
+    for (int i = 0; i < nl; i++)
+        total += (size_t)B * (x_width(m, i) + z_width(m, i));
+    if (own_out)
+        total += (size_t)B * z_width(m, nl - 1);
+    a->B = B;
+    a->mem = dt_malloc(total * sizeof(float), m->run->where);
+    a->x = malloc((nl + 1) * sizeof *a->x);
+    a->z = malloc(nl * sizeof *a->z);
+    DT_REQUIRE(a->x && a->z, "out of host memory");
+    float *p = a->mem;
+    for (int i = 0; i < nl; i++) {
+        a->x[i] = p;
+        p += (size_t)B * x_width(m, i);
+        a->z[i] = p;
+        p += (size_t)B * z_width(m, i);
+    }
+    a->x[nl] = own_out ? p : a->z[nl - 1];
+}
+
+void dti_acts_free(dti_acts *a)
+{
+    if (a == NULL)
+        return;
+    dt_free(a->mem);
+    free(a->x);
+    free(a->z);
+    memset(a, 0, sizeof *a);
+}
+
+/* ==== forward and backward ==== */
+
+/* Layer i's weights as fp32: in place in fp32, widened into m->wf in fp16. */
+static const float *weights(dti_model *m, int i)
+{
+    size_t size = m->off[i + 1] - m->off[i];
+    if (m->type == MPI_FLOAT)
+        return (const float *)m->params + m->off[i];
+    dti_to_float((const char *)m->params + m->off[i] * 2, m->type, m->wf, size, 1.0f);
+    return m->wf;
+}
+
+static void round_if_half(const dti_model *m, float *x, size_t n)
+{
+    if (m->type != MPI_FLOAT)
+        dti_round_half(x, n);
+}
+
+const float *dti_model_forward(dti_model *m, dti_acts *a, const float *x_in, int B,
+                               int step, int micro)
+{
+    DT_REQUIRE(B >= 1 && B <= a->B && B <= m->Bmax, "dti_model_forward: %d rows, "
+               "buffers for %d", B, a->B < m->Bmax ? a->B : m->Bmax);
+    dt_memcpy(a->x[0], x_in, (size_t)B * x_width(m, 0) * sizeof(float));
+    for (int i = 0; i < m->nl; i++) {
+        int in = m->in[i], out = m->out[i], l = m->l0 + i;
+        double t0 = dt_trace_now();
+        const float *W = weights(m, i);                 /* (out, in) */
+        const float *b = W + (size_t)out * in;          /* (out) */
+        switch (m->split[i]) {
+        case DTI_WHOLE: case DTI_COL:
+            dt_linear_forward(a->x[i], W, b, a->z[i], B, in, out);
+            break;
+        case DTI_ROW:           /* partial sums; the bias is added once, by rank 0 */
+            dt_linear_forward(a->x[i], W, m->t == 0 ? b : NULL, a->z[i], B, in, out);
+            dti_compute_event("forward", step, l, micro, t0);
+            dti_tp_allreduce(m, a->z[i], (size_t)B * out);             /* g */
+            t0 = dt_trace_now();
+            break;
+        case DTI_COL_GATHER:    /* a layer narrower than T leaves some ranks none */
+            if (out > 0)
+                dt_linear_forward(a->x[i], W, b, m->dzl, B, in, out);
+            dti_compute_event("forward", step, l, micro, t0);
+            dti_tp_allgather_cols(m, m->dzl, a->z[i], B, full_out(m, i));
+            t0 = dt_trace_now();
+            break;
+        }
+        size_t nz = (size_t)B * z_width(m, i);
+        round_if_half(m, a->z[i], nz);
+        if (!is_last_layer(m, i)) {
+            dt_act_forward(m->c->act, a->z[i], a->x[i + 1], nz);
+            round_if_half(m, a->x[i + 1], nz);
+        }
+        dti_compute_event("forward", step, l, micro, t0);
+    }
+    return a->x[m->nl];
+}
+
+void dti_model_backward(dti_model *m, dti_acts *a, const float *dy, float *dx, int B,
+                        int step, int micro, void (*layer_done)(int i, void *ctx),
+                        void *ctx)
+{
+    int nl = m->nl;
+    DT_REQUIRE(B >= 1 && B <= a->B && B <= m->Bmax, "dti_model_backward: %d rows", B);
+    const float *dz = dy;                            /* gradient of z[i] (B, z_width) */
+    if (!is_last_layer(m, nl - 1)) {                 /* dy is that of act(z[nl-1]) */
+        size_t n = (size_t)B * z_width(m, nl - 1);
+        dt_act_backward(m->c->act, a->z[nl - 1], dy, m->gx[0], n);
+        round_if_half(m, m->gx[0], n);
+        dz = m->gx[0];
+    }
+    for (int i = nl - 1; i >= 0; i--) {
+        int in = m->in[i], out = m->out[i], l = m->l0 + i;
+        double t0 = dt_trace_now();
+        const float *W = weights(m, i);
+        float *dW = m->type == MPI_FLOAT ? (float *)m->grads + m->off[i] : m->gf;
+        if (m->type != MPI_FLOAT)
+            dt_memzero(m->gf, (m->off[i + 1] - m->off[i]) * sizeof(float));
+        float *db = dW + (size_t)out * in;
+        /* the input gradient: into the free buffer, or the caller's dx for layer 0 */
+        float *dxi = i > 0 ? (dz == m->gx[0] ? m->gx[1] : m->gx[0]) : dx;
+        const float *dyl = dz;
+        if (m->split[i] == DTI_COL_GATHER) {         /* this rank's columns of dz */
+            dti_copy_block(m->dzl, (size_t)out, dz + m->lo[i], (size_t)full_out(m, i), B,
+                           out, sizeof(float));
+            dyl = m->dzl;
+        }
+        if (out > 0)
+            dt_linear_backward(a->x[i], W, dyl, dxi, dW, db, B, in, out);
+        else if (dxi)                    /* no columns: no part in the sum */
+            dt_memzero(dxi, (size_t)B * in * sizeof(float));
+        if (m->type != MPI_FLOAT)
+            dti_accumulate((char *)m->grads + m->off[i] * 2, m->type, m->gf,
+                           m->off[i + 1] - m->off[i]);
+        dti_compute_event("backward", step, l, micro, t0);
+        if (layer_done)
+            layer_done(i, ctx);
+        if (dxi == NULL)
+            continue;
+        size_t nx = (size_t)B * x_width(m, i);
+        if (m->split[i] == DTI_COL || m->split[i] == DTI_COL_GATHER)
+            dti_tp_allreduce(m, dxi, nx);                              /* f */
+        round_if_half(m, dxi, nx);
+        if (i > 0) {                     /* through the activation of layer i-1 */
+            t0 = dt_trace_now();
+            dt_act_backward(m->c->act, a->z[i - 1], dxi, dxi, nx);
+            round_if_half(m, dxi, nx);
+            dti_compute_event("backward", step, l - 1, micro, t0);
+            dz = dxi;
+        }
+    }
+}

@@ -1,0 +1,166 @@
+/* Parallel training: one model (lib/nn), trained serially or spread over ranks in every
+ * mode dtlab teaches, each mode's communication written with dtlab's own collectives.
+ *
+ *   serial  one rank; the reference every other mode is held to
+ *   dp      a parameter server: workers send gradients to the server, which updates the
+ *           weights and sends them back; --async K lets workers run on weights up to K
+ *           updates old (dp.c)
+ *   ddp     a full replica per rank; gradients allreduced (ring) in buckets, in reverse
+ *           layer order, on a communication thread while backward goes on (ddp.c)
+ *   fsdp    parameters, gradients and optimizer state sharded per layer: ZeRO 1, 2, 3
+ *           (fsdp.c)
+ *   tp      Megatron tensor parallelism: layer pairs split by columns then rows (tp.c)
+ *   pp      layers cut into stages, micro-batches in GPipe or 1F1B order (pp.c)
+ *   hybrid  D data-parallel replicas of P pipeline stages of T tensor-parallel ranks
+ *           (hybrid.c); ddp, tp and pp are its special cases D = N, T = N and P = N
+ *
+ * In fp32, every mode reaches the same weights as serial training with the same global
+ * batch, to rounding: the central lesson and the central test of dtlab. fp16 (mixed.c)
+ * keeps fp16 weights, activations and gradients beside fp32 master weights, with dynamic
+ * loss scaling, in every mode.
+ *
+ * Everything here is collective over the communicator given to dt_train. */
+#ifndef DT_PARALLEL_H
+#define DT_PARALLEL_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include "nn/nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    DT_MODE_SERIAL, DT_MODE_DP, DT_MODE_DDP, DT_MODE_FSDP, DT_MODE_TP, DT_MODE_PP,
+    DT_MODE_HYBRID, DT_NMODES
+} dt_mode;
+
+typedef enum { DT_FP32 = 0, DT_FP16 = 1 } dt_precision;
+typedef enum { DT_PP_GPIPE = 0, DT_PP_1F1B = 1 } dt_pp_schedule;
+/* megatron: layer pairs, columns then rows, one allreduce each way per pair (a last
+ * unpaired layer is split by columns and allgathered); allgather: every layer split by
+ * columns and its output allgathered (the simpler scheme of the seeds). */
+typedef enum { DT_TP_MEGATRON = 0, DT_TP_ALLGATHER = 1 } dt_tp_style;
+
+const char *dt_mode_name(dt_mode m);           /* "serial", "dp", ... */
+int dt_mode_parse(const char *s, dt_mode *m);  /* 0, or -1 for an unknown name */
+
+/* ==== dynamic loss scaling (mixed.c) ==== */
+
+/* The loss is multiplied by `scale` before backward so that small fp16 gradients do
+ * not flush to zero. A step whose gradients hold an inf or a NaN is skipped and the
+ * scale multiplied by `backoff`; after `window` clean steps in a row it is multiplied
+ * by `growth`. Defaults: 65536, 0.5, 2, 2000. */
+typedef struct {
+    float init, backoff, growth;
+    int window;
+} dt_scaler_config;
+
+typedef struct {
+    dt_scaler_config cfg;
+    float scale;      /* what the next backward multiplies the loss by */
+    int clean;        /* clean steps in a row since the last change */
+} dt_scaler;
+
+void dt_scaler_defaults(dt_scaler_config *c);
+void dt_scaler_init(dt_scaler *s, const dt_scaler_config *c);
+/* After a backward whose gradients did (found_inf 1) or did not overflow: returns 1
+ * when the step is to be applied, 0 when it is skipped, and updates the scale. */
+int dt_scaler_update(dt_scaler *s, int found_inf);
+
+/* ==== one training run ==== */
+
+/* What dt_train reports after each step, on rank 0 of its communicator. */
+typedef struct {
+    int step;               /* 1, 2, ... */
+    float loss;             /* mean loss over the global batch */
+    char extra[160];        /* the mode's own figures for this step, or "" */
+} dt_step_report;
+
+typedef struct {
+    dt_mode mode;
+    dt_mlp_config model;
+    dt_optim_config optim;
+    const dt_dataset *data;        /* every rank passes the same set */
+    int steps;                     /* 1 or more */
+    int batch;                     /* the global batch, shared among data-parallel ranks */
+    unsigned long long seed;       /* initial weights: dt_mlp_init(seed) */
+    dt_precision precision;
+    dt_scaler_config scaler;       /* fp16 only */
+    int on_device;                 /* model state on this rank's GPU (dt_device()) */
+
+    /* dp */
+    int dedicated_server;          /* 1: rank 0 serves and does not compute */
+    int async;                     /* K: a worker may compute on weights K updates old */
+    /* ddp (and the data-parallel part of hybrid) */
+    int bucket_kb;                 /* bucket size cap in KiB; default 25 (PyTorch: 25 MiB,
+                                      for models a thousand times larger) */
+    int overlap;                   /* 1: allreduce on a communication thread during backward */
+    int accum;                     /* K micro-batches per step before one allreduce */
+    /* fsdp */
+    int zero;                      /* ZeRO stage 1, 2 or 3 */
+    int offload;                   /* shards in host memory while computing on a GPU */
+    /* tp */
+    dt_tp_style tp_style;
+    /* pp */
+    int micro;                     /* micro-batches per step */
+    dt_pp_schedule schedule;
+    /* hybrid: data-parallel, tensor-parallel and pipeline sizes, D*T*P = ranks */
+    int dp, tp, pp;
+
+    /* Called on rank 0 after every step (may be NULL). */
+    void (*on_step)(const dt_step_report *r, void *ctx);
+    void *ctx;
+} dt_train_config;
+
+/* Fills c with the defaults the driver documents (mode serial, 4 layers of 96, ReLU,
+ * SGD lr 0.05 momentum 0.9, 20 steps of batch 96, seed 1, fp32, bucket 25 KiB,
+ * overlap on, accum 1, zero 3, micro 4, 1F1B, megatron). data and model.in/out are
+ * left for the caller (they come from the data set). */
+void dt_train_defaults(dt_train_config *c);
+
+/* Whether c can run on nranks ranks: 0, or -1 with a sentence in why (a hidden size
+ * the tp size does not divide, more stages than layers, D*T*P unequal to nranks, a
+ * batch the data-parallel ranks cannot share evenly, ...). Needs no MPI. */
+int dt_train_check(const dt_train_config *c, int nranks, char *why, size_t len);
+
+typedef struct {
+    int steps;
+    float *loss;              /* [steps] mean loss per step, every rank */
+    int *skipped;             /* [steps] 1 where fp16 skipped the step, every rank */
+    float *params;            /* the final fp32 weights, whole model, rank 0 only */
+    size_t nparams;
+    double seconds_per_step;  /* mean over steps 2.. (step 1 warms up), slowest rank */
+    size_t bytes_sent;        /* through p2p during training, this rank */
+    size_t bytes_sent_max;    /* the largest of any rank, every rank */
+    size_t peak_params;       /* bytes held at the peak, this rank: weights (working */
+    size_t peak_grads;        /*   and master copies), gradients, optimizer state */
+    size_t peak_optim;
+    int buckets;              /* ddp, hybrid: gradient buckets per step (0: none) */
+    int stages;               /* pp, hybrid: pipeline stages (0: none) */
+    double *stage_bubble;     /* [stages] the last step's measured idle fraction of each
+                                 stage, rank 0 only */
+    int *stage_stash;         /* [stages] the most micro-batches each stage held */
+    char summary[2048];       /* the mode's own summary lines, rank 0 ("" if none) */
+} dt_train_result;
+
+/* Trains c->steps steps in mode c->mode on the ranks of comm. Aborts every rank with a
+ * message when dt_train_check fails. Fills r (release with dt_train_result_free). */
+void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *r);
+void dt_train_result_free(dt_train_result *r);
+
+/* The reference for lessons and tests: rank 0 of comm trains c in mode serial alone
+ * (dp's options cleared, no step reports) into ref, while the other ranks wait
+ * politely; ref is zeroed on them. Collective over comm. */
+void dt_train_serial(const dt_train_config *c, MPI_Comm comm, dt_train_result *ref);
+
+/* The largest |a[i] - b[i]| over rank 0's arrays (others may pass NULL), returned on
+ * every rank of comm. Collective. */
+double dt_params_max_diff(const float *a, const float *b, size_t n, MPI_Comm comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DT_PARALLEL_H */

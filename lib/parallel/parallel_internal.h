@@ -1,0 +1,242 @@
+/* Internal to lib/parallel: what its files share. Not part of the API (parallel.h is).
+ *
+ *   run.c     dt_train: checks, the run's bookkeeping (memory, time, bytes, reports),
+ *             the final weights; dispatches to a mode
+ *   model.c   this rank's part of the MLP: a range of layers, each whole or cut for
+ *             tensor parallelism; forward and backward of one micro-batch
+ *   tp.c      the tensor-parallel cuts: shapes, and the f and g operators
+ *   mixed.c   fp16: conversions, overflow checks, the loss scaler, master-weight updates
+ *   pp.c      the pipeline schedules (with one stage: plain gradient accumulation)
+ *   ddp.c     gradient buckets allreduced on a communication thread
+ *   hybrid.c  the training loop of serial, ddp, tp, pp and hybrid (D x T x P)
+ *   dp.c      the parameter server
+ *   fsdp.c    ZeRO 1/2/3
+ *
+ * Conventions: steps count from 1 (data batch step-1); element counts are size_t;
+ * buffers of the model live where the run says (r->where), and only mixed.c helpers,
+ * lib/nn and dt_memcpy touch them, so the same code runs on the CPU and the GPU. */
+#ifndef DT_PARALLEL_INTERNAL_H
+#define DT_PARALLEL_INTERNAL_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include "core.h"
+#include "parallel.h"
+
+/* ==== the run (run.c) ==== */
+
+enum { DTI_PARAMS = 0, DTI_GRADS = 1, DTI_OPTIM = 2 };
+
+typedef struct {
+    const dt_train_config *cfg;
+    MPI_Comm comm;              /* dt_train's communicator (a duplicate) */
+    int rank, size;
+    dt_device_kind where;       /* where model state lives */
+    dt_train_result *res;
+    size_t nparams;             /* of the whole model */
+    size_t held[3], peak[3];    /* bytes of params, grads, optimizer state on this rank */
+    dt_scaler scaler;           /* fp16 */
+    float grad_scale;           /* the scale the last step's gradients were made with */
+    int updates;                /* optimizer steps taken (skipped fp16 steps excluded) */
+    double t_begin;             /* start of the current step */
+    double t_sum;               /* step times, steps 2.. */
+} dti_run;
+
+/* Allocates nbytes (zeroed) where the run's model state lives (on the host when
+ * host is 1), counted under what (DTI_PARAMS, ...) for the peak. dti_free gives it back
+ * and uncounts it; it takes the same nbytes. */
+void *dti_alloc(dti_run *r, int what, size_t nbytes, int host);
+void dti_free(dti_run *r, int what, void *p, size_t nbytes);
+
+/* Brackets every training step. dti_step_end stores the step's mean loss (which must
+ * be known on rank 0 of r->comm; other ranks may pass anything) and whether it was
+ * skipped, and calls cfg->on_step on rank 0 with extra (may be NULL). Not collective. */
+void dti_step_begin(dti_run *r, int step);
+void dti_step_end(dti_run *r, int step, float loss, int skipped, const char *extra);
+
+/* Appends a line to the result's summary (rank 0 of r->comm keeps it; others ignore). */
+__attribute__((format(printf, 2, 3)))
+void dti_summary(dti_run *r, const char *fmt, ...);
+
+/* Every rank passes a host array of nparams floats holding the final weights it owns
+ * and zeros elsewhere, each weight owned by exactly one rank; rank 0 gets their sum in
+ * r->res->params. Collective over r->comm. */
+void dti_result_params(dti_run *r, const float *owned);
+
+/* Records a compute event [t0, now] in the trace: coll "train", phase (forward,
+ * backward, loss, optimizer, ...), step, chunk = layer (-1 for none), lo..hi = micro
+ * .. micro+1 (micro -1: 0 0). */
+void dti_compute_event(const char *phase, int step, int layer, int micro, double t0);
+
+/* ==== mixed precision helpers (mixed.c) ==== */
+
+/* The element type of weights and gradients that forward and backward use: MPI_FLOAT,
+ * or DT_HALF in fp16. */
+MPI_Datatype dti_work_type(const dti_run *r);
+size_t dti_work_size(const dti_run *r);         /* 4 or 2 bytes */
+float dti_loss_scale(const dti_run *r);         /* 1 in fp32 */
+
+/* Rounds n floats in place to the nearest fp16 value (emulating fp16 storage of
+ * activations); host or device. */
+void dti_round_half(float *x, size_t n);
+/* dst[i] = src[i] * mul, src of type (float or half); host or device, no overlap. */
+void dti_to_float(const void *src, MPI_Datatype type, float *dst, size_t n, float mul);
+/* dst[i] = src[i] converted to type (rounded for half). */
+void dti_from_float(const float *src, void *dst, MPI_Datatype type, size_t n);
+/* dst[i] += src[i], dst of type (the sum rounded to half for half). */
+void dti_accumulate(void *dst, MPI_Datatype type, const float *src, size_t n);
+/* 1 when any of the n values is inf or NaN, on this rank. */
+int dti_nonfinite(const void *x, MPI_Datatype type, size_t n);
+
+/* After the gradients are reduced: found is this rank's dti_nonfinite over its
+ * gradients. Agrees over comm (any rank's overflow skips the step everywhere), runs the
+ * scaler, and returns 1 when the optimizer should step (always in fp32). Writes the
+ * scaler's part of the step's report into extra (len bytes; "" in fp32). */
+int dti_scaler_decide(dti_run *r, int found, MPI_Comm comm, char *extra, size_t len);
+
+/* One optimizer update of n weights: master (fp32) from grads (type, scaled by the loss
+ * scale they were made with, r->grad_scale, which is divided out; the scaler may have
+ * moved on since), with state (n * S floats); then params = master in the
+ * working type. In fp32 params may be master itself (then nothing is copied). Call
+ * after dti_scaler_decide returned 1; uses r->updates as the step count. */
+void dti_master_step(dti_run *r, float *master, void *params, const void *grads,
+                     float *state, size_t n);
+
+/* ==== this rank's part of the model (model.c, tp.c) ==== */
+
+typedef enum {
+    DTI_WHOLE,       /* not cut */
+    DTI_COL,         /* output features cut: W rows [lo, hi), b [lo, hi); input whole */
+    DTI_ROW,         /* input features cut: W columns [lo, hi); b whole; output summed */
+    DTI_COL_GATHER   /* as DTI_COL, then the outputs allgathered: output whole */
+} dti_split;
+
+typedef struct {
+    const dt_mlp_config *c;
+    dti_run *run;
+    int l0, l1, nl;          /* layers [l0, l1); local layer i is layer l0 + i */
+    MPI_Comm tp;             /* tensor-parallel group; MPI_COMM_SELF when T = 1 */
+    int T, t;
+    dti_split *split;        /* [nl] */
+    int *in, *out;           /* [nl] this rank's W_i is (out[i], in[i]) */
+    int *lo, *hi;            /* [nl] the cut: rows (COL) or columns (ROW) of the full W */
+    size_t *off;             /* [nl + 1] where W_i starts in params and grads; b_i follows
+                                W_i; off[nl] = n */
+    size_t n;                /* local weights */
+    MPI_Datatype type;       /* dti_work_type */
+    void *params;            /* n elements of type: the weights forward uses */
+    void *grads;             /* n elements of type; backward accumulates */
+    float *wf, *gf;          /* fp16: one layer's weights and gradients as floats */
+    float *gx[2];            /* backward's two gradient buffers between layers */
+    float *tmp;              /* tensor parallelism's gather and sum buffer */
+    float *dzl;              /* backward: this rank's columns of a gathered layer's dz */
+    int Bmax;
+} dti_model;
+
+/* Sets up layers [l0, l1) cut over the tensor-parallel group tp (MPI_COMM_SELF for
+ * none) in the given style, for micro-batches of up to Bmax rows; allocates params and
+ * grads (zero) where the run's model lives. */
+void dti_model_init(dti_model *m, dti_run *r, int l0, int l1, MPI_Comm tp,
+                    dt_tp_style style, int Bmax);
+void dti_model_free(dti_model *m);
+/* Copies this rank's part of the whole model's weights full (host, nparams, dt_mlp
+ * layout) into dst (n floats, host or device). */
+void dti_model_take(const dti_model *m, const float *full, float *dst);
+/* The reverse: writes the part this rank owns of src (n floats, host or device) into
+ * full (host, nparams). Parts held by several tensor-parallel ranks (ROW biases) are
+ * written by t = 0 only. */
+void dti_model_put(const dti_model *m, const float *src, float *full);
+/* Columns of the activations entering and leaving this rank's layers. */
+int dti_model_in_width(const dti_model *m);
+int dti_model_out_width(const dti_model *m);
+
+/* What forward keeps for backward, for one micro-batch: x[i] (B, width in) and z[i]
+ * (B, width out) of each local layer; x[nl] is the output. */
+typedef struct {
+    int B;
+    float *mem;
+    float **x, **z;
+} dti_acts;
+
+void dti_acts_alloc(const dti_model *m, int B, dti_acts *a);
+void dti_acts_free(dti_acts *a);
+
+/* Forward of B rows x_in (B, in_width; host or device) through the local layers:
+ * returns the output (B, out_width), which lives in a. In fp16 every activation is
+ * rounded to fp16. Records a compute event per layer (micro for the trace). */
+const float *dti_model_forward(dti_model *m, dti_acts *a, const float *x_in, int B,
+                               int step, int micro);
+/* Backward from dy (B, out_width): gradients accumulate into m->grads; dx (B, in_width)
+ * is written unless NULL. After local layer i's gradients of this micro-batch are in,
+ * calls layer_done(i, ctx) if given. */
+void dti_model_backward(dti_model *m, dti_acts *a, const float *dy, float *dx, int B,
+                        int step, int micro, void (*layer_done)(int i, void *ctx),
+                        void *ctx);
+
+/* tp.c: how layer l of c is cut over T ranks in style s (T = 1: DTI_WHOLE). */
+dti_split dti_tp_split(const dt_mlp_config *c, int l, int T, dt_tp_style s);
+/* The g and f operators: the sum of n floats over the tensor-parallel group, in place
+ * (as fp16 on the wire in fp16). */
+void dti_tp_allreduce(dti_model *m, float *x, size_t n);
+/* zloc (B, this rank's columns of a (B, width) matrix) -> z (B, width) on every rank. */
+void dti_tp_allgather_cols(dti_model *m, const float *zloc, float *z, int B, int width);
+/* Floats of m->tmp the two need for B rows of a layer (out, in) over T ranks. */
+size_t dti_tp_scratch(int T, int B, int in, int out);
+/* Copies a (rows, cols) block of es-byte elements between matrices with row strides
+ * dld and sld; host or device. */
+void dti_copy_block(void *dst, size_t dld, const void *src, size_t sld, int rows,
+                    int cols, size_t es);
+
+/* ==== the pipeline (pp.c) ==== */
+
+typedef struct dti_pp dti_pp;
+
+/* The pipeline through this rank's stage: stage s = rank in pp_comm, of P = its size,
+ * stages in rank order; M micro-batches of mb rows each per step, run in the order of
+ * schedule. With P = 1 it is plain gradient accumulation over M micro-batches. */
+dti_pp *dti_pp_new(dti_model *m, MPI_Comm pp_comm, int M, int mb, dt_pp_schedule schedule);
+void dti_pp_free(dti_pp *p);
+
+/* One step's forward and backward of M micro-batches. x (M*mb, c->in, host) is read
+ * by the first stage, y (M*mb labels, host) by the last; others may pass NULL. scale
+ * multiplies dlogits (loss scale / global batch). Gradients accumulate into m->grads
+ * (the caller zeroes them before the step); layer_done(i, ctx) is called after the
+ * LAST micro-batch's backward of local layer i. Returns the sum of the row losses on
+ * the last stage, 0 elsewhere. Activations go forward and their gradients back with
+ * dt_send/dt_recv on pp_comm (as fp16 in fp16). */
+double dti_pp_step(dti_pp *p, const float *x, const int *y, float scale, int step,
+                   void (*layer_done)(int i, void *ctx), void *ctx);
+
+/* The last step's figures: the fraction of the step this stage sat idle (measured),
+ * and the most micro-batches whose activations it held at once. */
+void dti_pp_stats(const dti_pp *p, double *bubble, int *peak_stash);
+
+/* ==== gradient buckets (ddp.c) ==== */
+
+typedef struct dti_ddp dti_ddp;
+
+/* Buckets over grads (n elements of type, host or device) of nl layers, layer i at
+ * [off[i], off[i+1]): consecutive layers from the last, a bucket closed before it would
+ * pass cap_bytes (a layer larger than the cap is a bucket of its own). Each bucket is
+ * summed over comm with dt_allreduce once backward has finished all its layers and
+ * every bucket before it has gone (the same order on every rank): on a communication
+ * thread while backward goes on when overlap is 1 (using a duplicate of comm); all in
+ * dti_ddp_finish, after backward, when overlap is 0. Empty layers are allowed. */
+dti_ddp *dti_ddp_new(void *grads, MPI_Datatype type, const size_t *off, int nl,
+                     MPI_Comm comm, size_t cap_bytes, int overlap);
+void dti_ddp_free(dti_ddp *d);
+int dti_ddp_nbuckets(const dti_ddp *d);
+/* Backward finished layer i for this step (any order; each layer once per step). */
+void dti_ddp_layer_done(dti_ddp *d, int i);
+/* Waits until every bucket of this step is summed; the next step may begin. */
+void dti_ddp_finish(dti_ddp *d);
+/* Seconds the last step spent waiting in dti_ddp_finish (communication not hidden). */
+double dti_ddp_wait_seconds(const dti_ddp *d);
+
+/* ==== the modes ==== */
+
+void dti_train_hybrid(dti_run *r);   /* serial, ddp, tp, pp, hybrid */
+void dti_train_dp(dti_run *r);
+void dti_train_fsdp(dti_run *r);
+
+#endif /* DT_PARALLEL_INTERNAL_H */

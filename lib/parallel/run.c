@@ -1,0 +1,319 @@
+/* dt_train: what every mode shares. Checks that a configuration can run, keeps the
+ * run's books (memory held, time per step, bytes sent, the losses), collects the final
+ * weights, and hands the training itself to the mode's file. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "buf.h"
+#include "collectives/collectives.h"
+#include "p2p.h"
+#include "parallel_internal.h"
+#include "schedule.h"
+#include "trace.h"
+
+/* ==== names and defaults ==== */
+
+static const char *const mode_names[DT_NMODES] = {
+    "serial", "dp", "ddp", "fsdp", "tp", "pp", "hybrid"
+};
+
+const char *dt_mode_name(dt_mode m)
+{
+    return m >= 0 && m < DT_NMODES ? mode_names[m] : "?";
+}
+
+int dt_mode_parse(const char *s, dt_mode *m)
+{
+    for (int i = 0; s && i < DT_NMODES; i++)
+        if (strcmp(s, mode_names[i]) == 0) {
+            *m = (dt_mode)i;
+            return 0;
+        }
+    return -1;
+}
+
+void dt_train_defaults(dt_train_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->mode = DT_MODE_SERIAL;
+    c->model = (dt_mlp_config){ .in = 0, .hidden = 96, .out = 0, .layers = 4, .act = DT_RELU };
+    c->optim = (dt_optim_config){ .kind = DT_SGD, .lr = 0.05f, .momentum = 0.9f,
+                                  .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f };
+    c->steps = 20;
+    c->batch = 96;
+    c->seed = 1;
+    c->precision = DT_FP32;
+    dt_scaler_defaults(&c->scaler);
+    c->bucket_kb = 25;
+    c->overlap = 1;
+    c->accum = 1;
+    c->zero = 3;
+    c->micro = 4;
+    c->schedule = DT_PP_1F1B;
+    c->tp_style = DT_TP_MEGATRON;
+    c->dp = c->tp = c->pp = 1;
+}
+
+/* ==== can it run? ==== */
+
+/* The data-parallel, tensor-parallel and pipeline sizes a mode uses on n ranks. */
+static void mode_sizes(const dt_train_config *c, int n, int *D, int *T, int *P)
+{
+    *D = *T = *P = 1;
+    switch (c->mode) {
+    case DT_MODE_DDP: case DT_MODE_FSDP: *D = n; break;
+    case DT_MODE_DP: *D = c->dedicated_server ? n - 1 : n; break;
+    case DT_MODE_TP: *T = n; break;
+    case DT_MODE_PP: *P = n; break;
+    case DT_MODE_HYBRID: *D = c->dp; *T = c->tp; *P = c->pp; break;
+    default: break;
+    }
+}
+
+#define WHY(...) do { snprintf(why, len, __VA_ARGS__); return -1; } while (0)
+
+int dt_train_check(const dt_train_config *c, int n, char *why, size_t len)
+{
+    const dt_mlp_config *m = &c->model;
+    if (c->mode < 0 || c->mode >= DT_NMODES)
+        WHY("unknown mode %d", (int)c->mode);
+    if (c->data == NULL || c->data->n < 1)
+        WHY("no training data");
+    if (m->in != c->data->features || m->out < c->data->classes)
+        WHY("the model takes %d features into %d classes; the data has %d and %d",
+            m->in, m->out, c->data->features, c->data->classes);
+    if (m->layers < 1 || m->layers > 1000)
+        WHY("--layers must be 1 .. 1000, not %d", m->layers);
+    if (m->layers > 1 && (m->hidden < 1 || m->hidden > (1 << 16)))
+        WHY("--hidden must be 1 .. 65536, not %d", m->hidden);
+    if (c->steps < 1 || c->batch < 1)
+        WHY("--steps and --batch must be at least 1");
+    if (!(c->optim.lr > 0 && isfinite(c->optim.lr)))
+        WHY("the learning rate must be a positive number");
+    if (c->precision == DT_FP16 && !(c->scaler.init > 0 && isfinite(c->scaler.init) &&
+        c->scaler.backoff > 0 && c->scaler.backoff < 1 && c->scaler.growth >= 1 &&
+        isfinite(c->scaler.growth) && c->scaler.window >= 1))
+        WHY("the loss scaler needs a positive finite initial scale, a backoff in (0, 1),"
+            " a growth of at least 1 and a window of at least 1 step");
+    if (c->accum < 1 || c->micro < 1 || c->bucket_kb < 1 || c->async < 0)
+        WHY("--accum, --micro and --bucket-kb must be at least 1, --async at least 0");
+    if (c->zero < 1 || c->zero > 3)
+        WHY("--zero must be 1, 2 or 3, not %d", c->zero);
+    if (c->on_device && dt_device() != DT_CUDA)
+        WHY("training on the GPU was asked for, but this rank has no GPU");
+
+    if (c->mode == DT_MODE_SERIAL && n != 1)
+        WHY("mode serial runs on one rank, not %d (it is the reference the other modes "
+            "are held to)", n);
+    if (c->async && c->mode != DT_MODE_DP)
+        WHY("--async is for mode dp (the parameter server)");
+    if (c->accum > 1 && (c->mode == DT_MODE_DP || c->mode == DT_MODE_FSDP))
+        WHY("--accum is for the modes built on gradient buckets (serial, ddp, tp, pp, "
+            "hybrid), not %s", dt_mode_name(c->mode));
+    if (c->dedicated_server && c->mode != DT_MODE_DP)
+        WHY("--dedicated-server is for mode dp");
+    if (c->mode == DT_MODE_DP && c->dedicated_server && n < 2)
+        WHY("a dedicated server needs at least 2 ranks: one to serve, one to compute");
+
+    int D, T, P;
+    mode_sizes(c, n, &D, &T, &P);
+    if (c->mode == DT_MODE_HYBRID) {
+        if (D < 1 || T < 1 || P < 1)
+            WHY("--dp, --tp and --pp must be at least 1");
+        if ((long long)D * T * P != n)
+            WHY("--dp %d x --tp %d x --pp %d = %lld ranks, but there are %d", D, T, P,
+                (long long)D * T * P, n);
+    }
+    if (T > 1 && m->layers > 1 && m->hidden % T)
+        WHY("a hidden size of %d cannot be split evenly over %d tensor-parallel ranks "
+            "(make --hidden a multiple of %d)", m->hidden, T, T);
+    if (P > m->layers)
+        WHY("%d pipeline stages but only %d layers: every stage needs a layer", P,
+            m->layers);
+    int M = (P > 1 ? c->micro : 1) * c->accum;
+    if (c->batch % D)
+        WHY("a global batch of %d rows cannot be shared evenly by %d data-parallel "
+            "ranks (make --batch a multiple of %d)", c->batch, D, D);
+    if ((c->batch / D) % M)
+        WHY("each data-parallel rank's %d rows cannot be cut into %d micro-batches of "
+            "equal size (--micro x --accum = %d must divide %d)", c->batch / D, M, M,
+            c->batch / D);
+    return 0;
+}
+
+/* ==== the books ==== */
+
+void *dti_alloc(dti_run *r, int what, size_t nbytes, int host)
+{
+    void *p = dt_malloc(nbytes, host ? DT_CPU : r->where);
+    dt_memzero(p, nbytes);
+    r->held[what] += nbytes;
+    if (r->held[what] > r->peak[what])
+        r->peak[what] = r->held[what];
+    return p;
+}
+
+void dti_free(dti_run *r, int what, void *p, size_t nbytes)
+{
+    if (p == NULL)
+        return;
+    DT_REQUIRE(r->held[what] >= nbytes, "dti_free: freeing %zu bytes, %zu held", nbytes,
+               r->held[what]);
+    r->held[what] -= nbytes;
+    dt_free(p);
+}
+
+void dti_step_begin(dti_run *r, int step)
+{
+    (void)step;
+    r->t_begin = MPI_Wtime();
+}
+
+void dti_step_end(dti_run *r, int step, float loss, int skipped, const char *extra)
+{
+    DT_REQUIRE(step >= 1 && step <= r->cfg->steps, "dti_step_end: step %d of %d", step,
+               r->cfg->steps);
+    double dt = MPI_Wtime() - r->t_begin;
+    if (step >= 2 || r->cfg->steps == 1)
+        r->t_sum += dt;
+    r->res->loss[step - 1] = loss;
+    r->res->skipped[step - 1] = skipped;
+    if (r->rank == 0 && r->cfg->on_step) {
+        dt_step_report rep = { .step = step, .loss = loss };
+        snprintf(rep.extra, sizeof rep.extra, "%s", extra ? extra : "");
+        for (size_t n = strlen(rep.extra); n > 0 && rep.extra[n - 1] == ' '; n--)
+            rep.extra[n - 1] = 0;
+        r->cfg->on_step(&rep, r->cfg->ctx);
+    }
+}
+
+void dti_summary(dti_run *r, const char *fmt, ...)
+{
+    if (r->rank != 0)
+        return;
+    char *s = r->res->summary;
+    size_t used = strlen(s), cap = sizeof r->res->summary;
+    if (used + 1 >= cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s + used, cap - used - 1, fmt, ap);
+    va_end(ap);
+    strcat(s, "\n");
+}
+
+void dti_result_params(dti_run *r, const float *owned)
+{
+    float *dst = r->rank == 0 ? r->res->params : NULL;
+    /* bookkeeping, not training: MPI's own reduce, so that it is not counted */
+    DT_CHECK_MPI(MPI_Reduce(owned, dst, (int)r->nparams, MPI_FLOAT, MPI_SUM, 0, r->comm));
+}
+
+void dti_compute_event(const char *phase, int step, int layer, int micro, double t0)
+{
+    if (!dt_trace_enabled())
+        return;
+    dt_trace_phase("train", phase);
+    dt_trace_step(step, -1, 0, 0, layer, micro < 0 ? 0 : (size_t)micro,
+                  micro < 0 ? 0 : (size_t)micro + 1);
+    dt_trace_add(DT_EV_COMPUTE, -1, 0, t0, dt_trace_now());
+}
+
+/* ==== dt_train ==== */
+
+void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
+{
+    DT_REQUIRE(c != NULL && res != NULL, "dt_train: config or result is NULL");
+    int n;
+    DT_CHECK_MPI(MPI_Comm_size(comm, &n));
+    char why[256];
+    DT_REQUIRE(dt_train_check(c, n, why, sizeof why) == 0, "cannot train: %s", why);
+
+    dti_run r;
+    memset(&r, 0, sizeof r);
+    r.cfg = c;
+    DT_CHECK_MPI(MPI_Comm_dup(comm, &r.comm));
+    MPI_Comm_rank(r.comm, &r.rank);
+    r.size = n;
+    r.where = c->on_device ? DT_CUDA : DT_CPU;
+    r.nparams = dt_mlp_nparams(&c->model);
+    r.res = res;
+    dt_scaler_init(&r.scaler, &c->scaler);
+
+    memset(res, 0, sizeof *res);
+    res->steps = c->steps;
+    res->nparams = r.nparams;
+    res->loss = calloc((size_t)c->steps, sizeof *res->loss);
+    res->skipped = calloc((size_t)c->steps, sizeof *res->skipped);
+    res->params = r.rank == 0 ? calloc(r.nparams, sizeof(float)) : NULL;
+    DT_REQUIRE(res->loss && res->skipped && (r.rank != 0 || res->params),
+               "out of host memory");
+
+    dt_barrier(r.comm);
+    dt_bytes_reset();
+    switch (c->mode) {
+    case DT_MODE_DP: dti_train_dp(&r); break;
+    case DT_MODE_FSDP: dti_train_fsdp(&r); break;
+    default: dti_train_hybrid(&r); break;
+    }
+    res->bytes_sent = dt_bytes_sent();
+
+    /* the books, made the same on every rank (MPI's own calls: not training traffic) */
+    unsigned long long mine = res->bytes_sent, most = 0;
+    MPI_Allreduce(&mine, &most, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, r.comm);
+    res->bytes_sent_max = (size_t)most;
+    double t = r.t_sum / (c->steps > 1 ? c->steps - 1 : 1), tmax = 0;
+    MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, r.comm);
+    res->seconds_per_step = tmax;
+    MPI_Bcast(res->loss, c->steps, MPI_FLOAT, 0, r.comm);
+    MPI_Bcast(res->skipped, c->steps, MPI_INT, 0, r.comm);
+    res->peak_params = r.peak[DTI_PARAMS];
+    res->peak_grads = r.peak[DTI_GRADS];
+    res->peak_optim = r.peak[DTI_OPTIM];
+    MPI_Comm_free(&r.comm);
+}
+
+void dt_train_result_free(dt_train_result *r)
+{
+    if (r == NULL)
+        return;
+    free(r->loss);
+    free(r->skipped);
+    free(r->params);
+    free(r->stage_bubble);
+    free(r->stage_stash);
+    r->loss = NULL;
+    r->skipped = NULL;
+    r->params = NULL;
+    r->stage_bubble = NULL;
+    r->stage_stash = NULL;
+}
+
+void dt_train_serial(const dt_train_config *c, MPI_Comm comm, dt_train_result *ref)
+{
+    int rank;
+    MPI_Comm_rank(comm, &rank);
+    memset(ref, 0, sizeof *ref);
+    if (rank == 0) {
+        dt_train_config s = *c;
+        s.mode = DT_MODE_SERIAL;
+        s.async = 0;
+        s.dedicated_server = 0;
+        s.on_step = NULL;
+        dt_train(&s, MPI_COMM_SELF, ref);
+    }
+    dt_barrier(comm);
+}
+
+double dt_params_max_diff(const float *a, const float *b, size_t n, MPI_Comm comm)
+{
+    int rank;
+    MPI_Comm_rank(comm, &rank);
+    double d = 0;
+    for (size_t i = 0; rank == 0 && i < n; i++)
+        d = fmax(d, fabs((double)a[i] - b[i]));
+    MPI_Bcast(&d, 1, MPI_DOUBLE, 0, comm);
+    return d;
+}

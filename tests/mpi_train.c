@@ -1,0 +1,536 @@
+/* The central test of dtlab: every parallel training mode reaches the weights of serial
+ * training. Runs under mpiexec at any rank count N (tests/run.sh: 1 to 5).
+ *
+ * The reference is serial training written here with lib/nn alone, independent of
+ * lib/parallel: dt_mlp_init, then per step s = 1, 2, ...: the global batch s-1
+ * (dt_data_batch), forward, dt_xent scaled by 1/B, backward, dt_optim_step(step s).
+ * Every rank computes it on the CPU (the model is tiny). Then, for every mode and
+ * option that N ranks can run, dt_train on MPI_COMM_WORLD for a few steps (on the GPU
+ * where the rank has one), and on rank 0:
+ *
+ *   fp32     the final weights equal the reference's to rounding, every step's loss
+ *            equals the reference's, and the loss goes down. Modes: serial (N = 1); dp
+ *            with the server computing or dedicated; ddp with several bucket caps,
+ *            overlap on and off, accumulation 1 and 2; fsdp ZeRO 1, 2, 3; tp megatron
+ *            and allgather; pp GPipe and 1F1B with 1, 2 and 4 micro-batches; hybrid with
+ *            every factorisation D*T*P = N. SGD with momentum, and Adam.
+ *   async    dp --async K: the loss goes down, and it equals a serial simulation of the
+ *            delayed update (step s's gradients taken on the weights of step
+ *            max(0, s-1-K), applied to the newest).
+ *   fp16     every mode: the loss goes down, and losses and weights stay near the fp32
+ *            reference's (within what fp16 rounding of 5 steps leaves).
+ *   overflow fp16 from a loss scale of 2^28, in dp, ddp and fsdp (the three loops that
+ *            run the scaler): the first steps overflow and are skipped, each halving the
+ *            scale (as the step reports say), then training recovers. The run follows
+ *            the fp32 reference that skips the same steps: skipped steps leave the
+ *            weights alone, and the optimizer counts only the steps it takes.
+ *
+ * Shapes are chosen so that counts do not divide evenly: 100 examples (the batches wrap
+ * around), 12 features, 7 classes, hidden widths of 20 (layer sizes no multiple of N:
+ * FSDP pads) or 12*T for tensor parallelism, and N+1 layers for the pipeline. Global
+ * batches divide by what the mode needs (data-parallel ranks x micro-batches) and are
+ * about 24.
+ *
+ * Beside: the result's books (steps, bytes, FSDP's optimizer state about 1/N per rank),
+ * and dt_train_check refusing impossible combinations with a sentence.
+ *
+ * Every verdict is agreed across ranks (tests/harness.h). At the end rank 0 prints the
+ * largest differences seen, per mode, against what the tolerances allow.
+ *
+ *   mpiexec -n 4 build/tests/mpi_train
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "harness.h"
+#include "parallel/parallel.h"
+
+/* ==== tolerances ====
+ * Parallel modes add the same numbers in another order: a batch's gradient as a sum of
+ * per-rank shards (allreduce, reduce-scatter, the server's sum), a tensor-parallel
+ * layer's output as a sum of partial products, micro-batches one after another. Each
+ * such sum differs from serial's by a few float ulps of its largest term (1e-7
+ * relative). Through 5 steps of SGD with momentum (lr 0.1) or Adam (lr 0.01; it
+ * divides by sqrt(v), so a gradient that nearly cancels carries its rounding into its
+ * step at full relative size) the weights end up within about 1e-7..1e-6 of serial's.
+ * The limits leave ten times that and more; a real mistake (a missing 1/N, a stale
+ * shard, a lost micro-batch) is above 1e-3. Measured at 1 to 5 ranks, as a fraction of
+ * the limit: weights at most 0.05 (tp, 3 ranks), 0.008 elsewhere; losses 0.007.
+ * fp16 rounds weights, activations and gradients to 11 bits (5e-4 relative); the fp32
+ * master weights keep the updates, so a run stays near the fp32 reference: losses
+ * within about 1e-3 relative, weights within about 7e-3 (a ReLU whose input rounds
+ * across zero sends its row's gradient the other way; every fp16 mode lands on the
+ * same values, so this is fp16's doing, not a mode's), measured at most 0.64 of
+ * FP16_WEIGHT_ATOL + FP16_RTOL |w| and 0.8 of the loss limit at 1 to 5 ranks (runs are
+ * deterministic for a given rank count). */
+#define PARAM_ATOL 1e-5
+#define PARAM_RTOL 1e-4
+#define LOSS_RTOL 1e-5
+#define FP16_WEIGHT_ATOL 1e-2
+#define FP16_RTOL 5e-2
+#define FP16_LOSS_RTOL 1e-3
+
+enum { STEPS = 5, OVERFLOW_STEPS = 16, FEATURES = 12, CLASSES = 7, NBATCHES = 4 };
+enum { K_FP32, K_ASYNC, K_FP16, K_OVERFLOW };
+
+/* ==== the cases: every mode and option N ranks can run ==== */
+
+typedef struct {
+    char name[80];
+    int kind;                    /* K_FP32, ... */
+    dt_train_config c;
+    dt_dataset data;             /* NBATCHES global batches' worth */
+} tcase;
+
+enum { MAXCASES = 128 };
+static tcase cases[MAXCASES];
+static int ncases;
+
+/* What a case compared, for the table at the end. */
+static struct { double param, loss; int runs; } seen[DT_NMODES + 1];   /* + fp16 */
+
+/* A configuration of mode m with SGD+momentum (adam 0) or Adam. */
+static dt_train_config base(dt_mode m, int adam)
+{
+    dt_train_config c;
+    dt_train_defaults(&c);
+    c.mode = m;
+    c.model = (dt_mlp_config){ .in = FEATURES, .hidden = 20, .out = CLASSES, .layers = 4,
+                               .act = adam ? DT_GELU : DT_RELU };
+    c.optim = (dt_optim_config){ .kind = adam ? DT_ADAM : DT_SGD, .lr = adam ? 0.01f : 0.1f,
+                                 .momentum = adam ? 0 : 0.9f, .beta1 = 0.9f,
+                                 .beta2 = 0.999f, .eps = 1e-8f };
+    c.steps = STEPS;
+    c.seed = 7;
+    c.dp = c.tp = c.pp = 1;
+    c.on_device = dt_device() == DT_CUDA;      /* the GPU's paths against the CPU's */
+    c.on_step = NULL;
+    return c;
+}
+
+/* Adds a case whose global batch B must divide by `need`: the multiple of need nearest
+ * above 24. Its data set holds NBATCHES * B examples. */
+__attribute__((format(printf, 4, 5)))
+static void add(int kind, dt_train_config c, int need, const char *fmt, ...)
+{
+    DT_REQUIRE(ncases < MAXCASES, "mpi_train: more than %d cases", MAXCASES);
+    tcase *t = &cases[ncases++];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->name, sizeof t->name, fmt, ap);
+    va_end(ap);
+    c.batch = need * ((24 + need - 1) / need);
+    dt_data_synthetic(&t->data, NBATCHES * c.batch, FEATURES, CLASSES, 11);
+    c.data = &t->data;
+    t->kind = kind;
+    t->c = c;
+}
+
+/* Each mode's variants take SGD and Adam in turn, so that every mode meets both. */
+static void make_cases(int N)
+{
+    static const char *const opt[2] = { "sgd", "adam" };
+    dt_train_config c;
+    int a = 0;                                  /* Adam for odd cases */
+    if (N == 1)
+        for (int adam = 0; adam < 2; adam++)
+            add(K_FP32, base(DT_MODE_SERIAL, adam), 1, "serial %s", opt[adam]);
+
+    /* dp: the server computes too (SGD and Adam), or (N >= 2) only serves */
+    for (int adam = 0; adam < 2; adam++)
+        add(K_FP32, base(DT_MODE_DP, adam), N, "dp %s", opt[adam]);
+    if (N >= 2) {
+        c = base(DT_MODE_DP, 1);
+        c.dedicated_server = 1;
+        add(K_FP32, c, N - 1, "dp dedicated server adam");
+    }
+
+    /* ddp: bucket caps of 1 KiB (4 buckets: a layer each), 4 KiB (2) and 256 KiB (1),
+     * overlap on and off, accumulation 1 and 2 */
+    static const int ddp[][3] = { {1, 1, 1}, {1, 0, 2}, {4, 1, 2}, {256, 0, 1} };
+    for (int i = 0; i < 4; i++, a ^= 1) {
+        c = base(DT_MODE_DDP, a);
+        c.bucket_kb = ddp[i][0];
+        c.overlap = ddp[i][1];
+        c.accum = ddp[i][2];
+        add(K_FP32, c, N * c.accum, "ddp bucket %d KiB overlap %d accum %d %s",
+            c.bucket_kb, c.overlap, c.accum, opt[a]);
+    }
+
+    /* fsdp: ZeRO 1, 2, 3, and 3 again with the other optimizer */
+    for (int z = 1; z <= 4; z++, a ^= 1) {
+        c = base(DT_MODE_FSDP, a);
+        c.zero = z < 4 ? z : 3;
+        add(K_FP32, c, N, "fsdp zero %d %s", c.zero, opt[a]);
+    }
+
+    /* tp: hidden 12*N; 4 layers (two pairs) and 3 (a last layer of 7 outputs cut into
+     * N columns), in both styles */
+    for (int i = 0; i < 4; i++, a ^= 1) {
+        c = base(DT_MODE_TP, a);
+        c.tp_style = (dt_tp_style)(i / 2);
+        c.model.hidden = 12 * N;
+        c.model.layers = 3 + i % 2;
+        add(K_FP32, c, 1, "tp %s %d layers %s", i / 2 ? "allgather" : "megatron",
+            c.model.layers, opt[a]);
+    }
+
+    /* pp: N stages of N+1 layers (at least 3), so that one stage holds two; GPipe and
+     * 1F1B with 1, 2 and 4 micro-batches */
+    for (int i = 0; i < 6; i++, a ^= 1) {
+        c = base(DT_MODE_PP, a);
+        c.model.layers = N + 1 < 3 ? 3 : N + 1;
+        c.schedule = (dt_pp_schedule)(i / 3);
+        c.micro = 1 << (i % 3);
+        add(K_FP32, c, c.micro, "pp %s micro %d %s", i / 3 ? "1f1b" : "gpipe", c.micro,
+            opt[a]);
+    }
+
+    /* hybrid: every D*T*P = N */
+    for (int T = 1; T <= N; T++)
+        for (int P = 1; P <= N; P++) {
+            if (N % (T * P))
+                continue;
+            int D = N / (T * P);
+            c = base(DT_MODE_HYBRID, a);
+            c.dp = D;
+            c.tp = T;
+            c.pp = P;
+            c.model.hidden = 12 * T;
+            c.model.layers = P + 1 < 4 ? 4 : P + 1;
+            c.micro = P > 1 ? 2 : 1;
+            c.schedule = (dt_pp_schedule)((T + P) % 2);
+            c.tp_style = (dt_tp_style)(D % 2);
+            add(K_FP32, c, D * c.micro, "hybrid D %d T %d P %d %s", D, T, P, opt[a]);
+            a ^= 1;
+        }
+
+    /* async dp: workers K updates behind */
+    if (N >= 2) {
+        c = base(DT_MODE_DP, 0);
+        c.async = 1;
+        add(K_ASYNC, c, N, "dp async 1");
+    }
+    if (N >= 3) {
+        c = base(DT_MODE_DP, 0);
+        c.async = 2;
+        c.dedicated_server = 1;
+        add(K_ASYNC, c, N - 1, "dp async 2 dedicated server");
+    }
+
+    /* fp16: every mode (hybrid with two of D, T, P above 1 where N allows) */
+    for (int m = 0; m < DT_NMODES; m++) {
+        if (m == DT_MODE_SERIAL && N > 1)
+            continue;
+        c = base((dt_mode)m, 0);
+        int need = m == DT_MODE_DP || m == DT_MODE_DDP || m == DT_MODE_FSDP ? N : 1;
+        if (m == DT_MODE_TP)
+            c.model.hidden = 12 * N;
+        if (m == DT_MODE_PP)
+            c.model.layers = N + 1 < 3 ? 3 : N + 1;
+        if (m == DT_MODE_HYBRID) {
+            c.tp = N % 2 == 0 ? 2 : 1;
+            c.pp = N % 2 == 0 && N > 2 ? 2 : 1;
+            c.dp = N / (c.tp * c.pp);
+            c.model.hidden = 12 * c.tp;
+            c.micro = 2;
+            need = c.dp * (c.pp > 1 ? 2 : 1);
+        }
+        c.precision = DT_FP16;
+        c.scaler.init = 4096;      /* 2^16 overflows now and then on these shapes */
+        add(K_FP16, c, need, "fp16 %s", dt_mode_name((dt_mode)m));
+    }
+
+    /* overflow from a huge loss scale, in the three training loops that decide it:
+     * dp's server, the hybrid loop (ddp) and fsdp */
+    for (int m = DT_MODE_DP; m <= DT_MODE_FSDP; m++) {
+        c = base((dt_mode)m, 0);
+        c.precision = DT_FP16;
+        c.steps = OVERFLOW_STEPS;
+        c.scaler.init = 0x1p28f;
+        add(K_OVERFLOW, c, N, "fp16 %s overflow from scale 2^28", dt_mode_name((dt_mode)m));
+    }
+}
+
+/* ==== the serial reference, lib/nn only ====
+ * Trains c's model from its initial weights for c->steps steps on the global batches
+ * 0, 1, ... delay K > 0 simulates the delayed update of asynchronous dp: step s's
+ * gradients are taken on the weights of step max(0, s-1-K) and applied to the newest.
+ * skipped (or NULL) marks steps fp16 skipped: their loss is taken, the weights do not
+ * move, and the optimizer counts only the steps it takes. Writes the final weights
+ * (nparams) and each step's mean loss (on the weights the gradients were taken on). */
+static void reference(const dt_train_config *c, int delay, const int *skipped,
+                      float *params, float *loss)
+{
+    const dt_mlp_config *m = &c->model;
+    int B = c->batch, S = dt_optim_state_per_param(c->optim.kind), updates = 0;
+    size_t n = dt_mlp_nparams(m);
+    float *hist = calloc(n * (size_t)(delay + 1), sizeof(float));   /* weight versions */
+    float *grads = malloc(n * sizeof(float)), *state = calloc(n * S, sizeof(float));
+    float *x = malloc((size_t)B * m->in * sizeof(float));
+    float *dlogits = malloc((size_t)B * m->out * sizeof(float));
+    int *y = malloc((size_t)B * sizeof(int));
+    DT_REQUIRE(hist && grads && state && x && dlogits && y, "out of memory");
+    dt_mlp_acts a;
+    dt_mlp_acts_alloc(m, B, 0, &a);
+    dt_mlp_init(m, c->seed, params);
+    for (int s = 1; s <= c->steps; s++) {
+        memcpy(hist + n * (size_t)((s - 1) % (delay + 1)), params, n * sizeof(float));
+        int v = s - 1 - delay < 0 ? 0 : s - 1 - delay;   /* the version used */
+        const float *w = hist + n * (size_t)(v % (delay + 1));
+        dt_data_batch(c->data, s - 1, B, 0, B, x, y);
+        const float *logits = dt_mlp_forward(m, w, x, B, &a);
+        loss[s - 1] = dt_xent(logits, y, B, m->out, 1.0f / B, dlogits) / B;
+        if (skipped && skipped[s - 1])
+            continue;
+        memset(grads, 0, n * sizeof(float));
+        dt_mlp_backward(m, w, &a, dlogits, B, grads, NULL, NULL);
+        dt_optim_step(&c->optim, ++updates, params, grads, state, n);
+    }
+    dt_mlp_acts_free(&a);
+    free(hist); free(grads); free(state); free(x); free(dlogits); free(y);
+}
+
+/* ==== comparing ==== */
+
+/* got against want on this rank, |got - want| <= atol + rtol |want|. Returns the
+ * largest |got - want| / (atol + rtol |want|) (1 is the limit); notes the first few
+ * failures. */
+static double compare(const char *name, const char *what, const float *got,
+                      const float *want, size_t n, double atol, double rtol)
+{
+    double worst = 0;
+    int bad = 0;
+    size_t wi = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]), lim = atol + rtol * fabs(want[i]);
+        double r = isfinite(d) ? d / lim : INFINITY;
+        if (r > worst) {
+            worst = r;
+            wi = i;
+        }
+        if (!(r <= 1) && bad++ < 3)
+            ht_fail("%s: %s[%zu] = %.9g, the reference has %.9g (difference %.3g, limit "
+                    "%.3g)", name, what, i, (double)got[i], (double)want[i], d, lim);
+    }
+    if (getenv("DT_TEST_VERBOSE") && n && ht_rank == 0)
+        printf("  %s: worst %s[%zu] = %.9g, reference %.9g\n", name, what, wi,
+               (double)got[wi], (double)want[wi]);
+    return worst;
+}
+
+/* ==== the test of one case ==== */
+
+/* Each step's report on rank 0 (the overflow cases read the scale in it). */
+static char reports[OVERFLOW_STEPS][sizeof ((dt_step_report *)0)->extra];
+
+static void keep_report(const dt_step_report *r, void *ctx)
+{
+    (void)ctx;
+    if (r->step >= 1 && r->step <= OVERFLOW_STEPS)
+        snprintf(reports[r->step - 1], sizeof reports[0], "%s", r->extra);
+}
+
+START_TEST(test_mode)
+{
+    const tcase *t = &cases[_i];
+    const dt_train_config *c = &t->c;
+    char why[256] = "";
+    int ok = dt_train_check(c, ht_size, why, sizeof why) == 0;
+    HT_EXPECT(ok, "%s: dt_train_check refuses it on %d ranks: %s", t->name, ht_size, why);
+    if (!ok) {
+        HT_VERDICT();
+        return;
+    }
+    dt_train_config run = *c;
+    run.on_step = keep_report;
+    memset(reports, 0, sizeof reports);
+    dt_train_result res;
+    double t0 = MPI_Wtime();
+    dt_train(&run, MPI_COMM_WORLD, &res);
+    double took = MPI_Wtime() - t0;
+    int S = c->steps;
+    size_t n = dt_mlp_nparams(&c->model);
+    float *want = malloc(n * sizeof(float)), *wloss = malloc((size_t)S * sizeof(float));
+    DT_REQUIRE(want && wloss, "out of memory");
+    HT_EXPECT(res.steps == S, "%s: %d steps in the result, want %d", t->name, res.steps, S);
+    HT_EXPECT(res.bytes_sent <= res.bytes_sent_max, "%s: bytes_sent %zu above the max %zu",
+              t->name, res.bytes_sent, res.bytes_sent_max);
+    HT_EXPECT(ht_size == 1 || res.bytes_sent_max > 0, "%s: no bytes sent on %d ranks",
+              t->name, ht_size);
+    HT_EXPECT(res.peak_params > 0, "%s: peak memory of the weights is 0", t->name);
+    if (ht_rank == 0)
+        HT_EXPECT(res.nparams == n && res.params, "%s: %zu final weights, want %zu",
+                  t->name, res.nparams, n);
+    for (int s = 0; s < S; s++)
+        HT_EXPECT(isfinite(res.loss[s]), "%s: loss of step %d is %g", t->name, s + 1,
+                  (double)res.loss[s]);
+    if (c->mode == DT_MODE_FSDP) {     /* optimizer state sharded: about 1/N, plus padding */
+        size_t full = n * sizeof(float) * dt_optim_state_per_param(c->optim.kind);
+        size_t pad = (size_t)c->model.layers * ht_size * sizeof(float) *
+                     dt_optim_state_per_param(c->optim.kind);
+        HT_EXPECT(res.peak_optim <= (full + pad) / ht_size + pad,
+                  "%s: optimizer state %zu bytes on a rank, more than 1/%d of %zu",
+                  t->name, res.peak_optim, ht_size, full);
+    }
+
+    int skip = 0, first = 0;            /* steps skipped; the first one applied */
+    for (int s = 0; s < S; s++)
+        skip += res.skipped[s] != 0;
+    while (first < S && res.skipped[first])
+        first++;
+    int valid = ht_rank == 0 && res.nparams == n && res.params;
+    double dp = 0, dl = 0;
+    if (t->kind == K_FP32 || t->kind == K_ASYNC) {
+        reference(c, t->kind == K_ASYNC ? c->async : 0, NULL, want, wloss);
+        HT_EXPECT(skip == 0, "%s: %d steps skipped in fp32", t->name, skip);
+        dl = compare(t->name, "loss", res.loss, wloss, (size_t)S, 1e-7, LOSS_RTOL);
+        if (valid)
+            dp = compare(t->name, "weight", res.params, want, n, PARAM_ATOL, PARAM_RTOL);
+    } else if (t->kind == K_FP16) {
+        reference(c, 0, NULL, want, wloss);
+        HT_EXPECT(skip == 0, "%s: %d steps skipped at the default scale", t->name, skip);
+        dl = compare(t->name, "fp16 loss", res.loss, wloss, (size_t)S, 0,
+                     FP16_LOSS_RTOL);
+        if (valid)
+            dp = compare(t->name, "fp16 weight", res.params, want, n, FP16_WEIGHT_ATOL,
+                         FP16_RTOL);
+    } else {
+        /* From 2^28 the first steps must overflow, each halving the scale, until it is
+         * small enough (about 2^19 here); a later step may overflow again. The run must
+         * follow the fp32 reference that skips the same steps: a skipped step leaves
+         * the weights as they were, and the optimizer counts only the steps it took. */
+        HT_EXPECT(first >= 1, "%s: step 1 was not skipped with a loss scale of 2^28",
+                  t->name);
+        HT_EXPECT(S - skip >= 4, "%s: %d of %d steps skipped: no recovery", t->name,
+                  skip, S);
+        reference(c, 0, res.skipped, want, wloss);
+        dl = compare(t->name, "fp16 loss", res.loss, wloss, (size_t)S, 0,
+                     FP16_LOSS_RTOL);
+        if (valid)
+            dp = compare(t->name, "fp16 weight", res.params, want, n, FP16_WEIGHT_ATOL,
+                         FP16_RTOL);
+        /* the scale each step used, as its report says: 2^28 halved once per skip */
+        float scale = c->scaler.init;
+        for (int s = 0; s < S && ht_rank == 0; s++) {
+            const char *p = strstr(reports[s], "scale ");
+            double used = p ? atof(p + 6) : -1;
+            HT_EXPECT(fabs(used - scale) <= 1e-5 * scale, "%s: step %d reports '%s'; the "
+                      "scale should be %g (2^28 halved at each skipped step)", t->name,
+                      s + 1, reports[s], (double)scale);
+            if (res.skipped[s])
+                scale *= c->scaler.backoff;
+        }
+    }
+    /* the last step's batch was seen before, at step j+1: compare like with like */
+    int j = (S - 1) % NBATCHES;
+    HT_EXPECT(res.loss[S - 1] < res.loss[j], "%s: the loss did not go down: %g at step %d, "
+              "%g at step %d (the same batch)", t->name, (double)res.loss[j], j + 1,
+              (double)res.loss[S - 1], S);
+    if (ht_rank == 0) {
+        int row = t->kind == K_FP32 || t->kind == K_ASYNC ? (int)c->mode : DT_NMODES;
+        seen[row].param = fmax(seen[row].param, dp);
+        seen[row].loss = fmax(seen[row].loss, dl);
+        seen[row].runs++;
+        if (getenv("DT_TEST_VERBOSE"))
+            printf("%-40s %5.0f ms  skipped %2d  worst/limit: weights %.3g, loss %.3g\n",
+                   t->name, took * 1e3, skip, dp, dl);
+    }
+    free(want);
+    free(wloss);
+    dt_train_result_free(&res);
+    HT_VERDICT();
+}
+END_TEST
+
+/* ==== impossible combinations: dt_train_check refuses them, with a sentence ==== */
+
+START_TEST(test_check)
+{
+    dt_dataset d;
+    dt_data_synthetic(&d, 96, FEATURES, CLASSES, 11);
+    struct { const char *name, *word; dt_train_config c; int nranks; } bad[8];
+    int nb = 0;
+#define BAD(name_, word_, nranks_) do { \
+        c.data = &d; \
+        bad[nb].name = name_; bad[nb].word = word_; bad[nb].c = c; \
+        bad[nb++].nranks = nranks_; \
+    } while (0)
+    dt_train_config c = base(DT_MODE_TP, 0);
+    c.batch = 24;
+    c.model.hidden = 25;
+    BAD("tp: hidden 25 on 2 ranks", "hidden", 2);
+    c = base(DT_MODE_PP, 0);
+    c.batch = 24;
+    c.model.layers = 2;
+    BAD("pp: 3 stages of 2 layers", "layers", 3);
+    c = base(DT_MODE_HYBRID, 0);
+    c.batch = 24;
+    c.dp = 2; c.tp = 1; c.pp = 2;
+    BAD("hybrid 2x1x2 on 3 ranks", "3", 3);
+    c = base(DT_MODE_DDP, 0);
+    c.batch = 25;
+    BAD("ddp: batch 25 on 2 ranks", "batch", 2);
+    c = base(DT_MODE_PP, 0);
+    c.batch = 24;
+    c.micro = 5;
+    BAD("pp: batch 24 in 5 micro-batches", "micro", 2);
+    c = base(DT_MODE_FSDP, 0);
+    c.batch = 24;
+    c.zero = 4;
+    BAD("fsdp: zero 4", "zero", 2);
+    c = base(DT_MODE_SERIAL, 0);
+    c.batch = 24;
+    c.steps = 0;
+    BAD("0 steps", "steps", 1);
+    c = base(DT_MODE_SERIAL, 0);
+    c.batch = 24;
+    BAD("serial on 2 ranks", "serial", 2);
+#undef BAD
+    for (int i = 0; i < nb; i++) {
+        char why[256] = "";
+        int rc = dt_train_check(&bad[i].c, bad[i].nranks, why, sizeof why);
+        HT_EXPECT(rc == -1 && strstr(why, bad[i].word), "%s: dt_train_check returned %d "
+                  "('%s'), want -1 and a sentence naming '%s'", bad[i].name, rc, why,
+                  bad[i].word);
+    }
+    dt_data_free(&d);
+    HT_VERDICT();
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    dt_init(&argc, &argv);
+    ht_rank = dt_rank();
+    ht_size = dt_size();
+    make_cases(ht_size);
+
+    Suite *s = suite_create("train");
+    TCase *tc = tcase_create("check");
+    tcase_add_checked_fixture(tc, ht_setup, NULL);
+    tcase_add_test(tc, test_check);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("modes");
+    tcase_add_checked_fixture(tc, ht_setup, NULL);
+    tcase_add_loop_test(tc, test_mode, 0, ncases);
+    suite_add_tcase(s, tc);
+    int rc = ht_run(s);
+
+    if (ht_rank == 0) {
+        printf("%d cases on %d ranks; the largest differences from the serial reference, as "
+               "a\nfraction of the limit (fp32: weights %g + %g|w|, loss %g relative; fp16: "
+               "%g + %g|w|, %g):\n", ncases, ht_size, PARAM_ATOL, PARAM_RTOL, LOSS_RTOL,
+               FP16_WEIGHT_ATOL, FP16_RTOL, FP16_LOSS_RTOL);
+        for (int m = 0; m <= DT_NMODES; m++)
+            if (seen[m].runs)
+                printf("  %-7s %2d runs  weights %.3f  loss %.3f\n",
+                       m < DT_NMODES ? dt_mode_name((dt_mode)m) : "fp16", seen[m].runs,
+                       seen[m].param, seen[m].loss);
+    }
+    for (int i = 0; i < ncases; i++)
+        dt_data_free(&cases[i].data);
+    dt_finalize();
+    return rc;
+}
