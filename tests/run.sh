@@ -316,6 +316,26 @@ train_tests() {
     train_bad "a stray argument" 2 --mode ddp extra
     train_bad "--data missing" 2 --mode ddp --data "$tmp/no-such-dir"
 
+    # MNIST-format IDX files the test writes: 60 images of 4x4 pixels, labels 0..2
+    local idx=$tmp/idx hex="" lab="" i j
+    mkdir -p "$idx"
+    for ((i = 0; i < 60; i++)); do
+        lab+=$(printf '\\x%02x' $((i % 3)))
+        for ((j = 0; j < 16; j++)); do
+            hex+=$(printf '\\x%02x' $(((i % 3) * 80 + j * 5 + i * 7 % 13)))
+        done
+    done
+    printf '\x00\x00\x08\x03\x00\x00\x00\x3c\x00\x00\x00\x04\x00\x00\x00\x04'"$hex" \
+        >"$idx/train-images-idx3-ubyte"
+    printf '\x00\x00\x08\x01\x00\x00\x00\x3c'"$lab" >"$idx/train-labels-idx1-ubyte"
+    run "train ddp --data (IDX files, 2 ranks)" 0 "$MPIEXEC" -n 2 "$train" --mode ddp \
+        --data "$idx" --steps 3 --batch 12 --hidden 8 --layers 2
+    grep -q '^step 3 loss' "$log" ||
+        report "train --data prints its steps" 0 "no 'step 3 loss' line"
+    head -c 100 "$idx/train-images-idx3-ubyte" >"$idx/cut" &&
+        mv "$idx/cut" "$idx/train-images-idx3-ubyte"
+    train_bad "--data with a truncated file" 2 --mode ddp --data "$idx"
+
     # the trace: compute events (forward, backward) beside the sends and receives
     local trace=$tmp/train.trace
     run "train ddp --trace (2 ranks)" 0 "$MPIEXEC" -n 2 "$train" --mode ddp \

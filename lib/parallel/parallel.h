@@ -120,10 +120,19 @@ typedef struct {
  * left for the caller (they come from the data set). */
 void dt_train_defaults(dt_train_config *c);
 
+/* dt_train_defaults, then mode and data, the model's in and out from the data set, and
+ * on_device from this rank's device (dt_device()): where most programs start. */
+void dt_train_defaults_for(dt_train_config *c, dt_mode mode, const dt_dataset *data);
+
 /* Whether c can run on nranks ranks: 0, or -1 with a sentence in why (a hidden size
  * the tp size does not divide, more stages than layers, D*T*P unequal to nranks, a
  * batch the data-parallel ranks cannot share evenly, ...). Needs no MPI. */
 int dt_train_check(const dt_train_config *c, int nranks, char *why, size_t len);
+
+/* For lessons, which must do something sensible at any rank count: returns 1 when c
+ * can run on the ranks of MPI_COMM_WORLD; otherwise rank 0 prints "program cannot run
+ * on N ranks:" and the reason, and it returns 0 (the program then ends normally). */
+int dt_train_can_run(const dt_train_config *c, const char *program);
 
 typedef struct {
     int steps;

@@ -56,6 +56,16 @@ void dt_train_defaults(dt_train_config *c)
     c->dp = c->tp = c->pp = 1;
 }
 
+void dt_train_defaults_for(dt_train_config *c, dt_mode mode, const dt_dataset *data)
+{
+    dt_train_defaults(c);
+    c->mode = mode;
+    c->data = data;
+    c->model.in = data->features;
+    c->model.out = data->classes;
+    c->on_device = dt_device() == DT_CUDA;
+}
+
 /* ==== can it run? ==== */
 
 /* The data-parallel, tensor-parallel and pipeline sizes a mode uses on n ranks. */
@@ -140,6 +150,19 @@ int dt_train_check(const dt_train_config *c, int n, char *why, size_t len)
         WHY("each data-parallel rank's %d rows cannot be cut into %d micro-batches of "
             "equal size (--micro x --accum = %d must divide %d)", c->batch / D, M, M,
             c->batch / D);
+    return 0;
+}
+
+int dt_train_can_run(const dt_train_config *c, const char *program)
+{
+    char why[256];
+    int n = dt_size();
+    if (dt_train_check(c, n, why, sizeof why) == 0)
+        return 1;
+    if (dt_rank() == 0) {
+        printf("%s cannot run on %d rank%s:\n%s\n", program, n, n == 1 ? "" : "s", why);
+        fflush(stdout);
+    }
     return 0;
 }
 

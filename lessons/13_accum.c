@@ -1,0 +1,127 @@
+/* Lesson 13: gradient accumulation, K micro-batches, then one allreduce.
+ *
+ * What it teaches: a rank's share of the global batch need not go through the
+ * model at once. Cut into K micro-batches, each goes forward and backward in
+ * turn, adding its gradient into the same buffer, and only after the last one
+ * are the gradients summed over the ranks and the optimizer stepped. Gradients
+ * are sums, so the result is the gradient of the whole batch: the same weights
+ * as one big batch, to rounding. What changes: the activations held are those
+ * of one micro-batch (K times fewer), and the communication per step does not
+ * grow with K, since it happens once per step.
+ *
+ * Run:  mpiexec -n 4 build/lessons/13_accum
+ *       mpiexec -n 3 build/lessons/13_accum --accum 8
+ *       mpiexec -n 2 build/lessons/13_accum --trace accum.trace
+ */
+#include <math.h>
+#include <stdio.h>
+#include "dt.h"
+
+static const char usage[] =
+    "usage: mpiexec -n N 13_accum [options]\n"
+    "Trains an MLP with DDP and gradient accumulation (K micro-batches per "
+    "step),\n"
+    "beside DDP without it and serial training.\n"
+    "  --steps S           training steps, 1 to 200 (default 6)\n"
+    "  --accum K           micro-batches per step, 1 to 48; K must divide "
+    "each\n"
+    "                      rank's rows of the global batch of 240 (default 4)\n"
+    DT_COMMON_USAGE
+    "  --help              this text\n";
+
+enum { TOL_EXP = 5 };
+
+int main(int argc, char **argv)
+{
+    /* ==== setup ==== */
+    dt_init(&argc, &argv);
+    int n = dt_size(), rank = dt_rank(), steps = 6, K = 4;
+    dt_int_option io[] = {{"steps", 1, 200, &steps}, {"accum", 1, 48, &K}};
+    dt_parse_int_options(argc, argv, io, 2, usage);
+
+    dt_dataset set;
+    dt_data_synthetic(&set, 2048, 16, 4, 1);
+    dt_train_config c;
+    dt_train_defaults_for(&c, DT_MODE_DDP, &set);
+    c.model.hidden = 64;
+    c.model.layers = 3;
+    c.steps = steps;
+    c.batch = 240;           /* 1..5 ranks share it, in 4 micro-batches each */
+    c.accum = K;
+    char why[256];
+    if (dt_train_check(&c, n, why, sizeof why))  /* only --accum can fail */
+        dt_usage_error(usage, why);
+    int rows = c.batch / n, mb = rows / K;
+
+    /* ==== the idea: one step, on every rank ==== */
+    dt_printf0("DDP on %d rank%s, global batch %d: each rank has %d rows, cut "
+               "into K = %d\nmicro-batches of %d. One step, on every "
+               "rank:\n\n", n, n == 1 ? "" : "s", c.batch, rows, K, mb);
+    for (int k = 0; k < K; k++)
+        if (K <= 5 || k < 2 || k == K - 1)
+            dt_printf0("  micro-batch %2d: forward, backward, grads += its "
+                       "gradient%s\n", k,
+                       k < K - 1 ? "   (no communication)" : "");
+        else if (k == 2)
+            dt_printf0("  ...\n");
+    dt_printf0("  then: allreduce the grads (in buckets), optimizer step\n\n"
+               "Each micro-batch's loss is divided by the global batch, %d, "
+               "not by %d:\nso the K gradients add up to the gradient of the "
+               "whole batch.\n\n", c.batch, mb);
+
+    /* ==== the library calls: accum K, accum 1 (one big batch), serial ==== */
+    dt_train_result acc, big, ref;
+    dt_train(&c, MPI_COMM_WORLD, &acc);
+    c.accum = 1;
+    dt_train(&c, MPI_COMM_WORLD, &big);
+    dt_train_serial(&c, MPI_COMM_WORLD, &ref);
+    const dt_train_result *pair[3][2] = {{&acc, &ref}, {&big, &ref},
+                                         {&acc, &big}};
+    double diff[3];
+    for (int k = 0; k < 3; k++)
+        diff[k] = dt_params_max_diff(pair[k][0]->params, pair[k][1]->params,
+                                     ref.nparams, MPI_COMM_WORLD);
+
+    /* ==== the numbers ==== */
+    dt_printf0("Loss per step:\n  step   accum %-2d  accum 1   serial\n", K);
+    for (int s = 0; s < steps; s++)
+        dt_printf0("  %4d  %8.5f %8.5f %8.5f\n", s + 1, acc.loss[s],
+                   big.loss[s], rank == 0 ? ref.loss[s] : 0.0);
+    double per_acc = (double)acc.bytes_sent_max / steps;
+    double per_big = (double)big.bytes_sent_max / steps;
+    double G = (double)dt_mlp_nparams(&c.model) * sizeof(float);
+    if (n > 1)
+        dt_printf0("\nBytes sent per step by the busiest rank, for G = %.0f "
+                   "bytes of gradients:\n  accum %-2d             %8.0f\n"
+                   "  accum 1              %8.0f\n"
+                   "  the ring, 2(N-1)/N G %8.0f   (plus a few bytes: the "
+                   "step's loss)\nThe same: one allreduce of the gradients "
+                   "per step, whatever K.\n", G, K, per_acc, per_big,
+                   2.0 * (n - 1) / n * G);
+    else
+        dt_printf0("\nOne rank sends nothing, accumulating or not. Try "
+                   "-n 4.\n");
+    dt_printf0("Activations held at once: %d rows (one micro-batch) instead "
+               "of %d.\nTime per step: %.2f ms with accum %d, %.2f ms "
+               "without.\n", mb, rows, acc.seconds_per_step * 1e3, K,
+               big.seconds_per_step * 1e3);
+
+    /* ==== the check ==== */
+    double tol = pow(10, -TOL_EXP);
+    int ok = diff[0] <= tol && diff[1] <= tol && diff[2] <= tol &&
+             per_acc <= per_big;
+    dt_printf0("\ncheck: max |weight difference| (limit 1e-%d)\n"
+               "       accum %d vs serial %.3g, accum 1 vs serial %.3g,\n"
+               "       accum %d vs accum 1 %.3g; bytes per step %s with K: "
+               "%s\n", TOL_EXP, K, diff[0], diff[1], K, diff[2],
+               per_acc <= per_big ? "do not grow" : "GROW",
+               ok ? "PASS" : "FAIL");
+
+    /* ==== teardown ==== */
+    dt_train_result_free(&ref);
+    dt_train_result_free(&acc);
+    dt_train_result_free(&big);
+    dt_data_free(&set);
+    dt_finalize();
+    return ok ? 0 : 1;
+}
