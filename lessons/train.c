@@ -34,7 +34,7 @@ static void make_usage(const dt_train_config *d)
     "  --lr X              learning rate (%g)\n"
     "  --optim O           sgd|adam (sgd); --momentum M for sgd (%g)\n"
     "  --seed K            initial weights and synthetic data (%llu)\n"
-    "  --layers L, --hidden H, --act relu|gelu   the model (%d layers of %d, %s)\n"
+    "  --layers L, --hidden H, --act relu|gelu   (%d layers, hidden %d, %s)\n"
     "  --precision P       fp32|fp16 (fp32); fp16: --loss-scale X (%g) and\n"
     "                      --scale-window N (clean steps before it doubles, %d)\n"
     "  --data DIR          DIR/train-images-idx3-ubyte and train-labels-idx1-ubyte\n"

@@ -145,11 +145,10 @@ int dt_train_check(const dt_train_config *c, int n, char *why, size_t len)
     int M = (P > 1 ? c->micro : 1) * c->accum;
     if (c->batch % D)
         WHY("a global batch of %d rows cannot be shared evenly by %d data-parallel "
-            "ranks (make --batch a multiple of %d)", c->batch, D, D);
+            "ranks: it must be a multiple of %d", c->batch, D, D);
     if ((c->batch / D) % M)
-        WHY("each data-parallel rank's %d rows cannot be cut into %d micro-batches of "
-            "equal size (--micro x --accum = %d must divide %d)", c->batch / D, M, M,
-            c->batch / D);
+        WHY("the %d rows of %s cannot be cut into %d micro-batches of equal size",
+            c->batch / D, D > 1 ? "each data-parallel rank" : "the batch", M);
     return 0;
 }
 
