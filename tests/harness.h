@@ -105,6 +105,24 @@ static void ht_setup(void) { ht_nbad = 0; }
 
 /* ==== running ==== */
 
+/* A table of looped tests: each becomes a test case of its own name, run n times (the
+ * loop index picks the test's variant), with the failure count reset first. */
+typedef struct {
+    const char *name;
+    const TTest *test;
+    int n;
+} ht_case;
+
+static inline void ht_add_cases(Suite *s, const ht_case *cases, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        TCase *tc = tcase_create(cases[i].name);
+        tcase_add_checked_fixture(tc, ht_setup, NULL);
+        tcase_add_loop_test(tc, cases[i].test, 0, cases[i].n);
+        suite_add_tcase(s, tc);
+    }
+}
+
 /* Runs the suite on every rank: no fork, rank 0 reports. Returns the exit status, the
  * same on every rank: 0 if every test passed. Call between dt_init and dt_finalize. */
 static int ht_run(Suite *s)

@@ -1007,7 +1007,7 @@ int main(int argc, char **argv)
     ops[0] = MPI_SUM; ops[1] = MPI_MAX; ops[2] = MPI_MIN; ops[3] = MPI_PROD;
 
     Suite *s = suite_create("collectives");
-    struct { const char *name; const TTest *test; int n; } cases[] = {
+    const ht_case cases[] = {
         { "bcast", test_bcast, NCOUNTS },
         { "reduce", test_reduce, NCOUNTS },
         { "gather", test_gather, NCOUNTS },
@@ -1025,12 +1025,7 @@ int main(int argc, char **argv)
         { "device", test_device, 1 },
         { "mpi_leniency", test_mpi_leniency, 1 },
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_add_checked_fixture(tc, ht_setup, NULL);
-        tcase_add_loop_test(tc, cases[i].test, 0, cases[i].n);
-        suite_add_tcase(s, tc);
-    }
+    ht_add_cases(s, cases, sizeof cases / sizeof cases[0]);
     int rc = ht_run(s);
     dt_finalize();
     return rc;

@@ -332,7 +332,7 @@ int main(int argc, char **argv)
     DT_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, 0, ht_size - 1 - ht_rank, &backwards));
 
     Suite *s = suite_create("ddp");
-    struct { const char *name; const TTest *test; int n; } cases[] = {
+    const ht_case cases[] = {
         { "count", test_count, NLAYOUT },
         { "count_by_hand", test_count_by_hand, 1 },
         { "sums", test_sums, NLAYOUT * NT },
@@ -340,12 +340,7 @@ int main(int argc, char **argv)
         { "overlap", test_overlap, 1 },
         { "device", test_device, 1 },
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_add_checked_fixture(tc, ht_setup, NULL);
-        tcase_add_loop_test(tc, cases[i].test, 0, cases[i].n);
-        suite_add_tcase(s, tc);
-    }
+    ht_add_cases(s, cases, sizeof cases / sizeof cases[0]);
     int rc = ht_run(s);
     DT_CHECK_MPI(MPI_Comm_free(&backwards));
     dt_finalize();

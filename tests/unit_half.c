@@ -12,6 +12,7 @@
  *   build/tests/unit_half
  */
 #include <check.h>
+#include "unit.h"
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -299,12 +300,8 @@ int main(void)
     tcase_add_test(tc, test_random);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
 #ifndef __FLT16_MAX__
     printf("unit_half: this compiler has no _Float16; checking against the table only\n");
 #endif
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return unit_run(s);
 }

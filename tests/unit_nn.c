@@ -21,6 +21,7 @@
  *   build/tests/unit_nn
  */
 #include <check.h>
+#include "unit.h"
 #include <dirent.h>
 #include <math.h>
 #include <stdint.h>
@@ -916,9 +917,5 @@ int main(void)
     tcase_add_test(io, test_idx_cuts);
     tcase_set_timeout(io, 60);
     suite_add_tcase(s, io);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return unit_run(s);
 }

@@ -12,6 +12,7 @@
  *   build/tests/unit_ops
  */
 #include <check.h>
+#include "unit.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -221,9 +222,5 @@ int main(void)
     tcase_add_test(tc, test_reduce_cuda);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return unit_run(s);
 }

@@ -12,6 +12,7 @@
  *   build/tests/unit_pipeline            (CK_FORK=no to debug under gdb)
  */
 #include <check.h>
+#include "unit.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -288,9 +289,5 @@ int main(void)
     tcase_add_test(tc, test_draw);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return unit_run(s);
 }

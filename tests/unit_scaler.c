@@ -15,6 +15,7 @@
  *   build/tests/unit_scaler
  */
 #include <check.h>
+#include "unit.h"
 #include <stdint.h>
 #include <stdio.h>
 #include "parallel/parallel.h"
@@ -188,9 +189,5 @@ int main(void)
     tcase_add_loop_test(tc, test_random, 0, 4);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return unit_run(s);
 }

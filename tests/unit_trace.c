@@ -5,6 +5,7 @@
  * a message naming the line; then cut and mutated files must never crash the reader;
  * the Chrome JSON must parse (a small JSON checker here, and python3 when present). */
 #include <check.h>
+#include "unit.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -635,9 +636,5 @@ int main(void)
     tcase_add_test(tc, test_chrome);
     tcase_add_test(tc, test_chrome_escapes);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return unit_run(s);
 }
