@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "core.h"
 #include "cuda.h"
 #include "internal.h"
@@ -47,8 +48,12 @@ void dti_die(const char *file, int line, const char *fmt, ...)
     int up = 0, down = 0;
     MPI_Initialized(&up);
     MPI_Finalized(&down);
-    if (up && !down)
+    if (up && !down) {
+        /* mpiexec forwards our stderr through a pipe; an abort right after the write can
+         * lose the message in flight. A fifth of a second lets it reach the terminal. */
+        nanosleep(&(struct timespec){0, 200000000}, NULL);
         MPI_Abort(MPI_COMM_WORLD, 1);   /* takes every other rank down with this one */
+    }
     exit(1);
 }
 
