@@ -182,6 +182,16 @@ static long long field64(size_t v)
     return v > (size_t)LLONG_MAX ? LLONG_MAX : (long long)v;
 }
 
+void dt_trace_call(const char *coll, size_t count, size_t esize)
+{
+    if (!dt_trace_enabled())
+        return;
+    dt_trace_phase(coll, "call");
+    dt_trace_step(-1, -1, 0, 0, -1, 0, count);
+    double t = dt_trace_now();
+    dt_trace_add(DT_EV_MARK, -1, count * esize, t, t);
+}
+
 void dt_trace_step(int step, int send_chunk, size_t slo, size_t shi,
                    int recv_chunk, size_t rlo, size_t rhi)
 {

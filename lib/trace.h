@@ -32,6 +32,7 @@
 #define DT_TRACE_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #define DT_TRACE_VERSION 1
 
@@ -68,6 +69,14 @@ void dt_trace_phase(const char *coll, const char *phase);
 void dt_trace_step(int step, int send_chunk, size_t slo, size_t shi,
                    int recv_chunk, size_t rlo, size_t rhi);
 
+/* Marks the start of one collective call: a "mark" event at this instant with coll,
+ * phase "call", step and chunk -1, [lo, hi) = [0, count) and nbytes = count * esize,
+ * where count is the elements of the buffer the collective fills (the receive buffer:
+ * n * recvcount for gather, allgather and alltoall). Every rank records one on entry to
+ * every collective with count > 0, even with one rank, so a viewer can tell calls apart.
+ * Leaves the context at that coll and phase "call". */
+void dt_trace_call(const char *coll, size_t count, size_t esize);
+
 /* Records one event [t0, t1] with the current context. Thread-safe. */
 void dt_trace_add(dt_event_kind kind, int peer, size_t nbytes, double t0, double t1);
 
@@ -92,6 +101,8 @@ typedef struct {
 /* Reads a trace file. Returns 0, or -1 with a sentence in err (file and line) for a
  * missing, truncated or malformed file; t is then empty and needs no free. */
 int dt_trace_read(const char *path, dt_trace *t, char *err, size_t errlen);
+/* The same from an open stream (left open); name is what messages call it. */
+int dt_trace_read_stream(FILE *f, const char *name, dt_trace *t, char *err, size_t errlen);
 void dt_trace_free(dt_trace *t);
 
 /* Writes t as Chrome trace JSON (open it in Perfetto or chrome://tracing): one process

@@ -403,6 +403,22 @@ static int parse_header(reader *r, int *nranks, long long *nevents, char *progra
 int dt_trace_read(const char *path, dt_trace *t, char *err, size_t errlen)
 {
     reader r = { .path = path ? path : "(null)", .err = err, .errlen = errlen };
+    memset(t, 0, sizeof *t);
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
+    if (path == NULL)
+        return fail(&r, "no trace file given");
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return fail(&r, "cannot open the trace: %s", strerror(errno));
+    int rc = dt_trace_read_stream(f, path, t, err, errlen);
+    fclose(f);
+    return rc;
+}
+
+int dt_trace_read_stream(FILE *f, const char *name, dt_trace *t, char *err, size_t errlen)
+{
+    reader r = { .path = name ? name : "(stream)", .err = err, .errlen = errlen, .f = f };
     dt_event *ev = NULL;
     size_t n = 0, cap = 0;
     int nranks = 0, rc = -1;
@@ -412,11 +428,6 @@ int dt_trace_read(const char *path, dt_trace *t, char *err, size_t errlen)
     memset(t, 0, sizeof *t);
     if (err != NULL && errlen > 0)
         err[0] = '\0';
-    if (path == NULL)
-        return fail(&r, "no trace file given");
-    r.f = fopen(path, "r");
-    if (r.f == NULL)
-        return fail(&r, "cannot open the trace: %s", strerror(errno));
 
     for (;;) {
         int got = read_line(&r);
@@ -509,7 +520,6 @@ int dt_trace_read(const char *path, dt_trace *t, char *err, size_t errlen)
     rc = 0;
 out:
     free(ev);
-    fclose(r.f);
     return rc;
 }
 

@@ -70,6 +70,7 @@ int dt_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                                   recvbuf, recvcount, recvtype, n);
     if (recvcount == 0)
         return MPI_SUCCESS;
+    dt_trace_call("allgather_ring", (size_t)n * recvcount, dt_type_size(recvtype));
 
     if (!in_place)
         dt_memcpy((char *)recvbuf + (size_t)rank * blk, sendbuf, blk);

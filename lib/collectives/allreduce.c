@@ -106,6 +106,7 @@ int dt_allreduce_ring(const void *sendbuf, void *recvbuf, int count, MPI_Datatyp
     check_args("dt_allreduce_ring", sendbuf, recvbuf, count, type, op);
     if (count == 0)
         return MPI_SUCCESS;
+    dt_trace_call("allreduce_ring", (size_t)count, dt_type_size(type));
     /* no copy of sendbuf into recvbuf: the reduce-scatter reads sendbuf and writes recvbuf */
     const void *src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
     dti_ring_reduce_scatter(src, recvbuf, count, type, op, comm, "allreduce_ring");
@@ -142,6 +143,7 @@ int dt_allreduce_naive(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
     size_t nbytes = start("dt_allreduce_naive", sendbuf, recvbuf, count, type, op) * count;
     if (count == 0)
         return MPI_SUCCESS;
+    dt_trace_call("allreduce_naive", (size_t)count, nbytes / (size_t)count);
 
     void *tmp = rank == 0 ? dt_malloc_like(recvbuf, nbytes) : NULL;   /* one worker's data */
     for (int s = 1; s < n; s++) {
@@ -205,6 +207,8 @@ int dt_allreduce_rd(const void *sendbuf, void *recvbuf, int count, MPI_Datatype 
     DT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
     DT_CHECK_MPI(MPI_Comm_size(comm, &n));
     size_t nbytes = start("dt_allreduce_rd", sendbuf, recvbuf, count, type, op) * count;
+    if (count > 0)
+        dt_trace_call("allreduce_rd", (size_t)count, nbytes / (size_t)count);
     if (count == 0 || n == 1)
         return MPI_SUCCESS;
 

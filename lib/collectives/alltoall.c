@@ -46,6 +46,7 @@ int dt_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                                   recvbuf, recvcount, recvtype, n);
     if (recvcount == 0)
         return MPI_SUCCESS;
+    dt_trace_call("alltoall_pairwise", (size_t)n * recvcount, dt_type_size(recvtype));
 
     char *r = recvbuf, *tmp = NULL;
     const char *s = sendbuf;

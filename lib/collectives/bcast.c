@@ -64,6 +64,7 @@ int dt_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
     size_t nbytes = check_args("dt_bcast", buf, count, type, root, n);
     if (nbytes == 0)
         return MPI_SUCCESS;
+    dt_trace_call("bcast_tree", (size_t)count, nbytes / (size_t)count);
 
     int parent = dt_tree_parent(rank, root, n);
     int children[32];
@@ -109,6 +110,7 @@ int dt_bcast_naive(void *buf, int count, MPI_Datatype type, int root, MPI_Comm c
     size_t nbytes = check_args("dt_bcast_naive", buf, count, type, root, n);
     if (nbytes == 0)
         return MPI_SUCCESS;
+    dt_trace_call("bcast_naive", (size_t)count, nbytes / (size_t)count);
 
     for (int s = 1; s < n; s++) {
         int dst = (root + s) % n;

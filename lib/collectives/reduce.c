@@ -59,6 +59,7 @@ int dt_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
     size_t nbytes = (size_t)count * dt_type_size(type);
     if (count == 0)
         return MPI_SUCCESS;
+    dt_trace_call("reduce_tree", (size_t)count, dt_type_size(type));
 
     int parent = dt_tree_parent(rank, root, n);
     int children[32];

@@ -125,6 +125,7 @@ int dt_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
     size_t blk = (size_t)recvcount * dt_type_size(type);
     if (recvcount == 0)
         return MPI_SUCCESS;
+    dt_trace_call("reduce_scatter_ring", (size_t)n * recvcount, dt_type_size(type));
 
     char *work = recvbuf, *tmp = NULL;
     if (!in_place)                      /* results go to a scratch copy; sendbuf is read */

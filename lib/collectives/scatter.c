@@ -74,6 +74,7 @@ int dt_scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
     size_t blk = (size_t)count * dt_type_size(type);
     if (count == 0)
         return MPI_SUCCESS;
+    dt_trace_call("scatter_tree", (size_t)n * count, dt_type_size(type));
 
     int v = (rank - root + n) % n;
     int size = dt_tree_subtree_size(rank, root, n);
