@@ -1,9 +1,10 @@
 # dtlab: the only build entry. Everything lands in $(BUILD)/.
 #
-#   make                 build the library, lessons, benchmark, tools and tests
+#   make                 build the library, lessons, benchmark, viewer, tools and tests
 #   make deps            install the Debian packages dtlab needs
 #   make test            run every test suite (unit, then multi-rank under mpiexec)
-#   make demo            ring allreduce lesson at 4 ranks, leaving its trace
+#   make demo            ring allreduce lesson at 4 ranks, then the viewer on its trace
+#   make pictures        redraw the README's pictures with the viewer
 #   make run L=08 NP=4   run one lesson
 #   make bench           collbench at 2 and 4 ranks, dtlab beside MPICH
 #
@@ -65,11 +66,24 @@ TOOLS    := $(BUILD)/dttrace
 UNIT     := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/unit_*.c))
 MULTI    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/mpi_*.c)) $(BUILD)/tests/misuse
 
+# The viewer and its tests: SDL2, no MPI, so a plain C compiler, and only the two MPI-free
+# parts of lib/ (schedule, the trace reader). The fuzz target needs clang's libFuzzer.
+VCC      := cc
+VCFLAGS  := $(filter-out -pthread,$(CFLAGS)) $(shell pkg-config --cflags sdl2 SDL2_ttf SDL2_image 2>/dev/null)
+VLIBS    := $(shell pkg-config --libs sdl2 SDL2_ttf SDL2_image 2>/dev/null) -lm
+VIZ_SRC  := $(filter-out viz/dtviz.c viz/dttrace.c,$(wildcard viz/*.c))
+VIZ_OBJ  := $(VIZ_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/lib/schedule.o $(BUILD)/obj/lib/trace_read.o
+DTVIZ    := $(BUILD)/dtviz
+VIZTESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/viz_*.c))
+CLANG    := $(shell command -v clang 2>/dev/null)
+FUZZ     := $(if $(CLANG),$(BUILD)/fuzz/fuzz_trace)
+
 # keep objects that pattern rules chain through (lessons, tests), so nothing rebuilds twice
 .SECONDARY:
 
-.PHONY: FORCE all deps test demo run bench clean check-deps check-tools flags libs
-all: check-tools $(LIBDT) $(LESSONS) $(TRAIN) $(BENCH) $(TOOLS) $(UNIT) $(MULTI)
+.PHONY: FORCE all deps test demo pictures run bench clean check-deps check-tools flags libs
+all: check-tools $(LIBDT) $(LESSONS) $(TRAIN) $(BENCH) $(TOOLS) $(UNIT) $(MULTI) $(DTVIZ) \
+     $(VIZTESTS) $(FUZZ)
 
 check-tools:
 	@if [ -z "$(MPICC)" ] || [ "$(HAVE_PKGS)" != yes ]; then \
@@ -120,6 +134,30 @@ $(BENCH): $(BUILD)/obj/bench/collbench.o $(LIBDT)
 $(BUILD)/dttrace: $(BUILD)/obj/viz/dttrace.o $(LIBDT)
 	$(CC) $(CFLAGS) $< $(LIBDT) $(LDLIBS) -o $@
 
+# the viewer's objects and tests (tests/viz_*.c): plain cc, SDL2 flags
+$(BUILD)/obj/viz/%.o: viz/%.c $(BUILD)/config
+	@mkdir -p $(dir $@)
+	$(VCC) $(VCFLAGS) -c $< -o $@
+
+$(DTVIZ): $(BUILD)/obj/viz/dtviz.o $(VIZ_OBJ)
+	$(VCC) $(VCFLAGS) $^ $(VLIBS) -o $@
+
+$(BUILD)/obj/tests/viz_%.o: tests/viz_%.c $(BUILD)/config
+	@mkdir -p $(dir $@)
+	$(VCC) $(VCFLAGS) -Iviz $(CHECK_CFLAGS) -c $< -o $@
+
+$(BUILD)/tests/viz_%: $(BUILD)/obj/tests/viz_%.o $(VIZ_OBJ)
+	@mkdir -p $(dir $@)
+	$(VCC) $(VCFLAGS) $^ $(CHECK_LIBS) $(VLIBS) -o $@
+
+# libFuzzer on the trace reader and the viewer's model (tests/run.sh runs it for a
+# bounded time); built from the sources with clang, AddressSanitizer and UBSan.
+FUZZ_SRC := tests/fuzz_trace.c viz/model.c viz/replay.c viz/algos.c lib/trace_read.c lib/schedule.c
+$(BUILD)/fuzz/fuzz_trace: $(FUZZ_SRC) $(wildcard viz/*.h lib/trace.h lib/schedule.h)
+	@mkdir -p $(dir $@)
+	$(CLANG) -g -O1 -std=gnu11 -Ilib -Iviz -fsanitize=fuzzer,address,undefined \
+	  -fno-sanitize-recover=undefined $(FUZZ_SRC) -lm -o $@
+
 $(BUILD)/obj/tests/%.o: tests/%.c $(BUILD)/config
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -c $< -o $@
@@ -132,14 +170,15 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIBDT)
 
 # ---- set-up -----------------------------------------------------------------
 DEBS := mpich libmpich-dev check libsubunit-dev pkg-config libsdl2-dev libsdl2-ttf-dev \
-        libsdl2-image-dev fonts-dejavu-core
+        libsdl2-image-dev fonts-dejavu-core clang libclang-rt-dev xvfb xauth xdotool
 
 deps:
 	@bash scripts/deps.sh $(DEBS)
 
 # Runs `make deps` first when something is missing, so a fresh machine needs nothing else.
 check-deps:
-	@if [ -z "$(MPICC)" ] || [ "$(HAVE_PKGS)" != yes ] || ! command -v $(MPIEXEC) >/dev/null; then \
+	@if [ -z "$(MPICC)" ] || [ "$(HAVE_PKGS)" != yes ] || ! command -v $(MPIEXEC) >/dev/null || \
+	    ! command -v clang >/dev/null || ! command -v Xvfb >/dev/null || ! command -v xdotool >/dev/null; then \
 	  echo "dtlab: some packages are missing; running 'make deps' first"; \
 	  bash scripts/deps.sh $(DEBS) || exit 1; fi
 
@@ -150,12 +189,22 @@ test: check-deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) bash tests/run.sh
 
+# The ring allreduce lesson at 4 ranks, then the viewer on its trace: a window when there
+# is a display, else every step as a PNG.
 demo: check-deps
-	@$(MAKE) --no-print-directory $(BUILD)/lessons/08_ring_allreduce $(BUILD)/dttrace
+	@$(MAKE) --no-print-directory $(BUILD)/lessons/08_ring_allreduce $(BUILD)/dttrace $(DTVIZ)
 	$(MPIEXEC) -n 4 $(BUILD)/lessons/08_ring_allreduce --trace $(BUILD)/demo.trace
-	$(BUILD)/dttrace --chrome $(BUILD)/demo.json $(BUILD)/demo.trace
-	@echo
-	@echo "Trace written to $(BUILD)/demo.trace (text) and $(BUILD)/demo.json (open it in https://ui.perfetto.dev)."
+	@$(BUILD)/dttrace --chrome $(BUILD)/demo.json $(BUILD)/demo.trace >/dev/null
+	@if [ -n "$${DISPLAY:-}$${WAYLAND_DISPLAY:-}" ] && $(DTVIZ) $(BUILD)/demo.trace; then :; else \
+	  rm -rf $(BUILD)/demo-frames; \
+	  $(DTVIZ) --frames $(BUILD)/demo-frames $(BUILD)/demo.trace >/dev/null || exit 1; \
+	  echo; echo "No window could open (no display): each step of the ring is a PNG in $(BUILD)/demo-frames/"; \
+	  echo "(or run '$(DTVIZ) $(BUILD)/demo.trace' where there is a display)."; fi
+	@echo "The trace: $(BUILD)/demo.trace; for https://ui.perfetto.dev: $(BUILD)/demo.json"
+
+# The README's pictures, drawn by the viewer itself.
+pictures: $(DTVIZ) $(TRAIN)
+	bash viz/pictures.sh $(BUILD)
 
 LESSON := $(firstword $(wildcard lessons/$(L)_*.c))
 run: check-deps

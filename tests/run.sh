@@ -11,6 +11,10 @@
 #      0), with --help (exit 0) and with --bogus (a usage error: exit 2)
 #   4. $BUILD/dttrace on a trace that a lesson wrote with --trace
 #   5. the training driver, $BUILD/train: every mode, impossible combinations, a trace
+#   6. the viewer, $BUILD/dtviz: its model against lesson traces, pictures read back
+#      pixel by pixel, keys under SDL's dummy driver and in a real window under Xvfb,
+#      every algorithm drawn headless, bad input, corrupted traces, libFuzzer on the
+#      trace reader and the model for a bounded time, and `make demo` without a display
 # and prints one line per run, PASS or FAIL, with the output of the runs that failed.
 # The last line is "N passed, M failed"; the exit status is 0 only when nothing failed.
 #
@@ -386,6 +390,156 @@ train_tests() {
     fi
 }
 train_tests
+
+# ==== 6. the viewer ====
+viz_tests() {
+    local dtviz=$BUILD/dtviz
+    if [ ! -x "$dtviz" ]; then
+        missing dtviz "$dtviz"
+        return
+    fi
+    local viz=("${limit[@]+"${limit[@]}"}" "$dtviz")
+
+    # traces written by the lessons (the model suite compares them with the built-in
+    # schedules) and by the training driver (a timeline of compute and messages)
+    local traces=$tmp/traces lesson n args
+    mkdir -p "$traces"
+    for lesson in 03_bcast 04_reduce 05_gather_scatter 06_allgather 07_reduce_scatter \
+                  08_ring_allreduce 09_allreduce_compare 10_alltoall; do
+        [ -x "$BUILD/lessons/$lesson" ] || { missing "$lesson" "$BUILD/lessons/$lesson"; continue; }
+        args=()
+        [ "$lesson" = 09_allreduce_compare ] && args=(--max-size 64 --iters 1)
+        for n in 3 4 5; do
+            "$MPIEXEC" -n "$n" "$BUILD/lessons/$lesson" ${args[@]+"${args[@]}"} \
+                --trace "$traces/$lesson-$n.trace" >"$log" 2>&1 </dev/null ||
+                report "$lesson -n $n --trace (for the viewer)" 0 "$(status_words $?)"
+        done
+    done
+    local train=$BUILD/train small=(--steps 2 --batch 24 --hidden 24 --layers 4 --quiet)
+    local ddp=$traces/train-ddp-3.trace pp=$traces/train-pp-4.trace
+    "$MPIEXEC" -n 3 "$train" --mode ddp "${small[@]}" --trace "$ddp" \
+        >"$log" 2>&1 </dev/null || report "train ddp --trace (for the viewer)" 0 "failed"
+    "$MPIEXEC" -n 4 "$train" --mode pp --micro 4 "${small[@]}" --trace "$pp" \
+        >"$log" 2>&1 </dev/null || report "train pp --trace (for the viewer)" 0 "failed"
+
+    local suite
+    for suite in viz_model viz_app; do
+        if [ -x "$BUILD/tests/$suite" ]; then
+            run "$suite" 0 env DTVIZ_TRACES="$traces" SDL_VIDEODRIVER=dummy \
+                ${limit[@]+"${limit[@]}"} "$BUILD/tests/$suite"
+        else
+            missing "$suite" "$BUILD/tests/$suite"
+        fi
+    done
+
+    # every algorithm, headless, at 1 to 16 ranks: a PNG of the first and the last
+    # position (which dtviz names when it writes the first), and one past the last refused
+    local algo ok detail last png=$tmp/v.png
+    is_png() { [ "$(head -c 8 "$1" 2>/dev/null | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; }
+    for algo in ring-allreduce reduce-scatter allgather naive-allreduce tree-bcast \
+                tree-reduce rd-allreduce alltoall tree-gather tree-scatter; do
+        ok=1 detail=""
+        for n in 1 2 3 4 7 16; do
+            rm -f "$png"
+            "${viz[@]}" --algo "$algo" --ranks "$n" --count 1000 --png "$png" >"$log" 2>&1 </dev/null
+            rc=$?
+            last=$(sed -n 's/.*position 0 of 0\.\.\([0-9]*\).*/\1/p' "$log")
+            if [ "$rc" != 0 ] || ! is_png "$png" || [ -z "$last" ]; then
+                ok=0 detail="--ranks $n: $(status_words $rc), no PNG or no 'position 0 of 0..K'"
+                break
+            fi
+            rm -f "$png"
+            "${viz[@]}" --algo "$algo" --ranks "$n" --count 1000 --png "$png" --step "$last" \
+                >"$log" 2>&1 </dev/null
+            rc=$?
+            if [ "$rc" != 0 ] || ! is_png "$png"; then
+                ok=0 detail="--ranks $n --step $last: $(status_words $rc) or no PNG"
+                break
+            fi
+            "${viz[@]}" --algo "$algo" --ranks "$n" --count 1000 --png "$png" \
+                --step $((last + 1)) >"$log" 2>&1 </dev/null
+            rc=$?
+            if [ "$rc" != 2 ] || ! grep -q '^dtviz: ' "$log"; then
+                ok=0 detail="--ranks $n --step $((last + 1)): $(status_words $rc), not a usage error"
+                break
+            fi
+        done
+        report "dtviz --algo $algo --png" "$ok" "${detail:-1, 2, 3, 4, 7, 16 ranks: first and last step; one past refused}"
+    done
+
+    # traces: a lesson's and a training run's, as PNG, every step as frames, and as JSON
+    local f t
+    for t in "$traces/08_ring_allreduce-4.trace" "$ddp" "$pp"; do
+        rm -f "$png"
+        run "dtviz --png $(basename "$t")" 0 "${viz[@]}" --png "$png" --step 1 "$t"
+        is_png "$png" || report "dtviz --png $(basename "$t") wrote a PNG" 0 "no PNG"
+    done
+    run "dtviz --frames DIR (ring, 4 ranks)" 0 "${viz[@]}" --frames "$tmp/frames" \
+        "$traces/08_ring_allreduce-4.trace"
+    n=$(ls "$tmp/frames" 2>/dev/null | grep -c '^frame-[0-9]*\.png$')
+    # a ring allreduce at 4 ranks is 2(4-1) = 6 steps: 7 positions
+    [ "$n" = 7 ] && report "dtviz --frames: one PNG per position" 1 "$n frames" ||
+        report "dtviz --frames: one PNG per position" 0 "$n frames, not 7"
+    run "dtviz --export-chrome (training trace)" 0 "${viz[@]}" --export-chrome "$tmp/ddp.json" \
+        "$ddp"
+    if grep -q '"traceEvents"' "$tmp/ddp.json" 2>/dev/null; then
+        report "dtviz --export-chrome wrote trace JSON" 1 "$(wc -c <"$tmp/ddp.json") bytes"
+    else
+        report "dtviz --export-chrome wrote trace JSON" 0 "no traceEvents in the file"
+    fi
+
+    # bad input: a message naming dtviz and exit status 2, never a crash
+    head -c 300 "$traces/08_ring_allreduce-4.trace" >"$tmp/cut.trace"
+    printf 'this is not a trace\n' >"$tmp/junk.trace"
+    local bad
+    while IFS='|' read -r name bad; do
+        eval "set -- $bad"
+        "${viz[@]}" "$@" >"$log" 2>&1 </dev/null
+        rc=$?
+        if [ "$rc" = 2 ] && grep -q '^dtviz: ' "$log"; then
+            report "dtviz $name" 1 "exit 2, $(grep -m1 '^dtviz: ' "$log" | cut -c1-60)"
+        else
+            report "dtviz $name" 0 "$(status_words $rc), expected exit 2 and a 'dtviz:' message"
+        fi
+    done <<EOF
+unknown algorithm|--algo ring-alreduce --png "$png"
+--ranks 0|--ranks 0 --png "$png"
+--ranks 65|--ranks 65 --png "$png"
+--step -1|--step -1 --png "$png"
+--size 10x|--size 10x --png "$png"
+--bogus|--bogus
+a missing trace|--png "$png" "$tmp/no-such.trace"
+a truncated trace|--png "$png" "$tmp/cut.trace"
+a file that is no trace|--png "$png" "$tmp/junk.trace"
+a trace and --algo|--algo alltoall --png "$png" "$ddp"
+EOF
+
+    # corrupted traces, as an outside check makes them; then the fuzzer, from real seeds
+    run "dtviz on 200 corrupted traces" 0 env BUILD="$BUILD" bash tests/viz_corrupt.sh \
+        "$traces"/0[3-8]*-4.trace "$ddp" "$pp"
+    tail -n 1 "$log" | grep -q ' 0 crashed' || report "viz_corrupt summary" 0 "$(tail -n 1 "$log")"
+    local fuzz=$BUILD/fuzz/fuzz_trace
+    if [ -x "$fuzz" ]; then
+        mkdir -p "$tmp/corpus"
+        cp "$traces"/0*-3.trace "$ddp" "$pp" "$tmp/corpus/"
+        run "libFuzzer: trace reader and model (60 s)" 0 ${limit[@]+"${limit[@]}"} "$fuzz" \
+            -dict=tests/fuzz_trace.dict -max_total_time=60 -timeout=10 -rss_limit_mb=2048 \
+            -max_len=65536 -print_final_stats=1 -artifact_prefix="$BUILD/fuzz/" "$tmp/corpus"
+    else
+        missing "fuzz_trace (needs clang)" "$fuzz"
+    fi
+
+    # a real window: Xvfb, keys and a click from xdotool
+    run "dtviz in a window under Xvfb" 0 env BUILD="$BUILD" bash tests/viz_xvfb.sh
+
+    # make demo on a machine without a display: the lesson, then one PNG per step
+    run "make demo (no display)" 0 env -u DISPLAY -u WAYLAND_DISPLAY \
+        make --no-print-directory -s demo BUILD="$BUILD" MPIEXEC="$MPIEXEC"
+    n=$(ls "$BUILD/demo-frames" 2>/dev/null | grep -c '\.png$')
+    [ "$n" = 7 ] && report "make demo wrote the ring's steps as PNG" 1 "$n frames" ||
+        report "make demo wrote the ring's steps as PNG" 0 "$n frames, not 7"
+}
+viz_tests
 
 echo
 [ "$failed" -eq 0 ] || echo "failed:$failures"

@@ -1,0 +1,519 @@
+/* Tests of dtviz's drawing and its interactive state, without a display.
+ *
+ * The pictures are checked by reading pixels back: each cell of the grid must show
+ * exactly the rank colours of the ranks whose data the model says it holds, no more,
+ * no fewer. So a test says "after reduce-scatter, rank r's cell r holds everyone" in
+ * the picture's own terms. The key and mouse handling is driven by SDL events pushed
+ * onto the queue (SDL_PushEvent) under SDL's dummy video driver, as a window would.
+ *
+ *   build/tests/viz_app            (CK_FORK=no to debug under gdb)
+ */
+#include <check.h>
+#include "unit.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app.h"
+
+#define W 1280
+#define H 800
+
+/* ==== helpers ==== */
+
+static dv_model algo_model(const char *name, int n)
+{
+    dv_model m;
+    char err[256];
+    int a = dv_algo_index(name);
+    ck_assert_msg(a >= 0, "no algorithm %s", name);
+    ck_assert_msg(dv_model_algo(&m, a, n, 1000, err, sizeof err) == 0, "%s at %d: %s", name, n, err);
+    return m;
+}
+
+static SDL_Surface *render(const dv_model *m, double pos)
+{
+    char err[256];
+    dv_view v = { .pos = pos, .speed = 1 };
+    SDL_Surface *s = dv_render_surface(m, &v, W, H, err, sizeof err);
+    ck_assert_msg(s != NULL, "render at %g: %s", pos, err);
+    return s;
+}
+
+static Uint32 rgb_at(const SDL_Surface *s, int x, int y)
+{
+    Uint8 r, g, b;
+    Uint32 p = ((const Uint32 *)((const Uint8 *)s->pixels + y * s->pitch))[x];
+    SDL_GetRGB(p, s->format, &r, &g, &b);
+    return (Uint32)r << 16 | (Uint32)g << 8 | b;
+}
+
+static Uint32 rank_rgb(int q)
+{
+    SDL_Color c = dv_rank_color(q);
+    return (Uint32)c.r << 16 | (Uint32)c.g << 8 | c.b;
+}
+
+/* The ranks whose colour appears somewhere in box. */
+static dv_mask colors_in(const SDL_Surface *s, SDL_Rect box, int nranks)
+{
+    dv_mask seen = 0;
+    for (int y = box.y; y < box.y + box.h; y++)
+        for (int x = box.x; x < box.x + box.w; x++) {
+            Uint32 p = rgb_at(s, x, y);
+            for (int q = 0; q < nranks; q++)
+                if (p == rank_rgb(q))
+                    seen |= (dv_mask)1 << q;
+        }
+    return seen;
+}
+
+/* Every cell of the picture at integer position pos shows exactly the model's masks. */
+static void check_cells(const dv_model *m, int pos)
+{
+    static dv_mask st[DV_MAX_RANKS * DV_MAX_CELLS];
+    int call, k;
+    dv_layout L;
+    dv_pos_split(m, pos, &call, &k);
+    dv_layout_compute(m, pos, W, H, &L);
+    dv_state(m, call, k, st);
+    SDL_Surface *s = render(m, pos);
+    for (int r = 0; r < m->nranks; r++)
+        for (int c = 0; c < L.ncells; c++) {
+            dv_mask got = colors_in(s, dv_layout_cell(&L, r, c), m->nranks);
+            ck_assert_msg(got == st[r * L.ncells + c], "%s position %d rank %d cell %d: "
+                          "colours %#llx, the model says %#llx", m->title, pos, r, c,
+                          (unsigned long long)got, (unsigned long long)st[r * L.ncells + c]);
+        }
+    SDL_FreeSurface(s);
+}
+
+static dv_mask all(int n)
+{
+    return n == 64 ? ~(dv_mask)0 : ((dv_mask)1 << n) - 1;
+}
+
+/* ==== pictures ==== */
+
+START_TEST(colors_distinct)
+{
+    for (int a = 0; a < DV_MAX_RANKS; a++) {
+        ck_assert_int_eq(dv_rank_color(a).a, 255);
+        for (int b = 0; b < a; b++)
+            ck_assert_msg(rank_rgb(a) != rank_rgb(b), "ranks %d and %d share %06x", a, b,
+                          rank_rgb(a));
+    }
+}
+END_TEST
+
+/* Ring allreduce at 4 and 16 ranks: own colour only at 0; after reduce-scatter
+ * (position N-1) rank r's cell r holds every colour; at the end every cell does. */
+static void ring_story(int n)
+{
+    dv_model m = algo_model("ring-allreduce", n);
+    dv_layout L;
+    ck_assert_int_eq(m.ncalls, 1);
+    ck_assert_int_eq(m.calls[0].nframes, 2 * (n - 1));
+    for (int pos = 0; pos < m.npos; pos += n > 4 ? 5 : 1)
+        check_cells(&m, pos);
+    check_cells(&m, m.npos - 1);
+
+    SDL_Surface *s = render(&m, 0);
+    dv_layout_compute(&m, 0, W, H, &L);
+    for (int r = 0; r < n; r++)
+        for (int c = 0; c < L.ncells; c++)
+            ck_assert(colors_in(s, dv_layout_cell(&L, r, c), n) == (dv_mask)1 << r);
+    SDL_FreeSurface(s);
+    s = render(&m, n - 1);
+    for (int r = 0; r < n; r++)
+        ck_assert_msg(colors_in(s, dv_layout_cell(&L, r, r), n) == all(n),
+                      "after reduce-scatter rank %d's cell %d lacks a colour", r, r);
+    SDL_FreeSurface(s);
+    s = render(&m, m.npos - 1);
+    for (int r = 0; r < n; r++)
+        for (int c = 0; c < L.ncells; c++)
+            ck_assert(colors_in(s, dv_layout_cell(&L, r, c), n) == all(n));
+    SDL_FreeSurface(s);
+    dv_model_free(&m);
+}
+
+START_TEST(ring_allreduce_4) { ring_story(4); }
+END_TEST
+START_TEST(ring_allreduce_16) { ring_story(16); }
+END_TEST
+
+/* Allgather starts with each rank's own block only; every other cell is empty. */
+START_TEST(allgather_start)
+{
+    for (int n = 3; n <= 16; n += 13) {
+        dv_model m = algo_model("allgather", n);
+        dv_layout L;
+        dv_layout_compute(&m, 0, W, H, &L);
+        ck_assert_int_eq(L.ncells, n);
+        SDL_Surface *s = render(&m, 0);
+        for (int r = 0; r < n; r++)
+            for (int c = 0; c < n; c++) {
+                dv_mask got = colors_in(s, dv_layout_cell(&L, r, c), n);
+                ck_assert_msg(got == (c == r ? (dv_mask)1 << r : 0), "n %d rank %d cell %d: "
+                              "%#llx", n, r, c, (unsigned long long)got);
+            }
+        SDL_FreeSurface(s);
+        check_cells(&m, m.npos - 1);
+        dv_model_free(&m);
+    }
+}
+END_TEST
+
+/* At position 0 the arrows cross the gap between rows 0 and 1; at the end, with no
+ * messages left, that gap is plain background. */
+START_TEST(arrows_in_gaps)
+{
+    dv_model m = algo_model("ring-allreduce", 4);
+    dv_layout L;
+    dv_layout_compute(&m, 0, W, H, &L);
+    SDL_Rect a = dv_layout_cell(&L, 0, 0), b = dv_layout_cell(&L, 1, 0);
+    SDL_Rect gap = { L.cell_x0, a.y + a.h + 2, L.ncells * L.cell_w, b.y - a.y - a.h - 4 };
+    ck_assert_int_gt(gap.h, 0);
+    SDL_Surface *s0 = render(&m, 0), *s1 = render(&m, m.npos - 1);
+    Uint32 bg = rgb_at(s1, gap.x, gap.y);
+    int plain = 1, differ = 0;
+    for (int y = gap.y; y < gap.y + gap.h; y++)
+        for (int x = gap.x; x < gap.x + gap.w; x++) {
+            plain &= rgb_at(s1, x, y) == bg;
+            differ += rgb_at(s0, x, y) != bg;
+        }
+    ck_assert_msg(plain, "the gap is not plain at the last position");
+    ck_assert_msg(differ > 10, "no arrow in the gap at position 0 (%d pixels)", differ);
+    SDL_FreeSurface(s0);
+    SDL_FreeSurface(s1);
+    dv_model_free(&m);
+}
+END_TEST
+
+/* The picture is a function of the position: going back redraws it exactly; between
+ * two positions the sliding pieces change it. */
+START_TEST(step_back_exact)
+{
+    dv_model m = algo_model("ring-allreduce", 5);
+    SDL_Surface *a = render(&m, 3), *b = render(&m, 4), *c = render(&m, 3), *d = render(&m, 3.5);
+    size_t nb = (size_t)a->pitch * a->h;
+    ck_assert(memcmp(a->pixels, b->pixels, nb) != 0);
+    ck_assert(memcmp(a->pixels, c->pixels, nb) == 0);
+    ck_assert(memcmp(a->pixels, d->pixels, nb) != 0);
+    SDL_FreeSurface(a);
+    SDL_FreeSurface(b);
+    SDL_FreeSurface(c);
+    SDL_FreeSurface(d);
+    dv_model_free(&m);
+}
+END_TEST
+
+/* Every algorithm at 1, 2, 3, 5 and 16 ranks: each position's cells match the model. */
+START_TEST(every_algo)
+{
+    static const int ns[] = { 1, 2, 3, 5, 16 };
+    for (int i = 0; dv_algos[i] != NULL; i++)
+        for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++) {
+            dv_model m = algo_model(dv_algos[i], ns[j]);
+            for (int pos = 0; pos < m.npos; pos += 1 + m.npos / 4)
+                check_cells(&m, pos);
+            dv_model_free(&m);
+        }
+}
+END_TEST
+
+/* One line names where a position is: what --verbose prints and the header shows. */
+START_TEST(describe)
+{
+    char s[256];
+    dv_model m = algo_model("ring-allreduce", 4);
+    dv_pos_describe(&m, 3, s, sizeof s);
+    ck_assert_msg(strncmp(s, "position 3/7 call 0 allreduce_ring ", 35) == 0, "%s", s);
+    ck_assert_msg(strstr(s, " step 3 of 6") != NULL, "%s", s);
+    dv_pos_describe(&m, 99, s, sizeof s);
+    ck_assert_msg(strstr(s, "position 6/7") != NULL && strstr(s, "step 6 of 6"), "%s", s);
+    dv_model_free(&m);
+}
+END_TEST
+
+/* A training-like trace: many compute events by phase, no collectives. The timeline
+ * shows them; a click maps its left edge to position 0, outside it to nothing. */
+START_TEST(timeline_training)
+{
+    static const char *phase[] = { "forward", "backward", "optimizer" };
+    char err[256];
+    dt_trace t = { .version = 1, .nranks = 4, .n = 40000 };
+    snprintf(t.program, sizeof t.program, "train");
+    t.ev = calloc(t.n, sizeof *t.ev);
+    for (size_t i = 0; i < t.n; i++) {
+        dt_event *e = &t.ev[i];
+        int j = (int)(i % 10000);
+        *e = (dt_event){ .t0 = j * 1e-4, .t1 = j * 1e-4 + 5e-5, .rank = (int)(i / 10000),
+                         .peer = -1, .kind = DT_EV_COMPUTE, .step = j / 3, .chunk = -1 };
+        snprintf(e->coll, sizeof e->coll, "train");
+        snprintf(e->phase, sizeof e->phase, "%s", phase[j % 3]);
+    }
+    dv_model m;
+    ck_assert_msg(dv_model_build(&m, &t, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(m.npos, 1);
+    dv_layout L;
+    dv_layout_compute(&m, 0, W, H, &L);
+    ck_assert_int_gt(L.timeline.w, 0);
+    ck_assert_int_gt(L.timeline.h, 0);
+    ck_assert_int_eq(dv_timeline_pos(&m, &L, L.timeline.x, L.timeline.y), 0);
+    ck_assert_int_eq(dv_timeline_pos(&m, &L, L.timeline.x - 1, L.timeline.y), -1);
+    ck_assert_int_eq(dv_timeline_pos(&m, &L, L.timeline.x, L.timeline.y + L.timeline.h), -1);
+    SDL_Surface *s = render(&m, 0);
+    Uint32 bg = rgb_at(s, W - 1, L.header.h);
+    int marked = 0;
+    for (int x = L.timeline.x; x < L.timeline.x + L.timeline.w; x += 3)
+        marked += rgb_at(s, x, L.timeline.y + L.timeline.h / 8 + 1) != bg;
+    ck_assert_msg(marked > L.timeline.w / 6, "rank 0's row shows %d marks", marked);
+    SDL_FreeSurface(s);
+    dv_model_free(&m);
+}
+END_TEST
+
+/* ==== the interactive state ==== */
+
+static void sdl_up(void)
+{
+    setenv("SDL_VIDEODRIVER", "dummy", 1);
+    ck_assert_msg(SDL_Init(SDL_INIT_VIDEO) == 0, "SDL_Init: %s", SDL_GetError());
+}
+
+static void sdl_down(void)
+{
+    SDL_Quit();
+}
+
+static void app_algo(dv_app *a, const char *name, int n)
+{
+    dv_model m = algo_model(name, n);
+    ck_assert_int_eq(dv_app_init(a, &m, dv_algo_index(name), 1000, W, H, NULL), 0);
+}
+
+/* Pushes a key press (with shift when shift is set) and applies the queue. */
+static void press(dv_app *a, SDL_Keycode k, int shift)
+{
+    SDL_Event e = { .type = SDL_KEYDOWN };
+    e.key.state = SDL_PRESSED;
+    e.key.keysym.sym = k;
+    e.key.keysym.mod = shift ? KMOD_LSHIFT : KMOD_NONE;
+    ck_assert(SDL_PushEvent(&e) == 1);
+    dv_app_pump(a);
+}
+
+static void push_click(int x, int y)
+{
+    SDL_Event e = { .type = SDL_MOUSEBUTTONDOWN };
+    e.button.button = SDL_BUTTON_LEFT;
+    e.button.state = SDL_PRESSED;
+    e.button.x = x;
+    e.button.y = y;
+    ck_assert(SDL_PushEvent(&e) == 1);
+}
+
+START_TEST(keys_move)
+{
+    dv_app a;
+    app_algo(&a, "ring-allreduce", 4);
+    ck_assert(a.pos == 0 && !a.playing);
+    for (int i = 0; i < 3; i++)
+        press(&a, SDLK_RIGHT, 0);
+    ck_assert(a.pos == 3);
+    press(&a, SDLK_LEFT, 0);
+    ck_assert(a.pos == 2);
+    press(&a, SDLK_END, 0);
+    ck_assert(a.pos == a.m.npos - 1);
+    press(&a, SDLK_RIGHT, 0);                     /* stays at the end */
+    ck_assert(a.pos == a.m.npos - 1);
+    press(&a, SDLK_HOME, 0);
+    ck_assert(a.pos == 0);
+    press(&a, SDLK_LEFT, 0);
+    ck_assert(a.pos == 0);
+    dv_app_free(&a);
+}
+END_TEST
+
+START_TEST(keys_play)
+{
+    dv_app a;
+    app_algo(&a, "ring-allreduce", 4);
+    double v = a.speed;
+    press(&a, SDLK_SPACE, 0);
+    ck_assert(a.playing);
+    dv_app_update(&a, 0.5);
+    ck_assert_msg(a.pos > 0 && a.pos == 0.5 * v, "pos %g", a.pos);
+    press(&a, SDLK_RIGHT, 0);                     /* a step pauses, on a whole position */
+    ck_assert(!a.playing && a.pos == 1 + (int)(0.5 * v));
+    press(&a, SDLK_EQUALS, 0);
+    ck_assert(a.speed == 2 * v);
+    press(&a, SDLK_KP_MINUS, 0);
+    press(&a, SDLK_MINUS, 0);
+    ck_assert(a.speed == v / 2);
+    press(&a, SDLK_KP_PLUS, 0);
+    ck_assert(a.speed == v);
+    press(&a, SDLK_SPACE, 0);
+    dv_app_update(&a, 1000);                      /* plays to the end and stops there */
+    ck_assert(a.pos == a.m.npos - 1 && !a.playing);
+    press(&a, SDLK_SPACE, 0);                     /* at the end, space starts over */
+    ck_assert(a.playing && a.pos == 0);
+    press(&a, SDLK_SPACE, 0);
+    dv_app_update(&a, 1);
+    ck_assert(a.pos == 0);
+    press(&a, SDLK_END, 0);
+    press(&a, SDLK_r, 0);
+    ck_assert(a.playing && a.pos == 0);
+    dv_app_free(&a);
+}
+END_TEST
+
+START_TEST(keys_model)
+{
+    dv_app a;
+    app_algo(&a, "ring-allreduce", 4);
+    press(&a, SDLK_RIGHT, 0);
+    press(&a, SDLK_a, 0);
+    ck_assert_int_eq(a.algo, 1);
+    ck_assert_str_eq(dv_algo_coll(a.algo), dv_algo_coll(dv_algo_index("reduce-scatter")));
+    ck_assert(a.pos == 0 && a.m.nranks == 4);
+    press(&a, SDLK_n, 1);                         /* N: one more */
+    ck_assert_int_eq(a.m.nranks, 5);
+    press(&a, SDLK_n, 0);
+    press(&a, SDLK_n, 0);
+    ck_assert_int_eq(a.m.nranks, 3);
+    for (int i = 0; i < 4; i++)
+        press(&a, SDLK_n, 0);
+    ck_assert_int_eq(a.m.nranks, 1);              /* no fewer than one */
+    ck_assert(a.note[0] != '\0');
+    press(&a, SDLK_h, 0);
+    ck_assert(a.help && a.note[0] == '\0');
+    press(&a, SDLK_h, 0);
+    ck_assert(!a.help);
+    for (int i = 0; dv_algos[i + 1] != NULL; i++)  /* a wraps around */
+        press(&a, SDLK_a, 0);
+    ck_assert_int_eq(a.algo, 0);
+    dv_app_free(&a);
+
+    /* a trace: the keys that rebuild only leave a note */
+    char err[256];
+    dt_trace t;
+    dv_model m;
+    ck_assert(dv_algo_trace(0, 4, 1000, &t, err, sizeof err) == 0);
+    ck_assert(dv_model_build(&m, &t, err, sizeof err) == 0);
+    ck_assert_int_eq(dv_app_init(&a, &m, -1, 0, W, H, NULL), 0);
+    press(&a, SDLK_a, 0);
+    press(&a, SDLK_n, 1);
+    ck_assert(a.note[0] != '\0' && a.m.nranks == 4 && a.algo == -1);
+    dv_app_free(&a);
+}
+END_TEST
+
+START_TEST(mouse_resize_quit)
+{
+    dv_app a;
+    char line[256];
+    FILE *log = tmpfile();
+    app_algo(&a, "ring-allreduce", 4);
+    a.log = log;
+    dv_layout L;
+    dv_layout_compute(&a.m, 0, a.w, a.h, &L);
+    push_click(L.timeline.x + L.timeline.w * 3 / 4, L.timeline.y + 2);
+    dv_app_pump(&a);
+    ck_assert_msg(a.pos == 4, "a click at 3/4 of 6 steps went to %g", a.pos);
+    push_click(L.timeline.x + 1, L.timeline.y - 20);   /* above it: nothing */
+    dv_app_pump(&a);
+    ck_assert(a.pos == 4);
+
+    SDL_Event e = { .type = SDL_WINDOWEVENT };
+    e.window.event = SDL_WINDOWEVENT_SIZE_CHANGED;
+    e.window.data1 = 900;
+    e.window.data2 = 600;
+    SDL_PushEvent(&e);
+    dv_app_pump(&a);
+    ck_assert(a.w == 900 && a.h == 600);
+    dv_layout_compute(&a.m, 0, a.w, a.h, &L);
+    push_click(L.timeline.x + 1, L.timeline.y + 1);     /* the new layout's timeline */
+    dv_app_pump(&a);
+    ck_assert(a.pos == 0);
+
+    rewind(log);
+    ck_assert(fgets(line, sizeof line, log) != NULL);
+    ck_assert_msg(strncmp(line, "dtviz: position 4/7 call 0 allreduce_ring", 41) == 0, "%s", line);
+    ck_assert(fgets(line, sizeof line, log) != NULL);
+    ck_assert_msg(strncmp(line, "dtviz: size 900x600 timeline ", 29) == 0, "%s", line);
+    ck_assert(fgets(line, sizeof line, log) != NULL);
+    ck_assert_msg(strncmp(line, "dtviz: position 0/7", 19) == 0, "%s", line);
+    fclose(log);
+
+    a.log = NULL;
+    press(&a, SDLK_q, 0);
+    ck_assert(a.quit);
+    a.quit = 0;
+    press(&a, SDLK_ESCAPE, 0);
+    ck_assert(a.quit);
+    a.quit = 0;
+    SDL_Event q = { .type = SDL_QUIT };
+    SDL_PushEvent(&q);
+    dv_app_pump(&a);
+    ck_assert(a.quit);
+    dv_app_free(&a);
+}
+END_TEST
+
+/* The window's loop itself, on the dummy driver: it draws (the timeline through its
+ * cached texture), takes the queued keys, and returns on q. */
+START_TEST(run_loop)
+{
+    char err[256];
+    SDL_Window *w = SDL_CreateWindow("dtviz", 0, 0, W, H, 0);
+    ck_assert_msg(w != NULL, "%s", SDL_GetError());
+    SDL_Renderer *r = SDL_CreateRenderer(w, -1, 0);
+    ck_assert_msg(r != NULL, "%s", SDL_GetError());
+    dv_text *t = dv_text_open(r, NULL, err, sizeof err);
+    ck_assert_msg(t != NULL, "%s", err);
+    dv_app a;
+    app_algo(&a, "tree-bcast", 6);
+    static const SDL_Keycode keys[] = { SDLK_RIGHT, SDLK_RIGHT, SDLK_h, SDLK_a, SDLK_RIGHT,
+                                        SDLK_q };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        SDL_Event e = { .type = SDL_KEYDOWN };
+        e.key.keysym.sym = keys[i];
+        SDL_PushEvent(&e);
+    }
+    dv_app_run(&a, r, t);
+    ck_assert(a.quit && a.help && a.pos == 1 && a.algo == dv_algo_index("tree-bcast") + 1);
+    dv_app_free(&a);
+    dv_text_close(t);
+    SDL_DestroyRenderer(r);
+    SDL_DestroyWindow(w);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("viz_app");
+    TCase *tc = tcase_create("draw");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, colors_distinct);
+    tcase_add_test(tc, ring_allreduce_4);
+    tcase_add_test(tc, ring_allreduce_16);
+    tcase_add_test(tc, allgather_start);
+    tcase_add_test(tc, arrows_in_gaps);
+    tcase_add_test(tc, step_back_exact);
+    tcase_add_test(tc, every_algo);
+    tcase_add_test(tc, describe);
+    tcase_add_test(tc, timeline_training);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("app");
+    tcase_set_timeout(tc, 60);
+    tcase_add_checked_fixture(tc, sdl_up, sdl_down);
+    tcase_add_test(tc, keys_move);
+    tcase_add_test(tc, keys_play);
+    tcase_add_test(tc, keys_model);
+    tcase_add_test(tc, mouse_resize_quit);
+    tcase_add_test(tc, run_loop);
+    suite_add_tcase(s, tc);
+    return unit_run(s);
+}

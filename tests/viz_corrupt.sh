@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# dtviz on corrupted traces. Each run must end with exit 0 (it rendered a PNG) or exit 2
+# with a "dtviz:" message (it refused the file): never a signal, a timeout or any other
+# status. This is what an outside check does to the viewer, so the tests do it first.
+#
+#     BUILD=build bash tests/viz_corrupt.sh TRACE...
+#
+# From the traces given (real ones: a lesson's, build/train's), MUTATIONS mutated copies
+# (default 200, taken in turn from each trace) are drawn from a fixed SEED (default 1),
+# so a failure repeats. A mutation truncates the file at a random byte, flips bytes,
+# deletes, duplicates or swaps lines, sets a number to 0, a negative, a huge or an
+# out-of-range value, changes the rank count header, a kind, a coll or a phase, drops
+# the call marks, splices in another trace's lines, or does several of these at once.
+# Line edits usually drop the "# events" line too, since otherwise the reader refuses
+# every file whose count of lines changed and the model is never reached.
+# Each mutated file is shown with
+#
+#     timeout 20 $DTVIZ --png OUT.png --step 0 FILE
+#
+# Prints one line per crash (the mutation, the status, the end of the output), then
+# "N mutated traces: A rendered, B refused (exit 2), C crashed"; exits 1 on a crash.
+# Knobs (environment): BUILD, DTVIZ (default $BUILD/dtviz), MUTATIONS, SEED, KEEP (a
+# directory to copy the traces that crashed into, to reproduce them), VERBOSE=1 (a line
+# per mutation).
+set -u
+
+BUILD=${BUILD:-build}
+DTVIZ=${DTVIZ:-$BUILD/dtviz}
+MUTATIONS=${MUTATIONS:-200}
+SEED=${SEED:-1}
+KEEP=${KEEP:-}
+
+if [ $# -eq 0 ]; then
+    echo "usage: BUILD=build bash tests/viz_corrupt.sh TRACE..." >&2
+    exit 2
+fi
+for f in "$@"; do
+    [ -s "$f" ] || { echo "viz_corrupt: $f: no such trace, or empty" >&2; exit 2; }
+done
+if [ ! -x "$DTVIZ" ]; then
+    echo "viz_corrupt: $DTVIZ is not built" >&2
+    exit 2
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/viz-corrupt.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+traces=("$@")
+
+# The random numbers: a 64-bit LCG (Knuth's MMIX constants) in the shell itself, since
+# bash's RANDOM is reseeded from the clock in every $(...) subshell. rnd N sets R to a
+# number in 0..N-1; pick WORD... sets P to one of the words.
+state=$SEED
+rnd() {
+    state=$(( state * 6364136223846793005 + 1442695040888963407 ))
+    R=$(( ((state >> 33) & 0x7fffffff) % $1 ))
+}
+pick() { rnd $#; local a=("$@"); P=${a[$R]}; }
+
+# The odd values a number field is set to: zero, negatives, the ends of int and long
+# long and one past, more digits than any integer type, floats where ints belong.
+ODD_NUMBERS=(0 -1 -2 1 2147483647 2147483648 -2147483649 9223372036854775807
+    9223372036854775808 -9223372036854775808 99999999999999999999999 1e308 1e-300 0.5
+    63 64 65 1048576 -0 00000000000000000000007)
+ODD_RANKS=(0 1 2 3 5 63 64 65 100 1000 1048576 1048577 -1 x 99999999999999999999)
+NAMES=(allreduce_ring reduce_scatter_ring allgather_ring allreduce_naive bcast_tree
+    reduce_tree allreduce_rd alltoall_pairwise gather_tree scatter_tree bcast_naive call
+    reduce-scatter allgather reduce bcast fold exchange unfold gather scatter forward - x
+    train ddp)
+KINDS=(send recv reduce copy d2h h2d compute mark)
+FIELDS=(1 2 3 5 8 9 10 11 12)           # the numbers of an event line
+
+# set_field IN OUT FIELD VALUE: on one random event line of IN, field FIELD := VALUE.
+set_field() {
+    local lines
+    lines=($(awk '!/^#/ { print NR }' "$1"))
+    if [ ${#lines[@]} -eq 0 ]; then
+        cp "$1" "$2"
+        return
+    fi
+    rnd ${#lines[@]}
+    awk -v k="${lines[$R]}" -v f="$3" -v v="$4" 'NR == k { $f = v } { print }' "$1" >"$2"
+}
+
+# One line edit of IN into OUT, appended to $what.
+edit_line() {
+    local in=$1 out=$2 nl k
+    nl=$(wc -l <"$in")
+    [ "$nl" -gt 0 ] || nl=1
+    rnd 6
+    case $R in
+    0)  rnd "$nl"; k=$((R + 1)); awk -v k="$k" 'NR != k' "$in" >"$out"
+        what="$what; delete line $k" ;;
+    1)  rnd "$nl"; k=$((R + 1)); awk -v k="$k" '{ print } NR == k { print }' "$in" >"$out"
+        what="$what; duplicate line $k" ;;
+    2)  local j
+        rnd "$nl"; k=$((R + 1)); rnd "$nl"; j=$((R + 1))
+        awk -v a="$k" -v b="$j" '{ l[NR] = $0 } END { t = l[a]; l[a] = l[b]; l[b] = t
+                                  for (i = 1; i <= NR; i++) print l[i] }' "$in" >"$out"
+        what="$what; swap lines $k and $j" ;;
+    3)  pick "${FIELDS[@]}"; k=$P; pick "${ODD_NUMBERS[@]}"
+        set_field "$in" "$out" "$k" "$P"; what="$what; field $k := $P" ;;
+    4)  pick 6 7; k=$P; pick "${NAMES[@]}"
+        set_field "$in" "$out" "$k" "$P"; what="$what; field $k := $P" ;;
+    5)  pick "${KINDS[@]}"; set_field "$in" "$out" 4 "$P"; what="$what; kind := $P" ;;
+    esac
+}
+
+# mutate IN OUT: one mutation; says what it did in $what.
+mutate() {
+    local in=$1 out=$2 size nl k v
+    size=$(wc -c <"$in")
+    nl=$(wc -l <"$in")
+    what=""
+    rnd 10
+    case $R in
+    0)  rnd "$size"; head -c "$R" "$in" >"$out"; what="cut at byte $R" ;;
+    1)  cp "$in" "$out"
+        rnd 8
+        local flips=$((R + 1)) j
+        what="flip"
+        for ((j = 0; j < flips; j++)); do
+            rnd "$size"; k=$R; rnd 256; v=$R
+            printf "\\$(printf %03o "$v")" | dd of="$out" bs=1 seek="$k" conv=notrunc \
+                status=none
+            what="$what byte $k=$v"
+        done ;;
+    2|3|4) edit_line "$in" "$out"; what=${what#; } ;;
+    5)  pick "${ODD_RANKS[@]}"
+        sed "s/^# ranks .*/# ranks $P/" "$in" >"$out"; what="# ranks $P" ;;
+    6)  grep -av ' mark ' "$in" >"$out"; what="no marks" ;;
+    7)  local other
+        rnd ${#traces[@]}; other=${traces[$R]}
+        rnd "$nl"; k=$((R + 1)); rnd 200
+        { head -n "$k" "$in"; grep -av '^#' "$other" | head -n "$((R + 1))"
+          tail -n "+$((k + 1))" "$in"; } >"$out"
+        what="splice $((R + 1)) lines of $(basename "$other") after line $k" ;;
+    8|9) local a=$tmp/a b=$tmp/b j n
+        cp "$in" "$a"
+        rnd 4; n=$((R + 2))
+        for ((j = 0; j < n; j++)); do
+            edit_line "$a" "$b"
+            mv "$b" "$a"
+        done
+        mv "$a" "$out"; what=${what#; } ;;
+    esac
+    # usually without the line count, so that the reader lets the line edits through
+    rnd 4
+    if [ "$R" != 0 ] && [ "$(head -c 2 "$out")" = "# " ] && grep -aq '^# events ' "$out"
+    then
+        grep -av '^# events ' "$out" >"$tmp/noev"
+        mv "$tmp/noev" "$out"
+    fi
+}
+
+rendered=0
+refused=0
+crashed=0
+for ((i = 0; i < MUTATIONS; i++)); do
+    src=${traces[$(( i % ${#traces[@]} ))]}
+    f=$tmp/m$i.trace
+    mutate "$src" "$f"
+    rm -f "$tmp/out.png"
+    timeout 20 "$DTVIZ" --png "$tmp/out.png" --step 0 "$f" >"$tmp/log" 2>&1 </dev/null
+    rc=$?
+    [ -z "${VERBOSE:-}" ] || echo "mutation $i of $(basename "$src"): $what: exit $rc"
+    if [ "$rc" = 0 ] && [ -s "$tmp/out.png" ]; then
+        rendered=$((rendered + 1))
+    elif [ "$rc" = 2 ] && grep -aq 'dtviz:' "$tmp/log"; then
+        refused=$((refused + 1))
+    else
+        crashed=$((crashed + 1))
+        case $rc in
+            0) why="exit 0 without a PNG" ;;
+            2) why="exit 2 without a 'dtviz:' message" ;;
+            124) why="timed out after 20 s" ;;
+            1[3-9][0-9]) why="killed by signal $((rc - 128))" ;;
+            *) why="exit $rc" ;;
+        esac
+        echo "CRASH  mutation $i of $(basename "$src") (SEED=$SEED): $what: $why"
+        tail -n 5 "$tmp/log" | sed 's/^/      | /'
+        if [ -n "$KEEP" ]; then
+            mkdir -p "$KEEP" && cp "$f" "$KEEP/crash-$SEED-$i.trace"
+        fi
+    fi
+    rm -f "$f"
+done
+echo "$MUTATIONS mutated traces: $rendered rendered, $refused refused (exit 2)," \
+    "$crashed crashed"
+[ "$crashed" -eq 0 ]

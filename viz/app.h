@@ -1,0 +1,52 @@
+/* dtviz's interactive state: what the keys and the mouse do to the view, as a state
+ * machine that needs no window. Events come in as SDL_Events (from the window, or from
+ * SDL_PushEvent in the tests); time comes in as seconds through dv_app_update; the
+ * picture is dv_draw of dv_app_view, a pure function of the state. */
+#ifndef DV_APP_H
+#define DV_APP_H
+
+#include <stdio.h>
+
+#include "draw.h"
+
+typedef struct {
+    dv_model m;                 /* owned */
+    int algo;                   /* index into dv_algos; -1: a trace (a, n, N do nothing) */
+    long long count;            /* the built-in schedule's buffer, in elements */
+    double pos;                 /* 0 .. m.npos-1 */
+    double speed;               /* positions per second while playing */
+    int playing, help, quit;
+    int w, h;                   /* the window, for mapping clicks onto the timeline */
+    char note[160];             /* one line of feedback at the bottom; "" none */
+    FILE *log;                  /* --verbose: a line per position change and resize */
+    int logged;                 /* the position last logged; -1 none yet */
+    dv_cache *cache;            /* the timeline's texture; owned */
+} dv_app;
+
+/* Starts a at position 0, paused, taking m over (m is left empty). algo and count say
+ * how to rebuild m for the a, n and N keys (algo -1: m came from a trace). log NULL is
+ * silent. Set a->pos after it to start elsewhere. Returns 0, or -1 when out of memory
+ * (m then freed). */
+int dv_app_init(dv_app *a, dv_model *m, int algo, long long count, int w, int h, FILE *log);
+void dv_app_free(dv_app *a);
+
+/* Applies one event: a key (see dv_key_help), a click or drag on the timeline, a
+ * window resize, SDL_QUIT. Anything else is ignored. */
+void dv_app_event(dv_app *a, const SDL_Event *e);
+
+/* Applies every event waiting in SDL's queue (SDL_PollEvent). */
+void dv_app_pump(dv_app *a);
+
+/* Advances dt seconds: while playing, pos moves by speed * dt and stops at the end. */
+void dv_app_update(dv_app *a, double dt);
+
+/* The view to draw a with (pointers into a: valid while a is unchanged). */
+void dv_app_view(dv_app *a, dv_view *v);
+
+/* The window's loop until a quits: logs the model, the size and the position, then
+ * events, update, draw, present, paced to about 60 frames a second (vsync where the
+ * renderer has it, else SDL_Delay); while paused it sleeps in SDL_WaitEventTimeout.
+ * Returns when a->quit is set. Free a (its cache's texture) before destroying r. */
+void dv_app_run(dv_app *a, SDL_Renderer *r, dv_text *t);
+
+#endif /* DV_APP_H */

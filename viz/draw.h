@@ -1,0 +1,107 @@
+/* Drawing a dv_model with an SDL_Renderer: the same code for the window, the headless
+ * PNG (a software renderer on a surface) and the tests, which read pixels back.
+ *
+ * The picture at a position, top to bottom:
+ *   header    title; coll and phase; "step k of F"; one sentence on the phase
+ *   grid      one row per rank: "rank r", then its cells, each filled with vertical
+ *             stripes in the colours of the ranks whose contributions it holds (in rank
+ *             order, equal widths; an empty cell is dark with an outline)
+ *   arrows    the messages of frame k, sender's row to receiver's row, labelled with
+ *             the cells they carry; while the position moves between k and k+1 a copy
+ *             of each moving piece slides along its arrow
+ *   panel     bytes sent per rank in this call so far, beside the formula's total
+ *   timeline  one row per rank over the trace's time (compute, comm, reduce), with a
+ *             cursor at the position's time; a click there jumps (dv_timeline_pos)
+ *   help      with the help overlay on: every key and what it does
+ * What is drawn depends only on the view below: stepping back is exact. */
+#ifndef DV_DRAW_H
+#define DV_DRAW_H
+
+#include <SDL.h>
+
+#include "model.h"
+
+/* ==== text: SDL2_ttf with a real font ==== */
+
+typedef struct dv_text dv_text;
+
+/* Opens the font (path NULL: $DTVIZ_FONT, else DejaVu Sans from fonts-dejavu-core) for
+ * renderer r. Returns NULL with a sentence in err when no font can be opened. */
+dv_text *dv_text_open(SDL_Renderer *r, const char *path, char *err, size_t errlen);
+void dv_text_close(dv_text *t);
+
+/* Three sizes, each rendered once into a glyph atlas (ASCII and a few symbols such as
+ * "×" and "→"; anything else shows as '?'), so drawing a string is one texture copy per
+ * glyph and never calls SDL_ttf after dv_text_open. */
+typedef enum { DV_FONT_SMALL, DV_FONT_BODY, DV_FONT_TITLE, DV_NFONTS } dv_font;
+
+/* Draws UTF-8 s with its top-left corner at (x, y) in colour c; returns its width. */
+int dv_text_draw(dv_text *t, dv_font f, int x, int y, SDL_Color c, const char *s);
+int dv_text_width(const dv_text *t, dv_font f, const char *s);
+int dv_text_height(const dv_text *t, dv_font f);     /* one line, in pixels */
+
+/* ==== colours and layout ==== */
+
+/* The colour of rank r (0..DV_MAX_RANKS-1): distinct for every r, opaque. */
+SDL_Color dv_rank_color(int r);
+
+typedef struct {
+    int w, h;                      /* the whole picture */
+    SDL_Rect header, grid, panel, timeline;
+    int call;                      /* whose cells the grid shows; -1 none */
+    int ncells;
+    int row_h, cell_w;             /* grid geometry */
+    int cell_x0;                   /* x of cell 0 */
+} dv_layout;
+
+/* Lays out a w x h picture of m at position pos. */
+void dv_layout_compute(const dv_model *m, int pos, int w, int h, dv_layout *L);
+
+/* The rectangle of cell c of rank r in the grid (filled area, outline excluded). */
+SDL_Rect dv_layout_cell(const dv_layout *L, int r, int c);
+
+/* The position a click at (x, y) asks for, or -1 when it is not on the timeline. */
+int dv_timeline_pos(const dv_model *m, const dv_layout *L, int x, int y);
+
+/* ==== drawing ==== */
+
+/* The timeline drawn once into a texture and copied each frame (a training trace holds
+ * 10^4-10^5 events). Redrawn when the renderer, the model or the timeline's size
+ * changes; dv_cache_clear forces it (call it after rebuilding a model in place). */
+typedef struct dv_cache dv_cache;
+dv_cache *dv_cache_new(void);                  /* NULL when out of memory */
+void dv_cache_clear(dv_cache *c);
+void dv_cache_free(dv_cache *c);
+
+typedef struct {
+    double pos;                    /* 0 .. npos-1; the fraction slides the moving pieces */
+    int help;                      /* draw the key overlay */
+    int playing;
+    double speed;                  /* steps per second, for the header; 0 hides it */
+    const char *note;              /* one line at the bottom, or NULL */
+    dv_cache *cache;               /* NULL: the timeline is drawn directly */
+} dv_view;
+
+/* The keys, {key, what it does} pairs ending with {NULL, NULL}: the help overlay and
+ * dtviz's usage both list them from here. */
+extern const char *const dv_key_help[][2];
+
+/* Where position pos is, in one line: "position 3/7 call 0 allreduce_ring allgather
+ * step 3 of 6" (k of the call's F frames done; the phase of the arrows shown, or of the
+ * last frame at k = F). The header and dtviz --verbose print it. */
+void dv_pos_describe(const dv_model *m, int pos, char *buf, size_t len);
+
+/* Draws the whole picture into r's current target, w x h. */
+void dv_draw(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_view *v, int w, int h);
+
+/* Headless: draws position pos into a new w x h surface with a software renderer (no
+ * display, no SDL video) and returns it, or NULL with a sentence in err. The caller
+ * frees it with SDL_FreeSurface. */
+SDL_Surface *dv_render_surface(const dv_model *m, const dv_view *v, int w, int h,
+                               char *err, size_t errlen);
+
+/* dv_render_surface, then IMG_SavePNG into path. Returns 0, or -1 with err. */
+int dv_render_png(const dv_model *m, const dv_view *v, int w, int h, const char *path,
+                  char *err, size_t errlen);
+
+#endif /* DV_DRAW_H */

@@ -1,0 +1,326 @@
+/* dtviz: watch a collective move chunk by chunk.
+ *
+ *   build/dtviz --algo ring-allreduce --ranks 4     a built-in schedule, in a window
+ *   build/dtviz run.trace                           replay a trace (lesson or build/train)
+ *   build/dtviz --algo allgather --png a.png --step 3      one picture, no display
+ *   build/dtviz run.trace --frames frames/                 every position as a PNG
+ *
+ * Each rank's buffer is a row of cells, coloured by the ranks whose data each cell
+ * holds; the messages of the step about to happen are arrows; beside them, the bytes
+ * each rank has sent against the cost model; below, the timeline of every event.
+ *
+ * Exit status: 0 done, 1 something failed (no display, no font, a file not written),
+ * 2 a usage error or an input that cannot be shown. No MPI here: it reads files. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <SDL_image.h>
+
+#include "app.h"
+
+/* ==== options ==== */
+
+typedef struct {
+    const char *file, *algo, *png, *frames, *chrome;
+    long long ranks, count, step;   /* -1: not given */
+    int w, h, verbose;
+} options;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: dtviz [options] [FILE]\n"
+        "Animates a collective chunk by chunk: each rank's buffer as cells coloured by the\n"
+        "ranks whose data they hold, each step's messages as arrows, the bytes sent beside\n"
+        "the cost model, and a timeline of every event with a cursor.\n"
+        "  FILE                  replay a trace written with --trace (a lesson, build/train)\n"
+        "  --algo ALGO           a built-in schedule instead (the default: ring-allreduce):\n"
+        "                       ");
+    for (int i = 0; dv_algos[i] != NULL; i++)
+        fprintf(f, " %s%s", dv_algos[i], dv_algos[i + 1] != NULL ? "," : "\n");
+    fprintf(f,
+        "  --ranks N             its ranks, 1..%d (default 4)\n"
+        "  --count N             its buffer in float elements (default 1048576)\n"
+        "  --png FILE            draw one position into FILE and exit; needs no display\n"
+        "  --step K              the position --png draws, and where the window starts\n"
+        "                        (default 0)\n"
+        "  --frames DIR          draw every position into DIR/frame-NNNN.png and exit\n"
+        "  --export-chrome FILE  write the trace (for --algo, the one it synthesises) as\n"
+        "                        Chrome JSON for https://ui.perfetto.dev and exit\n"
+        "  --size WxH            picture or window size (default 1280x800)\n"
+        "  --verbose             print a line for each position change and window resize\n"
+        "  -h, --help            print this text\n"
+        "Keys in the window:\n", DV_MAX_RANKS);
+    for (int i = 0; dv_key_help[i][0] != NULL; i++)
+        fprintf(f, "  %-12s %s\n", dv_key_help[i][0], dv_key_help[i][1]);
+    fprintf(f, "The font is DejaVu Sans (fonts-dejavu-core); DTVIZ_FONT=FILE.ttf picks another.\n");
+}
+
+/* A usage error: one line, the hint, status 2. */
+__attribute__((format(printf, 1, 2)))
+static int bad(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("dtviz: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\nTry 'dtviz --help' for usage.\n", stderr);
+    return 2;
+}
+
+/* s as a whole number in [lo, hi]; 0, or -1 if it is not one. */
+static int parse_num(const char *s, long long lo, long long hi, long long *v)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || x < lo || x > hi)
+        return -1;
+    *v = x;
+    return 0;
+}
+
+/* Returns 0 and fills o, or the exit status of a usage error (or of --help: -1). */
+static int parse(int argc, char **argv, options *o)
+{
+    enum { O_ALGO = 256, O_RANKS, O_COUNT, O_PNG, O_STEP, O_FRAMES, O_CHROME, O_SIZE, O_VERBOSE };
+    static const struct option lo[] = {
+        { "algo", required_argument, 0, O_ALGO }, { "ranks", required_argument, 0, O_RANKS },
+        { "count", required_argument, 0, O_COUNT }, { "png", required_argument, 0, O_PNG },
+        { "step", required_argument, 0, O_STEP }, { "frames", required_argument, 0, O_FRAMES },
+        { "export-chrome", required_argument, 0, O_CHROME },
+        { "size", required_argument, 0, O_SIZE }, { "verbose", no_argument, 0, O_VERBOSE },
+        { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
+    };
+    long long w, h;
+    int c;
+    *o = (options){ .ranks = -1, .count = -1, .step = -1, .w = 1280, .h = 800 };
+    opterr = 0;                            /* our own messages, in our own words */
+    while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+        switch (c) {
+        case O_ALGO: o->algo = optarg; break;
+        case O_PNG: o->png = optarg; break;
+        case O_FRAMES: o->frames = optarg; break;
+        case O_CHROME: o->chrome = optarg; break;
+        case O_VERBOSE: o->verbose = 1; break;
+        case 'h': usage(stdout); return -1;
+        case O_RANKS:
+            if (parse_num(optarg, 1, DV_MAX_RANKS, &o->ranks) != 0)
+                return bad("--ranks '%s': the viewer shows 1 to %d ranks", optarg, DV_MAX_RANKS);
+            break;
+        case O_COUNT:
+            if (parse_num(optarg, 0, 1LL << 40, &o->count) != 0)
+                return bad("--count '%s': expected a number of elements, 0 to 2^40", optarg);
+            break;
+        case O_STEP:
+            if (parse_num(optarg, 0, INT_MAX, &o->step) != 0)
+                return bad("--step '%s': expected a position, 0 or more", optarg);
+            break;
+        case O_SIZE: {
+            char *x = strchr(optarg, 'x'), num[32];
+            snprintf(num, sizeof num, "%.*s", x != NULL ? (int)(x - optarg) : 0, optarg);
+            if (x == NULL || x - optarg >= (long)sizeof num || parse_num(num, 200, 8192, &w) != 0 ||
+                parse_num(x + 1, 150, 8192, &h) != 0)
+                return bad("--size '%s': expected WxH, 200x150 to 8192x8192, e.g. 1280x800",
+                           optarg);
+            o->w = (int)w;
+            o->h = (int)h;
+            break;
+        }
+        case ':':
+            return bad("%s needs a value", argv[optind - 1]);
+        default:
+            return bad("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        o->file = argv[optind++];
+    if (optind < argc)
+        return bad("one trace at a time: '%s' is one too many", argv[optind]);
+    if (o->file != NULL && o->algo != NULL)
+        return bad("give a trace FILE or --algo, not both");
+    if (o->file != NULL && (o->ranks >= 0 || o->count >= 0))
+        return bad("--ranks and --count shape a built-in schedule; a trace has its own");
+    return 0;
+}
+
+/* ==== the model ==== */
+
+static int export_chrome(const dt_trace *t, const char *path)
+{
+    char err[512];
+    if (dt_trace_write_chrome(t, path, err, sizeof err) != 0) {
+        fprintf(stderr, "dtviz: %s\n", err);
+        return 1;
+    }
+    printf("dtviz: wrote %s (open it in https://ui.perfetto.dev)\n", path);
+    return 0;
+}
+
+/* Builds m from the trace file or the built-in algorithm (*algo: its index, or -1),
+ * writing the Chrome export on the way when asked. Returns 0 or an exit status. */
+static int load(const options *o, dv_model *m, int *algo)
+{
+    char err[512];
+    dt_trace t;
+    int rc = 0;
+    if (o->file != NULL) {
+        *algo = -1;
+        if (dt_trace_read(o->file, &t, err, sizeof err) != 0)
+            return bad("%s", err);
+        if (o->chrome != NULL && (rc = export_chrome(&t, o->chrome)) != 0) {
+            dt_trace_free(&t);
+            return rc;
+        }
+        if (dv_model_build(m, &t, err, sizeof err) != 0)
+            return bad("%s", err);
+        return 0;
+    }
+    const char *name = o->algo != NULL ? o->algo : "ring-allreduce";
+    if ((*algo = dv_algo_index(name)) < 0)
+        return bad("unknown algorithm '%s' (see --help for the list)", name);
+    if (o->chrome != NULL) {               /* the events the collective would record */
+        if (dv_algo_trace(*algo, (int)o->ranks, o->count, &t, err, sizeof err) != 0)
+            return bad("%s", err);
+        rc = export_chrome(&t, o->chrome);
+        dt_trace_free(&t);
+        if (rc != 0)
+            return rc;
+    }
+    if (dv_model_algo(m, *algo, (int)o->ranks, o->count, err, sizeof err) != 0)
+        return bad("%s", err);
+    return 0;
+}
+
+/* ==== without a display ==== */
+
+static int headless(const options *o, const dv_model *m)
+{
+    char err[512], path[4096];
+    dv_view v = { .pos = o->step > 0 ? (double)o->step : 0 };
+    SDL_Init(0);                           /* no video: a software renderer on a surface */
+    IMG_Init(IMG_INIT_PNG);
+    if (o->png != NULL) {
+        if (dv_render_png(m, &v, o->w, o->h, o->png, err, sizeof err) != 0) {
+            fprintf(stderr, "dtviz: %s\n", err);
+            return 1;
+        }
+        printf("dtviz: wrote %s (position %d of 0..%d)\n", o->png, (int)v.pos, m->npos - 1);
+    }
+    if (o->frames != NULL) {
+        int n = (int)strlen(o->frames);
+        while (n > 1 && o->frames[n - 1] == '/')      /* "dir/" names dir */
+            n--;
+        if (mkdir(o->frames, 0777) != 0 && errno != EEXIST) {
+            fprintf(stderr, "dtviz: cannot make the folder %s: %s\n", o->frames, strerror(errno));
+            return 1;
+        }
+        for (int p = 0; p < m->npos; p++) {
+            v.pos = p;
+            snprintf(path, sizeof path, "%.*s/frame-%04d.png", n, o->frames, p);
+            if (dv_render_png(m, &v, o->w, o->h, path, err, sizeof err) != 0) {
+                fprintf(stderr, "dtviz: %s\n", err);
+                return 1;
+            }
+        }
+        printf("dtviz: wrote %d frame%s, %.*s/frame-0000.png to frame-%04d.png\n", m->npos,
+               m->npos == 1 ? "" : "s", n, o->frames, m->npos - 1);
+    }
+    IMG_Quit();
+    SDL_Quit();
+    return 0;
+}
+
+/* ==== in a window ==== */
+
+/* Whether a window would be seen. Without DISPLAY or WAYLAND_DISPLAY, SDL still finds a
+ * driver (offscreen, dummy) whose windows nobody sees, and probing Wayland prints noise:
+ * so ask only when one is set, and refuse those drivers unless SDL_VIDEODRIVER named them. */
+static int has_display(void)
+{
+    const char *want = getenv("SDL_VIDEODRIVER"), *drv;
+    if (want == NULL && getenv("DISPLAY") == NULL && getenv("WAYLAND_DISPLAY") == NULL)
+        return 0;
+    if (SDL_Init(SDL_INIT_VIDEO) != 0 || (drv = SDL_GetCurrentVideoDriver()) == NULL)
+        return 0;
+    return !((!strcmp(drv, "offscreen") || !strcmp(drv, "dummy")) &&
+             (want == NULL || strcmp(want, drv) != 0));
+}
+
+static int window(const options *o, dv_model *m, int algo)
+{
+    char err[512];
+    if (!has_display()) {
+        fprintf(stderr, "dtviz: no display to open a window on (DISPLAY is not set or does "
+                "not answer); draw without one with --png FILE or --frames DIR\n");
+        SDL_Quit();
+        return 1;
+    }
+    SDL_Window *win = SDL_CreateWindow("dtviz", SDL_WINDOWPOS_CENTERED, SDL_WINDOWPOS_CENTERED,
+                                       o->w, o->h, SDL_WINDOW_RESIZABLE);
+    SDL_Renderer *r = NULL;
+    if (win != NULL) {
+        r = SDL_CreateRenderer(win, -1, SDL_RENDERER_ACCELERATED | SDL_RENDERER_PRESENTVSYNC);
+        if (r == NULL)
+            r = SDL_CreateRenderer(win, -1, SDL_RENDERER_SOFTWARE);
+    }
+    if (r == NULL) {
+        fprintf(stderr, "dtviz: cannot open a window (%s); draw without one with --png FILE "
+                "or --frames DIR\n", SDL_GetError());
+        if (win != NULL)
+            SDL_DestroyWindow(win);
+        SDL_Quit();
+        return 1;
+    }
+    int rc = 1, w, h;
+    dv_app a;
+    dv_text *t = dv_text_open(r, NULL, err, sizeof err);
+    SDL_GetWindowSize(win, &w, &h);
+    if (t == NULL)
+        fprintf(stderr, "dtviz: %s\n", err);
+    else if (dv_app_init(&a, m, algo, o->count, w, h, o->verbose ? stdout : NULL) != 0)
+        fprintf(stderr, "dtviz: out of memory\n");
+    else {
+        a.pos = o->step > 0 ? (double)o->step : 0;
+        dv_app_run(&a, r, t);
+        dv_app_free(&a);                   /* its texture, before the renderer goes */
+        rc = 0;
+    }
+    dv_text_close(t);
+    SDL_DestroyRenderer(r);
+    SDL_DestroyWindow(win);
+    SDL_Quit();
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    dv_model m;
+    int algo, rc = parse(argc, argv, &o);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    if (o.ranks < 0)
+        o.ranks = 4;
+    if (o.count < 0)
+        o.count = 1048576;
+    if ((rc = load(&o, &m, &algo)) != 0)
+        return rc;
+    if (o.step >= m.npos) {
+        rc = bad("--step %lld is past the end: this %s has positions 0..%d", o.step,
+                 algo >= 0 ? "schedule" : "trace", m.npos - 1);
+    } else if (o.png != NULL || o.frames != NULL || o.chrome != NULL) {
+        rc = headless(&o, &m);
+    } else {
+        rc = window(&o, &m, algo);
+    }
+    dv_model_free(&m);
+    return rc;
+}

@@ -1,0 +1,158 @@
+/* What dtviz shows, as a pure function of the position: no SDL, no MPI.
+ *
+ * A model is built from a trace (lib/trace.h), either read from a file that a lesson or
+ * build/train wrote, or synthesised from lib/schedule for a built-in algorithm, so both
+ * go through the same code. The trace is cut into collective calls, each call into
+ * frames (one step: the messages that cross at once), and each rank's buffer into cells.
+ *
+ *   call   one collective call, e.g. one ring allreduce. Found by the "call" marks that
+ *          every collective records on entry (dt_trace_call); in traces without them,
+ *          a rank's events start a new call when coll changes or its (phase, step) goes
+ *          back. Rank r's j-th call of a coll is matched with every other rank's j-th
+ *          call of that coll; calls are ordered by their earliest event.
+ *   frame  one (phase, step) of a call: phases in the order each rank runs them (the
+ *          earliest begin breaks ties), steps ascending within a phase. Its messages come from the receive events (sender
+ *          = peer, cells = the receiver's [lo, hi)); segments of one chunk are merged
+ *          into one message per (sender, receiver, cell range). A receiver that also
+ *          recorded a reduce event in the same frame adds what arrives; otherwise it
+ *          copies it.
+ *   cell   a piece of the call's buffer: the boundaries of every chunk moved in the
+ *          call (and, for gather, allgather and alltoall, of each rank's block), at most
+ *          DV_MAX_CELLS of them (more are replaced by DV_MAX_CELLS even cells).
+ *   mask   which ranks' contributions a cell holds: bit r for rank r. Before a call:
+ *          reductions (allreduce, reduce, reduce-scatter): every cell of rank r holds
+ *          {r}; bcast and scatter: the root (the rank that receives nothing) holds {root}
+ *          everywhere, the others nothing; gather, allgather, alltoall: rank r holds {r}
+ *          in its own block r (for a gather or scatter rooted elsewhere, blocks in the
+ *          tree's order, counted from the root); anything else: a cell holds {r} when rank r sends it
+ *          before it receives it. A message carries the sender's masks of its cells (in
+ *          alltoall, {sender}: its block for the receiver). Every frame reads the masks
+ *          from before the frame, so an exchange is simultaneous.
+ *
+ * Positions. Call c with F frames has F+1 positions k = 0..F: position k shows the
+ * masks after k frames and the arrows of frame k (the step about to happen; none at
+ * k = F). Positions are numbered across calls, 0 .. dv_npos()-1, so one number says
+ * where the viewer is. A model without calls (one rank; a trace of compute only) has
+ * one position. */
+#ifndef DV_MODEL_H
+#define DV_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trace.h"
+
+#define DV_MAX_RANKS 64     /* masks are 64 bits */
+#define DV_MAX_CELLS 64
+
+typedef uint64_t dv_mask;
+
+typedef struct {
+    int src, dst;           /* sending and receiving rank */
+    int c0, c1;             /* the cells [c0, c1) it carries (receiver's buffer) */
+    int add;                /* 1: the receiver adds it in; 0: it copies it */
+    double nbytes;          /* bytes of its receive events */
+} dv_msg;
+
+typedef struct {
+    int call;               /* index into dv_model.calls */
+    char phase[32];         /* as recorded, e.g. "reduce-scatter" */
+    int step;               /* as recorded; -1 if none */
+    double t0, t1;          /* earliest begin and latest end of its events */
+    int first_msg, nmsg;    /* dv_model.msgs[first_msg .. first_msg + nmsg) */
+} dv_frame;
+
+typedef struct {
+    int frame;              /* within its call, 0..nframes-1 */
+    int rank;
+    double nbytes;          /* the bytes of rank's send events in that frame */
+} dv_sent;
+
+typedef enum { DV_CLASS_REDUCE, DV_CLASS_ROOTED, DV_CLASS_BLOCKS, DV_CLASS_OTHER } dv_class;
+
+typedef struct {
+    char coll[32];          /* e.g. "allreduce_ring" */
+    dv_class cls;
+    int root;               /* DV_CLASS_ROOTED: the rank that received nothing; else -1 */
+    int first_frame, nframes;
+    int first_pos;          /* its position k = 0 */
+    int ncells;             /* 1..DV_MAX_CELLS */
+    long long cell_lo[DV_MAX_CELLS + 1];   /* cell c is elements [cell_lo[c], cell_lo[c+1]) */
+    long long count;        /* elements in the buffer shown: cell_lo[ncells] */
+    double esize;           /* bytes per element, 0 if unknown */
+    dv_mask *init;          /* nranks * ncells masks before the call; owned */
+    dv_sent *sent;          /* what each rank sent in each frame, by frame; owned */
+    int nsent;
+    double t0, t1;          /* earliest begin and latest end of its events */
+} dv_call;
+
+typedef struct {
+    int nranks;             /* 1..DV_MAX_RANKS */
+    int from_trace;         /* 0: built-in schedule (times are step numbers) */
+    char title[96];         /* "ring-allreduce, 4 ranks, 4 MiB" or the trace's program */
+    dt_trace trace;         /* every event, for the timeline; owned */
+    dv_call *calls;
+    int ncalls;
+    dv_frame *frames;
+    int nframes;
+    dv_msg *msgs;
+    int nmsgs;
+    int npos;               /* sum over calls of nframes + 1, at least 1 */
+    double t_begin, t_end;  /* span of all events (t_end > t_begin, even when empty) */
+} dv_model;
+
+/* Builds m from t, taking t over (t is left empty, m frees it). Returns 0, or -1 with a
+ * sentence in err (more than DV_MAX_RANKS ranks; out of memory), m then empty and t
+ * freed. Any trace that dt_trace_read accepts either builds or fails this way: never a
+ * crash, whatever its values. */
+int dv_model_build(dv_model *m, dt_trace *t, char *err, size_t errlen);
+void dv_model_free(dv_model *m);
+
+/* ==== built-in schedules ==== */
+
+/* The algorithms dtviz animates without a trace, in the order the 'a' key cycles them:
+ * ring-allreduce, reduce-scatter, allgather, naive-allreduce, tree-bcast, tree-reduce,
+ * rd-allreduce, alltoall, tree-gather, tree-scatter. NULL-terminated. */
+extern const char *const dv_algos[];
+int dv_algo_index(const char *name);            /* -1 if unknown */
+const char *dv_algo_coll(int algo);             /* e.g. "allreduce_ring" */
+
+/* Synthesises into t the events that the library's collective records for this
+ * algorithm at nranks ranks (1..DV_MAX_RANKS), root 0, on a buffer of count floats
+ * (count >= 0: elements of the collective's whole buffer, as dt_trace_call records),
+ * with t0 = the step's number in the call and t1 = t0 + 1. Built from lib/schedule, the
+ * functions the collectives run. Returns 0, or -1 with a sentence in err. */
+int dv_algo_trace(int algo, int nranks, long long count, dt_trace *t, char *err,
+                  size_t errlen);
+
+/* dv_algo_trace, then dv_model_build, and a title. */
+int dv_model_algo(dv_model *m, int algo, int nranks, long long count, char *err,
+                  size_t errlen);
+
+/* ==== positions ==== */
+
+/* The call and k of position pos (clamped to 0..npos-1); *call = -1 without calls. */
+void dv_pos_split(const dv_model *m, int pos, int *call, int *k);
+/* The time position pos stands for: its frame's t0, or the call's t1 at k = nframes. */
+double dv_pos_time(const dv_model *m, int pos);
+/* The last position whose time is <= t (0 if none): where a click on the timeline goes. */
+int dv_pos_at_time(const dv_model *m, double t);
+
+/* Writes into out[r * ncells + c] the masks of call `call` after k frames (0..nframes),
+ * replaying from the call's init. out holds nranks * calls[call].ncells masks. */
+void dv_state(const dv_model *m, int call, int k, dv_mask *out);
+
+/* Bytes each rank sent in call `call` during its first k frames (send events), into
+ * sent[0..nranks-1]. */
+void dv_bytes_sent(const dv_model *m, int call, int k, double *sent);
+
+/* What the algorithm's cost model says each rank sends in the whole call, into
+ * expect[0..nranks-1], and the formula in words into text (e.g. "each rank sends
+ * 2(N-1)/N x S = 6 MiB; S = 4 MiB"). Returns 1, or 0 when the coll is not one the
+ * viewer knows (expect and text then empty). */
+int dv_formula(const dv_model *m, int call, double *expect, char *text, size_t len);
+
+/* One sentence on what a phase of a collective does, for the header; "" if unknown. */
+const char *dv_phase_text(const char *coll, const char *phase);
+
+#endif /* DV_MODEL_H */

@@ -1,0 +1,119 @@
+/* The viewer's model, read back: positions, and the masks and bytes at a position,
+ * replayed from a call's start (see model.h). Everything here is a pure function of
+ * the model and the position, so stepping back is as exact as stepping forward. */
+#include "model.h"
+
+#include <string.h>
+
+/* ==== positions ==== */
+
+void dv_pos_split(const dv_model *m, int pos, int *call, int *k)
+{
+    *call = -1;
+    *k = 0;
+    if (m->ncalls <= 0)
+        return;
+    pos = pos < 0 ? 0 : pos >= m->npos ? m->npos - 1 : pos;
+    int a = 0, z = m->ncalls;                   /* last call with first_pos <= pos */
+    while (z - a > 1) {
+        int mid = a + (z - a) / 2;
+        if (m->calls[mid].first_pos <= pos) a = mid; else z = mid;
+    }
+    int kk = pos - m->calls[a].first_pos;
+    *call = a;
+    *k = kk > m->calls[a].nframes ? m->calls[a].nframes : kk;
+}
+
+double dv_pos_time(const dv_model *m, int pos)
+{
+    int c, k;
+    dv_pos_split(m, pos, &c, &k);
+    if (c < 0)
+        return m->t_begin;
+    const dv_call *call = &m->calls[c];
+    return k < call->nframes ? m->frames[call->first_frame + k].t0 : call->t1;
+}
+
+/* Calls are sorted by their first event and a call's positions lie within [t0, t1], so
+ * only the calls that begin by t can hold the answer, and the last of them with a
+ * position by t does: a binary search, then (usually) one call's positions. */
+int dv_pos_at_time(const dv_model *m, double t)
+{
+    int a = 0, z = m->ncalls;                   /* a: the calls that begin by t */
+    while (a < z) {
+        int mid = a + (z - a) / 2;
+        if (m->calls[mid].t0 <= t) a = mid + 1; else z = mid;
+    }
+    for (int c = a - 1; c >= 0; c--) {
+        const dv_call *call = &m->calls[c];
+        for (int k = call->nframes; k >= 0; k--) {
+            double tk = k < call->nframes ? m->frames[call->first_frame + k].t0 : call->t1;
+            if (tk <= t)
+                return call->first_pos + k;
+        }
+    }
+    return 0;
+}
+
+/* ==== replaying the masks ==== */
+
+/* Replays frame fr onto st (nc cells a rank). Every message reads the masks from before
+ * the frame: the cells the frame writes are saved first, and read back from there, so
+ * the cost is the cells the messages carry, not the whole state. */
+static void replay_frame(const dv_model *m, const dv_frame *fr, int nc, int a2a,
+                         dv_mask *st, dv_mask *old, unsigned char *mark)
+{
+    enum { SAVED = 1, COPIED = 2 };
+    int nr = m->nranks;
+    for (int pass = 0; pass < 3; pass++)
+        for (int i = 0; i < fr->nmsg; i++) {
+            const dv_msg *g = &m->msgs[fr->first_msg + i];
+            if (g->src < 0 || g->src >= nr || g->dst < 0 || g->dst >= nr)
+                continue;
+            int c0 = g->c0 < 0 ? 0 : g->c0, c1 = g->c1 > nc ? nc : g->c1;
+            for (int x = c0; x < c1; x++) {
+                int d = g->dst * nc + x, s = g->src * nc + x;
+                if (pass == 0 && !mark[d]) {          /* save what is overwritten */
+                    old[d] = st[d];
+                    mark[d] = SAVED;
+                } else if (pass == 1) {               /* move */
+                    dv_mask in = a2a ? (dv_mask)1 << g->src : mark[s] ? old[s] : st[s];
+                    st[d] = g->add || (mark[d] & COPIED) ? st[d] | in : in;
+                    mark[d] |= g->add ? 0 : COPIED;
+                } else if (pass == 2) {
+                    mark[d] = 0;
+                }
+            }
+        }
+}
+
+void dv_state(const dv_model *m, int call, int k, dv_mask *out)
+{
+    if (m == NULL || out == NULL || call < 0 || call >= m->ncalls)
+        return;
+    const dv_call *c = &m->calls[call];
+    int nr = m->nranks, nc = c->ncells;
+    if (nr < 1 || nr > DV_MAX_RANKS || nc < 1 || nc > DV_MAX_CELLS || c->init == NULL)
+        return;
+    memcpy(out, c->init, (size_t)nr * nc * sizeof *out);
+    k = k < 0 ? 0 : k > c->nframes ? c->nframes : k;
+    int a2a = strncmp(c->coll, "alltoall", 8) == 0;   /* carries {sender}, not its masks */
+    dv_mask old[DV_MAX_RANKS * DV_MAX_CELLS];
+    unsigned char mark[DV_MAX_RANKS * DV_MAX_CELLS] = { 0 };
+    for (int f = 0; f < k; f++)
+        replay_frame(m, &m->frames[c->first_frame + f], nc, a2a, out, old, mark);
+}
+
+void dv_bytes_sent(const dv_model *m, int call, int k, double *sent)
+{
+    if (m == NULL || sent == NULL)
+        return;
+    for (int r = 0; r < m->nranks; r++)
+        sent[r] = 0;
+    if (call < 0 || call >= m->ncalls)
+        return;
+    const dv_call *c = &m->calls[call];
+    for (int i = 0; i < c->nsent && c->sent[i].frame < k; i++)   /* sorted by frame */
+        if (c->sent[i].rank >= 0 && c->sent[i].rank < m->nranks)
+            sent[c->sent[i].rank] += c->sent[i].nbytes;
+}
