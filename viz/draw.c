@@ -224,12 +224,14 @@ static void draw_grid(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_l
 }
 
 /* Where the arrow of msg runs: x, and y from the sender's row edge to the receiver's.
- * Arrows from different senders on the same cells sit a little apart. */
+ * Downward arrows run right of the cells' centre and upward ones left of it, so the two
+ * halves of an exchange stay apart; different senders sit a little apart too. */
 static void arrow_geom(const dv_layout *L, const dv_msg *g, int *x, int *y0, int *y1)
 {
     SDL_Rect a = dv_layout_cell(L, g->src, g->c0), b = dv_layout_cell(L, g->dst, g->c0);
     int span = (g->c1 - g->c0) * L->cell_w;
-    *x = L->cell_x0 + g->c0 * L->cell_w + span / 2 + (g->src % 3 - 1) * clampi(span / 8, 0, 5);
+    int side = clampi(span / 12, 0, 8) + g->src % 3;   /* down: right of centre; up: left */
+    *x = L->cell_x0 + g->c0 * L->cell_w + span / 2 + (g->src < g->dst ? side : -side);
     *y0 = g->src < g->dst ? a.y + a.h + 1 : a.y - 2;
     *y1 = g->src < g->dst ? b.y - 2 : b.y + b.h + 1;
 }
@@ -257,8 +259,11 @@ static void draw_arrows(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv
                 snprintf(s, sizeof s, "c%d", g->c0);
             else
                 snprintf(s, sizeof s, "c%d-%d", g->c0, g->c1 - 1);
+            /* labels of downward arrows to the right, upward ones to the left, so the
+             * two arrows of an exchange keep their labels apart */
             int ly = dir > 0 ? y1 - gap + 2 : y1 + 1;
-            dv_text_draw(t, DV_FONT_SMALL, x + 4, ly + (gap - SMALL_H) / 2 - 1, c, s);
+            int lx = dir > 0 ? x + 4 : x - 4 - dv_text_width(t, DV_FONT_SMALL, s);
+            dv_text_draw(t, DV_FONT_SMALL, lx, ly + (gap - SMALL_H) / 2 - 1, c, s);
         }
     }
 }
