@@ -198,7 +198,7 @@ demo: check-deps
 	@if [ -n "$${DISPLAY:-}$${WAYLAND_DISPLAY:-}" ] && $(DTVIZ) $(BUILD)/demo.trace; then :; else \
 	  rm -rf $(BUILD)/demo-frames; \
 	  $(DTVIZ) --frames $(BUILD)/demo-frames $(BUILD)/demo.trace >/dev/null || exit 1; \
-	  echo; echo "No window could open (no display): each step of the ring is a PNG in $(BUILD)/demo-frames/"; \
+	  echo; echo "No window (no display, or the viewer said why above): each step of the ring is a PNG in $(BUILD)/demo-frames/"; \
 	  echo "(or run '$(DTVIZ) $(BUILD)/demo.trace' where there is a display)."; fi
 	@echo "The trace: $(BUILD)/demo.trace; for https://ui.perfetto.dev: $(BUILD)/demo.json"
 

@@ -448,7 +448,7 @@ int dv_formula(const dv_model *m, int call, double *expect, char *text, size_t l
             expect[r] = up ? (r == root ? 0 : S) : dt_tree_children(r, root, N, kids) * S;
         nominal = up ? S : dt_log2_ceil(N) * S;
         fmt = up ? "tree: every rank but the root sends S once = %s (S = %s)"
-                 : "tree: S to each child; the root log2 N x S = %s (S = %s)";
+                 : "tree: S to each child; the root ceil(log2 N) x S = %s (S = %s)";
     } else if (strcmp(c->coll, "gather_tree") == 0 || strcmp(c->coll, "scatter_tree") == 0) {
         int up = c->coll[0] == 'g';
         for (int r = 0; r < N; r++) {
@@ -468,7 +468,7 @@ int dv_formula(const dv_model *m, int call, double *expect, char *text, size_t l
             expect[r] = active ? (dt_rd_steps(N) + folded) * S : S;
         }
         nominal = dt_rd_steps(N) * S;
-        fmt = "rd: each active rank sends log2(p) x S = %s (S = %s)";
+        fmt = "rd: each of the p = 2^k <= N active ranks sends k x S = %s (S = %s)";
     } else if (strcmp(c->coll, "alltoall_pairwise") == 0) {
         for (int r = 0; r < N; r++)
             expect[r] = S - E * parts(n, N, r, 1);

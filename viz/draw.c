@@ -255,10 +255,16 @@ static void draw_arrows(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv
         for (int j = 0; j < 6 && j < gap; j++)         /* the head: a stack of lines */
             SDL_RenderDrawLine(r, x - j + 1 - (j > 0), y1 - dir * j, x + j, y1 - dir * j);
         if (gap >= SMALL_H - 3) {
+            /* the label names the sender and the receiver as well as the cells: an
+             * arrow between ranks that are not neighbours runs behind the rows between */
+            int far = g->src - g->dst > 1 || g->dst - g->src > 1;
+            char who[24] = "";
+            if (far)
+                snprintf(who, sizeof who, "%d->%d ", g->src, g->dst);
             if (g->c1 - g->c0 == 1)
-                snprintf(s, sizeof s, "c%d", g->c0);
+                snprintf(s, sizeof s, "%sc%d", who, g->c0);
             else
-                snprintf(s, sizeof s, "c%d-%d", g->c0, g->c1 - 1);
+                snprintf(s, sizeof s, "%sc%d-%d", who, g->c0, g->c1 - 1);
             /* labels of downward arrows to the right, upward ones to the left, so the
              * two arrows of an exchange keep their labels apart */
             int ly = dir > 0 ? y1 - gap + 2 : y1 + 1;

@@ -32,6 +32,18 @@ typedef struct {
     int w, h, verbose;
 } options;
 
+/* The built-in algorithms, comma-separated, in lines under 80 columns after indent. */
+static void algo_names(FILE *f, const char *indent)
+{
+    int col = fprintf(f, "%s", indent);
+    for (int i = 0; dv_algos[i] != NULL; i++) {
+        int w = (int)strlen(dv_algos[i]) + 2;
+        if (col + w > 79 && col > (int)strlen(indent))
+            col = fprintf(f, "\n%s", indent) - 1;
+        col += fprintf(f, " %s%s", dv_algos[i], dv_algos[i + 1] != NULL ? "," : "\n");
+    }
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -40,10 +52,8 @@ static void usage(FILE *f)
         "ranks whose data they hold, each step's messages as arrows, the bytes sent beside\n"
         "the cost model, and a timeline of every event with a cursor.\n"
         "  FILE                  replay a trace written with --trace (a lesson, build/train)\n"
-        "  --algo ALGO           a built-in schedule instead (the default: ring-allreduce):\n"
-        "                       ");
-    for (int i = 0; dv_algos[i] != NULL; i++)
-        fprintf(f, " %s%s", dv_algos[i], dv_algos[i + 1] != NULL ? "," : "\n");
+        "  --algo ALGO           a built-in schedule instead (the default: ring-allreduce):\n");
+    algo_names(f, "                       ");
     fprintf(f,
         "  --ranks N             its ranks, 1..%d (default 4)\n"
         "  --count N             its buffer in float elements (default 1048576)\n"
@@ -185,7 +195,12 @@ static int load(const options *o, dv_model *m, int *algo)
     }
     const char *name = o->algo != NULL ? o->algo : "ring-allreduce";
     if ((*algo = dv_algo_index(name)) < 0)
-        return bad("unknown algorithm '%s' (see --help for the list)", name);
+    {
+        fprintf(stderr, "dtviz: unknown algorithm '%s'; the algorithms are:\n", name);
+        algo_names(stderr, " ");
+        fputs("Try 'dtviz --help' for usage.\n", stderr);
+        return 2;
+    }
     if (o->chrome != NULL) {               /* the events the collective would record */
         if (dv_algo_trace(*algo, (int)o->ranks, o->count, &t, err, sizeof err) != 0)
             return bad("%s", err);
