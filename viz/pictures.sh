@@ -9,7 +9,7 @@ MPIEXEC=${MPIEXEC:-mpiexec}
 export MPIEXEC_TIMEOUT=${MPIEXEC_TIMEOUT:-120}
 cd "$(dirname "$0")/.."
 out=viz/pictures
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/dtviz-pictures.XXXXXX")
+tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 viz() { "$BUILD/dtviz" --size 1200x680 "$@"; }
 
