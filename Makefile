@@ -67,12 +67,13 @@ UNIT     := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/unit_*.c))
 MULTI    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/mpi_*.c)) $(BUILD)/tests/misuse
 
 # The viewer and its tests: SDL2, no MPI, so a plain C compiler, and only the two MPI-free
-# parts of lib/ (schedule, the trace reader). The fuzz target needs clang's libFuzzer.
+# parts of lib/ (schedule, the trace reader, units). The fuzz target needs clang's libFuzzer.
 VCC      := cc
 VCFLAGS  := $(filter-out -pthread,$(CFLAGS)) $(shell pkg-config --cflags sdl2 SDL2_ttf SDL2_image 2>/dev/null)
 VLIBS    := $(shell pkg-config --libs sdl2 SDL2_ttf SDL2_image 2>/dev/null) -lm
 VIZ_SRC  := $(filter-out viz/dtviz.c viz/dttrace.c,$(wildcard viz/*.c))
-VIZ_OBJ  := $(VIZ_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/lib/schedule.o $(BUILD)/obj/lib/trace_read.o
+VIZ_OBJ  := $(VIZ_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/lib/schedule.o $(BUILD)/obj/lib/trace_read.o \
+            $(BUILD)/obj/lib/units.o
 DTVIZ    := $(BUILD)/dtviz
 VIZTESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/viz_*.c))
 CLANG    := $(shell command -v clang 2>/dev/null)
@@ -152,7 +153,8 @@ $(BUILD)/tests/viz_%: $(BUILD)/obj/tests/viz_%.o $(VIZ_OBJ)
 
 # libFuzzer on the trace reader and the viewer's model (tests/run.sh runs it for a
 # bounded time); built from the sources with clang, AddressSanitizer and UBSan.
-FUZZ_SRC := tests/fuzz_trace.c viz/model.c viz/replay.c viz/algos.c lib/trace_read.c lib/schedule.c
+FUZZ_SRC := tests/fuzz_trace.c viz/model.c viz/replay.c viz/algos.c lib/trace_read.c lib/schedule.c \
+            lib/units.c
 $(BUILD)/fuzz/fuzz_trace: $(FUZZ_SRC) $(wildcard viz/*.h lib/trace.h lib/schedule.h)
 	@mkdir -p $(dir $@)
 	$(CLANG) -g -O1 -std=gnu11 -Ilib -Iviz -fsanitize=fuzzer,address,undefined \

@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <mpi.h>
+#include "units.h"    /* dt_format_bytes */
 
 /* Options dt_init reads itself (core.h). Put DT_COMMON_LONGOPTS in every program's
  * getopt_long table and let the codes fall through: `case DT_OPT_DEVICE: case
@@ -71,9 +72,6 @@ double dt_time_median(void (*fn)(void *ctx), void *ctx, int iters, MPI_Comm comm
 int dt_parse_size(const char *s, size_t *out);
 /* Parses a whole decimal int in [min, max]. Returns 0 or -1. */
 int dt_parse_int(const char *s, int min, int max, int *out);
-
-/* Formats nbytes as "1.5 KiB", "64 MiB"... into buf (at least 16 bytes); returns buf. */
-char *dt_format_bytes(double nbytes, char *buf, size_t len);
 
 /* printf from rank 0 of MPI_COMM_WORLD only; flushes. */
 __attribute__((format(printf, 1, 2)))

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "schedule.h"
+#include "units.h"
 
 #define ESIZE 4                         /* floats */
 
@@ -45,7 +46,6 @@ const char *dv_algo_coll(int algo)
     return algo >= 0 && algo < NALGOS ? algo_colls[algo] : NULL;
 }
 
-static void human_bytes(double b, char *out, size_t len);
 
 /* ==== the event writer: dt_trace_phase / dt_trace_step / dt_trace_add in one ==== */
 
@@ -346,18 +346,6 @@ int dv_algo_trace(int algo, int nranks, long long count, dt_trace *t, char *err,
     return 0;
 }
 
-/* "4 MiB", "1.5 KiB", "12 B": bytes for a title. */
-static void human_bytes(double b, char *out, size_t len)
-{
-    static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
-    int u = 0;
-    while (b >= 1024 && u < 6) {
-        b /= 1024;
-        u++;
-    }
-    snprintf(out, len, b == (long long)b ? "%.0f %s" : "%.3g %s", b, unit[u]);
-}
-
 int dv_model_algo(dv_model *m, int algo, int nranks, long long count, char *err,
                   size_t errlen)
 {
@@ -368,7 +356,7 @@ int dv_model_algo(dv_model *m, int algo, int nranks, long long count, char *err,
     if (dv_model_build(m, &t, err, errlen) != 0)
         return -1;
     char size[32];
-    human_bytes((double)count * ESIZE, size, sizeof size);
+    dt_format_bytes((double)count * ESIZE, size, sizeof size);
     m->from_trace = 0;
     snprintf(m->title, sizeof m->title, "%s, %d rank%s, %s", dv_algos[algo], nranks,
              nranks == 1 ? "" : "s", size);
@@ -477,8 +465,8 @@ int dv_formula(const dv_model *m, int call, double *expect, char *text, size_t l
     }
     if (fmt == NULL)
         return 0;
-    human_bytes(nominal, v, sizeof v);
-    human_bytes(S, s, sizeof s);
+    dt_format_bytes(nominal, v, sizeof v);
+    dt_format_bytes(S, s, sizeof s);
     if (text != NULL && len > 0)
         snprintf(text, len, fmt, v, s);
     return 1;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "draw.h"
+#include "units.h"
 
 /* ==== colours ==== */
 
@@ -66,18 +67,6 @@ static void stripes(SDL_Renderer *r, SDL_Rect box, dv_mask mask)
             fill(r, dv_rank_color(q), x0, box.y, x1 - x0, box.h);
         i++;
     }
-}
-
-/* "512 B", "1.5 KiB", "6 MiB" */
-static void fmt_bytes(double b, char *buf, size_t len)
-{
-    static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-    int u = 0;
-    while (b >= 1024 && u < 4) {
-        b /= 1024;
-        u++;
-    }
-    snprintf(buf, len, "%.3g %s", b, unit[u]);
 }
 
 /* ==== layout ==== */
@@ -280,13 +269,12 @@ static void draw_pieces(SDL_Renderer *r, const dv_model *m, const dv_layout *L,
                         const dv_frame *f, const dv_mask *st, double frac)
 {
     const dv_call *c = &m->calls[L->call];
-    int alltoall = strncmp(c->coll, "alltoall", 8) == 0;
     for (int i = 0; i < f->nmsg; i++) {
         const dv_msg *g = &m->msgs[f->first_msg + i];
         dv_mask mk = 0;
         for (int j = g->c0; j < g->c1; j++)
             mk |= st[g->src * L->ncells + j];
-        if (alltoall)                       /* its block for the receiver: its own data */
+        if (c->from_sender)                 /* its block for the receiver: its own data */
             mk = (dv_mask)1 << g->src;
         SDL_Rect a = dv_layout_cell(L, g->src, g->c0), b = dv_layout_cell(L, g->dst, g->c0);
         int x, y0, y1, pw = clampi((g->c1 - g->c0) * L->cell_w * 3 / 5, 6, 400),
@@ -362,8 +350,8 @@ static void draw_panel(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_
             fill(r, dv_rank_color(q), L->panel.x, c.y, (int)(bw * (f > 1 ? 1 : f)), c.h);
         if (c.h + 4 < SMALL_H)
             continue;
-        fmt_bytes(sent[q], a, sizeof a);
-        fmt_bytes(expect[q], b, sizeof b);
+        dt_format_bytes(sent[q], a, sizeof a);
+        dt_format_bytes(expect[q], b, sizeof b);
         snprintf(s, sizeof s, known && expect[q] > 0 ? "%s of %s" : "%s", a, b);
         dv_text_draw(t, DV_FONT_SMALL, L->panel.x + bw + 4, c.y + (c.h - SMALL_H) / 2, TEXT, s);
     }

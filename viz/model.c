@@ -656,6 +656,7 @@ static int build_call(builder *b, dv_model *m, size_t *capf, size_t *capm, int c
     memcpy(c->coll, e0->coll, sizeof c->coll);
     c->coll[sizeof c->coll - 1] = '\0';
     c->cls = class_of(c->coll);
+    c->from_sender = strncmp(c->coll, "alltoall", 8) == 0;
     c->t0 = e0->t0;
     c->t1 = e0->t1;
 

@@ -73,6 +73,8 @@ typedef enum { DV_CLASS_REDUCE, DV_CLASS_ROOTED, DV_CLASS_BLOCKS, DV_CLASS_OTHER
 typedef struct {
     char coll[32];          /* e.g. "allreduce_ring" */
     dv_class cls;
+    int from_sender;        /* alltoall: a message carries {sender} (its block for the
+                             * receiver), not the sender's masks of those cells */
     int root;               /* DV_CLASS_ROOTED: the rank that received nothing; else -1 */
     int first_frame, nframes;
     int first_pos;          /* its position k = 0 */

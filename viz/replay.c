@@ -60,7 +60,7 @@ int dv_pos_at_time(const dv_model *m, double t)
 /* Replays frame fr onto st (nc cells a rank). Every message reads the masks from before
  * the frame: the cells the frame writes are saved first, and read back from there, so
  * the cost is the cells the messages carry, not the whole state. */
-static void replay_frame(const dv_model *m, const dv_frame *fr, int nc, int a2a,
+static void replay_frame(const dv_model *m, const dv_frame *fr, int nc, int from_sender,
                          dv_mask *st, dv_mask *old, unsigned char *mark)
 {
     enum { SAVED = 1, COPIED = 2 };
@@ -77,7 +77,7 @@ static void replay_frame(const dv_model *m, const dv_frame *fr, int nc, int a2a,
                     old[d] = st[d];
                     mark[d] = SAVED;
                 } else if (pass == 1) {               /* move */
-                    dv_mask in = a2a ? (dv_mask)1 << g->src : mark[s] ? old[s] : st[s];
+                    dv_mask in = from_sender ? (dv_mask)1 << g->src : mark[s] ? old[s] : st[s];
                     st[d] = g->add || (mark[d] & COPIED) ? st[d] | in : in;
                     mark[d] |= g->add ? 0 : COPIED;
                 } else if (pass == 2) {
@@ -97,11 +97,10 @@ void dv_state(const dv_model *m, int call, int k, dv_mask *out)
         return;
     memcpy(out, c->init, (size_t)nr * nc * sizeof *out);
     k = k < 0 ? 0 : k > c->nframes ? c->nframes : k;
-    int a2a = strncmp(c->coll, "alltoall", 8) == 0;   /* carries {sender}, not its masks */
     dv_mask old[DV_MAX_RANKS * DV_MAX_CELLS];
     unsigned char mark[DV_MAX_RANKS * DV_MAX_CELLS] = { 0 };
     for (int f = 0; f < k; f++)
-        replay_frame(m, &m->frames[c->first_frame + f], nc, a2a, out, old, mark);
+        replay_frame(m, &m->frames[c->first_frame + f], nc, c->from_sender, out, old, mark);
 }
 
 void dv_bytes_sent(const dv_model *m, int call, int k, double *sent)
