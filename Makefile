@@ -7,6 +7,8 @@
 #   make pictures        redraw the README's pictures with the viewer
 #   make run L=08 NP=4   run one lesson
 #   make bench           collbench at 2 and 4 ranks, dtlab beside MPICH
+#   make grade           the exercises' points table (EX=NN, SOLUTION=1, ...)
+#   make reset EX=NN     put one exercise back as it was
 #
 # Knobs: CUDA=auto|0|1  CUDA_ARCH="80 90"  BUILD=build  NP=4  MPIEXEC_TIMEOUT=120
 
@@ -82,7 +84,8 @@ FUZZ     := $(if $(CLANG),$(BUILD)/fuzz/fuzz_trace)
 # keep objects that pattern rules chain through (lessons, tests), so nothing rebuilds twice
 .SECONDARY:
 
-.PHONY: FORCE all deps test demo pictures run bench clean check-deps check-tools flags libs
+.PHONY: FORCE all deps test demo pictures run bench clean check-deps check-tools flags libs \
+        grade reset
 all: check-tools $(LIBDT) $(LESSONS) $(TRAIN) $(BENCH) $(TOOLS) $(UNIT) $(MULTI) $(DTVIZ) \
      $(VIZTESTS) $(FUZZ)
 
@@ -168,6 +171,48 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIBDT)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(LIBDT) $(CHECK_LIBS) $(LDLIBS) -o $@
 
+# ---- grading (make grade; tests/grade/grade.sh drives these rules) -----------------
+# Exercise E's program, $(GRADE_OUT)/E, is its suite (tests/grade/E.c), the code graded
+# (the learner's $(GRADE_SRC)/E/topic.c, or dtlab's tests/grade/ref/E.c with SOLUTION=1),
+# dtlab's reference for every OTHER exercise (so each is graded on its own), and libdt.
+# An instructor's hidden suite DIR/NN_name.c (EXTRA_TESTS=DIR) becomes
+# $(GRADE_OUT)/extra/NN_name, linked the same way with exercise NN's code.
+EXERCISES   := $(sort $(notdir $(wildcard exercises/[0-9][0-9]_*)))
+GRADE_SRC   ?= exercises
+GRADE_OUT   ?= $(BUILD)/grade/$(if $(filter 1,$(SOLUTION)),solution,learner)
+EXTRA_TESTS ?=
+GRADE_FLAGS := -Iexercises -Itests -Itests/grade $(CHECK_CFLAGS)
+REF_OBJ     := $(EXERCISES:%=$(BUILD)/obj/tests/grade/ref/%.o)
+ex_topic     = $(patsubst $(firstword $(subst _, ,$(1)))_%,%,$(1))
+ex_code      = $(if $(filter 1,$(SOLUTION)),$(BUILD)/obj/tests/grade/ref/$(1).o,$(GRADE_OUT)/obj/$(1).o)
+
+$(BUILD)/obj/tests/grade/%.o: tests/grade/%.c $(BUILD)/config
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(GRADE_FLAGS) -c $< -o $@
+
+define grade_rules
+$(GRADE_OUT)/obj/$(1).o: $(GRADE_SRC)/$(1)/$(call ex_topic,$(1)).c $(BUILD)/config
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) $$(GRADE_FLAGS) -c $$< -o $$@
+$(GRADE_OUT)/$(1): $(BUILD)/obj/tests/grade/$(1).o $(call ex_code,$(1)) \
+                   $(filter-out %/$(1).o,$(REF_OBJ)) $(LIBDT)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) $$^ $$(CHECK_LIBS) $$(LDLIBS) -o $$@
+endef
+$(foreach e,$(EXERCISES),$(eval $(call grade_rules,$(e))))
+
+define extra_rules
+$(GRADE_OUT)/extra/obj/$(1).o: $(EXTRA_TESTS)/$(1).c $(BUILD)/config
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) $$(GRADE_FLAGS) -c $$< -o $$@
+$(GRADE_OUT)/extra/$(1): $(GRADE_OUT)/extra/obj/$(1).o $(call ex_code,$(2)) \
+                         $(filter-out %/$(2).o,$(REF_OBJ)) $(LIBDT)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) $$^ $$(CHECK_LIBS) $$(LDLIBS) -o $$@
+endef
+EXTRA_SUITES := $(if $(EXTRA_TESTS),$(basename $(notdir $(wildcard $(EXTRA_TESTS)/[0-9][0-9]_*.c))))
+$(foreach t,$(EXTRA_SUITES),$(eval $(call extra_rules,$(t),$(filter $(firstword $(subst _, ,$(t)))_%,$(EXERCISES)))))
+
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 # ---- set-up -----------------------------------------------------------------
@@ -189,7 +234,7 @@ NPROC := $(shell nproc 2>/dev/null || echo 2)
 
 test: check-deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all
-	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) bash tests/run.sh
+	@BUILD=$(BUILD) CUDA=$(CUDA) MPIEXEC=$(MPIEXEC) bash tests/run.sh
 
 # The ring allreduce lesson at 4 ranks, then the viewer on its trace: a window when there
 # is a display, else every step as a PNG.
@@ -219,6 +264,25 @@ bench: check-deps
 	@$(MAKE) --no-print-directory $(BENCH)
 	$(MPIEXEC) -n 2 $(BENCH) $(ARGS)
 	$(MPIEXEC) -n 4 $(BENCH) $(ARGS)
+
+# The exercises: the points table (tests/grade/grade.sh says what each setting does).
+#   make grade [EX=NN] [SOLUTION=1] [WORK=DIR] [EXTRA_TESTS=DIR] [TAP=FILE]
+grade: check-deps
+	@$(MAKE) --no-print-directory $(LIBDT)
+	@BUILD=$(BUILD) CUDA=$(CUDA) MPIEXEC=$(MPIEXEC) EX='$(EX)' SOLUTION='$(SOLUTION)' WORK='$(WORK)' \
+	  EXTRA_TESTS='$(EXTRA_TESTS)' TAP='$(TAP)' bash tests/grade/grade.sh
+
+# Puts exercise EX back as the last commit has it (RESET_REF=origin/main: as dtlab ships
+# it, when you commit your work); your file is kept beside it as topic.c.mine.
+RESET_REF ?= HEAD
+RESET_DIR  = $(firstword $(filter $(EX)_% $(EX),$(EXERCISES)))
+reset:
+	@if [ -z "$(EX)" ] || [ -z "$(RESET_DIR)" ]; then echo "usage: make reset EX=NN (one of:" \
+	  $(EXERCISES)")" >&2; exit 2; fi
+	@f=exercises/$(RESET_DIR)/$(call ex_topic,$(RESET_DIR)).c; \
+	  git show $(RESET_REF):$$f > $$f.fresh || { rm -f $$f.fresh; exit 1; }; \
+	  if cmp -s $$f $$f.fresh; then rm -f $$f.fresh; echo "$$f is already as $(RESET_REF) has it"; \
+	  else cp $$f $$f.mine && mv $$f.fresh $$f && echo "$$f is back as $(RESET_REF) has it; yours is $$f.mine"; fi
 
 clean:
 	rm -rf $(BUILD)

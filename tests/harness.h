@@ -125,7 +125,7 @@ static inline void ht_add_cases(Suite *s, const ht_case *cases, size_t n)
 
 /* Runs the suite on every rank: no fork, rank 0 reports. Returns the exit status, the
  * same on every rank: 0 if every test passed. Call between dt_init and dt_finalize. */
-static int ht_run(Suite *s)
+static inline int ht_run(Suite *s)
 {
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

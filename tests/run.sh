@@ -15,6 +15,9 @@
 #      pixel by pixel, keys under SDL's dummy driver and in a real window under Xvfb,
 #      every algorithm drawn headless, bad input, corrupted traces, libFuzzer on the
 #      trace reader and the model for a bounded time, and `make demo` without a display
+#   7. the grader (tests/grade/grade.sh): full marks for dtlab's reference, zero for the
+#      untouched exercises, planted mistakes losing points with the right message,
+#      hidden tests, bad settings
 # and prints one line per run, PASS or FAIL, with the output of the runs that failed.
 # The last line is "N passed, M failed"; the exit status is 0 only when nothing failed.
 #
@@ -540,6 +543,79 @@ EOF
         report "make demo wrote the ring's steps as PNG" 0 "$n frames, not 7"
 }
 viz_tests
+
+# ==== 7. the grader ====
+# Fair both ways: dtlab's reference gets full marks, the untouched exercises get zero,
+# quickly; each planted mistake (tests/grade/mistakes/NAME/, with the regex its message
+# must match in expect) loses points with that message; hidden tests add their points;
+# bad settings are refused with status 2.
+grade_tests() {
+    local total re name dir ex g=(env BUILD="$BUILD" MPIEXEC="$MPIEXEC")
+    # score NAME WANT: checks the "total: P/M points" line of the last grading
+    score() {
+        total=$(grep -E '^total: [0-9]+/[0-9]+ points$' "$log" | tail -n 1)
+        local p=${total#total: } ; p=${p% points}
+        local got=${p%/*} max=${p#*/}
+        case $2 in
+            full) [ -n "$total" ] && [ "$got" = "$max" ] && [ "$max" -gt 0 ] ;;
+            zero) [ -n "$total" ] && [ "$got" = 0 ] && [ "$max" -gt 0 ] ;;
+            less) [ -n "$total" ] && [ "$got" -lt "$max" ] ;;
+        esac && report "$1" 1 "$total" || report "$1" 0 "${total:-no total line}, want $2"
+    }
+    run "make grade SOLUTION=1" 0 "${g[@]}" SOLUTION=1 TAP="$tmp/ref.tap" bash tests/grade/grade.sh
+    score "grade: the reference gets full marks" full
+    ! grep -q '^not ok' "$tmp/ref.tap" && grep -q '^1\.\.[1-9]' "$tmp/ref.tap" &&
+        report "grade: TAP report of the reference" 1 "$(grep -c '^ok' "$tmp/ref.tap") ok" ||
+        report "grade: TAP report of the reference" 0 "see $tmp/ref.tap"
+    # (a learner's checkout, with exercises filled in, cannot score zero: skipped there)
+    if [ -n "$(git status --porcelain -- exercises 2>/dev/null)" ]; then
+        : >"$log"
+        report "grade: the untouched exercises get zero" 1 "skipped: exercises/ has local changes"
+    else
+        run "make grade (the untouched exercises)" 0 "${g[@]}" TAP="$tmp/stub.tap" \
+            bash tests/grade/grade.sh
+        score "grade: the untouched exercises get zero" zero
+        n=$(grep -c 'not implemented yet' "$log")
+        [ "$n" -gt 0 ] && report "grade: unfilled gaps say 'not implemented yet'" 1 "$n cases" ||
+            report "grade: unfilled gaps say 'not implemented yet'" 0 "none said so"
+    fi
+    # A mistake is a learner's file, NAME/NN_topic/topic.c, or a sed script,
+    # NAME/NN_topic.sed, that plants it in dtlab's answer (tests/grade/ref/NN_topic.c).
+    for dir in tests/grade/mistakes/*/; do
+        [ -e "$dir/expect" ] || continue
+        name=$(basename "$dir")
+        re=$(head -n 1 "$dir/expect")
+        sed=$(ls "$dir"[0-9][0-9]_*.sed 2>/dev/null | head -n 1)
+        if [ -n "$sed" ]; then
+            ex=$(basename "$sed" .sed)
+            mkdir -p "$tmp/mistakes/$name/$ex"
+            sed -f "$sed" "tests/grade/ref/$ex.c" >"$tmp/mistakes/$name/$ex/${ex#*_}.c"
+            if cmp -s "tests/grade/ref/$ex.c" "$tmp/mistakes/$name/$ex/${ex#*_}.c"; then
+                : >"$log"
+                report "grade a planted mistake: $name" 0 "$sed no longer changes the answer"
+                continue
+            fi
+            dir=$tmp/mistakes/$name/
+        else
+            ex=$(basename "$(ls -d "$dir"[0-9][0-9]_*/ | head -n 1)")
+        fi
+        run "grade a planted mistake: $name" 0 "${g[@]}" WORK="$dir" EX="${ex%%_*}" GRADE_TIMEOUT=10 \
+            TAP="$tmp/m.tap" bash tests/grade/grade.sh
+        score "  $name loses points" less
+        # the TAP report holds each message whole (the table folds long lines)
+        grep -Eq -- "$re" "$tmp/m.tap" && report "  $name: the message says why" 1 "/$re/" ||
+            report "  $name: the message says why" 0 "no /$re/ in the report"
+    done
+    run "grade with hidden tests (EXTRA_TESTS)" 0 "${g[@]}" SOLUTION=1 EX=04 \
+        EXTRA_TESTS=tests/grade/hidden_example TAP="$tmp/x.tap" bash tests/grade/grade.sh
+    grep -q 'hidden tests 04_subcomm' "$log" && score "  the hidden cases count" full ||
+        report "  the hidden cases count" 0 "no hidden suite in the table"
+    for bad in "EX=99" "SOLUTION=2" "GRADE_TIMEOUT=0" "GRADE_RANKS=x" "WORK=/nonexistent" \
+               "EXTRA_TESTS=/nonexistent"; do
+        run "grade refuses $bad" 2 "${g[@]}" "$bad" bash tests/grade/grade.sh
+    done
+}
+grade_tests
 
 echo
 [ "$failed" -eq 0 ] || echo "failed:$failures"

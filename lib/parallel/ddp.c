@@ -135,16 +135,14 @@ static void *comm_thread(void *arg)
 
 /* ==== setting up ==== */
 
-/* Cuts layers nl-1 .. 0 into buckets: bucket_of[i] for every layer; returns how many.
- * A bucket is closed before a layer would take it past cap bytes, so a layer larger than
- * the cap lands in a bucket of its own (an empty layer joins the open bucket). */
-static int cut_buckets(const size_t *off, int nl, size_t esize, size_t cap, int *bucket_of)
+/* parallel.h. Walks the layers from the last; an empty layer joins the open bucket. */
+int dt_ddp_buckets(const size_t *off, int nl, size_t esize, size_t cap, int *bucket_of)
 {
     int nb = 0;
     size_t fill = 0;                  /* bytes in the open bucket */
     for (int i = nl - 1; i >= 0; i--) {
         size_t nbytes = (off[i + 1] - off[i]) * esize;
-        if (fill > 0 && fill + nbytes > cap) {
+        if (fill > 0 && nbytes > 0 && fill + nbytes > cap) {
             nb++;
             fill = 0;
         }
@@ -185,7 +183,7 @@ dti_ddp *dti_ddp_new(void *grads, MPI_Datatype type, const size_t *off, int nl,
     d->off = off_copy;
 
     d->bucket_of = alloc0((size_t)nl, sizeof *d->bucket_of);
-    d->nb = cut_buckets(off, nl, d->esize, cap_bytes, d->bucket_of);
+    d->nb = dt_ddp_buckets(off, nl, d->esize, cap_bytes, d->bucket_of);
     d->nlayers = alloc0((size_t)d->nb, sizeof *d->nlayers);
     d->left = alloc0((size_t)d->nb, sizeof *d->left);
     d->lo = alloc0((size_t)d->nb, sizeof *d->lo);

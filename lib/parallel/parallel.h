@@ -69,6 +69,15 @@ void dt_scaler_init(dt_scaler *s, const dt_scaler_config *c);
  * when the step is to be applied, 0 when it is skipped, and updates the scale. */
 int dt_scaler_update(dt_scaler *s, int found_inf);
 
+/* ==== DDP's gradient buckets (ddp.c) ==== */
+
+/* Layer i's gradients are [off[i], off[i+1]) of a flat array of esize-byte elements.
+ * Cuts layers nl-1 .. 0 (backward's order) into buckets: writes bucket_of[i] for every
+ * layer and returns how many buckets (1 or more, nl >= 1). Bucket 0 holds the last
+ * layers; a bucket is closed before a layer would take it past cap bytes, so a layer
+ * larger than the cap is a bucket of its own. */
+int dt_ddp_buckets(const size_t *off, int nl, size_t esize, size_t cap, int *bucket_of);
+
 /* ==== one training run ==== */
 
 /* What dt_train reports after each step, on rank 0 of its communicator. */

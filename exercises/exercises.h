@@ -1,0 +1,158 @@
+/* The coursework: every function a learner writes, one exercise per folder.
+ *
+ * Each exercises/NN_topic/ holds a README (the task, a picture, hints, how to test it)
+ * and one C file, topic.c, with the gaps marked TODO(exercise). `make grade` builds
+ * that file against the exercise's Check suite (tests/grade/NN_topic.c) and runs it at
+ * 1, 2, 3, 4 and 5 ranks; `make grade SOLUTION=1` grades dtlab's own implementations
+ * (tests/grade/ref/) instead, which must get full marks.
+ *
+ * An exercise is graded on its own: the grader links dtlab's reference versions of the
+ * other exercises beside the learner's file, so a mistake in 02 costs points in 02 only,
+ * even where 04 calls 02's functions.
+ *
+ * The learner may call anything in dtlab's library (dt.h): the p2p calls (dt_send,
+ * dt_recv, dt_sendrecv, which wait politely), the schedule arithmetic (schedule.h), the
+ * collectives, lib/nn's operations. Buffers here are host memory. Counts are elements.
+ *
+ * A gap left unfilled is EX_TODO(): on first use it stops the whole job with
+ * "ex_...: not implemented yet", so an unfinished exercise never passes by accident. */
+#ifndef DT_EXERCISES_H
+#define DT_EXERCISES_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include "dt.h"
+
+/* Marks a gap. Never returns: prints the rank, the file and line, and "<function> is
+ * not implemented yet", then aborts every rank (dtlab's one abort path, errors.h). */
+#define EX_TODO() \
+    dti_die(__FILE__, __LINE__, "%s is not implemented yet: fill in its " \
+            "TODO(exercise)", __func__)
+
+/* ==== 01 ring schedule: the arithmetic, no MPI ==== */
+
+/* Chunk i of n over count elements is [*lo, *hi): contiguous, in order, covering every
+ * element once; when count % n != 0 the first count % n chunks hold one more. */
+void ex_chunk_bounds(size_t count, int n, int i, size_t *lo, size_t *hi);
+/* Ring reduce-scatter, steps 0..n-2: the chunk rank sends to its right neighbour and the
+ * one it receives from its left at step; after n-1 steps rank r owns chunk r. */
+int ex_ring_rs_send_chunk(int rank, int n, int step);
+int ex_ring_rs_recv_chunk(int rank, int n, int step);
+/* Ring allgather, steps 0..n-2: rank r starts owning chunk r and passes on what it got. */
+int ex_ring_ag_send_chunk(int rank, int n, int step);
+int ex_ring_ag_recv_chunk(int rank, int n, int step);
+
+/* ==== 02 ring reduce-scatter ==== */
+
+/* In place on count floats cut with dt_chunk_bounds over the n ranks of comm: afterwards
+ * chunk r of rank r's buf holds the sum over all ranks of their chunk r; other chunks
+ * may hold anything. Any n >= 1, any count >= 0. */
+void ex_ring_reduce_scatter(float *buf, int count, MPI_Comm comm);
+
+/* ==== 03 ring allgather ==== */
+
+/* In place: on entry chunk r of rank r's buf (dt_chunk_bounds) is valid, the rest is
+ * anything; afterwards every rank holds every rank's chunk at its place. */
+void ex_ring_allgather(float *buf, int count, MPI_Comm comm);
+
+/* ==== 04 ring allreduce ==== */
+
+/* In place: afterwards every rank's buf holds the element-wise sum over all ranks. Built
+ * from ex_ring_reduce_scatter and ex_ring_allgather: 2(n-1)/n of the buffer sent. */
+void ex_ring_allreduce(float *buf, int count, MPI_Comm comm);
+/* The same, but the MEAN over the ranks: what data parallelism does to gradients. Each
+ * rank divides only its own reduced chunk, between the two phases. */
+void ex_allreduce_mean(float *buf, int count, MPI_Comm comm);
+
+/* ==== 05 binomial-tree broadcast ==== */
+
+/* The root's count floats end up in buf on every rank, in ceil(log2 n) rounds: each rank
+ * receives once from its parent, then sends to its children (schedule.h's tree, relative
+ * to root). Any root in 0..n-1. */
+void ex_tree_bcast(float *buf, int count, int root, MPI_Comm comm);
+
+/* ==== 06 recursive-doubling allreduce ==== */
+
+/* In place sum over comm by recursive doubling: log2 p exchanges of the whole buffer
+ * among p = the largest power of two <= n ranks, with the extra ranks folded in first
+ * and handed the result at the end (schedule.h's dt_rd_*). Any n >= 1. */
+void ex_rd_allreduce(float *buf, int count, MPI_Comm comm);
+
+/* ==== 07 DDP gradient buckets ==== */
+
+/* Layer i's gradients are grads[off[i], off[i+1]), esize bytes an element. Cuts the
+ * layers into buckets, from the LAST layer backwards (backward finishes it first):
+ * bucket 0 holds the last layers; a bucket is closed before a layer would take it past
+ * cap_bytes, so a layer larger than the cap is a bucket of its own. Writes bucket_of[i]
+ * for every layer and returns the number of buckets (1 or more; nl >= 1). */
+int ex_ddp_buckets(const size_t *off, int nl, size_t esize, size_t cap_bytes,
+                   int *bucket_of);
+/* Replaces every rank's grads (off[nl] floats) by the MEAN over comm, one allreduce
+ * (dt_allreduce) per bucket, in bucket order 0, 1, ..., nb-1 on every rank. */
+void ex_ddp_sync(float *grads, const size_t *off, int nl, const int *bucket_of, int nb,
+                 MPI_Comm comm);
+
+/* ==== 08 FSDP shard and unshard ==== */
+
+/* A flat parameter of n floats is padded with zeros to N*s, s = ex_shard_size(n, N) =
+ * ceil(n / N), and rank k keeps elements [k*s, (k+1)*s) of the padded array. */
+size_t ex_shard_size(size_t n, int N);
+/* Copies rank's shard of full (n floats) into shard (s floats), zeros where it runs
+ * past n. No communication. */
+void ex_shard(const float *full, size_t n, float *shard, int rank, int N);
+/* Every rank passes its shard (s floats); every rank gets the whole parameter, n floats
+ * in full, padding left out. */
+void ex_unshard(const float *shard, size_t n, float *full, MPI_Comm comm);
+/* Every rank passes its whole gradient (n floats); rank k gets in gshard (s floats) the
+ * sum over ranks of elements [k*s, (k+1)*s), zeros in the padding. */
+void ex_reduce_scatter_grad(const float *grad, size_t n, float *gshard, MPI_Comm comm);
+
+/* ==== 09 tensor-parallel linear layers ====
+ * A linear layer y = x W^T + b, W (out, in), cut over the T ranks of comm, rank t
+ * owning rows or columns [lo, hi) = dt_chunk_bounds(out or in, T, t). Shapes (rows,
+ * cols); gradients accumulate (+=), as in lib/nn. */
+
+/* Column parallel: W_t (hi-lo, in) = rows [lo, hi) of W, b_t its bias; x (B, in) whole
+ * on every rank; y_t (B, hi-lo), this rank's output columns. No communication. */
+void ex_col_linear_forward(const float *x, const float *W_t, const float *b_t,
+                           float *y_t, int B, int in, int out, MPI_Comm comm);
+/* dy_t (B, hi-lo): dW_t += dy_t^T x, db_t += column sums of dy_t; dx (B, in) = the
+ * gradient of the whole x, the same on every rank. */
+void ex_col_linear_backward(const float *x, const float *W_t, const float *dy_t,
+                            float *dx, float *dW_t, float *db_t, int B, int in, int out,
+                            MPI_Comm comm);
+/* Row parallel: W_t (out, hi-lo) = columns [lo, hi) of W; b (out) whole, the same on
+ * every rank; x_t (B, hi-lo), this rank's input columns; y (B, out) the whole output,
+ * the same on every rank. */
+void ex_row_linear_forward(const float *x_t, const float *W_t, const float *b,
+                           float *y, int B, int in, int out, MPI_Comm comm);
+/* dy (B, out) whole: dW_t += dy^T x_t, db += column sums of dy (whole, the same on every
+ * rank), dx_t (B, hi-lo) the gradient of this rank's input columns. */
+void ex_row_linear_backward(const float *x_t, const float *W_t, const float *dy,
+                            float *dx_t, float *dW_t, float *db, int B, int in, int out,
+                            MPI_Comm comm);
+
+/* ==== 10 pipeline timetables ==== (schedule.h explains the terms) */
+
+/* Writes the 2M operations of stage s of P in the order it runs them, schedule 0 GPipe
+ * or 1 1F1B; returns 2M. */
+int ex_pp_order(int schedule, int P, int M, int s, dt_pp_op *ops);
+/* Lays every stage's operations on one clock: a forward takes 1 slot, a backward tb;
+ * each starts when its stage is free and its dependency has finished. Writes
+ * start[s*2M + k] for the k-th operation of ex_pp_order(s); returns the slots a step
+ * takes. */
+int ex_pp_timetable(int schedule, int P, int M, int tb, int *start);
+
+/* ==== 11 dynamic loss scaler ==== (parallel.h's dt_scaler) */
+
+/* After a backward that did (found_inf 1) or did not overflow: 1 to apply the step, 0
+ * to skip it; backs the scale off on an overflow, grows it after cfg.window clean steps
+ * in a row. */
+int ex_scaler_update(dt_scaler *s, int found_inf);
+/* One rank's end of a mixed-precision step: grads (n floats) were made with the loss
+ * multiplied by s->scale. If any rank of comm has an inf or NaN, every rank skips
+ * (returns 0, grads untouched); else grads are divided by the scale they were made with
+ * and it returns 1. Either way the scaler is updated, the same on every rank. */
+int ex_scaler_step(dt_scaler *s, float *grads, size_t n, MPI_Comm comm);
+
+#endif /* DT_EXERCISES_H */
