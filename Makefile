@@ -273,16 +273,19 @@ grade: check-deps
 	  EXTRA_TESTS='$(EXTRA_TESTS)' TAP='$(TAP)' bash tests/grade/grade.sh
 
 # Puts exercise EX back as the last commit has it (RESET_REF=origin/main: as dtlab ships
-# it, when you commit your work); your file is kept beside it as topic.c.mine.
+# it, when you commit your work); your file is kept beside it as topic.c.mine (.mine.1,
+# .mine.2, ... when there is one already: nothing of yours is overwritten).
 RESET_REF ?= HEAD
-RESET_DIR  = $(firstword $(filter $(EX)_% $(EX),$(EXERCISES)))
+RESET_EX   = $(if $(filter 1 2 3 4 5 6 7 8 9,$(EX)),0$(EX),$(EX))
+RESET_DIR  = $(firstword $(filter $(RESET_EX)_% $(RESET_EX),$(EXERCISES)))
 reset:
 	@if [ -z "$(EX)" ] || [ -z "$(RESET_DIR)" ]; then echo "usage: make reset EX=NN (one of:" \
 	  $(EXERCISES)")" >&2; exit 2; fi
 	@f=exercises/$(RESET_DIR)/$(call ex_topic,$(RESET_DIR)).c; \
 	  git show $(RESET_REF):$$f > $$f.fresh || { rm -f $$f.fresh; exit 1; }; \
 	  if cmp -s $$f $$f.fresh; then rm -f $$f.fresh; echo "$$f is already as $(RESET_REF) has it"; \
-	  else cp $$f $$f.mine && mv $$f.fresh $$f && echo "$$f is back as $(RESET_REF) has it; yours is $$f.mine"; fi
+	  else keep=$$f.mine; i=0; while [ -e $$keep ]; do i=$$((i + 1)); keep=$$f.mine.$$i; done; \
+	  cp $$f $$keep && mv $$f.fresh $$f && echo "$$f is back as $(RESET_REF) has it; yours is $$keep"; fi
 
 clean:
 	rm -rf $(BUILD)

@@ -38,7 +38,8 @@ void ex_chunk_bounds(size_t count, int n, int i, size_t *lo, size_t *hi);
  * one it receives from its left at step; after n-1 steps rank r owns chunk r. */
 int ex_ring_rs_send_chunk(int rank, int n, int step);
 int ex_ring_rs_recv_chunk(int rank, int n, int step);
-/* Ring allgather, steps 0..n-2: rank r starts owning chunk r and passes on what it got. */
+/* Ring allgather, steps 0..n-2: rank r starts owning chunk r and passes on what it
+ * received. */
 int ex_ring_ag_send_chunk(int rank, int n, int step);
 int ex_ring_ag_recv_chunk(int rank, int n, int step);
 

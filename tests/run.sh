@@ -610,6 +610,17 @@ grade_tests() {
         EXTRA_TESTS=tests/grade/hidden_example TAP="$tmp/x.tap" bash tests/grade/grade.sh
     grep -q 'hidden tests 04_subcomm' "$log" && score "  the hidden cases count" full ||
         report "  the hidden cases count" 0 "no hidden suite in the table"
+    # make reset in a clone: the file back as committed, the learner's kept beside it
+    local f=exercises/02_reduce_scatter/reduce_scatter.c
+    if git clone -q . "$tmp/clone" 2>/dev/null; then
+        echo "/* the learner's work */" >>"$tmp/clone/$f"
+        run "make reset EX=02" 0 make --no-print-directory -s -C "$tmp/clone" reset EX=02
+        git -C "$tmp/clone" show "HEAD:$f" | cmp -s - "$tmp/clone/$f" &&
+            grep -q "learner's work" "$tmp/clone/$f.mine" &&
+            report "  the file is back, the learner's kept as .mine" 1 "" ||
+            report "  the file is back, the learner's kept as .mine" 0 "$(ls "$tmp/clone/${f%/*}")"
+        run "make reset EX=99 is refused" 2 make --no-print-directory -s -C "$tmp/clone" reset EX=99
+    fi
     for bad in "EX=99" "SOLUTION=2" "GRADE_TIMEOUT=0" "GRADE_RANKS=x" "WORK=/nonexistent" \
                "EXTRA_TESTS=/nonexistent"; do
         run "grade refuses $bad" 2 "${g[@]}" "$bad" bash tests/grade/grade.sh

@@ -65,6 +65,18 @@ static int consistent(int (*send)(int, int, int), int (*recv)(int, int, int),
     return 1;
 }
 
+/* The members of a set of up to 32 (a bit each) as text: "{0, 2, 3}". */
+static const char *set_text(unsigned set, int n, char *buf, size_t len)
+{
+    size_t k = (size_t)snprintf(buf, len, "{");
+    for (int i = 0; i < n && k < len; i++)
+        if (set >> i & 1)
+            k += (size_t)snprintf(buf + k, len - k, "%s%d", k > 1 ? ", " : "", i);
+    if (k < len)
+        snprintf(buf + k, len - k, "}");
+    return buf;
+}
+
 START_TEST(rs_schedule)
 {
     for (int n = 1; n <= NMAX && !ht_nbad; n++) {
@@ -87,11 +99,18 @@ START_TEST(rs_schedule)
                 who[right][c] |= before[r][c];
             }
         }
-        for (int r = 0; r < n && !ht_nbad; r++)
-            HT_EXPECT(who[r][r] == (1u << n) - 1, "reduce-scatter, %d "
-                      "ranks: after %d steps rank %d's chunk %d holds the data of ranks "
-                      "mask 0x%x, not of all of them (rank r must end owning chunk r)",
-                      n, n - 1, r, r, who[r][r]);
+        for (int r = 0; r < n && !ht_nbad; r++) {
+            if (who[r][r] == (1u << n) - 1)
+                continue;
+            char has[128], full[48] = "";
+            for (int c = 0; c < n; c++)
+                if (who[r][c] == (1u << n) - 1)
+                    snprintf(full, sizeof full, "; the full sum is in its chunk %d", c);
+            ht_fail("reduce-scatter, %d ranks: after the %d step(s) rank %d's chunk %d "
+                    "holds the data of ranks %s only, not of all %d%s (rank r must end "
+                    "owning chunk r)", n, n - 1, r, r, set_text(who[r][r], n, has,
+                    sizeof has), n, full);
+        }
     }
     HT_VERDICT();
 }
@@ -116,9 +135,12 @@ START_TEST(ag_schedule)
             }
         }
         for (int r = 0; r < n && !ht_nbad; r++)
-            HT_EXPECT(have[r] == (1u << n) - 1, "allgather, %d ranks: after %d steps "
-                      "rank %d holds chunks mask 0x%x, not all of them", n, n - 1, r,
-                      have[r]);
+            if (have[r] != (1u << n) - 1) {
+                char has[128];
+                ht_fail("allgather, %d ranks: after the %d step(s) rank %d holds chunks "
+                        "%s only, not all %d", n, n - 1, r,
+                        set_text(have[r], n, has, sizeof has), n);
+            }
     }
     HT_VERDICT();
 }

@@ -133,7 +133,7 @@ static void check_rs(MPI_Comm comm, int count, unsigned seed)
                 const char *hint = diagnose(buf, want, count, rank, n, seed, lead,
                                             sizeof lead);
                 ht_fail("count %d: %schunk %d is [%zu, %zu)%s; element %zu is %g, "
-                        "expected %g, the sum over all ranks (%d)%s", count, lead, rank,
+                        "expected %g, the sum over all ranks (%d ranks)%s", count, lead, rank,
                         lo, hi, gr_where(comm), k, buf[k], want[k], n, hint);
                 break;
             }

@@ -62,7 +62,11 @@ static void check(void (*fn)(float *, int, MPI_Comm), int mean, MPI_Comm comm, i
         char owner[160];
         snprintf(owner, sizeof owner, " After the reduce-scatter rank %d owns chunk %d, "
                  "summed: it divides that chunk, before the allgather.", c, c);
-        if (n > 1 && mean && close_to(got, sum[k]))
+        if (n > 1 && mean && close_to(got, sum[k]) && c != ht_rank && hi > lo && j == hi)
+            hint = "this rank's own chunk is right, but the chunk below arrived as a SUM: "
+                   "its owner must divide it BEFORE the allgather, so that it travels "
+                   "divided.";
+        else if (n > 1 && mean && close_to(got, sum[k]))
             hint = "it looks like the SUM; the MEAN was due: divide by the number of "
                    "ranks.";
         else if (n > 1 && mean && close_to(got, want / (float)n))
@@ -74,8 +78,8 @@ static void check(void (*fn)(float *, int, MPI_Comm), int mean, MPI_Comm comm, i
         else if (n > 1 && got == own[k])
             hint = "it still holds this rank's own data: nothing was reduced.";
         ht_fail("count %d: %s%slement %d (in chunk %d) is %g, expected %g, the %s "
-                "over all ranks (%d).%s", count, hint, hint[0] ? " E" : "e", k, c, got,
-                want, mean ? "mean" : "sum", n, mean && n > 1 && hint[0] ? owner : "");
+                "over all ranks (%d ranks).%s", count, hint, hint[0] ? " E" : "e", k, c,
+                got, want, mean ? "mean" : "sum", n, mean && n > 1 && hint[0] ? owner : "");
     }
     gr_free_guarded(buf);
     free(sum);

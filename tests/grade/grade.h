@@ -70,12 +70,17 @@ static inline int gr_all_ok(void) { return ht_agree(ht_nbad == 0); }
 
 /* Runs check(comm, count, seed0 + i) for the counts gr_count(i, n) in gr_telling's
  * order, n the number of ranks, and stops after the first count where a rank failed.
+ * Rank 0 says each count on stderr first, so that a rerun that hangs shows where.
  * Collective over MPI_COMM_WORLD. */
 static inline void gr_each_count(void (*check)(MPI_Comm comm, int count, unsigned seed),
                                  MPI_Comm comm, unsigned seed0)
 {
-    for (int j = 0; j < GR_NCOUNTS && gr_all_ok(); j++)
-        check(comm, gr_count(gr_telling(j), ht_size), seed0 + (unsigned)gr_telling(j));
+    for (int j = 0; j < GR_NCOUNTS && gr_all_ok(); j++) {
+        int count = gr_count(gr_telling(j), ht_size);
+        if (ht_rank == 0)
+            fprintf(stderr, "%s: count %d at %d ranks\n", tcase_name(), count, ht_size);
+        check(comm, count, seed0 + (unsigned)gr_telling(j));
+    }
 }
 
 /* A communicator of all ranks numbered backwards: rank r of MPI_COMM_WORLD is rank
@@ -99,8 +104,8 @@ static inline const char *gr_where(MPI_Comm comm)
     where[0] = '\0';
     if (comm != MPI_COMM_WORLD)
         snprintf(where, sizeof where, " on a communicator that numbers the ranks "
-                 "backwards, where this rank is rank %d (use comm, not MPI_COMM_WORLD)",
-                 rank);
+                 "backwards, where this rank is rank %d (every rank and size must come "
+                 "from comm, never MPI_COMM_WORLD)", rank);
     return where;
 }
 
@@ -171,7 +176,8 @@ static inline int gr_guards_ok(const float *buf, int count)
 static inline const char *gr_outside(int at, int count)
 {
     static char where[64];
-    snprintf(where, sizeof where, "float %d %s of the buffer", at < 0 ? -at - 1 : at - count,
+    snprintf(where, sizeof where, "float %d %s of the buffer",
+             at < 0 ? -at - 1 : at - count,
              at < 0 ? "before the start" : "after the end");
     return where;
 }

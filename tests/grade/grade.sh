@@ -58,6 +58,7 @@ if [ -n "$EXTRA_TESTS" ]; then
     EXTRA_TESTS=$(cd "$EXTRA_TESTS" && pwd)
 fi
 
+[[ $EX =~ ^[0-9]$ ]] && EX=0$EX         # EX=3 means 03
 all=()
 for d in exercises/[0-9][0-9]_*/; do
     d=${d%/}
@@ -112,7 +113,13 @@ run_case() {
     if why=$(grep -o -m1 'ex_[A-Za-z0-9_]* is not implemented yet' "$log"); then
         verdict="$why (TODO(exercise) left)"
     elif [ $rc = 124 ] || [ $rc = 137 ] || grep -q 'APPLICATION TIMED OUT' "$log"; then
-        verdict="probable deadlock at $n ranks: no end after $GRADE_TIMEOUT s (every rank waiting for a message that never comes? check the order of sends and receives)"
+        if [ "$4" = pure ]; then
+            verdict="no end after $GRADE_TIMEOUT s: an endless loop?"
+        elif [ "$n" = 1 ]; then
+            verdict="probable deadlock at 1 rank: no end after $GRADE_TIMEOUT s (a rank waiting for a message from itself? with one rank there is no one to talk to)"
+        else
+            verdict="probable deadlock at $n ranks: no end after $GRADE_TIMEOUT s. Every rank waiting for a message that never comes? Once a message is larger than MPI's eager limit (about 16 KiB here), dt_send waits until its receiver has posted the receive: if every rank sends first, none ever receives. Use dt_sendrecv, or let one side receive first"
+        fi
     elif why=$(grep -o -m1 'rank [0-9]*: crashed with signal .*' "$log"); then
         verdict="$at$why"
     elif why=$(grep -m1 '^failed: ' "$log"); then
@@ -164,7 +171,7 @@ grade_suite() {
         [ "$kind" = pure ] && ranks=1
         verdict=""; cmd=""
         if [ "$built" = 0 ]; then
-            verdict="does not build: $buildmsg"
+            verdict="$buildmsg"
         else
             for n in $ranks; do
                 run_case "$bin" "$name" "$n" "$kind"
@@ -209,9 +216,22 @@ for e in "${exercises[@]}"; do
             echo "grade: the extra suite $EXTRA_TESTS/${s#extra/}.c does not build with dtlab's reference (above)" >&2
             exit 1
         fi
-        if [ "$SOLUTION" != 1 ] && ! mk GRADE_SRC="$src" GRADE_OUT="$out" "$out/$s" >"$log" 2>&1; then
+        file=$src/$e/${e#*_}.c
+        if [ "$SOLUTION" = 1 ]; then
+            :
+        elif [ ! -e "$file" ]; then
             built=0
-            buildmsg=$(grep -m1 -E 'error|undefined reference' "$log" || tail -n 1 "$log")
+            buildmsg="not graded: $file is missing"
+        elif ! mk GRADE_SRC="$src" GRADE_OUT="$out" "$out/$s" >"$log" 2>&1; then
+            # the compiler's words once, under the exercise's row; each case says why
+            built=0
+            buildmsg="not graded: $file does not build (the errors are above)"
+            [ "$s" = "$e" ] && { echo "   $file does not build:"
+                grep -E 'error|undefined reference' "$log" | head -n 8 | sed 's/^/   | /'
+                } >>"$tmp/rows"
+        elif [ "$s" = "$e" ] && grep -q 'warning:' "$log"; then
+            { echo "   the compiler warns about $file (worth a look):"
+              grep 'warning:' "$log" | head -n 4 | sed 's/^/   | /'; } >>"$tmp/rows"
         fi
         label="$e"
         [ "$s" != "$e" ] && label="$e (${s#extra/})"
@@ -224,7 +244,8 @@ for e in "${exercises[@]}"; do
     total=$((total + egot)); max=$((max + emax))
 done
 
-{ echo "TAP version 13"; echo "1..$ntap"; cat "$tapbody"; } >"$TAP"
+{ echo "TAP version 13"; echo "# dtlab grader: $set_name"; echo "1..$ntap"
+  cat "$tapbody"; echo "# total: $total/$max points"; } >"$TAP"
 echo
 echo "TAP report: $TAP"
 echo "total: $total/$max points"

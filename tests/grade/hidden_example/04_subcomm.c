@@ -47,5 +47,6 @@ int main(int argc, char **argv)
         { "halves", 2, GR_MPI, halves, 1,
           "sums on the even and the odd ranks apart (a sub-communicator)" },
     };
-    return gr_main(argc, argv, "04_ring_allreduce", cases, sizeof cases / sizeof cases[0]);
+    return gr_main(argc, argv, "04_ring_allreduce", cases,
+                   sizeof cases / sizeof cases[0]);
 }
