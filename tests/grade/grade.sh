@@ -160,9 +160,9 @@ tap() {   # tap OK NAME [DETAIL CMD]
 echo "Grading $set_name at ${GRADE_RANKS// /, } ranks, at most $GRADE_TIMEOUT s a run."
 echo
 
-# grade_suite EXERCISE LABEL REFBIN BIN BUILT BUILDMSG: runs every case of one suite
+# grade_suite LABEL REFBIN BIN BUILT BUILDMSG: runs every case of one suite
 grade_suite() {
-    local e=$1 label=$2 refbin=$3 bin=$4 built=$5 buildmsg=$6
+    local label=$1 refbin=$2 bin=$3 built=$4 buildmsg=$5
     local name pts kind what ranks n got=0 sum=0
     while IFS=$'\t' read -r name pts kind what; do
         [ -n "$name" ] || continue
@@ -236,7 +236,7 @@ for e in "${exercises[@]}"; do
         label="$e"
         [ "$s" != "$e" ] && label="$e (${s#extra/})"
         [ "$s" != "$e" ] && printf '   %s:\n' "hidden tests ${s#extra/}" >>"$tmp/rows"
-        grade_suite "$e" "$label" "$ref/$s" "$out/$s" "$built" "$buildmsg"
+        grade_suite "$label" "$ref/$s" "$out/$s" "$built" "$buildmsg"
         egot=$((egot + suite_got)); emax=$((emax + suite_max))
     done
     printf '%-44s %3d/%d\n' "$e" "$egot" "$emax"
