@@ -9,10 +9,13 @@
 #   make bench           collbench at 2 and 4 ranks, dtlab beside MPICH
 #   make grade           the exercises' points table (EX=NN, SOLUTION=1, ...)
 #   make reset EX=NN     put one exercise back as it was
+#   make valgrind        memcheck on every unit suite (a build without SANITIZE)
 #
 # Knobs: CUDA=auto|0|1  CUDA_ARCH="80 90"  BUILD=build  NP=4  MPIEXEC_TIMEOUT=120
+#        SANITIZE=address,undefined  (see "sanitizers" below; its BUILD is build-san)
 
-BUILD      ?= build
+SANITIZE   ?=
+BUILD      ?= $(if $(SANITIZE),build-san,build)
 CUDA       ?= auto
 CUDA_ARCH  ?= 80 90
 NP         ?= 4
@@ -23,7 +26,7 @@ export MPIEXEC_TIMEOUT ?= 120
 # ---- tools ------------------------------------------------------------------
 MPICC  := $(shell command -v mpicc 2>/dev/null)
 NVCC   := $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
-PKGS   := check sdl2 SDL2_ttf SDL2_image
+PKGS   := check sdl2 SDL2_ttf SDL2_image zlib
 HAVE_PKGS := $(shell pkg-config --exists $(PKGS) 2>/dev/null && echo yes)
 
 ifeq ($(CUDA),auto)
@@ -41,7 +44,7 @@ CFLAGS   ?= -O3 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -MMD -MP -Ilib -pthread
 # GCC 12 takes MPICH's MPI_STATUS(ES)_IGNORE, a constant pointer, for a zero-sized array
 CFLAGS   += -Wno-stringop-overflow
-LDLIBS   := -lm -pthread
+LDLIBS   := -lm -lz -pthread
 NVFLAGS  := -O3 -Ilib -DDT_HAVE_CUDA -Xcompiler -Wall,-Wextra $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
 
 ifeq ($(CUDA),1)
@@ -50,6 +53,41 @@ ifeq ($(CUDA),1)
   # shared in the toolkit) found beside nvcc at run time through the rpath
   LDLIBS += -L$(CUDA_HOME)/lib64 -lcublas -Wl,-rpath,$(CUDA_HOME)/lib64 \
             -lcudart_static -lstdc++ -ldl -lrt
+endif
+
+# ---- sanitizers -------------------------------------------------------------
+# SANITIZE=address,undefined (any list gcc's -fsanitize= takes) compiles and links
+# everything with it through CFLAGS: the library, lessons, tests and graded exercises
+# (mpicc) and the viewer (cc). CUDA kernels (.cu) are not instrumented. A sanitized
+# build gets its own default BUILD, build-san, so it never mixes with a plain build;
+# and $(BUILD)/config records CFLAGS, so a BUILD reused with other flags is rebuilt whole.
+# ASan and UBSan stop a program at its first error and abort(), so that dtlab's handler
+# names the rank ("killed by SIGABRT") under the sanitizer's report. UBSan's null check
+# is left out: a store through NULL already dies of SIGSEGV, which dtlab names, and the
+# tests of that message (faults, the grader's crash case) must see the same death.
+# Every target exports SANITIZE and the options below, so each rank that mpiexec starts
+# inherits them (to run tests/run.sh by hand on this build, set them yourself):
+#   protect_shadow_gap=0    the CUDA runtime maps memory where ASan would protect it
+#   LSAN_OPTIONS            the leak suppressions, tests/sanitize.supp: MPICH's own leaks
+#                           and the viewer's system libraries', each with its reason
+#   HWLOC_COMPONENTS=-pci   MPI_Init has hwloc load its PCI plugin, which leaks inside
+#                           libpciaccess and is unloaded before LSan reports, so no
+#                           suppression can name it; dtlab needs no PCI topology
+#   SDL_RENDER_DRIVER=software  under Xvfb, SDL's OpenGL renderer runs on Mesa's software
+#                           driver, which leaks and is unloaded the same way: dtviz draws
+#                           with SDL's own software renderer (dtviz's code is the same)
+ifneq ($(SANITIZE),)
+  SAN_FLAGS := -fsanitize=$(SANITIZE) -fno-sanitize=null -fno-sanitize-recover=all \
+               -fno-omit-frame-pointer
+  CFLAGS    += $(SAN_FLAGS)
+  export SANITIZE
+  SAN_STOP  := halt_on_error=1:abort_on_error=1
+  export ASAN_OPTIONS  ?= protect_shadow_gap=0:detect_leaks=1:$(SAN_STOP)
+  export UBSAN_OPTIONS ?= print_stacktrace=1:$(SAN_STOP)
+  export LSAN_OPTIONS  ?= suppressions=$(CURDIR)/tests/sanitize.supp:print_suppressions=0
+  export HWLOC_COMPONENTS ?= -pci
+  export SDL_RENDER_DRIVER ?= software
+  export SDL_FRAMEBUFFER_ACCELERATION ?= 0
 endif
 
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
@@ -66,7 +104,8 @@ TRAIN    := $(BUILD)/train
 BENCH    := $(BUILD)/bench/collbench
 TOOLS    := $(BUILD)/dttrace
 UNIT     := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/unit_*.c))
-MULTI    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/mpi_*.c)) $(BUILD)/tests/misuse
+MULTI    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/mpi_*.c tests/misuse.c \
+              tests/faults.c tests/stress.c))
 
 # The viewer and its tests: SDL2, no MPI, so a plain C compiler, and only the two MPI-free
 # parts of lib/ (schedule, the trace reader, units). The fuzz target needs clang's libFuzzer.
@@ -84,8 +123,8 @@ FUZZ     := $(if $(CLANG),$(BUILD)/fuzz/fuzz_trace)
 # keep objects that pattern rules chain through (lessons, tests), so nothing rebuilds twice
 .SECONDARY:
 
-.PHONY: FORCE all deps test demo pictures run bench clean check-deps check-tools flags libs \
-        grade reset
+.PHONY: FORCE all deps test demo pictures run bench stress clean check-deps check-tools flags libs \
+        grade reset valgrind
 all: check-tools $(LIBDT) $(LESSONS) $(TRAIN) $(BENCH) $(TOOLS) $(UNIT) $(MULTI) $(DTVIZ) \
      $(VIZTESTS) $(FUZZ)
 
@@ -120,8 +159,8 @@ $(BUILD)/obj/%.o: %.cu $(BUILD)/config
 $(LIBDT): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
-	@echo '-I$(CURDIR)/lib $(filter -D% -I/%,$(CFLAGS)) -pthread' > $(BUILD)/flags
-	@echo '$(CURDIR)/$(LIBDT) $(LDLIBS)' > $(BUILD)/libs
+	@echo '-I$(CURDIR)/lib $(filter -D% -I/%,$(CFLAGS)) $(SAN_FLAGS) -pthread' > $(BUILD)/flags
+	@echo '$(CURDIR)/$(LIBDT) $(SAN_FLAGS) $(LDLIBS)' > $(BUILD)/libs
 
 $(BUILD)/lessons/%: $(BUILD)/obj/lessons/%.o $(LIBDT)
 	@mkdir -p $(dir $@)
@@ -216,8 +255,9 @@ $(foreach t,$(EXTRA_SUITES),$(eval $(call extra_rules,$(t),$(filter $(firstword 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 # ---- set-up -----------------------------------------------------------------
-DEBS := mpich libmpich-dev check libsubunit-dev pkg-config libsdl2-dev libsdl2-ttf-dev \
-        libsdl2-image-dev fonts-dejavu-core clang libclang-rt-dev xvfb xauth xdotool
+DEBS := mpich libmpich-dev zlib1g-dev check libsubunit-dev pkg-config libsdl2-dev \
+        libsdl2-ttf-dev libsdl2-image-dev fonts-dejavu-core clang libclang-rt-dev xvfb xauth \
+        xdotool valgrind
 
 deps:
 	@bash scripts/deps.sh $(DEBS)
@@ -225,7 +265,8 @@ deps:
 # Runs `make deps` first when something is missing, so a fresh machine needs nothing else.
 check-deps:
 	@if [ -z "$(MPICC)" ] || [ "$(HAVE_PKGS)" != yes ] || ! command -v $(MPIEXEC) >/dev/null || \
-	    ! command -v clang >/dev/null || ! command -v Xvfb >/dev/null || ! command -v xdotool >/dev/null; then \
+	    ! command -v clang >/dev/null || ! command -v Xvfb >/dev/null || ! command -v xdotool >/dev/null || \
+	    ! command -v valgrind >/dev/null; then \
 	  echo "dtlab: some packages are missing; running 'make deps' first"; \
 	  bash scripts/deps.sh $(DEBS) || exit 1; fi
 
@@ -235,6 +276,21 @@ NPROC := $(shell nproc 2>/dev/null || echo 2)
 test: check-deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@BUILD=$(BUILD) CUDA=$(CUDA) MPIEXEC=$(MPIEXEC) bash tests/run.sh
+
+# valgrind's memcheck on every unit suite: no invalid access, no uninitialised value
+# used, no leak (definite or possible). A build without SANITIZE (valgrind cannot run
+# sanitized programs). Check forks each test and valgrind follows the fork, so each
+# test is checked as it ends, exit tests included; Check's time limits are stretched
+# for valgrind's pace.
+VALGRIND := valgrind -q --error-exitcode=99 --leak-check=full
+valgrind: check-deps
+	@if [ -n "$(SANITIZE)" ]; then echo "dtlab: make valgrind needs a build without" \
+	  "SANITIZE: valgrind cannot run sanitized programs" >&2; exit 2; fi
+	@$(MAKE) --no-print-directory -j$(NPROC) $(UNIT)
+	@failed=""; for t in $(UNIT); do echo "== $(VALGRIND) $$t"; \
+	  CK_TIMEOUT_MULTIPLIER=20 $(VALGRIND) $$t || failed="$$failed $${t##*/}"; done; \
+	  if [ -n "$$failed" ]; then echo "valgrind: errors in$$failed" >&2; exit 1; fi; \
+	  echo "valgrind: $(words $(UNIT)) unit suites clean"
 
 # The ring allreduce lesson at 4 ranks, then the viewer on its trace: a window when there
 # is a display, else every step as a PNG.
@@ -264,6 +320,14 @@ bench: check-deps
 	@$(MAKE) --no-print-directory $(BENCH)
 	$(MPIEXEC) -n 2 $(BENCH) $(ARGS)
 	$(MPIEXEC) -n 4 $(BENCH) $(ARGS)
+
+# Random collectives against MPICH's at 1..8 ranks, longer than make test's bounded run
+# (tests/stress.sh): STRESS_SECONDS per rank count.
+STRESS_SECONDS ?= 60
+stress: check-deps
+	@$(MAKE) --no-print-directory -j$(NPROC) $(LIBDT) $(BUILD)/tests/stress
+	@BUILD=$(BUILD) MPIEXEC=$(MPIEXEC) SECTIONS=11 STRESS_SECONDS=$(STRESS_SECONDS) \
+	  bash tests/run.sh
 
 # The exercises: the points table (tests/grade/grade.sh says what each setting does).
 #   make grade [EX=NN] [SOLUTION=1] [WORK=DIR] [EXTRA_TESTS=DIR] [TAP=FILE]

@@ -38,7 +38,7 @@ static const char *usage =
     "  -b, --minbytes B    smallest size (default 1K; K, M, G suffixes); sizes round\n"
     "                      up to whole elements (to whole blocks, one per rank, for\n"
     "                      the collectives whose buffers are N blocks)\n"
-    "  -e, --maxbytes B    largest size (default 16M)\n"
+    "  -e, --maxbytes B    largest size, at most 1G (default 16M)\n"
     "  -f, --stepfactor F  multiply the size by F each row, 2 to 1024 (default 2)\n"
     "  -w, --warmup_iters W\n"
     "                      untimed calls at the smallest and largest size (default 5)\n"
@@ -58,6 +58,10 @@ static const char *usage =
     DT_COMMON_USAGE
     "Environment: DT_ALLREDUCE_ALGO=ring|naive|rd makes dt_allreduce (-C allreduce)\n"
     "use that algorithm at every size; the header says so.\n";
+
+/* The largest --maxbytes: one buffer of 1 GiB (four are allocated); the counts of
+ * every collective then fit in an int, as MPI wants them. */
+#define MAXBYTES ((size_t)1 << 30)
 
 /* ==== the collectives it knows ==== */
 
@@ -162,7 +166,7 @@ static int count_for(const bench_t *b, coll_kind k, size_t size, size_t *nbytes)
     size_t unit = b->ts * (blocked(k) ? (size_t)b->n : 1);    /* bytes per count */
     size_t count = (size + unit - 1) / unit;
     *nbytes = count * unit;
-    return (int)count;          /* fits: see the --maxbytes check in parse_options */
+    return (int)count;          /* fits: --maxbytes is at most MAXBYTES */
 }
 
 static char *at(void *buf, size_t elems, const bench_t *b)
@@ -481,71 +485,79 @@ static void parse_options(int argc, char **argv, bench_t *b, int *which)
         DT_COMMON_LONGOPTS,
         {NULL, 0, NULL, 0}};
     int opt;
+    char why[160];
     *which = 0;                                 /* allreduce */
     opterr = 0;                                 /* dt_usage_error speaks instead */
-    while ((opt = getopt_long(argc, argv, "b:e:f:w:n:c:o:d:r:C:W:h", longopts, NULL)) != -1) {
+    optind = 0;
+#define BAD(...) do { snprintf(why, sizeof why, __VA_ARGS__); \
+                      dt_usage_error(usage, why); } while (0)
+    while ((opt = getopt_long(argc, argv, ":b:e:f:w:n:c:o:d:r:C:W:h", longopts, NULL))
+           != -1) {
         switch (opt) {
-        case 'b':
-            if (dt_parse_size(optarg, &b->minbytes)) dt_usage_error(usage, "bad --minbytes");
+        case 'b': case 'e': {
+            size_t *v = opt == 'b' ? &b->minbytes : &b->maxbytes;
+            if (dt_parse_size(optarg, v) || *v > MAXBYTES)
+                BAD("--%s wants a size from 0 to 1G, like 64K, not '%s'",
+                    opt == 'b' ? "minbytes" : "maxbytes", optarg);
             break;
-        case 'e':
-            if (dt_parse_size(optarg, &b->maxbytes)) dt_usage_error(usage, "bad --maxbytes");
-            break;
+        }
         case 'f':
             if (dt_parse_int(optarg, 2, 1024, &b->factor))
-                dt_usage_error(usage, "--stepfactor must be an integer from 2 to 1024");
+                BAD("--stepfactor wants a whole number from 2 to 1024, not '%s'", optarg);
             break;
         case 'w':
             if (dt_parse_int(optarg, 0, 1000000, &b->warmup))
-                dt_usage_error(usage, "bad --warmup_iters");
+                BAD("--warmup_iters wants a whole number from 0 to 10^6, not '%s'",
+                    optarg);
             break;
         case 'n':
             if (dt_parse_int(optarg, 1, 1000000, &b->iters))
-                dt_usage_error(usage, "bad --iters");
+                BAD("--iters wants a whole number from 1 to 10^6, not '%s'", optarg);
             break;
         case 'c':
             if (dt_parse_int(optarg, 0, 1, &b->check))
-                dt_usage_error(usage, "--check must be 0 or 1");
+                BAD("--check wants 0 or 1, not '%s'", optarg);
             break;
         case 'o':
             b->op = dt_op_from_name(optarg);
             if (b->op == MPI_OP_NULL)
-                dt_usage_error(usage, "--op must be sum, max, min or prod");
+                BAD("--op wants sum, max, min or prod, not '%s'", optarg);
             break;
         case 'd':
             b->type = dt_type_from_name(optarg);
             if (b->type == MPI_DATATYPE_NULL)
-                dt_usage_error(usage, "--datatype must be float, double, int or half");
+                BAD("--datatype wants float, double, int or half, not '%s'", optarg);
             break;
         case 'r':
-            if (dt_parse_int(optarg, 0, INT_MAX, &b->root))
-                dt_usage_error(usage, "bad --root");
+            if (dt_parse_int(optarg, 0, b->n - 1, &b->root))
+                BAD("--root wants a rank from 0 to %d, not '%s'", b->n - 1, optarg);
             break;
         case 'C':
             *which = -2;
             if (!strcmp(optarg, "all")) *which = -1;
             for (int i = 0; i < NCOLLS; i++)
                 if (!strcmp(optarg, colls[i].name)) *which = i;
-            if (*which == -2) dt_usage_error(usage, "unknown --coll");
+            if (*which == -2)
+                BAD("--coll '%s' is not one of the collectives above", optarg);
             break;
         case 'V': b->csv_path = optarg; break;
         case 'W':
             if (!strcmp(optarg, "polite")) dt_set_polite(1);
             else if (!strcmp(optarg, "block")) dt_set_polite(0);
-            else dt_usage_error(usage, "--wait must be polite or block");
+            else BAD("--wait wants polite or block, not '%s'", optarg);
             break;
         case 'h': dt_usage_help(usage);
         case DT_OPT_DEVICE: case DT_OPT_TRACE: break;
-        default: dt_usage_error(usage, "unknown option or missing value");
+        default:                    /* ':' a value missing, '?' an unknown option */
+            dt_bad_option(opt, argv, why, sizeof why);
+            dt_usage_error(usage, why);
         }
     }
-    if (optind < argc) dt_usage_error(usage, "unexpected argument");
+    if (optind < argc) BAD("unexpected argument '%s'", argv[optind]);
+#undef BAD
     if (b->minbytes > b->maxbytes)
         dt_usage_error(usage, "--minbytes is larger than --maxbytes");
-    if (b->root >= b->n) dt_usage_error(usage, "--root must be below the number of ranks");
     b->ts = dt_type_size(b->type);
-    if (b->maxbytes / b->ts >= INT_MAX)
-        dt_usage_error(usage, "--maxbytes is more than INT_MAX elements (MPI counts are int)");
 }
 
 /* ==== main ==== */

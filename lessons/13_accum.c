@@ -25,7 +25,8 @@ static const char usage[] =
     "  --steps S           training steps, 1 to 200 (default 6)\n"
     "  --accum K           micro-batches per step, 1 to 48; K must divide "
     "each\n"
-    "                      rank's rows of the global batch of 240 (default 4)\n"
+    "                      rank's rows of the global batch: 240 rows, or a few\n"
+    "                      more so that N ranks share them in fours (default 4)\n"
     DT_COMMON_USAGE
     "  --help              this text\n";
 
@@ -46,12 +47,23 @@ int main(int argc, char **argv)
     c.model.hidden = 64;
     c.model.layers = 3;
     c.steps = steps;
-    c.batch = 240;           /* 1..5 ranks share it, in 4 micro-batches each */
+    int rows = ((240 + n - 1) / n + 3) / 4 * 4;  /* 240/N, up to a multiple of 4 */
+    c.batch = rows * n;                          /* 240 for 1 to 6 ranks */
     c.accum = K;
-    char why[256];
-    if (dt_train_check(&c, n, why, sizeof why))  /* only --accum can fail */
+    if (rows % K) {                              /* only --accum can fail */
+        char why[256];
+        int len = snprintf(why, sizeof why, "--accum %d does not divide the %d rows "
+                           "of each rank; try", K, rows);
+        for (int k = 1, first = 1; k <= 48 && k <= rows; k++)
+            if (rows % k == 0 && len < (int)sizeof why - 8) {
+                len += snprintf(why + len, sizeof why - len, "%s %d", first ? "" : ",",
+                                k);
+                first = 0;
+            }
         dt_usage_error(usage, why);
-    int rows = c.batch / n, mb = rows / K;
+    }
+    dt_train_can_run(&c, "13_accum");           /* else a usage error: exit 2 */
+    int mb = rows / K;
 
     /* ==== the idea: one step, on every rank ==== */
     dt_printf0("DDP on %d rank%s, global batch %d: each rank has %d rows, cut "

@@ -27,7 +27,7 @@ static const char usage[] =
     "  --steps S           training steps, 1 to 200 (default 6)\n"
     "  --hidden H          width of the hidden layers, a multiple of N, 1 to "
     "4096\n"
-    "                      (default 60, which 1 to 6 ranks divide)\n"
+    "                      (default 60, or the next multiple of N: 63 on 7)\n"
     DT_COMMON_USAGE
     "  --help              this text\n";
 
@@ -37,7 +37,8 @@ int main(int argc, char **argv)
 {
     /* ==== setup ==== */
     dt_init(&argc, &argv);
-    int n = dt_size(), rank = dt_rank(), steps = 6, H = 60;
+    int n = dt_size(), rank = dt_rank(), steps = 6;
+    int H = (60 + n - 1) / n * n;        /* 60, or the next multiple of N */
     dt_int_option io[] = {{"steps", 1, 200, &steps}, {"hidden", 1, 4096, &H}};
     dt_parse_int_options(argc, argv, io, 2, usage);
 

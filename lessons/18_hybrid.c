@@ -25,10 +25,12 @@ static const char usage[] =
     "Trains an MLP over D x T x P = N ranks (data, tensor, pipeline "
     "parallel), prints\n"
     "the rank grid and its groups, and checks against serial training.\n"
-    "  --dp D, --tp T, --pp P   the sizes (default: N's factors spread over "
-    "D, P\n"
-    "                      and T; with one of them given, the others 1, and D\n"
-    "                      N/(T*P)); T must divide 60, P be at most 4\n"
+    "  --dp D, --tp T, --pp P   the sizes, D x T x P = N (default: N's "
+    "factors\n"
+    "                      spread over D, P and T; with one of them given, the\n"
+    "                      others 1, and D N/(T*P)). The MLP has 4 layers (P if\n"
+    "                      more) of 60 features (the next multiple of T if T\n"
+    "                      does not divide 60)\n"
     "  --steps S           training steps, 1 to 200 (default 5)\n"
     DT_COMMON_USAGE
     "  --help              this text\n";
@@ -79,27 +81,26 @@ int main(int argc, char **argv)
         factor(n, &D, &T, &P);
     T = T ? T : 1;
     P = P ? P : 1;
-    D = D ? D : (n % (T * P) == 0 ? n / (T * P) : 1);
+    long long TP = (long long)T * P;            /* up to 2^32: no int overflow */
+    D = D ? D : (TP <= n && n % TP == 0 ? n / (int)TP : 1);
 
     dt_dataset set;
     dt_data_synthetic(&set, 2048, 16, 4, 1);
     dt_train_config c;
     dt_train_defaults_for(&c, DT_MODE_HYBRID, &set);
-    c.model.hidden = 60;
-    c.model.layers = 4;
+    /* T slices of equal width, a layer per stage (sizes above N fail D x T x P = N) */
+    c.model.hidden = T <= n ? (60 + T - 1) / T * T : 60;
+    c.model.layers = P > 4 && P <= n ? P : 4;
     c.steps = steps;
-    c.batch = 120;
     c.micro = 2;
+    int M = P > 1 ? c.micro : 1;                /* D x M equal shares of the batch */
+    c.batch = (int)((120 + (long long)D * M - 1) / ((long long)D * M) * D * M);
     c.dp = D;
     c.tp = T;
     c.pp = P;
     char why[256];
-    if (given && dt_train_check(&c, n, why, sizeof why))  /* bad sizes */
+    if (dt_train_check(&c, n, why, sizeof why))  /* D x T x P is not N */
         dt_usage_error(usage, why);
-    if (!dt_train_can_run(&c, "18_hybrid")) {
-        dt_finalize();
-        return 0;
-    }
 
     /* ==== the idea: each rank's coordinates, and its three groups ==== */
     int t = rank % T, p = (rank / T) % P, d = rank / (T * P);

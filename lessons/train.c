@@ -7,6 +7,12 @@
  *       mpiexec -n 4 build/train --mode fsdp --zero 2 --optim adam --lr 0.001
  *       mpiexec -n 4 build/train --mode hybrid --dp 2 --pp 2 --micro 4
  *       mpiexec -n 2 build/train --mode tp --precision fp16 --trace tp.trace
+ *
+ * Checkpoints: save every 10 steps into ck/; after a crash or a kill, the same command
+ * with --resume ck continues from the newest one, to the same weights and losses:
+ *       mpiexec -n 4 build/train --mode fsdp --steps 100 --checkpoint ck --every 10
+ *       mpiexec -n 4 build/train --mode fsdp --steps 100 --checkpoint ck --every 10 \
+ *           --resume ck
  */
 #include <ctype.h>
 #include <errno.h>
@@ -19,7 +25,7 @@
 #include "parallel/parallel.h"
 
 /* The usage text, with the defaults of dt_train_defaults filled in (make_usage). */
-static char usage[2560];
+static char usage[3072];
 
 static void make_usage(const dt_train_config *d)
 {
@@ -40,6 +46,12 @@ static void make_usage(const dt_train_config *d)
     "  --data DIR          DIR/train-images-idx3-ubyte and train-labels-idx1-ubyte\n"
     "  --examples N, --features F, --classes C   the synthetic set (4096, 32, 10)\n"
     "  --quiet             no step lines;  --dump FILE  final weights, raw float32 LE\n"
+    "  --checkpoint DIR    save the whole training state into DIR after the last step,\n"
+    "                      and every K steps with --every K (1..10^6)\n"
+    "  --resume DIR        continue from DIR's newest checkpoint (DIR may be the same as\n"
+    "                      --checkpoint's): the same weights and losses as a run never\n"
+    "                      stopped; the configuration must match, --steps may grow.\n"
+    "                      Not with dp --async (stale weights in flight)\n"
     "mode options (for the single modes the mode's size is the number of ranks):\n"
     "  dp      --dedicated-server (rank 0 only serves), --async K (stale weights)\n"
     "  ddp     --bucket-kb N (%d), --no-overlap, --accum K (micro-batches per step)\n"
@@ -70,7 +82,8 @@ static void make_usage(const dt_train_config *d)
     X(WINDOW, "scale-window", 1, 0)   X(DATA, "data", 1, 0) \
     X(EXAMPLES, "examples", 1, 0)     X(FEATURES, "features", 1, 0) \
     X(CLASSES, "classes", 1, 0)       X(QUIET, "quiet", 0, 0) \
-    X(DUMP, "dump", 1, 0) \
+    X(DUMP, "dump", 1, 0)             X(CHECKPOINT, "checkpoint", 1, 0) \
+    X(EVERY, "every", 1, 0)           X(RESUME, "resume", 1, 0) \
     X(SERVER, "dedicated-server", 0, M(DP))   X(ASYNC, "async", 1, M(DP)) \
     X(BUCKET, "bucket-kb", 1, M(DDP) | M(HYBRID)) \
     X(NO_OVERLAP, "no-overlap", 0, M(DDP) | M(HYBRID)) \
@@ -92,6 +105,8 @@ static const struct option longopts[] = {
 static const unsigned for_modes[NOPT] = { OPTIONS(MODES) };
 
 /* ==== parsing ==== */
+
+enum { MAX_FLOATS = 1 << 26 };      /* 256 MiB of fp32: the most data, weights, ... */
 
 static const char *optname;      /* the option being parsed, for messages */
 
@@ -184,6 +199,9 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
         case O_CLASSES: d->classes = int_arg(2, 1 << 16); break;
         case O_QUIET: d->quiet = 1; break;
         case O_DUMP: d->dump = optarg; break;
+        case O_CHECKPOINT: c->checkpoint_dir = optarg; break;
+        case O_EVERY: c->checkpoint_every = int_arg(1, 1000000); break;
+        case O_RESUME: c->resume_dir = optarg; break;
         case O_SERVER: c->dedicated_server = 1; break;
         case O_ASYNC: c->async = int_arg(0, 1000); break;
         case O_BUCKET: c->bucket_kb = int_arg(1, 1 << 20); break;
@@ -214,6 +232,8 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
                 for_modes[i] & M(HYBRID) && for_modes[i] != M(HYBRID) ? " or " : "",
                 for_modes[i] & M(HYBRID) && for_modes[i] != M(HYBRID) ? "hybrid" : "",
                 dt_mode_name(c->mode));
+    if (given[O_EVERY - O_MODE] && !c->checkpoint_dir)
+        bad("--every is for --checkpoint DIR");
     if ((given[O_LOSS_SCALE - O_MODE] || given[O_WINDOW - O_MODE]) && c->precision != DT_FP16)
         bad("--loss-scale and --scale-window are for --precision fp16");
     if (given[O_MOMENTUM - O_MODE] && c->optim.kind != DT_SGD)
@@ -221,9 +241,28 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
     if (d->data_dir && (given[O_EXAMPLES - O_MODE] || given[O_FEATURES - O_MODE] ||
                         given[O_CLASSES - O_MODE]))
         bad("--examples, --features, --classes are for the synthetic set, not --data");
-    if (c->mode == DT_MODE_HYBRID && !given[O_DP - O_MODE] && c->tp * c->pp > 0 &&
-        dt_size() % (c->tp * c->pp) == 0)
-        c->dp = dt_size() / (c->tp * c->pp);
+    long long tp_pp = (long long)c->tp * c->pp;          /* up to 2^32: no int overflow */
+    if (c->mode == DT_MODE_HYBRID && !given[O_DP - O_MODE] && dt_size() % tp_pp == 0)
+        c->dp = (int)(dt_size() / tp_pp);
+    if (!d->data_dir && (double)d->examples * d->features > (double)MAX_FLOATS)
+        bad("--examples %d x --features %d is more than 256 MiB of data", d->examples,
+            d->features);
+}
+
+/* Sizes too large to hold, refused before they are allocated: the weights (each with a
+ * gradient and optimizer state beside it), and the activations a layer keeps for
+ * backward, for the whole batch on one rank as serial training has them. */
+static void check_sizes(const dt_train_config *c)
+{
+    const dt_mlp_config *m = &c->model;
+    int wide = m->hidden > m->in ? m->hidden : m->in;
+    wide = m->out > wide ? m->out : wide;
+    if (dt_mlp_nparams(m) > MAX_FLOATS)
+        bad("%d layers of %d is %zu weights: more than 256 MiB of them", m->layers,
+            m->hidden, dt_mlp_nparams(m));
+    if ((double)c->batch * wide * m->layers > (double)MAX_FLOATS)
+        bad("--batch %d through %d layers of width %d: more than 256 MiB of activations",
+            c->batch, m->layers, wide);
 }
 
 /* ==== data: the same set on every rank ==== */
@@ -330,6 +369,7 @@ int main(int argc, char **argv)
     char why[256];
     if (dt_train_check(&c, n, why, sizeof why))
         dt_usage_error(usage, why);
+    check_sizes(&c);
     c.on_step = print_step;
     c.ctx = &d.quiet;
 

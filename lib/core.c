@@ -40,9 +40,13 @@ void dti_die(const char *file, int line, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     fflush(stdout);
-    if (dt.rank >= 0)
+    /* one line per death: the first rank on the host to fail speaks (watch.c) */
+    int say = dti_watch_claim();
+    while (say < 0)               /* another thread of this rank is ending it already */
+        nanosleep(&(struct timespec){1, 0}, NULL);
+    if (say && dt.rank >= 0)
         fprintf(stderr, "dtlab: rank %d: %s:%d: %s\n", dt.rank, file, line, msg);
-    else
+    else if (say)
         fprintf(stderr, "dtlab: %s:%d: %s\n", file, line, msg);
     fflush(stderr);
     int up = 0, down = 0;
@@ -78,6 +82,7 @@ static void bad_option(const char *why)
         fprintf(stderr, "%s\n", why);
     MPI_Comm_free(&local_comm);
     MPI_Finalize();
+    dti_watch_done();
     exit(2);
 }
 
@@ -111,6 +116,8 @@ static void read_options(int argc, char **argv, const char **device, const char 
 
 int dt_init(int *argc, char ***argv)
 {
+    double start = dti_now();
+    dti_watch_start();            /* before MPI_Init: the watcher must not inherit MPI */
     int provided = 0;
     DT_CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
     /* errors come back to dtlab's checks, which explain them and abort every rank */
@@ -121,11 +128,13 @@ int dt_init(int *argc, char ***argv)
                                      MPI_INFO_NULL, &local_comm));
     DT_CHECK_MPI(MPI_Comm_rank(local_comm, &dt.local_rank));
     DT_CHECK_MPI(MPI_Comm_size(local_comm, &dt.local_size));
+    dti_watch_signals();
     if (provided < MPI_THREAD_MULTIPLE && dt.rank == 0)
         fprintf(stderr, "dtlab: this MPI gives thread level %d, not MPI_THREAD_MULTIPLE; "
                         "a communication thread would be unsafe\n", provided);
     const char *device = getenv("DT_DEVICE"), *trace = getenv("DT_TRACE");
     const char *wait = getenv("DT_WAIT"), *algo = getenv("DT_ALLREDUCE_ALGO");
+    const char *watch = getenv("DT_WATCH"), *limit = getenv("DT_TIMEOUT");
     int help = 0;
     if (argc && argv && *argv)
         read_options(*argc, *argv, &device, &trace, &help);
@@ -133,11 +142,29 @@ int dt_init(int *argc, char ***argv)
         bad_option("dtlab: DT_WAIT must be 'polite' or 'block'");
     if (algo && *algo && strcmp(algo, "ring") && strcmp(algo, "naive") && strcmp(algo, "rd"))
         bad_option("dtlab: DT_ALLREDUCE_ALGO must be 'ring', 'naive' or 'rd'");
+    if (watch && strcmp(watch, "0") && strcmp(watch, "1"))
+        bad_option("dtlab: DT_WATCH must be 1 (a watcher per rank, the default) or 0");
+    double per_wait = 0;
+    if (limit && *limit) {
+        char *end;
+        per_wait = strtod(limit, &end);
+        if (*end || !(per_wait >= 0 && per_wait <= 1e7))
+            bad_option("dtlab: DT_TIMEOUT must be the seconds one wait may take (such as "
+                       "30 or 2.5), or 0 for no time limits");
+    }
+    /* MPIEXEC_TIMEOUT is mpiexec's: it applies only under a launcher */
+    const char *job = getenv("MPIEXEC_TIMEOUT");
+    int launched = getenv("PMI_RANK") || getenv("PMIX_RANK");
+    double job_s = job && launched ? atof(job) : 0;
+    if (limit && *limit && per_wait == 0)
+        job_s = 0;                  /* DT_TIMEOUT=0: no limits at all */
+    dti_p2p_limits(start, job_s > 0 ? job_s : 0, per_wait);
     dt.polite = !(wait && strcmp(wait, "block") == 0);
     if (device && strcmp(device, "cpu") && strcmp(device, "cuda"))
         bad_option("dtlab: --device (or DT_DEVICE) must be 'cpu' or 'cuda' "
                    "(--help lists the program's options)");
     dti_buf_init();
+    dti_watch_board_open(local_comm, dt.rank);
 
     /* one device per rank: GPU (local rank mod GPU count), else the CPU, said once */
     int want_cpu = device && strcmp(device, "cpu") == 0;
@@ -176,8 +203,10 @@ int dt_finalize(void)
     dti_trace_close();
     dti_p2p_fini();
     dti_buf_fini();
+    dti_watch_board_close();
     if (local_comm != MPI_COMM_NULL)
         MPI_Comm_free(&local_comm);
     DT_CHECK_MPI(MPI_Finalize());
+    dti_watch_done();             /* a clean end: the watcher leaves without a word */
     return 0;
 }

@@ -17,10 +17,19 @@ typedef enum { DT_CPU = 0, DT_CUDA = 1 } dt_device_kind;
  * device and opens the trace. Reads two options from argv, without removing them:
  * `--device cpu|cuda` (or DT_DEVICE) and `--trace FILE` (or DT_TRACE); programs list
  * them in their own getopt_long table with DT_COMMON_LONGOPTS (prog.h). A bad --device
- * value prints a message and exits with status 2 on every rank. Returns 0. */
+ * value prints a message and exits with status 2 on every rank. Returns 0.
+ *
+ * When a rank dies or hangs, dtlab ends the whole job soon with one line that names the
+ * rank (lib/watch.c, lib/p2p.c): before MPI_Init, dt_init forks a small watcher process
+ * per rank (DT_WATCH=0: none) that speaks if its rank dies without a word (SIGKILL, the
+ * out-of-memory killer); fatal signals and exit() before dt_finalize are reported by the
+ * rank itself; and waits have time limits: under MPIEXEC_TIMEOUT=T they stop a little
+ * before mpiexec would (T - max(3, T/10) s after dt_init), and DT_TIMEOUT=S stops any
+ * one wait longer than S seconds (DT_TIMEOUT=0: no limits), naming the rank waited for. */
 int dt_init(int *argc, char ***argv);
 
-/* Merges the trace (if any) into one file, frees staging buffers, finalises MPI. */
+/* Merges the trace (if any) into one file, frees staging buffers, finalises MPI, and
+ * lets the watcher go quietly. */
 int dt_finalize(void);
 
 int dt_rank(void);          /* rank in MPI_COMM_WORLD */

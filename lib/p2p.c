@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include "p2p.h"
 #include "buf.h"
@@ -40,22 +41,143 @@ static void explain_failure(int err, int n, const MPI_Status *st)
     dti_die(__FILE__, __LINE__, "waiting for messages failed: %s", dti_mpi_error_string(err));
 }
 
+/* ==== time limits ====
+ *
+ * A rank that died on another host, or is stuck in a loop, or a deadlock, leaves its
+ * peers waiting forever, and mpiexec's MPIEXEC_TIMEOUT then kills every rank without
+ * saying who was stuck. So dtlab's waits have limits of their own, and the rank that
+ * reaches one names the rank it was waiting for (in MPI_COMM_WORLD) and, when a
+ * collective set the trace context, the step:
+ *
+ *   MPIEXEC_TIMEOUT=T   every wait stops T - max(3, T/10) seconds after dt_init, a little
+ *                       before mpiexec would kill the job, so that dtlab can speak first;
+ *   DT_TIMEOUT=S        one wait may take S seconds (DT_TIMEOUT=0: no limits at all).
+ *
+ * Waits form chains: in a ring, rank 1 waits for rank 0, which waits for rank 2, which is
+ * stuck. A rank whose peer is itself waiting (the board, watch.c: ranks on the same host)
+ * gives that peer up to GRACE seconds more to speak first, so the message names the end
+ * of the chain. Both limits go through dti_die, so MPI_Abort ends the job.
+ * DT_WAIT=block waits inside MPI_Waitall, where no limit is checked. */
+#define GRACE 1.0
+
+static struct {
+    double deadline;        /* dti_now() after which every wait stops; 0: none */
+    double per_wait;        /* DT_TIMEOUT; 0: no limit */
+    double job, margin;     /* MPIEXEC_TIMEOUT, and how much earlier dtlab stops */
+} lim;
+
+void dti_p2p_limits(double start, double job, double per_wait)
+{
+    lim.per_wait = per_wait > 0 ? per_wait : 0;
+    lim.job = job;
+    lim.margin = job / 10 > 3 ? job / 10 : 3;
+    lim.deadline = job - lim.margin >= 1 ? start + job - lim.margin : 0;
+}
+
+/* What exchange() is waiting for, per thread (DDP's communication thread waits too). Its
+ * receives come first among the requests, then its sends. */
+static _Thread_local struct {
+    int on, src, dst, nrecv;
+    MPI_Comm comm;
+} cur;
+
+static int world_rank_of(int peer, MPI_Comm comm);
+
+/* Which of exchange()'s requests are still pending: 1 a receive, 2 a send, 3 both. */
+static int pending(int n, MPI_Request *reqs)
+{
+    int what = 0;
+    for (int i = 0; cur.on && i < n; i++) {
+        int flag = 1;
+        MPI_Request_get_status(reqs[i], &flag, MPI_STATUS_IGNORE);
+        if (!flag)
+            what |= i < cur.nrecv ? 1 : 2;
+    }
+    return what;
+}
+
+/* The rank this thread waits for, in MPI_COMM_WORLD; -1 when not known. */
+static int waited_for(int n, MPI_Request *reqs)
+{
+    int what = pending(n, reqs);
+    return world_rank_of(what & 1 ? cur.src : what & 2 ? cur.dst : -1, cur.comm);
+}
+
+__attribute__((noreturn))
+static void timed_out(int n, MPI_Request *reqs, double waited, int by_wait)
+{
+    char what[200], where[96], ctx[160], whom[32] = "a rank", limit[128];
+    int p = pending(n, reqs);
+    int src = p & 1 ? world_rank_of(cur.src, cur.comm) : -1;
+    int dst = p & 2 ? world_rank_of(cur.dst, cur.comm) : -1;
+    if (src >= 0 && dst >= 0)
+        snprintf(what, sizeof what, "a message from rank %d, and for rank %d to take "
+                 "this rank's", src, dst);
+    else if (src >= 0)
+        snprintf(what, sizeof what, "a message from rank %d", src);
+    else if (dst >= 0)
+        snprintf(what, sizeof what, "rank %d to take this rank's message (a large "
+                 "message waits for its receiver)", dst);
+    else
+        snprintf(what, sizeof what, "%d MPI request%s not from dtlab's send and receive "
+                 "(a barrier, a nonblocking collective, dt_isend or dt_irecv)", n,
+                 n == 1 ? "" : "s");
+    if (src >= 0 || dst >= 0)
+        snprintf(whom, sizeof whom, "rank %d", src >= 0 ? src : dst);
+    dti_trace_where(where, sizeof where);
+    if (!where[0])
+        ctx[0] = '\0';
+    else if (cur.on)
+        snprintf(ctx, sizeof ctx, " (%s?)", where);
+    else
+        snprintf(ctx, sizeof ctx, " (the last dtlab step of this thread: %s)", where);
+    if (by_wait)
+        snprintf(limit, sizeof limit, "DT_TIMEOUT=%g s a wait", lim.per_wait);
+    else
+        snprintf(limit, sizeof limit, "dtlab stops %g s before MPIEXEC_TIMEOUT=%g would, "
+                 "to say who", lim.margin, lim.job);
+    dti_die(__FILE__, __LINE__, "waited %.1f s for %s%s: %s may have died, be stuck, or "
+            "the ranks disagree on the order of messages (a deadlock) [%s]", waited, what,
+            ctx, whom, limit);
+}
+
 /* MPICH's MPI_Wait spins on the CPU until the message arrives. With one rank per core
  * that is the fastest thing to do; with more ranks than cores the spinning rank holds
  * the core that the rank it waits for needs in order to send. Polite waiting asks MPI
  * whether it is done (MPI_Testall also drives MPICH's progress engine) and, if not,
- * gives the core away with sched_yield before asking again. */
+ * gives the core away with sched_yield before asking again, until the time limit. */
+static int wait_politely(int n, MPI_Request *reqs, MPI_Status *st)
+{
+    double t0 = dti_now(), stop = lim.deadline;
+    int by_wait = lim.per_wait > 0 && (stop == 0 || t0 + lim.per_wait < stop);
+    if (by_wait)
+        stop = t0 + lim.per_wait;
+    double last = stop + GRACE;
+    int err, done = 0;
+    dti_watch_waiting(1);
+    while ((err = MPI_Testall(n, reqs, &done, st)) == MPI_SUCCESS && !done) {
+        sched_yield();
+        double now;
+        if (stop > 0 && (now = dti_now()) > stop) {
+            if (now < last && dti_watch_is_waiting(waited_for(n, reqs)))
+                stop = now + 0.05;        /* that rank waits too: let it speak first */
+            else
+                timed_out(n, reqs, now - t0, by_wait);
+        }
+    }
+    dti_watch_waiting(-1);
+    return err;
+}
+
 void dt_waitall(int n, MPI_Request *reqs)
 {
     MPI_Status small[MAX_REQS], *st = n <= MAX_REQS ? small : malloc(sizeof *st * (size_t)n);
     DT_REQUIRE(st != NULL, "out of memory");
     int err, done = 0;
-    if (!dt_polite()) {
+    if (!dt_polite())
         err = MPI_Waitall(n, reqs, st);
-    } else {
-        while ((err = MPI_Testall(n, reqs, &done, st)) == MPI_SUCCESS && !done)
-            sched_yield();
-    }
+    else if ((err = MPI_Testall(n, reqs, &done, st)) == MPI_SUCCESS && !done)
+        err = wait_politely(n, reqs, st);
     if (err != MPI_SUCCESS)
         explain_failure(err, n, st);
     if (st != small)
@@ -185,9 +307,16 @@ static void exchange(const void *sbuf, size_t snbytes, int dst,
     double t0 = dt_trace_now();
     if (rbuf)
         n = post(0, rhost, rnbytes, src, tag, comm, reqs, n);
+    int nrecv = n;
     if (sbuf)
         n = post(1, shost, snbytes, dst, tag, comm, reqs, n);
+    cur.on = 1;                 /* for a timed-out wait's message */
+    cur.src = rbuf ? src : -1;
+    cur.dst = sbuf ? dst : -1;
+    cur.nrecv = nrecv;
+    cur.comm = comm;
     dt_waitall(n, reqs);
+    cur.on = 0;
     double t1 = dt_trace_now();
 
     if (sbuf) {

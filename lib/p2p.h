@@ -38,7 +38,8 @@ MPI_Request dt_isend(const void *buf, size_t nbytes, int dst, int tag, MPI_Comm 
 MPI_Request dt_irecv(void *buf, size_t nbytes, int src, int tag, MPI_Comm comm);
 
 /* Waits for n requests, politely or not (dt_polite()). Used by p2p and by programs
- * that post their own nonblocking calls. */
+ * that post their own nonblocking calls. A polite wait that passes dtlab's time limit
+ * (MPIEXEC_TIMEOUT, DT_TIMEOUT: see p2p.c) aborts the job, naming whom it waited for. */
 void dt_waitall(int n, MPI_Request *reqs);
 
 /* A barrier over comm, waited for politely (MPI_Ibarrier, then dt_waitall). Programs use

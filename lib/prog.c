@@ -93,6 +93,20 @@ int dt_parse_int(const char *s, int min, int max, int *out)
 
 /* ==== the options programs share ==== */
 
+/* An unknown letter inside a cluster such as "-qx" is named by itself: argv[optind - 1]
+ * may then be the word before. */
+void dt_bad_option(int c, char **argv, char *why, size_t len)
+{
+    char name[64];
+    const char *word = argv[optind - 1];
+    if (c == '?' && optopt > 0 && optopt < 0x80 && strncmp(word, "--", 2) != 0)
+        snprintf(name, sizeof name, "-%c", optopt);
+    else
+        snprintf(name, sizeof name, "%s", word);
+    snprintf(why, len, c == ':' ? "option '%s' needs a value"
+             : "unknown or ambiguous option '%s'", name);
+}
+
 void dt_parse_options(int argc, char **argv, const char *which, const char *usage,
                       dt_opts *o)
 {
@@ -157,11 +171,8 @@ void dt_parse_options(int argc, char **argv, const char *which, const char *usag
         }
         case 'h': dt_usage_help(usage);
         case DT_OPT_DEVICE: case DT_OPT_TRACE: break;   /* dt_init has read them */
-        case ':':
-            snprintf(why, sizeof why, "option '%s' needs a value", argv[optind - 1]);
-            dt_usage_error(usage, why);
-        default:
-            snprintf(why, sizeof why, "unknown or ambiguous option '%s'", argv[optind - 1]);
+        default:                       /* ':' a value missing, '?' an unknown option */
+            dt_bad_option(c, argv, why, sizeof why);
             dt_usage_error(usage, why);
         }
     }
@@ -171,6 +182,14 @@ void dt_parse_options(int argc, char **argv, const char *which, const char *usag
     }
     if (strchr(which, 'm') && strchr(which, 's') && o->min_size > o->max_size)
         dt_usage_error(usage, "--min-size is larger than --max-size");
+    /* count_max is in 4-byte elements: wider ones fit fewer (--type may come last) */
+    size_t esz = strchr(which, 't') ? dt_type_size(o->type) : 4;
+    if (strchr(which, 'c') && esz > 4 && (size_t)o->count * esz > (size_t)count_max * 4) {
+        snprintf(why, sizeof why, "--count %d of %s is too large: at most %zu elements "
+                 "of %s", o->count, dt_type_name(o->type), (size_t)count_max * 4 / esz,
+                 dt_type_name(o->type));
+        dt_usage_error(usage, why);
+    }
 }
 
 /* ==== timing ==== */
@@ -373,8 +392,7 @@ void dt_parse_int_options(int argc, char **argv, const dt_int_option *o, int n,
         else if (c == DT_OPT_DEVICE || c == DT_OPT_TRACE)
             continue;                           /* dt_init has read them */
         else
-            snprintf(why, sizeof why, c == ':' ? "option '%s' needs a value"
-                     : "unknown option '%s'", argv[optind - 1]);
+            dt_bad_option(c, argv, why, sizeof why);
         dt_usage_error(usage, why);
     }
     if (optind < argc) {

@@ -38,7 +38,8 @@ void dt_usage_help(const char *usage);
  *   s --max-size B   bytes, 1 .. 1G
  * plus --help, --device and --trace always. Counts and sizes take K, M, G suffixes.
  * count_max caps --count (0 means 2^28; a program whose count is per block sets
- * 2^28 / N). Fields of options not given keep the values the caller put there. Anything wrong (an unknown option, a missing or bad value, a stray
+ * 2^28 / N), for 4-byte elements: a wider --type gets count_max * 4 bytes' worth.
+ * Fields of options not given keep the values the caller put there. Anything wrong (an unknown option, a missing or bad value, a stray
  * argument, min-size above max-size) ends every rank through dt_usage_error. */
 typedef struct {
     int count, root, iters;
@@ -61,6 +62,11 @@ typedef struct {
 } dt_int_option;
 void dt_parse_int_options(int argc, char **argv, const dt_int_option *o, int n,
                           const char *usage);
+
+/* For a program with its own getopt_long loop (opterr = 0, optstring starting with
+ * ':'): writes into why "option '--x' needs a value" when getopt_long returned ':', or
+ * "unknown or ambiguous option '--x'" when it returned '?', naming the word it saw. */
+void dt_bad_option(int c, char **argv, char *why, size_t len);
 
 /* Runs fn(ctx) once to warm up, then iters times, every run started together
  * (dt_barrier). A run lasts as long as its slowest rank; returns the median of those

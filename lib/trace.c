@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "internal.h"
 #include "p2p.h"
 
 /* A rank stops recording after this many events (128 MiB of them) and says so at the
@@ -180,6 +181,21 @@ void dt_trace_phase(const char *coll, const char *phase)
 static long long field64(size_t v)
 {
     return v > (size_t)LLONG_MAX ? LLONG_MAX : (long long)v;
+}
+
+/* For a timed-out wait's message (p2p.c): this thread's context in words. */
+void dti_trace_where(char *buf, size_t n)
+{
+    if (n == 0)
+        return;
+    buf[0] = '\0';
+    if (strcmp(ctx.coll, "-") == 0)
+        return;
+    int k = snprintf(buf, n, "%s", ctx.coll);
+    if (k >= 0 && (size_t)k < n && strcmp(ctx.phase, "-") && strcmp(ctx.phase, "call"))
+        k += snprintf(buf + k, n - (size_t)k, " %s", ctx.phase);
+    if (k >= 0 && (size_t)k < n && ctx.step >= 0)
+        snprintf(buf + k, n - (size_t)k, " step %d", ctx.step);
 }
 
 void dt_trace_call(const char *coll, size_t count, size_t esize)

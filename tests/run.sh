@@ -18,6 +18,11 @@
 #   7. the grader (tests/grade/grade.sh): full marks for dtlab's reference, zero for the
 #      untouched exercises, planted mistakes losing points with the right message,
 #      hidden tests, bad settings
+#   8. bad input to every program a user runs: a usage message and exit 2 on every rank
+#   9. a rank that dies or hangs: the job ends soon with a message naming the rank
+#  10. train's checkpoints: resumed runs equal uninterrupted ones bit for bit; damaged
+#      or foreign checkpoints refused; a kill while writing loses nothing good
+#  11. random collectives against MPICH's at 1 to 8 ranks, for a bounded time
 # and prints one line per run, PASS or FAIL, with the output of the runs that failed.
 # The last line is "N passed, M failed"; the exit status is 0 only when nothing failed.
 #
@@ -25,13 +30,15 @@
 # fails the run instead of hanging the job; programs run without mpiexec get the same
 # limit through timeout(1) where it exists.
 #
-# Knobs (environment): BUILD, MPIEXEC, MPIEXEC_TIMEOUT, RANKS (default "1 2 3 4 5").
+# Knobs (environment): BUILD, MPIEXEC, MPIEXEC_TIMEOUT, RANKS (default "1 2 3 4 5"),
+# SECTIONS (default "all"; e.g. SECTIONS="5 8" runs only sections 5 and 8).
 set -u
 
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
 MPIEXEC=${MPIEXEC:-mpiexec}
 RANKS=${RANKS:-1 2 3 4 5}
+SECTIONS=${SECTIONS:-all}
 export MPIEXEC_TIMEOUT=${MPIEXEC_TIMEOUT:-120}
 
 passed=0
@@ -45,6 +52,9 @@ limit=()
 if command -v timeout >/dev/null 2>&1; then
     limit=(timeout "$MPIEXEC_TIMEOUT")
 fi
+
+# want N: whether section N is to run.
+want() { [ "$SECTIONS" = all ] || [[ " $SECTIONS " == *" $1 "* ]]; }
 
 now() { date +%s.%N 2>/dev/null || date +%s; }
 
@@ -85,7 +95,8 @@ run() {
     t1=$(now)
     detail=$(grep -E '^[0-9]+%: Checks: ' "$log" | tail -n 1)
     [ -n "$detail" ] || detail=$(status_words "$rc")
-    if grep -q 'APPLICATION TIMED OUT' "$log"; then      # hydra's words for MPIEXEC_TIMEOUT
+    # hydra's words for MPIEXEC_TIMEOUT
+    if grep -q 'APPLICATION TIMED OUT' "$log"; then
         detail="timed out after ${MPIEXEC_TIMEOUT} s (a deadlock?)"
     fi
     detail="$detail  [$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f s", b - a }')]"
@@ -105,141 +116,159 @@ missing() {
 echo "dtlab tests: BUILD=$BUILD MPIEXEC=$MPIEXEC MPIEXEC_TIMEOUT=$MPIEXEC_TIMEOUT"
 
 # ==== 1. unit suites ====
-found=0
-for src in tests/unit_*.c; do
-    [ -e "$src" ] || continue
-    found=1
-    name=$(basename "$src" .c)
-    bin=$BUILD/tests/$name
-    if [ -x "$bin" ]; then
-        run "$name" 0 ${limit[@]+"${limit[@]}"} "$bin"
-    else
-        missing "$name" "$bin"
-    fi
-done
-[ "$found" = 1 ] || { : >"$log"; report "unit suites" 0 "none found in tests/"; }
+unit_tests() {
+    found=0
+    for src in tests/unit_*.c; do
+        [ -e "$src" ] || continue
+        found=1
+        name=$(basename "$src" .c)
+        bin=$BUILD/tests/$name
+        if [ -x "$bin" ]; then
+            run "$name" 0 ${limit[@]+"${limit[@]}"} "$bin"
+        else
+            missing "$name" "$bin"
+        fi
+    done
+    [ "$found" = 1 ] || { : >"$log"; report "unit suites" 0 "none found in tests/"; }
+}
+want 1 && unit_tests
 
 # ==== 2. multi-rank suites ====
-for src in tests/mpi_*.c; do
-    [ -e "$src" ] || continue
-    name=$(basename "$src" .c)
-    bin=$BUILD/tests/$name
-    if [ ! -x "$bin" ]; then
-        missing "$name" "$bin"
-        continue
-    fi
-    for n in $RANKS; do
-        run "$name -n $n" 0 "$MPIEXEC" -n "$n" "$bin"
-    done
-done
-
-# ==== 2b. misuse: every rank stops soon, with dtlab's message, and a failing status ====
-misuse=$BUILD/tests/misuse
-if [ -x "$misuse" ]; then
-    while read -r case expect; do
-        name="misuse $case -n 3"
-        env=()
-        [ "$case" = bad-algo-env ] && env=(env DT_ALLREDUCE_ALGO=tree)
-        t0=$(now)
-        ${env[@]+"${env[@]}"} "$MPIEXEC" -n 3 "$misuse" "$case" >"$log" 2>&1 </dev/null
-        rc=$?
-        t1=$(now)
-        took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f s", b - a }')
-        if [ "$rc" = 0 ]; then
-            report "$name" 0 "exit 0: the misuse went through  [$took]"
-        elif grep -q 'APPLICATION TIMED OUT' "$log"; then
-            report "$name" 0 "timed out: a rank was left waiting  [$took]"
-        elif ! grep -q "^dtlab: .*$expect" "$log"; then
-            report "$name" 0 "exit $rc without dtlab's message about '$expect'  [$took]"
-        else
-            report "$name" 1 "$(status_words "$rc"), message names '$expect'  [$took]"
+multi_tests() {
+    for src in tests/mpi_*.c; do
+        [ -e "$src" ] || continue
+        name=$(basename "$src" .c)
+        bin=$BUILD/tests/$name
+        if [ ! -x "$bin" ]; then
+            missing "$name" "$bin"
+            continue
         fi
-    done < <("$misuse" --list)
-else
-    missing misuse "$misuse"
-fi
+        for n in $RANKS; do
+            run "$name -n $n" 0 "$MPIEXEC" -n "$n" "$bin"
+        done
+    done
+
+    # ==== 2b. misuse: every rank stops soon, with dtlab's message, a failing status ====
+    misuse=$BUILD/tests/misuse
+    if [ -x "$misuse" ]; then
+        while read -r case expect; do
+            name="misuse $case -n 3"
+            env=()
+            [ "$case" = bad-algo-env ] && env=(env DT_ALLREDUCE_ALGO=tree)
+            t0=$(now)
+            ${env[@]+"${env[@]}"} "$MPIEXEC" -n 3 "$misuse" "$case" >"$log" 2>&1 \
+                </dev/null
+            rc=$?
+            t1=$(now)
+            took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f s", b - a }')
+            if [ "$rc" = 0 ]; then
+                report "$name" 0 "exit 0: the misuse went through  [$took]"
+            elif grep -q 'APPLICATION TIMED OUT' "$log"; then
+                report "$name" 0 "timed out: a rank was left waiting  [$took]"
+            elif ! grep -q "^dtlab: .*$expect" "$log"; then
+                report "$name" 0 \
+                    "exit $rc without dtlab's message about '$expect'  [$took]"
+            else
+                report "$name" 1 "$(status_words "$rc"), message names '$expect'  [$took]"
+            fi
+        done < <("$misuse" --list)
+    else
+        missing misuse "$misuse"
+    fi
+}
+want 2 && multi_tests
 
 # ==== 3. lessons ====
-lessons=()
+lessons=()                 # sections 3 and 4
 for bin in "$BUILD"/lessons/*; do
     [ -f "$bin" ] && [ -x "$bin" ] && lessons+=("$bin")
 done
-if [ ${#lessons[@]} -eq 0 ]; then
-    echo "(no lessons built in $BUILD/lessons: skipping the lesson runs)"
-fi
-for bin in "${lessons[@]}"; do
-    name=lessons/$(basename "$bin")
-    for n in $RANKS; do
-        run "$name -n $n" 0 "$MPIEXEC" -n "$n" "$bin"
-    done
-    run "$name --help" 0 "$MPIEXEC" -n 1 "$bin" --help
-    if [ "$(grep -c . "$log")" -lt 2 ]; then
-        report "$name --help prints a usage text" 0 "it printed $(grep -c . "$log") lines"
+lesson_tests() {
+    if [ ${#lessons[@]} -eq 0 ]; then
+        echo "(no lessons built in $BUILD/lessons: skipping the lesson runs)"
     fi
-    run "$name --bogus" 2 "$MPIEXEC" -n 1 "$bin" --bogus
-    run "$name --bogus -n 2" 2 "$MPIEXEC" -n 2 "$bin" --bogus
-done
+    for bin in "${lessons[@]}"; do
+        name=lessons/$(basename "$bin")
+        for n in $RANKS; do
+            run "$name -n $n" 0 "$MPIEXEC" -n "$n" "$bin"
+        done
+        run "$name --help" 0 "$MPIEXEC" -n 1 "$bin" --help
+        if [ "$(grep -c . "$log")" -lt 2 ]; then
+            report "$name --help prints a usage text" 0 \
+                "it printed $(grep -c . "$log") lines"
+        fi
+        run "$name --bogus" 2 "$MPIEXEC" -n 1 "$bin" --bogus
+        run "$name --bogus -n 2" 2 "$MPIEXEC" -n 2 "$bin" --bogus
+    done
+}
+want 3 && lesson_tests
 
 # ==== 4. dttrace on a lesson's trace ====
-dttrace=$BUILD/dttrace
-if [ ! -x "$dttrace" ]; then
-    missing dttrace "$dttrace"
-elif [ ${#lessons[@]} -eq 0 ]; then
-    echo "(no lesson to write a trace: skipping dttrace)"
-else
-    # the ring allreduce lesson if there is one, else the first lesson
-    writer=${lessons[0]}
-    for bin in "${lessons[@]}"; do
-        case $bin in */08_ring_allreduce) writer=$bin ;; esac
-    done
-    trace=$tmp/lesson.trace
-    run "$(basename "$writer") --trace (4 ranks)" 0 "$MPIEXEC" -n 4 "$writer" --trace "$trace"
-    if [ -s "$trace" ] && head -n 1 "$trace" | grep -q '^# dtlab-trace '; then
-        report "trace file written" 1 "$(grep -vc '^#' "$trace") events"
-        # The ranks' clocks agree: every message is received no earlier than it began to
-        # be sent. Pairs the k-th send from a to b with the k-th receive by b from a
-        # (MPI keeps that order); columns: t0 t1 rank kind peer ...
-        bad=$(awk '!/^#/ && $4 == "send" { s[$3 " " $5, ns[$3 " " $5]++] = $1 }
-                   !/^#/ && $4 == "recv" { r[$5 " " $3, nr[$5 " " $3]++] = $2 }
-                   END { bad = 0; pairs = 0
-                         for (k in ns) for (i = 0; i < ns[k]; i++) {
-                             if (!((k, i) in r)) { bad++; continue }
-                             pairs++
-                             if (r[k, i] + 1e-6 < s[k, i]) bad++ }
-                         print bad, pairs }' "$trace")
-        if [ "${bad%% *}" = 0 ] && [ "${bad#* }" -gt 0 ]; then
-            report "trace clocks agree (recv ends after send begins)" 1 "${bad#* } messages"
-        else
-            report "trace clocks agree (recv ends after send begins)" 0 \
-                "bad and total send/recv pairs: $bad"
-        fi
-        run "dttrace FILE" 0 ${limit[@]+"${limit[@]}"} "$dttrace" "$trace"
-        run "dttrace --chrome OUT FILE" 0 ${limit[@]+"${limit[@]}"} "$dttrace" \
-            --chrome "$tmp/lesson.json" "$trace"
-        : >"$log"
-        if [ -s "$tmp/lesson.json" ] && grep -q '"traceEvents"\|^\[' "$tmp/lesson.json"; then
-            report "dttrace Chrome JSON" 1 "$(wc -c <"$tmp/lesson.json") bytes"
-        else
-            report "dttrace Chrome JSON" 0 "missing, empty or not trace JSON"
-        fi
+dttrace_tests() {
+    dttrace=$BUILD/dttrace
+    if [ ! -x "$dttrace" ]; then
+        missing dttrace "$dttrace"
+    elif [ ${#lessons[@]} -eq 0 ]; then
+        echo "(no lesson to write a trace: skipping dttrace)"
     else
-        : >"$log"
-        report "trace file written" 0 "no trace, or no '# dtlab-trace' header"
-    fi
-    # bad input: a usage error, and a missing or garbled file (an error, not a crash)
-    run "dttrace --bogus" 2 ${limit[@]+"${limit[@]}"} "$dttrace" --bogus
-    printf '# dtlab-trace 1\nthis is not an event\n' >"$tmp/garbled.trace"
-    for f in "$tmp/no-such.trace" "$tmp/garbled.trace"; do
-        ${limit[@]+"${limit[@]}"} "$dttrace" "$f" >"$log" 2>&1 </dev/null
-        rc=$?
-        name="dttrace on a $(basename "$f" .trace) file"
-        if [ "$rc" -ge 1 ] && [ "$rc" -lt 124 ]; then
-            report "$name" 1 "$(status_words "$rc")"
+        # the ring allreduce lesson if there is one, else the first lesson
+        writer=${lessons[0]}
+        for bin in "${lessons[@]}"; do
+            case $bin in */08_ring_allreduce) writer=$bin ;; esac
+        done
+        trace=$tmp/lesson.trace
+        run "$(basename "$writer") --trace (4 ranks)" 0 "$MPIEXEC" -n 4 "$writer" \
+            --trace "$trace"
+        if [ -s "$trace" ] && head -n 1 "$trace" | grep -q '^# dtlab-trace '; then
+            report "trace file written" 1 "$(grep -vc '^#' "$trace") events"
+            # The ranks' clocks agree: every message is received no earlier than it
+            # began to be sent. Pairs the k-th send from a to b with the k-th receive
+            # by b from a (MPI keeps that order); columns: t0 t1 rank kind peer ...
+            bad=$(awk '!/^#/ && $4 == "send" { s[$3 " " $5, ns[$3 " " $5]++] = $1 }
+                       !/^#/ && $4 == "recv" { r[$5 " " $3, nr[$5 " " $3]++] = $2 }
+                       END { bad = 0; pairs = 0
+                             for (k in ns) for (i = 0; i < ns[k]; i++) {
+                                 if (!((k, i) in r)) { bad++; continue }
+                                 pairs++
+                                 if (r[k, i] + 1e-6 < s[k, i]) bad++ }
+                             print bad, pairs }' "$trace")
+            if [ "${bad%% *}" = 0 ] && [ "${bad#* }" -gt 0 ]; then
+                report "trace clocks agree (recv ends after send begins)" 1 \
+                    "${bad#* } messages"
+            else
+                report "trace clocks agree (recv ends after send begins)" 0 \
+                    "bad and total send/recv pairs: $bad"
+            fi
+            run "dttrace FILE" 0 ${limit[@]+"${limit[@]}"} "$dttrace" "$trace"
+            run "dttrace --chrome OUT FILE" 0 ${limit[@]+"${limit[@]}"} "$dttrace" \
+                --chrome "$tmp/lesson.json" "$trace"
+            : >"$log"
+            if [ -s "$tmp/lesson.json" ] &&
+               grep -q '"traceEvents"\|^\[' "$tmp/lesson.json"; then
+                report "dttrace Chrome JSON" 1 "$(wc -c <"$tmp/lesson.json") bytes"
+            else
+                report "dttrace Chrome JSON" 0 "missing, empty or not trace JSON"
+            fi
         else
-            report "$name" 0 "$(status_words "$rc"), want an error"
+            : >"$log"
+            report "trace file written" 0 "no trace, or no '# dtlab-trace' header"
         fi
-    done
-fi
+        # bad input: a usage error, and a missing or garbled file (an error, not a crash)
+        run "dttrace --bogus" 2 ${limit[@]+"${limit[@]}"} "$dttrace" --bogus
+        printf '# dtlab-trace 1\nthis is not an event\n' >"$tmp/garbled.trace"
+        for f in "$tmp/no-such.trace" "$tmp/garbled.trace"; do
+            ${limit[@]+"${limit[@]}"} "$dttrace" "$f" >"$log" 2>&1 </dev/null
+            rc=$?
+            name="dttrace on a $(basename "$f" .trace) file"
+            if [ "$rc" -ge 1 ] && [ "$rc" -lt 124 ]; then
+                report "$name" 1 "$(status_words "$rc")"
+            else
+                report "$name" 0 "$(status_words "$rc"), want an error"
+            fi
+        done
+    fi
+}
+want 4 && dttrace_tests
 
 # ==== 5. the training driver ====
 # build/train in every mode at the rank counts from 1 to 4 it can use (exit 0, and a
@@ -270,7 +299,8 @@ train_tests() {
             train_ok "train --mode $mode -n $n" "$n" --mode "$mode" "${small[@]}"
         done
     done
-    train_ok "train dp --dedicated-server -n 3" 3 --mode dp --dedicated-server "${small[@]}"
+    train_ok "train dp --dedicated-server -n 3" 3 --mode dp --dedicated-server \
+        "${small[@]}"
     train_ok "train dp --async 1 -n 3" 3 --mode dp --async 1 "${small[@]}"
     train_ok "train ddp --accum 2 --no-overlap -n 2" 2 --mode ddp --accum 2 --no-overlap \
         --bucket-kb 1 "${small[@]}"
@@ -392,7 +422,7 @@ train_tests() {
         report "train --dump wrote the weights" 0 "a dump file is missing or empty"
     fi
 }
-train_tests
+want 5 && train_tests
 
 # ==== 6. the viewer ====
 viz_tests() {
@@ -542,7 +572,7 @@ EOF
     [ "$n" = 7 ] && report "make demo wrote the ring's steps as PNG" 1 "$n frames" ||
         report "make demo wrote the ring's steps as PNG" 0 "$n frames, not 7"
 }
-viz_tests
+want 6 && viz_tests
 
 # ==== 7. the grader ====
 # Fair both ways: dtlab's reference gets full marks, the untouched exercises get zero,
@@ -626,7 +656,19 @@ grade_tests() {
         run "grade refuses $bad" 2 "${g[@]}" "$bad" bash tests/grade/grade.sh
     done
 }
-grade_tests
+want 7 && grade_tests
+
+# ==== 8-11: each in its own file, which defines the function called here ====
+#   8. bad input to every program a user runs          tests/badinput.sh
+#   9. dying and stuck ranks                           tests/faults.sh
+#  10. train's checkpoints                             tests/checkpoint.sh
+#  11. random collectives against MPICH (bounded)      tests/stress.sh
+for section in 8:badinput 9:faults 10:checkpoint 11:stress; do
+    if want "${section%%:*}" && [ -f "tests/${section#*:}.sh" ]; then
+        . "tests/${section#*:}.sh"
+        "${section#*:}_tests"
+    fi
+done
 
 echo
 [ "$failed" -eq 0 ] || echo "failed:$failures"

@@ -12,6 +12,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "trace.h"
 
@@ -103,11 +104,22 @@ int main(int argc, char **argv)
     };
     const char *chrome = NULL;
     int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    opterr = 0;                                 /* the messages below, in our words */
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'c': chrome = optarg; break;
         case 'h': fputs(usage, stdout); return 0;
-        default:  fputs(usage, stderr); return 2;     /* getopt said what was wrong */
+        case ':':
+            fprintf(stderr, "dttrace: option '%s' needs a value\n%s", argv[optind - 1],
+                    usage);
+            return 2;
+        default:
+            if (optopt > 0 && optopt < 0x80 && strncmp(argv[optind - 1], "--", 2))
+                fprintf(stderr, "dttrace: unknown option '-%c'\n%s", optopt, usage);
+            else
+                fprintf(stderr, "dttrace: unknown option '%s'\n%s", argv[optind - 1],
+                        usage);
+            return 2;
         }
     }
     if (argc - optind != 1) {

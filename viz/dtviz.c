@@ -11,6 +11,7 @@
  *
  * Exit status: 0 done, 1 something failed (no display, no font, a file not written),
  * 2 a usage error or an input that cannot be shown. No MPI here: it reads files. */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -85,10 +86,13 @@ static int bad(const char *fmt, ...)
     return 2;
 }
 
-/* s as a whole number in [lo, hi]; 0, or -1 if it is not one. */
+/* s as a whole number in [lo, hi]; 0, or -1 if it is not one (strtoll alone would
+ * take leading spaces and a '+'). */
 static int parse_num(const char *s, long long lo, long long hi, long long *v)
 {
     char *end;
+    if (!isdigit((unsigned char)s[0]) && !(s[0] == '-' && isdigit((unsigned char)s[1])))
+        return -1;
     errno = 0;
     long long x = strtoll(s, &end, 10);
     if (errno != 0 || end == s || *end != '\0' || x < lo || x > hi)

@@ -138,6 +138,7 @@ typedef struct {
     int wp_owned;       /* wp was allocated here (not master, not m.params) */
     float *scale_of;    /* [steps + 1]: the loss scale that goes with version v */
     size_t state_bytes;
+    int s0;             /* the step a resumed run starts after (0: a fresh run) */
 } dp_state;
 
 static void post_version(dp_state *d, int v);
@@ -393,8 +394,6 @@ static void server_step(dp_state *d, int s, int u)
         dti_compute_event("optimizer", s, -1, -1, t0);
     }
     d->scale_of[s] = dti_loss_scale(r);
-    if (s <= d->vmax)
-        publish(d, s);
 
     if (d->K)
         snprintf(extra, sizeof extra, "weights of step %d%s%s", u, scaler[0] ? "  " : "",
@@ -421,7 +420,7 @@ static void summarize(dp_state *d)
     if (r->rank != 0)
         return;
     double psi = (double)d->wbytes, kib = 1024;
-    int S = c->steps, V = d->vmax > 0 ? d->vmax : 0, Wo = d->others;
+    int S = c->steps - d->s0, V = d->vmax > d->s0 ? d->vmax - d->s0 : 0, Wo = d->others;
     dti_summary(r, "parameter server: rank 0 serves; workers: ranks %d..%d (%s); %s",
                 d->first, r->size - 1, d->first ? "dedicated server"
                 : "the server computes too", d->K ? "asynchronous" : "synchronous");
@@ -458,19 +457,71 @@ static void summarize(dp_state *d)
     free(all);
 }
 
+/* ==== checkpoints ==== */
+
+/* The server's shard holds the whole state: its master weights and optimizer state.
+ * A worker reads the weights from it into a buffer of its own (weights, host). */
+static int checkpoint_start(dp_state *d, float **weights)
+{
+    dti_run *r = d->r;
+    *weights = NULL;
+    if (r->rank == 0) {
+        dti_ckpt_region(r, "weights", d->master, d->n * sizeof(float));
+        dti_ckpt_region(r, "state", d->state, d->state_bytes);
+    } else if (r->cfg->resume_dir) {
+        *weights = calloc(d->n, sizeof(float));
+        DT_REQUIRE(*weights != NULL, "out of host memory");
+        dti_ckpt_region(r, "weights", *weights, d->n * sizeof(float));
+    }
+    return dti_ckpt_start(r, 0);
+}
+
+/* Resumed at step s0: every rank holds version s0 of the weights, as the synchronous
+ * loop leaves it after step s0 (async runs are never checkpointed). */
+static void resume(dp_state *d, int s0, const float *weights)
+{
+    dti_run *r = d->r;
+    if (r->rank == 0) {
+        if (d->wp != (void *)d->master)        /* the working copy the server sends */
+            dti_from_float(d->master, d->wp, d->type, d->n);
+        d->scale_of[s0] = dti_loss_scale(r);
+    } else {
+        float *mine = malloc(d->n * sizeof(float));
+        DT_REQUIRE(mine != NULL, "out of host memory");
+        dti_model_take(&d->m, weights, mine);
+        dti_from_float(mine, d->m.params, d->type, d->n);
+        free(mine);
+    }
+    if (d->computes) {
+        d->have = s0;
+        d->scale = dti_loss_scale(r);
+    }
+}
+
 /* ==== the loop ==== */
 
 void dti_train_dp(dti_run *r)
 {
     dp_state d;
     setup(&d, r);
-    for (int s = 1; s <= r->cfg->steps; s++) {
+    float *weights;
+    d.s0 = checkpoint_start(&d, &weights);
+    if (d.s0 > 0)
+        resume(&d, d.s0, weights);
+    free(weights);
+    for (int s = d.s0 + 1; s <= r->cfg->steps; s++) {
         dti_step_begin(r, s);
         int u = s - 1 - d.K > 0 ? s - 1 - d.K : 0;    /* the weights step s uses */
         if (r->rank == 0)
             server_step(&d, s, u);
         else
             worker_step(&d, s, u);
+        /* a checkpoint, if one is due, before version s goes out to the workers: the
+         * ranks save with no message in flight (a blocking send would wait for a
+         * worker that waits in the checkpoint) */
+        dti_ckpt_step(r, s);
+        if (r->rank == 0 && s <= d.vmax)
+            publish(&d, s);
     }
     if (r->rank == 0 && d.req)                  /* the last versions' sends */
         dt_waitall(d.R * d.nreq, d.req);

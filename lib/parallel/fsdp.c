@@ -206,7 +206,9 @@ static void fsdp_free(fsdp *f)
         dti_free(r, DTI_OPTIM, f->state[l], s * f->S * sizeof(float));
         if (f->sep || f->zero == 3)
             dti_free(r, DTI_PARAMS, f->master[l], s * sizeof(float));
-        if (f->w[l] != (void *)f->master[l])
+        /* w was allocated unless it is the master itself (stage 3, fp32); in fp32 at
+         * stages 1-2 the master points into w, at rank 0 to its very start */
+        if (f->zero < 3 || f->sep)
             dti_free(r, DTI_PARAMS, f->w[l], (f->zero < 3 ? P : s) * f->ws);
     }
     dti_free(r, DTI_PARAMS, f->wf, f->nmax * sizeof(float));
@@ -380,7 +382,7 @@ static void summary_wrapped(dti_run *r, const char *text)
     }
 }
 
-static void report(const fsdp *f, size_t sent_steps)
+static void report(const fsdp *f, size_t sent_steps, int steps)
 {
     dti_run *r = f->r;
     const dt_train_config *cfg = r->cfg;
@@ -433,7 +435,7 @@ static void report(const fsdp *f, size_t sent_steps)
                     : "on the CPU everything is in host memory already: nothing moved");
     int k = f->zero == 3 ? 3 : 2;
     dti_summary(r, "sent per step, rank 0: %.0f bytes%s; expected %zu =", (double)
-                sent_steps / cfg->steps, f->fp16 ? " (with the scaler's flag)" : "",
+                sent_steps / steps, f->fp16 ? " (with the scaler's flag)" : "",
                 (size_t)k * (f->N - 1) * sums * f->ws);
     dti_summary(r, "  %s = %d(N-1)/N x %zu bytes of weights", f->zero == 3 ?
                 "2 allgathers + reduce-scatter" : "reduce-scatter + allgather", k,
@@ -467,7 +469,24 @@ void dti_train_fsdp(dti_run *r)
     int *yd = r->where == DT_CUDA ? dt_malloc((size_t)B * sizeof(int), DT_CUDA) : y;
     size_t sent_steps = 0;
 
-    for (int step = 1; step <= cfg->steps; step++) {
+    /* checkpoints: every rank its master and optimizer shards; the working weights are
+     * rebuilt from them (rounded in fp16, gathered whole in stages 1 and 2) */
+    char name[24];
+    for (int l = 0; l < f.L; l++) {
+        snprintf(name, sizeof name, "weights.%d", l);
+        dti_ckpt_region(r, name, f.master[l], f.s[l] * sizeof(float));
+        snprintf(name, sizeof name, "state.%d", l);
+        dti_ckpt_region(r, name, f.state[l], f.s[l] * f.S * sizeof(float));
+    }
+    int s0 = dti_ckpt_start(r, r->rank);
+    for (int l = 0; s0 > 0 && l < f.L; l++) {
+        if (f.sep)
+            dti_from_float(f.master[l], work_shard(&f, l), f.type, f.s[l]);
+        if (f.zero < 3)
+            dt_allgather(MPI_IN_PLACE, 0, f.type, f.w[l], (int)f.s[l], f.type, f.comm);
+    }
+
+    for (int step = s0 + 1; step <= cfg->steps; step++) {
         dti_step_begin(r, step);
         size_t sent0 = dt_bytes_sent();
         dt_data_batch(cfg->data, step - 1, Bg, first, B, x, y);
@@ -501,6 +520,7 @@ void dti_train_fsdp(dti_run *r)
         snprintf(extra, sizeof extra, "sent %.1f KiB%s%s", sent / 1024.0,
                  scaler[0] ? ", " : "", scaler);
         dti_step_end(r, step, (float)(loss / Bg), !ok, extra);
+        dti_ckpt_step(r, step);
     }
 
     /* final weights: each rank its master shards, at their places, padding left out */
@@ -516,7 +536,7 @@ void dti_train_fsdp(dti_run *r)
         memcpy(owned + f.off[l] + lo, shard, (hi - lo) * sizeof(float));
     }
     dti_result_params(r, owned);
-    report(&f, sent_steps);
+    report(&f, sent_steps, cfg->steps - s0);
 
     free(shard);
     free(owned);

@@ -73,6 +73,7 @@ void dti_train_hybrid(dti_run *r)
     DT_CHECK_MPI(MPI_Comm_split(r->comm, d * P + p, t, &tp));
     DT_CHECK_MPI(MPI_Comm_split(r->comm, d * T + t, p, &pp));
     DT_CHECK_MPI(MPI_Comm_split(r->comm, p * T + t, d, &dp));
+    r->made[0] = tp, r->made[1] = pp, r->made[2] = dp, r->nmade = 3;
 
     /* this rank's layers, rows and micro-batches */
     size_t l0, l1;
@@ -94,6 +95,14 @@ void dti_train_hybrid(dti_run *r)
     size_t state_bytes = m.n * S * sizeof(float);
     float *state = dti_alloc(r, DTI_OPTIM, state_bytes, 0);
 
+    /* checkpoints: replica 0's ranks hold all there is (every replica is the same); in
+     * fp16 the working weights are the master weights rounded */
+    dti_ckpt_region(r, "weights", master, m.n * sizeof(float));
+    dti_ckpt_region(r, "state", state, state_bytes);
+    int s0 = dti_ckpt_start(r, r->rank % (T * P));
+    if (fp16 && s0 > 0)
+        dti_from_float(master, m.params, m.type, m.n);
+
     dti_pp *pipe = dti_pp_new(&m, pp, M, mb, c->schedule);
     dti_ddp *ddp = D > 1 ? dti_ddp_new(m.grads, m.type, m.off, m.nl, dp,
                                        (size_t)c->bucket_kb * 1024, c->overlap) : NULL;
@@ -104,7 +113,7 @@ void dti_train_hybrid(dti_run *r)
     double wait_sum = 0, bubble = 0;
     int stash = 0;
 
-    for (int s = 1; s <= c->steps; s++) {
+    for (int s = s0 + 1; s <= c->steps; s++) {
         dti_step_begin(r, s);
         dt_memzero(m.grads, m.n * dti_work_size(r));
         dt_data_batch(c->data, s - 1, B, d * Bd, Bd, x, y);
@@ -137,6 +146,7 @@ void dti_train_hybrid(dti_run *r)
                    dti_ddp_wait_seconds(ddp) * 1e3);
         append(extra, sizeof extra, "%s", scaler);
         dti_step_end(r, s, (float)(total / B), !apply, extra);
+        dti_ckpt_step(r, s);
     }
 
     /* the summary */
@@ -180,7 +190,7 @@ void dti_train_hybrid(dti_run *r)
                     "overlap %s;", D, r->res->buckets, r->res->buckets == 1 ? "" : "s",
                     c->bucket_kb, c->overlap ? "on" : "off");
         dti_summary(r, "  mean wait for communication after backward %.3f ms",
-                    wait_sum / c->steps * 1e3);
+                    wait_sum / (c->steps - s0) * 1e3);
     }
 
     /* the final weights: replica 0 owns them */
@@ -204,6 +214,7 @@ void dti_train_hybrid(dti_run *r)
     if (fp16)
         dti_free(r, DTI_PARAMS, master, m.n * sizeof(float));
     dti_model_free(&m);
+    r->nmade = 0;
     MPI_Comm_free(&tp);
     MPI_Comm_free(&pp);
     MPI_Comm_free(&dp);

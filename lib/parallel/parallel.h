@@ -118,6 +118,20 @@ typedef struct {
     /* hybrid: data-parallel, tensor-parallel and pipeline sizes, D*T*P = ranks */
     int dp, tp, pp;
 
+    /* checkpoints (checkpoint.c). Every checkpoint_every steps (and after the last
+     * step) the whole training state is saved under checkpoint_dir: weights, optimizer
+     * state, fp16 master weights and loss scaler, the step reached and the losses so
+     * far. It is written atomically (a new step directory, then a rename of the pointer
+     * to the newest), with a CRC-32 per file, each rank writing only the state no
+     * lower rank holds (fsdp: every rank its shard), and a manifest. resume_dir (may
+     * equal checkpoint_dir) continues from its newest checkpoint: the same weights and
+     * losses as a run never stopped, bit for bit in fp32. A checkpoint written by
+     * another configuration, or damaged, is refused with a message saying what is
+     * wrong. NULL / 0: none. */
+    const char *checkpoint_dir;
+    int checkpoint_every;
+    const char *resume_dir;
+
     /* Called on rank 0 after every step (may be NULL). */
     void (*on_step)(const dt_step_report *r, void *ctx);
     void *ctx;
@@ -138,9 +152,9 @@ void dt_train_defaults_for(dt_train_config *c, dt_mode mode, const dt_dataset *d
  * batch the data-parallel ranks cannot share evenly, ...). Needs no MPI. */
 int dt_train_check(const dt_train_config *c, int nranks, char *why, size_t len);
 
-/* For lessons, which must do something sensible at any rank count: returns 1 when c
- * can run on the ranks of MPI_COMM_WORLD; otherwise rank 0 prints "program cannot run
- * on N ranks:" and the reason, and it returns 0 (the program then ends normally). */
+/* For lessons: returns 1 when c can run on the ranks of MPI_COMM_WORLD; otherwise it
+ * is a usage error (dt_usage_error: rank 0 prints "program: cannot run on N ranks:"
+ * and the reason, every rank exits with status 2) and it does not return. */
 int dt_train_can_run(const dt_train_config *c, const char *program);
 
 typedef struct {

@@ -11,6 +11,7 @@
  *   hybrid.c  the training loop of serial, ddp, tp, pp and hybrid (D x T x P)
  *   dp.c      the parameter server
  *   fsdp.c    ZeRO 1/2/3
+ *   checkpoint.c  saving the training state, and resuming from it
  *
  * Conventions: steps count from 1 (data batch step-1); element counts are size_t;
  * buffers of the model live where the run says (r->where), and only mixed.c helpers,
@@ -39,7 +40,12 @@ typedef struct {
     float grad_scale;           /* the scale the last step's gradients were made with */
     int updates;                /* optimizer steps taken (skipped fp16 steps excluded) */
     double t_begin;             /* start of the current step */
-    double t_sum;               /* step times, steps 2.. */
+    double t_sum;               /* step times, steps first+1.. */
+    int first;                  /* the first step this run trains: 1, or the step after
+                                   the checkpoint it resumed from */
+    struct dti_ckpt *ckpt;      /* checkpoints (checkpoint.c); NULL: none */
+    MPI_Comm made[3];           /* communicators the mode split from comm, nmade of */
+    int nmade;                  /* them: a checkpoint refusal frees them (checkpoint.c) */
 } dti_run;
 
 /* Allocates nbytes (zeroed) where the run's model state lives (on the host when
@@ -232,6 +238,38 @@ void dti_ddp_layer_done(dti_ddp *d, int i);
 void dti_ddp_finish(dti_ddp *d);
 /* Seconds the last step spent waiting in dti_ddp_finish (communication not hidden). */
 double dti_ddp_wait_seconds(const dti_ddp *d);
+
+/* ==== checkpoints (checkpoint.c) ==== */
+
+typedef struct dti_ckpt dti_ckpt;
+
+/* dt_train, before the mode sets up: checks that checkpoint_dir can be written and,
+ * when resuming, that the newest checkpoint in resume_dir is whole and was written by
+ * this configuration; any problem ends every rank with one sentence and exit status 2
+ * (dt_usage_error). Sets r->ckpt (NULL when the run neither saves nor resumes).
+ * dti_ckpt_close adds the summary lines and frees it. Both collective. */
+void dti_ckpt_open(dti_run *r);
+void dti_ckpt_close(dti_run *r);
+
+/* The mode, at set-up: a region of this rank's training state (weights, optimizer
+ * state, ...): name (one word, the same on every rank that holds the same part), p
+ * (host or device, not owned) and nbytes. Not collective; nothing when r->ckpt is
+ * NULL. Register everything the next steps read that is not rebuilt from it. */
+void dti_ckpt_region(dti_run *r, const char *name, void *p, size_t nbytes);
+
+/* After the regions: owner is the rank whose shard holds this rank's state (this rank
+ * when no lower rank holds the same; owner <= rank), which writes it. When resuming,
+ * loads the regions from the owner's shard (size and CRC-32 checked, agreed over the
+ * ranks), restores r->updates, the loss scaler, r->first and the losses so far, and
+ * returns the step reached: the mode then rebuilds what it derives from its regions
+ * (fp16 working weights, gathered layers) and trains from that step + 1. Returns 0
+ * for a fresh run. Collective. */
+int dti_ckpt_start(dti_run *r, int owner);
+
+/* After step `step` is done on every rank (dti_step_end called): saves a checkpoint
+ * when one is due (every checkpoint_every steps and after the last). Collective; no
+ * message may be in flight between ranks. */
+void dti_ckpt_step(dti_run *r, int step);
 
 /* ==== the modes ==== */
 

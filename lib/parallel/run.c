@@ -10,6 +10,7 @@
 #include "collectives/collectives.h"
 #include "p2p.h"
 #include "parallel_internal.h"
+#include "prog.h"
 #include "schedule.h"
 #include "trace.h"
 
@@ -126,6 +127,12 @@ int dt_train_check(const dt_train_config *c, int n, char *why, size_t len)
         WHY("--dedicated-server is for mode dp");
     if (c->mode == DT_MODE_DP && c->dedicated_server && n < 2)
         WHY("a dedicated server needs at least 2 ranks: one to serve, one to compute");
+    if (c->checkpoint_dir && (c->checkpoint_every < 0 || c->checkpoint_every > 1000000))
+        WHY("checkpoints every %d steps: it must be 1 .. 10^6 (0: after the last step "
+            "only)", c->checkpoint_every);
+    if ((c->checkpoint_dir || c->resume_dir) && c->mode == DT_MODE_DP && c->async > 0)
+        WHY("dp --async %d cannot be checkpointed: the weights on their way to the "
+            "workers are part of its state (use --async 0)", c->async);
 
     int D, T, P;
     mode_sizes(c, n, &D, &T, &P);
@@ -154,15 +161,14 @@ int dt_train_check(const dt_train_config *c, int n, char *why, size_t len)
 
 int dt_train_can_run(const dt_train_config *c, const char *program)
 {
-    char why[256];
+    char why[256], msg[320], hint[96];
     int n = dt_size();
     if (dt_train_check(c, n, why, sizeof why) == 0)
         return 1;
-    if (dt_rank() == 0) {
-        printf("%s cannot run on %d rank%s:\n%s\n", program, n, n == 1 ? "" : "s", why);
-        fflush(stdout);
-    }
-    return 0;
+    /* a usage error: what the user asked for (the options, the rank count) cannot run */
+    snprintf(msg, sizeof msg, "cannot run on %d rank%s: %s", n, n == 1 ? "" : "s", why);
+    snprintf(hint, sizeof hint, "Try '%s --help' for its options.\n", program);
+    dt_usage_error(hint, msg);
 }
 
 /* ==== the books ==== */
@@ -198,7 +204,7 @@ void dti_step_end(dti_run *r, int step, float loss, int skipped, const char *ext
     DT_REQUIRE(step >= 1 && step <= r->cfg->steps, "dti_step_end: step %d of %d", step,
                r->cfg->steps);
     double dt = MPI_Wtime() - r->t_begin;
-    if (step >= 2 || r->cfg->steps == 1)
+    if (step > r->first || r->cfg->steps == r->first)    /* the first warms up */
         r->t_sum += dt;
     r->res->loss[step - 1] = loss;
     r->res->skipped[step - 1] = skipped;
@@ -262,6 +268,7 @@ void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
     r.where = c->on_device ? DT_CUDA : DT_CPU;
     r.nparams = dt_mlp_nparams(&c->model);
     r.res = res;
+    r.first = 1;
     dt_scaler_init(&r.scaler, &c->scaler);
 
     memset(res, 0, sizeof *res);
@@ -273,6 +280,7 @@ void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
     DT_REQUIRE(res->loss && res->skipped && (r.rank != 0 || res->params),
                "out of host memory");
 
+    dti_ckpt_open(&r);
     dt_barrier(r.comm);
     dt_bytes_reset();
     switch (c->mode) {
@@ -281,12 +289,13 @@ void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
     default: dti_train_hybrid(&r); break;
     }
     res->bytes_sent = dt_bytes_sent();
+    dti_ckpt_close(&r);
 
     /* the books, made the same on every rank (MPI's own calls: not training traffic) */
     unsigned long long mine = res->bytes_sent, most = 0;
     MPI_Allreduce(&mine, &most, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, r.comm);
     res->bytes_sent_max = (size_t)most;
-    double t = r.t_sum / (c->steps > 1 ? c->steps - 1 : 1), tmax = 0;
+    double t = r.t_sum / (c->steps > r.first ? c->steps - r.first : 1), tmax = 0;
     MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, r.comm);
     res->seconds_per_step = tmax;
     MPI_Bcast(res->loss, c->steps, MPI_FLOAT, 0, r.comm);
@@ -323,6 +332,8 @@ void dt_train_serial(const dt_train_config *c, MPI_Comm comm, dt_train_result *r
         s.mode = DT_MODE_SERIAL;
         s.async = 0;
         s.dedicated_server = 0;
+        s.checkpoint_dir = s.resume_dir = NULL;   /* the reference saves nothing */
+        s.checkpoint_every = 0;
         s.on_step = NULL;
         dt_train(&s, MPI_COMM_SELF, ref);
     }

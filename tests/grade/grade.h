@@ -184,9 +184,14 @@ static inline const char *gr_outside(int at, int count)
 
 /* ==== running ==== */
 
-static void gr_crashed(int sig)
+/* What dt_init had installed for each signal gr_crashed catches: dtlab's handler. */
+static const int gr_signals[4] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+static struct sigaction gr_next[4];
+
+static void gr_crashed(int sig, siginfo_t *info, void *uctx)
 {
-    /* async-signal-safe: write(2) only, then die of the same signal */
+    /* async-signal-safe: write(2) only, then dtlab's handler (which tells dtlab's watcher
+     * that the death was explained) or, without one, die of the same signal */
     char msg[96], num[12];
     int k = 0, r = ht_rank;
     const char *head = "rank ", *mid = ": crashed with signal ";
@@ -203,6 +208,9 @@ static void gr_crashed(int sig)
                        "division by zero?)\n" : "\n";
     for (const char *p = tail; *p && k < (int)sizeof msg - 1; p++) msg[k++] = *p;
     if (write(2, msg, (size_t)k) < 0) { /* nothing more can be done */ }
+    for (int i = 0; i < 4; i++)
+        if (gr_signals[i] == sig && (gr_next[i].sa_flags & SA_SIGINFO))
+            gr_next[i].sa_sigaction(sig, info, uctx);
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -217,44 +225,70 @@ static void gr_usage(const char *prog, const char *exercise)
            "  --case NAME   run only this case\n", prog, exercise);
 }
 
+/* A bad command line: MPI is started first, so that rank 0 alone speaks whether the
+ * suite runs under mpiexec or alone; then dt_usage_error ends every rank, status 2. */
+__attribute__((noreturn))
+static void gr_bad_args(char **argv, const char *why)
+{
+    int one = 1;                    /* only the program's name: dt_init reads no option */
+    char hint[160], **av = argv;
+    const char *slash = strrchr(argv[0], '/');
+    snprintf(hint, sizeof hint, "Try '%s --help' for the options.\n",
+             slash ? slash + 1 : argv[0]);
+    dt_init(&one, &av);
+    dt_usage_error(hint, why);
+}
+
 /* main() of a suite. Exit status: 0 when every case run passed, 1 when one failed, 2 for
  * bad arguments (on every rank). */
 static int gr_main(int argc, char **argv, const char *exercise, const gr_case *cases,
                    int ncases)
 {
     const char *only = NULL;
+    int list = 0, help = 0;
+    char why[160];
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--list")) {
-            for (int c = 0; c < ncases; c++)
-                printf("%s\t%d\t%s\t%s\n", cases[c].name, cases[c].points,
-                       cases[c].pure ? "pure" : "mpi", cases[c].what);
-            return 0;
+            list = 1;
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            gr_usage(argv[0], exercise);
-            return 0;
-        } else if (!strcmp(argv[i], "--case") && i + 1 < argc) {
+            help = 1;
+        } else if (!strcmp(argv[i], "--case")) {
+            if (i + 1 == argc || argv[i + 1][0] == '-')
+                gr_bad_args(argv, "option '--case' needs a value");
             only = argv[++i];
         } else {
-            fprintf(stderr, "%s: unknown argument '%s'; try --help\n", argv[0], argv[i]);
-            return 2;
+            snprintf(why, sizeof why, "unknown argument '%s'", argv[i]);
+            gr_bad_args(argv, why);
         }
+    }
+    if (help) {
+        gr_usage(argv[0], exercise);
+        return 0;
+    }
+    if (list && only)
+        gr_bad_args(argv, "--list and --case do not go together");
+    if (list) {
+        for (int c = 0; c < ncases; c++)
+            printf("%s\t%d\t%s\t%s\n", cases[c].name, cases[c].points,
+                   cases[c].pure ? "pure" : "mpi", cases[c].what);
+        return 0;
     }
     int found = only == NULL;
     for (int c = 0; c < ncases && !found; c++)
         found = !strcmp(cases[c].name, only);
     if (!found) {
-        fprintf(stderr, "%s: no case '%s' in exercise %s; --list shows them\n", argv[0],
-                only, exercise);
-        return 2;
+        snprintf(why, sizeof why, "no case '%.60s' in exercise %s (--list shows them)",
+                 only, exercise);
+        gr_bad_args(argv, why);
     }
 
     dt_init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &ht_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &ht_size);
-    signal(SIGSEGV, gr_crashed);
-    signal(SIGBUS, gr_crashed);
-    signal(SIGFPE, gr_crashed);
-    signal(SIGILL, gr_crashed);
+    struct sigaction sa = {.sa_sigaction = gr_crashed, .sa_flags = SA_SIGINFO};
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 4; i++)
+        sigaction(gr_signals[i], &sa, &gr_next[i]);
 
     ht_case run[ncases];            /* the cases asked for, as harness.h runs them */
     int nrun = 0;

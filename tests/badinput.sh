@@ -1,0 +1,264 @@
+# Section 8 of tests/run.sh: bad input to every program a user runs.
+#
+# Each program gets each kind of bad input that applies to it: an unknown option, an
+# option missing its value (last on the line, or followed by another option), values
+# that are no whole number ("3x", "", "abc", "1e3", "nan", "inf"), negative and absurd
+# sizes (and sizes that overflow when multiplied), values out of range, a stray
+# argument, and rank counts the program cannot use. Every run must end soon with a
+# usage error:
+#   - exit status 2 for the job and for every rank (each rank runs under a small shell
+#     wrapper that prints its own status),
+#   - one "program: why" line and one usage text or pointer to --help on stderr: rank
+#     0 speaks, not every rank,
+#   - no dtlab abort line ("dtlab: rank R: ..."), no crash or sanitizer report,
+#   - within 30 s (MPIEXEC_TIMEOUT, or timeout(1) for the programs without MPI).
+# MPI programs run at 3 ranks, and at 1 rank for a case of each program. One line per
+# program and kind of input; a FAIL names each argument list that went wrong and why,
+# and the log below it holds those runs' output.
+#
+# run.sh sources this file and calls badinput_tests; it uses run.sh's report, now,
+# status_words, missing, $tmp, $log, $BUILD and $MPIEXEC.
+
+# The wrapper each rank runs in: the program, then the rank's own exit status.
+bad_wrap='"$0" "$@"; rc=$?; echo "rank-exit ${PMI_RANK:-${PMIX_RANK:-?}} $rc" >&2
+          exit $rc'
+
+# bad_run N PROG ARGS...: runs PROG ARGS at N ranks (N = 0: alone, no MPI) and sets
+# bad_why to "" when the run was a proper usage error, else to what was wrong. The
+# "why" line must start with the program's name, or with $bad_name when it is set.
+bad_run() {
+    local n=$1 prog=$2 rc ranks others k lines
+    local name=${bad_name:-${2##*/}} out=$tmp/bad.out err=$tmp/bad.err
+    shift 2
+    if [ "$n" = 0 ]; then
+        if command -v timeout >/dev/null 2>&1; then
+            timeout 30 "$prog" "$@" >"$out" 2>"$err" </dev/null
+        else
+            "$prog" "$@" >"$out" 2>"$err" </dev/null
+        fi
+    else
+        MPIEXEC_TIMEOUT=30 "$MPIEXEC" -n "$n" sh -c "$bad_wrap" "$prog" "$@" \
+            >"$out" 2>"$err" </dev/null
+    fi
+    rc=$?
+    bad_why=""
+    if grep -q 'APPLICATION TIMED OUT' "$out" "$err" || [ "$rc" = 124 ]; then
+        bad_why="; timed out after 30 s"
+    elif [ "$rc" != 2 ]; then
+        bad_why="; $(status_words "$rc"), not 2"
+    fi
+    if [ "$n" != 0 ]; then
+        ranks=$(grep -c '^rank-exit ' "$err")
+        others=$(awk '/^rank-exit / && $3 != 2 { printf " rank %s: %s", $2, $3 }' "$err")
+        [ "$ranks" = "$n" ] || bad_why="$bad_why; $ranks of $n ranks ended"
+        [ -z "$others" ] || bad_why="$bad_why; exit status of$others"
+    fi
+    k=$(grep -Ec '^usage: |[Tt]ry .*--help|--help lists' "$err")
+    [ "$k" = 1 ] || bad_why="$bad_why; $k usage texts or --help pointers, want 1"
+    lines=$(grep -E "^($name|dtlab): " "$err" | grep -vc '^dtlab: rank ')
+    [ "$lines" = 1 ] || bad_why="$bad_why; $lines lines '$name: why', want 1"
+    if grep -q '^dtlab: rank ' "$err"; then
+        bad_why="$bad_why; dtlab's abort path"
+    fi
+    local crash='sanitizer|runtime error:|segmentation fault|caught signal|core dumped'
+    if grep -Eqi "$crash|bad termination" "$out" "$err"; then
+        bad_why="$bad_why; a crash"
+    fi
+    bad_why=${bad_why#; }
+    if [ -n "$bad_why" ]; then
+        { echo "---- $name $* (at $n ranks): $bad_why"
+          grep -v '^rank-exit ' "$err" | head -n 6
+          head -n 3 "$out"; } >>"$log"
+    fi
+}
+
+# bad_group NAME RANKS PROG CASE...: each CASE, an argument list as the shell reads it
+# ("--count ''" is --count and an empty word), at each rank count in RANKS (0: without
+# MPI). One PASS or FAIL line for the whole group.
+bad_group() {
+    local name=$1 ranks=$2 prog=$3 case n runs=0 fails="" t0 t1
+    shift 3
+    if [ ! -x "$prog" ]; then
+        missing "$name" "$prog"
+        return
+    fi
+    : >"$log"
+    t0=$(now)
+    for case in "$@"; do
+        eval "set -- $case"
+        for n in $ranks; do
+            bad_run "$n" "$prog" "$@"
+            runs=$((runs + 1))
+            [ -z "$bad_why" ] || fails="$fails | [$case] at $n: $bad_why"
+        done
+    done
+    t1=$(now)
+    t1=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f s", b - a }')
+    if [ -z "$fails" ]; then
+        report "$name" 1 "$runs run$([ "$runs" = 1 ] || echo s), exit 2 on every rank  [$t1]"
+    else
+        report "$name" 0 "${fails# | }  [$t1]"
+    fi
+}
+
+badinput_tests() {
+    local L=$BUILD/lessons l png=$tmp/bad.png
+    : >"$tmp/a-file"
+
+    # ---- the lessons: every kind on one lesson of each option style (08 and 09 take
+    # dt_parse_options' options, 13 dt_parse_int_options'), the common kinds on all
+    bad_group "08_ring_allreduce: unknown option" "3" "$L/08_ring_allreduce" \
+        "--bogus" "-x" "--count 5 -qx" "--help=3"
+    bad_group "08_ring_allreduce: missing value" "3" "$L/08_ring_allreduce" \
+        "--count" "--count --type float" "--op" "--trace" "--device"
+    bad_group "08_ring_allreduce: not a number" "3" "$L/08_ring_allreduce" \
+        "--count 3x" "--count ''" "--count abc" "--count 1e3" "--count nan" \
+        "--count inf" "--iters 2.5"
+    bad_group "08_ring_allreduce: negative, absurd" "3" "$L/08_ring_allreduce" \
+        "--count -1" "--iters -5" "--count 99999999999" "--count 300M" \
+        "--count 256M --type double" "--iters 2000000000"
+    bad_group "08_ring_allreduce: out of range" "3" "$L/08_ring_allreduce" \
+        "--iters 0" "--type quad" "--op avg" "--device gpu"
+    bad_group "08_ring_allreduce: stray argument" "3" "$L/08_ring_allreduce" \
+        "extra" "--count 4 5" "-"
+    bad_group "09_allreduce_compare: sizes" "3" "$L/09_allreduce_compare" \
+        "--max-size" "--min-size abc" "--max-size 1e3" "--max-size -4" \
+        "--max-size 100G" "--min-size 0" "--min-size 1M --max-size 1K"
+    bad_group "13_accum: unknown option, missing value" "3" "$L/13_accum" \
+        "--bogus" "--accum" "--steps --accum 2"
+    bad_group "13_accum: not a number" "3" "$L/13_accum" \
+        "--steps 3x" "--steps ''" "--accum abc" "--steps 1e3" "--accum nan" \
+        "--steps inf"
+    bad_group "13_accum: negative, absurd, out of range" "3" "$L/13_accum" \
+        "--steps -1" "--steps 2000000000" "--steps 99999999999999999999" \
+        "--accum 0" "--accum 49" "--accum 7"
+    bad_group "13_accum: stray argument" "3" "$L/13_accum" "extra" "--steps 2 3"
+
+    bad_group "01_hello: bad input" "3" "$L/01_hello" \
+        "--bogus" "--device" "extra"
+    for l in 02_p2p:-1 04_reduce:99999999999 05_gather_scatter:-1 \
+             06_allgather:99999999999 07_reduce_scatter:-1 10_alltoall:99999999999; do
+        bad_group "${l%:*}: bad input" "3" "$L/${l%:*}" \
+            "--bogus" "--count" "--count 3x" "--count ${l#*:}" "extra"
+    done
+    bad_group "03_bcast: bad input" "3" "$L/03_bcast" \
+        "--bogus" "--max-size" "--iters abc" "--max-size 100G" "extra"
+    for l in 11_dp:async:-1 12_ddp:bucket-kb:2000000000 14_fsdp:hidden:-1 \
+             15_tp:hidden:2000000000 16_pp:micro:-1 17_mixed:window:2000000000 \
+             18_hybrid:dp:-1; do
+        set -- ${l//:/ }
+        bad_group "$1: bad input" "3" "$L/$1" \
+            "--bogus" "--steps --$2 2" "--$2 3x" "--$2 $3" "extra"
+    done
+    # every lesson at 1 rank too, with an unknown option
+    local fails="" runs=0 t0
+    : >"$log"
+    t0=$(now)
+    for l in "$L"/[0-9][0-9]_*; do
+        [ -x "$l" ] || continue
+        bad_run 1 "$l" --bogus
+        runs=$((runs + 1))
+        [ -z "$bad_why" ] || fails="$fails | ${l##*/}: $bad_why"
+    done
+    if [ -z "$fails" ]; then
+        report "every lesson: --bogus at 1 rank" 1 "$runs lessons, exit 2  [$(awk \
+            -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }')]"
+    else
+        report "every lesson: --bogus at 1 rank" 0 "${fails# | }"
+    fi
+
+    # rank counts the options cannot use: a usage error naming what would work
+    bad_group "lessons: a root past the last rank" "1 3" "$L/03_bcast" "--root 3"
+    bad_group "lessons: a root past the last rank (05)" "1" "$L/05_gather_scatter" \
+        "--root 1"
+    bad_group "15_tp: --hidden the ranks do not divide" "3" "$L/15_tp" \
+        "--hidden 25" "--hidden 2"
+    bad_group "16_pp: --micro that does not divide" "3" "$L/16_pp" "--micro 5"
+    bad_group "18_hybrid: D x T x P not the rank count" "1 3" "$L/18_hybrid" \
+        "--dp 2 --tp 2" "--pp 2" "--tp 65536 --pp 65536" \
+        "--dp 65536 --tp 65536 --pp 65536"
+
+    # ---- train: getopt_long with words, numbers and floats; modes and rank counts
+    local T=$BUILD/train
+    bad_group "train: unknown option, missing value" "3" "$T" \
+        "--bogus" "--steps" "--steps --mode ddp" "--mode"
+    bad_group "train: not a number" "3" "$T" \
+        "--steps 3x" "--batch ''" "--hidden abc" "--steps 1e3" "--lr nan" "--lr inf" \
+        "--lr 1e3" "--seed 1e3"
+    bad_group "train: negative, absurd, out of range" "3" "$T" \
+        "--batch -1" "--lr -1" "--seed -1" "--steps 2000000000" "--hidden 99999999999" \
+        "--mode warp" "--mode fsdp --zero 4" "--mode ddp --zero 2"
+    bad_group "train: sizes too large to hold" "3" "$T" \
+        "--examples 16777216 --features 65536" "--mode ddp --layers 1000 --hidden 65536" \
+        "--mode ddp --features 65536 --classes 65536 --hidden 65536"
+    bad_group "train: stray argument" "3" "$T" "extra" "--mode ddp ddp"
+    bad_group "train: rank counts a mode cannot use" "3" "$T" \
+        "--mode tp --hidden 25" "--mode hybrid --dp 2 --tp 2" "--mode pp --layers 2" \
+        "--mode serial" "--mode hybrid --tp 65536 --pp 65536"
+    bad_group "train at 1 rank: bad input, rank counts" "1" "$T" \
+        "--bogus" "--mode dp --dedicated-server" "--mode hybrid --dp 2"
+
+    # ---- collbench: its own getopt_long, short options, sizes with suffixes
+    local C=$BUILD/bench/collbench
+    bad_group "collbench: unknown option, missing value" "3" "$C" \
+        "--bogus" "-x" "--iters" "--iters --check 1" "-n"
+    bad_group "collbench: not a number" "3" "$C" \
+        "--iters 3x" "--iters ''" "--minbytes abc" "--maxbytes 1e3" "--warmup_iters nan"
+    bad_group "collbench: negative, absurd, out of range" "3" "$C" \
+        "--iters -1" "--maxbytes -1" "--maxbytes 100G" "--maxbytes 4G" \
+        "--minbytes 1M --maxbytes 1K" "--iters 0" "--stepfactor 1" "--check 2" \
+        "--coll foo" "--datatype quad" "--wait spin" "--csv $tmp/a-file/x.csv"
+    bad_group "collbench: rank counts (a root past the last rank)" "1 3" "$C" \
+        "--root 3"
+    bad_group "collbench: stray argument" "3" "$C" "extra"
+
+    # ---- dttrace and dtviz: no MPI
+    bad_group "dttrace: bad input" "0" "$BUILD/dttrace" \
+        "--bogus" "-x" "--chrome" "" "a b"
+    bad_group "dtviz: unknown option, missing value" "0" "$BUILD/dtviz" \
+        "--bogus" "-x" "--ranks" "--ranks --count 3" "--png"
+    bad_group "dtviz: not a number" "0" "$BUILD/dtviz" \
+        "--ranks 3x" "--ranks ''" "--count abc" "--ranks 1e3" "--ranks nan" \
+        "--step inf" "--ranks ' 3' --png $png" "--ranks +3 --png $png"
+    bad_group "dtviz: negative, absurd, out of range" "0" "$BUILD/dtviz" \
+        "--ranks -1" "--ranks 100000" "--ranks 0" "--count 99999999999999" \
+        "--step -1" "--step 99999999999" "--size 0x0" "--size 99999x99999" \
+        "--size 1280x" "--algo ring-alreduce --png $png" \
+        "--algo ring-allreduce --ranks 4 --step 1000 --png $png"
+    bad_group "dtviz: stray argument" "0" "$BUILD/dtviz" "a b"
+
+    # ---- the grader: make grade's settings, and each exercise's grading program
+    bad_name=grade
+    bad_group "grade.sh: bad settings" "0" "$(command -v env)" \
+        "BUILD=$BUILD EX=99 bash tests/grade/grade.sh" \
+        "BUILD=$BUILD EX=1x bash tests/grade/grade.sh" \
+        "BUILD=$BUILD SOLUTION=2 bash tests/grade/grade.sh" \
+        "BUILD=$BUILD GRADE_TIMEOUT=0 bash tests/grade/grade.sh" \
+        "BUILD=$BUILD GRADE_TIMEOUT=1e3 bash tests/grade/grade.sh" \
+        "BUILD=$BUILD GRADE_TIMEOUT=-1 bash tests/grade/grade.sh" \
+        "BUILD=$BUILD GRADE_TIMEOUT=99999 bash tests/grade/grade.sh" \
+        "BUILD=$BUILD GRADE_RANKS=x bash tests/grade/grade.sh" \
+        "BUILD=$BUILD GRADE_RANKS=0 bash tests/grade/grade.sh" \
+        "BUILD=$BUILD GRADE_RANKS=-1 bash tests/grade/grade.sh" \
+        "BUILD=$BUILD GRADE_RANKS=100 bash tests/grade/grade.sh" \
+        "BUILD=$BUILD GRADE_RANKS=' ' bash tests/grade/grade.sh" \
+        "BUILD=$BUILD WORK=$tmp/no-such-dir bash tests/grade/grade.sh" \
+        "BUILD=$BUILD EXTRA_TESTS=$tmp/no-such-dir bash tests/grade/grade.sh" \
+        "BUILD=$BUILD TAP=$tmp/a-file/x.tap bash tests/grade/grade.sh" \
+        "BUILD=$BUILD TAP=$tmp bash tests/grade/grade.sh" \
+        "BUILD=$BUILD WORK=exercises SOLUTION=1 bash tests/grade/grade.sh" \
+        "BUILD=$BUILD bash tests/grade/grade.sh extra"
+    unset bad_name
+    local g
+    g=$(ls -d "$BUILD"/grade/solution/[0-9][0-9]_* 2>/dev/null | head -n 1)
+    if [ -n "$g" ] && [ -x "$g" ]; then
+        bad_group "grading program ${g##*/}: bad input" "3" "$g" \
+            "--bogus" "--case" "--case nosuch" "--case --list" "extra" "--list extra" \
+            "--list --case x" "--help extra"
+        bad_group "grading program ${g##*/}: alone and at 1 rank" "0 1" "$g" \
+            "--bogus" "--case nosuch"
+    else
+        echo "(no grading program in $BUILD/grade/solution: section 7 builds them;" \
+             "skipped)"
+    fi
+}

@@ -1,0 +1,218 @@
+# Section 10 of tests/run.sh: train's checkpoints (lib/parallel/checkpoint.c). Sourced by
+# run.sh, which then calls checkpoint_tests; it uses run.sh's helpers (run, report,
+# status_words, now, missing) and variables ($tmp, $log, $BUILD, $MPIEXEC).
+#
+#   1. every mode: a run stopped at a checkpoint and resumed ends with the weights of a
+#      run never stopped, byte for byte (--dump, cmp), and prints the same losses for
+#      the steps after the checkpoint
+#   2. refusals, exit 2 and a sentence on stderr: a checkpoint of another mode, rank
+#      count, --hidden or optimizer; --steps not beyond the step reached; a flipped
+#      byte in a shard (rank 0's and another rank's); a truncated manifest; a missing
+#      shard; an empty directory; writing over another run's checkpoints
+#   3. a rank killed half-way through writing a shard (DT_TEST_CHECKPOINT_CRASH):
+#      latest still names the checkpoint before, the half-written one is never used,
+#      and resuming from it reaches the uninterrupted run's weights
+#
+# Small models (6 steps, hidden 16): the whole section takes about a minute.
+
+checkpoint_tests() {
+    local train=$BUILD/train
+    if [ ! -x "$train" ]; then
+        missing train "$train"
+        return
+    fi
+    local dir=$tmp/ckpt
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    local small=(--steps 6 --hidden 16 --layers 3 --examples 200 --batch 24)
+
+    # ck_train N ARGS...: train on N ranks under a time limit; output in $log
+    ck_train() {
+        local n=$1
+        shift
+        MPIEXEC_TIMEOUT=60 "$MPIEXEC" -n "$n" "$train" "${small[@]}" "$@" \
+            >"$log" 2>&1 </dev/null
+    }
+
+    # ck_losses FILE: "step N loss X" of every step line
+    ck_losses() { awk '/^step [0-9]+ loss / { print $1, $2, $3, $4 }' "$1"; }
+
+    # ck_same NAME N ARGS...: a run of 6 steps, against one stopped after step 3 (with
+    # checkpoints every 2 steps and after the last) and resumed to step 6
+    ck_same() {
+        local name="checkpoint $1 -n $2" n=$2 t0 rc1 rc2 rc3 c=$dir/$1.$2
+        shift 2
+        c=${c// /_}
+        t0=$(now)
+        ck_train "$n" "$@" --dump "$c.full"
+        rc1=$?
+        cp "$log" "$c.full.log"
+        ck_train "$n" "$@" --steps 3 --checkpoint "$c" --every 2
+        rc2=$?
+        ck_train "$n" "$@" --checkpoint "$c" --every 2 --resume "$c" --dump "$c.res"
+        rc3=$?
+        local took
+        took=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }')
+        if [ "$rc1$rc2$rc3" != 000 ]; then
+            report "$name" 0 "exit statuses $rc1 $rc2 $rc3, want 0 0 0  [$took]"
+            return
+        fi
+        local want got
+        want=$(ck_losses "$c.full.log" | awk '$2 > 3')
+        got=$(ck_losses "$log")
+        if ! cmp -s "$c.full" "$c.res"; then
+            report "$name" 0 "the resumed weights differ from the whole run's  [$took]"
+        elif [ "$got" != "$want" ] || [ "$(printf '%s\n' "$got" | wc -l)" != 3 ]; then
+            report "$name" 0 "losses of steps 4..6 differ: got '$got', want '$want'"
+        elif ! grep -q 'resumed at step 3,' "$log"; then
+            report "$name" 0 "the summary does not say it resumed at step 3  [$took]"
+        else
+            report "$name" 1 "weights byte-equal, losses of steps 4-6 equal  [$took]"
+        fi
+    }
+
+    # fp16: a scale window of 2 steps grows the scale, and it overflows, around the
+    # checkpoint of step 3 (each step's report says so); 1e6 overflows 3 steps first
+    ck_same serial 1 --mode serial
+    ck_same dp 3 --mode dp
+    ck_same "dp dedicated" 3 --mode dp --dedicated-server
+    ck_same "dp fp16" 2 --mode dp --precision fp16 --scale-window 2
+    ck_same ddp 1 --mode ddp
+    ck_same ddp 3 --mode ddp --bucket-kb 1
+    ck_same "ddp accum" 2 --mode ddp --accum 2
+    ck_same "ddp fp16" 2 --mode ddp --precision fp16 --loss-scale 1e6 --scale-window 2
+    ck_same "fsdp zero 1 sgd" 3 --mode fsdp --zero 1
+    ck_same "fsdp zero 1 adam" 2 --mode fsdp --zero 1 --optim adam --lr 0.01
+    ck_same "fsdp zero 2 sgd" 2 --mode fsdp --zero 2
+    ck_same "fsdp zero 2 adam" 3 --mode fsdp --zero 2 --optim adam --lr 0.01
+    ck_same "fsdp zero 3 sgd" 3 --mode fsdp --zero 3
+    ck_same "fsdp zero 3 adam" 1 --mode fsdp --zero 3 --optim adam --lr 0.01
+    ck_same "fsdp fp16" 3 --mode fsdp --precision fp16 --optim adam --lr 0.01 \
+        --scale-window 2
+    ck_same "tp megatron" 2 --mode tp
+    ck_same "tp allgather" 3 --mode tp --tp-style allgather --hidden 18
+    ck_same "pp gpipe" 3 --mode pp --schedule gpipe
+    ck_same "pp 1f1b" 2 --mode pp --schedule 1f1b --micro 2
+    ck_same hybrid 4 --mode hybrid --dp 2 --pp 2 --micro 2
+
+    # ck_bad NAME N PATTERN ARGS...: exit 2 on every rank, soon, and a sentence on
+    # stderr that matches PATTERN (grep -E)
+    ck_bad() {
+        local name="checkpoint refuses $1 -n $2" n=$2 pat=$3 t0 rc took msg
+        shift 3
+        t0=$(now)
+        MPIEXEC_TIMEOUT=30 "$MPIEXEC" -n "$n" "$train" "${small[@]}" "$@" \
+            >"$log" 2>"$tmp/stderr" </dev/null
+        rc=$?
+        took=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }')
+        cat "$tmp/stderr" >>"$log"
+        msg=$(grep -v '^usage:' "$tmp/stderr" | head -n 1)
+        if grep -q 'APPLICATION TIMED OUT' "$log"; then
+            report "$name" 0 "timed out: a rank was left waiting  [$took]"
+        elif [ "$rc" != 2 ]; then
+            report "$name" 0 "$(status_words "$rc"), want exit 2  [$took]"
+        elif ! grep -Eq -- "$pat" "$tmp/stderr"; then
+            report "$name" 0 "exit 2, but stderr does not match '$pat'  [$took]"
+        else
+            [ ${#msg} -le 60 ] || msg="...${msg: -57}"
+            report "$name" 1 "exit 2: $msg  [$took]"
+        fi
+    }
+
+    # checkpoints the cases above left at step 6 (latest), each its own copy
+    local d2=$dir/ddp.3 f3=$dir/fsdp_zero_1_sgd.3 t2=$dir/tp_megatron.2 b
+    ck_bad "another mode" 3 'written by --mode ddp on 3 ranks; this run is --mode fsdp' \
+        --mode fsdp --steps 8 --resume "$d2"
+    ck_bad "another rank count" 2 'on 3 ranks; this run is --mode ddp on 2 ranks' \
+        --mode ddp --bucket-kb 1 --steps 8 --resume "$d2"
+    ck_bad "another --hidden" 3 'with --hidden 16; this run has --hidden 24' \
+        --mode ddp --bucket-kb 1 --steps 8 --hidden 24 --resume "$d2"
+    ck_bad "another optimizer" 3 'with --optim sgd; this run has --optim adam' \
+        --mode ddp --bucket-kb 1 --steps 8 --optim adam --resume "$d2"
+    ck_bad "--steps 6 at step 6" 3 'reached step 6' \
+        --mode ddp --bucket-kb 1 --steps 6 --resume "$d2"
+
+    # damage: each in a copy
+    b=$dir/flip0; cp -r "$d2" "$b"
+    printf '\x55' | dd of="$b/step-0000006/shard-00000.bin" bs=1 seek=100 conv=notrunc \
+        2>/dev/null
+    ck_bad "a flipped byte (rank 0's shard)" 3 'shard-00000.bin is damaged' \
+        --mode ddp --bucket-kb 1 --steps 8 --resume "$b"
+    b=$dir/flip2; cp -r "$f3" "$b"
+    printf '\xaa' | dd of="$b/step-0000006/shard-00002.bin" bs=1 seek=7 conv=notrunc \
+        2>/dev/null
+    ck_bad "a flipped byte (rank 2's shard)" 3 'shard-00002.bin is damaged' \
+        --mode fsdp --zero 1 --steps 8 --resume "$b"
+    b=$dir/cut; cp -r "$d2" "$b"
+    head -c -30 "$d2/step-0000006/manifest" >"$b/step-0000006/manifest"
+    ck_bad "a truncated manifest" 3 'manifest is (incomplete|damaged)' \
+        --mode ddp --bucket-kb 1 --steps 8 --resume "$b"
+    b=$dir/noshard; cp -r "$t2" "$b"
+    rm "$b/step-0000006/shard-00001.bin"
+    ck_bad "a missing shard (rank 1's)" 2 'cannot open shard-00001.bin' \
+        --mode tp --steps 8 --resume "$b"
+    mkdir -p "$dir/empty"
+    ck_bad "an empty directory" 3 'holds no checkpoint' \
+        --mode ddp --steps 8 --resume "$dir/empty"
+    ck_bad "writing over a checkpoint" 3 'already holds a checkpoint' \
+        --mode ddp --bucket-kb 1 --steps 8 --checkpoint "$d2"
+    ck_bad "dp --async 1" 3 'cannot be checkpointed' \
+        --mode dp --async 1 --checkpoint "$dir/async"
+    ck_bad "--every without --checkpoint" 2 '--every is for --checkpoint' \
+        --mode ddp --every 2
+
+    # a kill half-way through writing rank 2's shard of step 4: step 2 stays the newest
+    local c=$dir/crash fl=$dir/fsdp_zero_3_sgd.3 t0 rc took
+    t0=$(now)
+    DT_TEST_CHECKPOINT_CRASH=4 ck_train 3 --mode fsdp --zero 3 --checkpoint "$c" --every 2
+    rc=$?
+    took=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }')
+    local half full
+    half=$(stat -c %s "$c/step-0000004.tmp/shard-00002.bin" 2>/dev/null || echo none)
+    full=$(stat -c %s "$c/step-0000002/shard-00002.bin" 2>/dev/null || echo none)
+    if [ "$rc" = 0 ] || ! grep -q 'stops half-way' "$log"; then
+        report "checkpoint: a kill while writing step 4" 0 \
+            "$(status_words "$rc"): the test hook did not stop the run  [$took]"
+    elif [ "$(cat "$c/latest" 2>/dev/null)" != step-0000002 ] || [ -e "$c/step-0000004" ]
+    then
+        report "checkpoint: a kill while writing step 4" 0 \
+            "latest is '$(cat "$c/latest" 2>/dev/null)', want step-0000002  [$took]"
+    elif [ "$half" = none ] || [ "$full" = none ] || [ "$half" -ge "$full" ]; then
+        report "checkpoint: a kill while writing step 4" 0 \
+            "the half-written shard has $half bytes, a whole one $full  [$took]"
+    else
+        report "checkpoint: a kill while writing step 4" 1 \
+            "$(status_words "$rc"); latest step-0000002; .tmp shard $half of $full bytes"
+    fi
+    ck_train 3 --mode fsdp --zero 3 --checkpoint "$c" --every 2 --resume "$c" \
+        --dump "$c.res"
+    rc=$?
+    if [ "$rc" != 0 ]; then
+        report "checkpoint: resumed after the kill" 0 "$(status_words "$rc")"
+    elif ! grep -q 'resumed at step 2,' "$log"; then
+        report "checkpoint: resumed after the kill" 0 "it did not resume at step 2"
+    elif ! cmp -s "$c.res" "$fl.full"; then
+        report "checkpoint: resumed after the kill" 0 \
+            "the weights differ from the uninterrupted run's"
+    elif [ -e "$c/step-0000004.tmp" ] || [ "$(cat "$c/latest")" != step-0000006 ]; then
+        report "checkpoint: resumed after the kill" 0 \
+            "a leftover .tmp, or latest is not step-0000006"
+    else
+        report "checkpoint: resumed after the kill" 1 \
+            "from step 2: weights byte-equal; latest step-0000006, no .tmp left"
+    fi
+
+    # a kill while writing the first checkpoint: nothing to resume from, and it says so
+    c=$dir/crash1
+    DT_TEST_CHECKPOINT_CRASH=2 ck_train 2 --mode tp --checkpoint "$c" --every 2
+    rc=$?
+    if [ "$rc" = 0 ] || [ -e "$c/latest" ] || [ ! -d "$c/step-0000002.tmp" ]; then
+        report "checkpoint: a kill while writing the first" 0 \
+            "$(status_words "$rc"); latest $(cat "$c/latest" 2>/dev/null || echo none)"
+    else
+        report "checkpoint: a kill while writing the first" 1 \
+            "$(status_words "$rc"); no latest, only step-0000002.tmp"
+    fi
+    ck_bad "a half-written first checkpoint" 2 'holds no checkpoint' \
+        --mode tp --steps 8 --resume "$c"
+}
