@@ -275,14 +275,18 @@ NPROC := $(shell nproc 2>/dev/null || echo 2)
 
 test: check-deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all
+	@if [ -n "$(SANITIZE)" ]; then echo "dtlab: SANITIZE=$(SANITIZE) in $(BUILD); unlike a" \
+	  "plain run, dtviz draws with SDL's software renderer and hwloc skips its PCI plugin" \
+	  "(their leaks cannot be suppressed: see the Makefile)"; fi
 	@BUILD=$(BUILD) CUDA=$(CUDA) MPIEXEC=$(MPIEXEC) bash tests/run.sh
 
 # valgrind's memcheck on every unit suite: no invalid access, no uninitialised value
 # used, no leak (definite or possible). A build without SANITIZE (valgrind cannot run
 # sanitized programs). Check forks each test and valgrind follows the fork, so each
 # test is checked as it ends, exit tests included; Check's time limits are stretched
-# for valgrind's pace.
-VALGRIND := valgrind -q --error-exitcode=99 --leak-check=full
+# for valgrind's pace. tests/valgrind.supp: errors that are not dtlab's, with reasons.
+VALGRIND := valgrind -q --error-exitcode=99 --leak-check=full \
+            --suppressions=tests/valgrind.supp
 valgrind: check-deps
 	@if [ -n "$(SANITIZE)" ]; then echo "dtlab: make valgrind needs a build without" \
 	  "SANITIZE: valgrind cannot run sanitized programs" >&2; exit 2; fi

@@ -602,8 +602,8 @@ int main(int argc, char **argv)
     double took = MPI_Wtime() - t0;
 
     /* ==== the verdict ==== */
-    dt_printf0("stress: %d collectives in %.1f s at %d ranks, %d mismatches\n", done,
-               took, nworld, mismatches);
+    dt_printf0("stress: %d collectives in %.1f s at %d rank%s, %d mismatch%s\n", done,
+               took, nworld, nworld == 1 ? "" : "s", mismatches, mismatches == 1 ? "" : "es");
     MPI_Comm_free(&comms[1]);
     MPI_Comm_free(&comms[2]);
     dt_finalize();

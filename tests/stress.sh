@@ -33,7 +33,7 @@ stress_tests() {
         took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f s", b - a }')
         line=$(grep -m1 '^stress: [0-9]* collectives in' "$log")
         replay=$(grep -m1 '^stress: replay: ' "$log" | sed 's/^stress: replay: //')
-        mism=$(sed -n 's/.*, \([0-9]*\) mismatches$/\1/p' <<<"$line")
+        mism=$(sed -n 's/.*, \([0-9]*\) mismatch\(es\)\{0,1\}$/\1/p' <<<"$line")
         seed=$(sed -n 's/^stress: seed \([0-9]*\),.*/\1/p' "$log" | head -n 1)
         if grep -q 'APPLICATION TIMED OUT' "$log"; then
             report "stress -n $n" 0 "timed out after $((2 * secs + 60)) s (a deadlock?)  [$took]"

@@ -65,7 +65,7 @@ unset WAYLAND_DISPLAY
 pass "Xvfb on $DISPLAY"
 
 # ==== the window ====
-timeout 120 "$DTVIZ" --verbose --algo ring-allreduce --ranks 4 --size 1000x700 \
+timeout -k 5 120 "$DTVIZ" --verbose --algo ring-allreduce --ranks 4 --size 1000x700 \
     >"$out" 2>"$tmp/err" &
 viz_pid=$!
 wid=$(timeout "$LIMIT" xdotool search --sync --name '^dtviz' | head -n 1)

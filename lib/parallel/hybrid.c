@@ -73,7 +73,8 @@ void dti_train_hybrid(dti_run *r)
     DT_CHECK_MPI(MPI_Comm_split(r->comm, d * P + p, t, &tp));
     DT_CHECK_MPI(MPI_Comm_split(r->comm, d * T + t, p, &pp));
     DT_CHECK_MPI(MPI_Comm_split(r->comm, p * T + t, d, &dp));
-    r->made[0] = tp, r->made[1] = pp, r->made[2] = dp, r->nmade = 3;
+    r->made[0] = tp; r->made[1] = pp; r->made[2] = dp;  /* a checkpoint refusal frees */
+    r->nmade = 3;                                        /* them (checkpoint.c) */
 
     /* this rank's layers, rows and micro-batches */
     size_t l0, l1;
