@@ -50,7 +50,7 @@ int main(int argc, char **argv)
     c.model.layers = 3;
     c.steps = steps;
     c.batch = (120 + n - 1) / n * n;     /* 120, or the next multiple of N */
-    dt_train_can_run(&c, "11_dp");  /* else a usage error: exit 2 */
+    dt_train_usage_check(&c, "11_dp");  /* else a usage error: exit 2 */
     size_t psi = dt_mlp_nparams(&c.model) * sizeof(float);
 
     /* ==== the idea: a picture of the server and its workers ==== */

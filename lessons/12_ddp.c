@@ -69,7 +69,7 @@ int main(int argc, char **argv)
     c.steps = steps;
     c.batch = (120 + n - 1) / n * n;     /* 120, or the next multiple of N */
     c.bucket_kb = cap;
-    dt_train_can_run(&c, "12_ddp");  /* else a usage error: exit 2 */
+    dt_train_usage_check(&c, "12_ddp");  /* else a usage error: exit 2 */
 
     /* ==== the idea: the buckets, in the order backward fills them ==== */
     int L = c.model.layers, of[16];

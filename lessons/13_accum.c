@@ -62,7 +62,7 @@ int main(int argc, char **argv)
             }
         dt_usage_error(usage, why);
     }
-    dt_train_can_run(&c, "13_accum");           /* else a usage error: exit 2 */
+    dt_train_usage_check(&c, "13_accum");           /* else a usage error: exit 2 */
     int mb = rows / K;
 
     /* ==== the idea: one step, on every rank ==== */

@@ -68,7 +68,7 @@ int main(int argc, char **argv)
     c.optim.lr = 0.01f;
     c.steps = steps;
     c.batch = (120 + n - 1) / n * n;     /* 120, or the next multiple of N */
-    dt_train_can_run(&c, "14_fsdp");  /* else a usage error: exit 2 */
+    dt_train_usage_check(&c, "14_fsdp");  /* else a usage error: exit 2 */
     double P = (double)dt_mlp_nparams(&c.model);
 
     /* ==== the idea: who keeps what ==== */

@@ -72,7 +72,7 @@ int main(int argc, char **argv)
     c.precision = DT_FP16;
     c.scaler.init = ldexpf(1, E);
     c.scaler.window = window;
-    dt_train_can_run(&c, "17_mixed");  /* else a usage error: exit 2 */
+    dt_train_usage_check(&c, "17_mixed");  /* else a usage error: exit 2 */
 
     /* ==== the idea ==== */
     double S = c.scaler.init;

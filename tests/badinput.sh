@@ -76,7 +76,7 @@ bad_run() {
 # ("--count ''" is --count and an empty word), at each rank count in RANKS (0: without
 # MPI). One PASS or FAIL line for the whole group.
 bad_group() {
-    local name=$1 ranks=$2 prog=$3 case n runs=0 fails="" t0 t1
+    local name=$1 ranks=$2 prog=$3 case n runs=0 fails="" t0 took
     shift 3
     if [ ! -x "$prog" ]; then
         missing "$name" "$prog"
@@ -92,12 +92,11 @@ bad_group() {
             [ -z "$bad_why" ] || fails="$fails | [$case] at $n: $bad_why"
         done
     done
-    t1=$(now)
-    t1=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f s", b - a }')
+    took=$(since "$t0")
     if [ -z "$fails" ]; then
-        report "$name" 1 "$runs run$([ "$runs" = 1 ] || echo s), exit 2 on every rank  [$t1]"
+        report "$name" 1 "$runs run$([ "$runs" = 1 ] || echo s), exit 2 on every rank  [$took]"
     else
-        report "$name" 0 "${fails# | }  [$t1]"
+        report "$name" 0 "${fails# | }  [$took]"
     fi
 }
 
@@ -161,8 +160,7 @@ badinput_tests() {
         [ -z "$bad_why" ] || fails="$fails | ${l##*/}: $bad_why"
     done
     if [ -z "$fails" ]; then
-        report "every lesson: --bogus at 1 rank" 1 "$runs lessons, exit 2  [$(awk \
-            -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }')]"
+        report "every lesson: --bogus at 1 rank" 1 "$runs lessons, exit 2  [$(since "$t0")]"
     else
         report "every lesson: --bogus at 1 rank" 0 "${fails# | }"
     fi

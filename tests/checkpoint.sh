@@ -52,7 +52,7 @@ checkpoint_tests() {
         ck_train "$n" "$@" --checkpoint "$c" --every 2 --resume "$c" --dump "$c.res"
         rc3=$?
         local took
-        took=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }')
+        took=$(since "$t0")
         if [ "$rc1$rc2$rc3" != 000 ]; then
             report "$name" 0 "exit statuses $rc1 $rc2 $rc3, want 0 0 0  [$took]"
             return
@@ -104,7 +104,7 @@ checkpoint_tests() {
         MPIEXEC_TIMEOUT=30 "$MPIEXEC" -n "$n" "$train" "${small[@]}" "$@" \
             >"$log" 2>"$tmp/stderr" </dev/null
         rc=$?
-        took=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }')
+        took=$(since "$t0")
         cat "$tmp/stderr" >>"$log"
         msg=$(grep -v '^usage:' "$tmp/stderr" | head -n 1)
         if grep -q 'APPLICATION TIMED OUT' "$log"; then
@@ -166,7 +166,7 @@ checkpoint_tests() {
     t0=$(now)
     DT_TEST_CHECKPOINT_CRASH=4 ck_train 3 --mode fsdp --zero 3 --checkpoint "$c" --every 2
     rc=$?
-    took=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }')
+    took=$(since "$t0")
     local half full
     half=$(stat -c %s "$c/step-0000004.tmp/shard-00002.bin" 2>/dev/null || echo none)
     full=$(stat -c %s "$c/step-0000002/shard-00002.bin" 2>/dev/null || echo none)

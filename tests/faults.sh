@@ -106,7 +106,7 @@ faults_tests() {
     MPIEXEC_TIMEOUT=30 DT_WATCH=0 timeout -k 5 45 "$MPIEXEC" -n 3 "$faults" kill \
         >"$log" 2>"$tmp/stderr" </dev/null
     rc=$?
-    took=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }')
+    took=$(since "$t0")
     cat "$tmp/stderr" >>"$log"
     if [ "$rc" != 0 ] && ! grep -q 'died without a word' "$tmp/stderr" &&
        ! grep -q 'APPLICATION TIMED OUT' "$log"; then

@@ -57,6 +57,8 @@ fi
 want() { [ "$SECTIONS" = all ] || [[ " $SECTIONS " == *" $1 "* ]]; }
 
 now() { date +%s.%N 2>/dev/null || date +%s; }
+# since T0: the seconds from T0 (a `now`) to now, as "1.5 s".
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }'; }
 
 # Why a run ended with status $1, in words.
 status_words() {
@@ -87,19 +89,18 @@ report() {
 # run NAME WANT CMD...: runs CMD, output to the log; passes when its status is WANT.
 # For Check suites the detail is Check's closing line ("100%: Checks: ...").
 run() {
-    local name=$1 want=$2 t0 t1 rc detail
+    local name=$1 want=$2 t0 rc detail
     shift 2
     t0=$(now)
     "$@" >"$log" 2>&1 </dev/null
     rc=$?
-    t1=$(now)
     detail=$(grep -E '^[0-9]+%: Checks: ' "$log" | tail -n 1)
     [ -n "$detail" ] || detail=$(status_words "$rc")
     # hydra's words for MPIEXEC_TIMEOUT
     if grep -q 'APPLICATION TIMED OUT' "$log"; then
         detail="timed out after ${MPIEXEC_TIMEOUT} s (a deadlock?)"
     fi
-    detail="$detail  [$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f s", b - a }')]"
+    detail="$detail  [$(since "$t0")]"
     if [ "$rc" = "$want" ]; then
         report "$name" 1 "$detail"
     else
@@ -159,8 +160,7 @@ multi_tests() {
             ${env[@]+"${env[@]}"} "$MPIEXEC" -n 3 "$misuse" "$case" >"$log" 2>&1 \
                 </dev/null
             rc=$?
-            t1=$(now)
-            took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f s", b - a }')
+            took=$(since "$t0")
             if [ "$rc" = 0 ]; then
                 report "$name" 0 "exit 0: the misuse went through  [$took]"
             elif grep -q 'APPLICATION TIMED OUT' "$log"; then
@@ -319,13 +319,12 @@ train_tests() {
 
     # train_bad NAME N ARGS...: status 2 on every rank, a message on stderr, soon
     train_bad() {
-        local name="train refuses $1 -n $2" n=$2 t0 t1 rc took
+        local name="train refuses $1 -n $2" n=$2 t0 rc took
         shift 2
         t0=$(now)
         MPIEXEC_TIMEOUT=30 "$MPIEXEC" -n "$n" "$train" "$@" >"$log" 2>"$tmp/stderr" </dev/null
         rc=$?
-        t1=$(now)
-        took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f s", b - a }')
+        took=$(since "$t0")
         cat "$tmp/stderr" >>"$log"
         if grep -q 'APPLICATION TIMED OUT' "$log"; then
             report "$name" 0 "timed out after 30 s: a rank was left waiting  [$took]"

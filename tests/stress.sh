@@ -11,7 +11,7 @@
 
 stress_tests() {
     local bin=$BUILD/tests/stress secs=${STRESS_SECONDS:-10} ranks="1 2 3 5 8"
-    local n t0 t1 rc took line replay mism seed
+    local n t0 rc took line replay mism seed
     if [ ! -x "$bin" ]; then
         missing stress "$bin"
         return
@@ -29,8 +29,7 @@ stress_tests() {
         MPIEXEC_TIMEOUT=$((2 * secs + 60)) "$MPIEXEC" -n "$n" "$bin" --seconds "$secs" \
             >"$log" 2>&1 </dev/null
         rc=$?
-        t1=$(now)
-        took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f s", b - a }')
+        took=$(since "$t0")
         line=$(grep -m1 '^stress: [0-9]* collectives in' "$log")
         replay=$(grep -m1 '^stress: replay: ' "$log" | sed 's/^stress: replay: //')
         mism=$(sed -n 's/.*, \([0-9]*\) mismatch\(es\)\{0,1\}$/\1/p' <<<"$line")

@@ -162,13 +162,6 @@ struct dti_ckpt {
     double seconds;
 };
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    DT_REQUIRE(p != NULL, "out of host memory");
-    return p;
-}
-
 /* ==== agreeing, refusing ==== */
 
 /* Ends every rank with why (the same on every rank, or at least on rank 0): "train:
@@ -215,7 +208,7 @@ static char *bcast_text(dti_run *r, const char *text, size_t n)
     MPI_Request q;
     DT_CHECK_MPI(MPI_Ibcast(&len, 1, MPI_UNSIGNED_LONG_LONG, 0, r->comm, &q));
     dt_waitall(1, &q);
-    char *s = xcalloc(len + 1, 1);
+    char *s = dti_calloc(len + 1, 1);
     if (r->rank == 0)
         memcpy(s, text, len);
     DT_REQUIRE(len < (1ull << 31), "checkpoint: a manifest of %llu bytes", len);
@@ -241,7 +234,7 @@ static char *read_file(const char *path, size_t max, size_t *len)
         return NULL;
     }
     size_t n = (size_t)st.st_size, got = 0;
-    char *s = xcalloc(n + 1, 1);
+    char *s = dti_calloc(n + 1, 1);
     while (got < n) {
         ssize_t k = read(fd, s + got, n - got);
         if (k <= 0) {
@@ -363,7 +356,8 @@ static void config_text(const dti_run *r, sbuf *b)
     else
         sb_printf(b, "config adam beta1 %s beta2 %s eps %s\n",
                   float_text(c->optim.beta1, f[0], 32),
-                  float_text(c->optim.beta2, f[1], 32), float_text(c->optim.eps, f[2], 32));
+                  float_text(c->optim.beta2, f[1], 32),
+                  float_text(c->optim.eps, f[2], 32));
     sb_printf(b, "config batch %d\nconfig seed %llu\n", c->batch, c->seed);
     sb_printf(b, "config precision %s\n", c->precision == DT_FP16 ? "fp16" : "fp32");
     if (c->precision == DT_FP16)
@@ -463,7 +457,7 @@ static void config_compare(const char *from, const char *manifest, const char *m
 static void manifest_parse(dti_run *r, dti_ckpt *k, char *why, size_t len)
 {
     why[0] = 0;
-    k->reads = xcalloc(r->size, sizeof *k->reads);
+    k->reads = dti_calloc(r->size, sizeof *k->reads);
     int have_reads = 0, have_step = 0;
     char *save = NULL;
     for (char *line = strtok_r(k->manifest, "\n", &save); line;
@@ -549,7 +543,7 @@ static void manifest_read(dti_run *r, dti_ckpt *k, char *why, size_t len)
         return;
     }
     k->manifest = text;
-    /* the last line: "crc32 XXXXXXXX", the CRC-32 of everything before it */
+    /* the last line: "crc32 " and 8 hex digits, the CRC-32 of everything before it */
     const char *last = n >= 16 ? text + n - 15 : NULL;
     char *end;
     if (last == NULL || text[n - 1] != '\n' || strncmp(last, "crc32 ", 6) != 0 ||
@@ -624,7 +618,7 @@ void dti_ckpt_open(dti_run *r)
     r->ckpt = NULL;
     if (c->checkpoint_dir == NULL && c->resume_dir == NULL)
         return;
-    dti_ckpt *k = xcalloc(1, sizeof *k);
+    dti_ckpt *k = dti_calloc(1, sizeof *k);
     r->ckpt = k;
     k->dir = c->checkpoint_dir;
     k->every = c->checkpoint_every;
@@ -633,7 +627,8 @@ void dti_ckpt_open(dti_run *r)
 
     char why[1024] = "";
     const char *longest = k->dir && (!c->resume_dir ||
-                          strlen(k->dir) > strlen(c->resume_dir)) ? k->dir : c->resume_dir;
+                                     strlen(k->dir) > strlen(c->resume_dir))
+                          ? k->dir : c->resume_dir;
     if (strlen(longest) > 4000)
         say(why, sizeof why, "%.60s...: a directory name of more than 4000 characters",
             longest);
@@ -774,7 +769,7 @@ int dti_ckpt_start(dti_run *r, int owner)
     DT_REQUIRE(owner >= 0 && owner <= r->rank, "checkpoint: rank %d's state said to be "
                "held by rank %d", r->rank, owner);
     k->owner = owner;
-    k->owners = xcalloc(r->size, sizeof *k->owners);
+    k->owners = dti_calloc(r->size, sizeof *k->owners);
     MPI_Request q;
     DT_CHECK_MPI(MPI_Iallgather(&owner, 1, MPI_INT, k->owners, 1, MPI_INT, r->comm, &q));
     dt_waitall(1, &q);
@@ -791,24 +786,24 @@ int dti_ckpt_start(dti_run *r, int owner)
     sb_printf(&b, "%s", "");
     describe(k->reg, k->nreg, &b);
     int mine = owner == r->rank ? (int)b.len + 1 : 0;
-    int *lens = r->rank == 0 ? xcalloc(r->size, sizeof(int)) : NULL;
+    int *lens = r->rank == 0 ? dti_calloc(r->size, sizeof(int)) : NULL;
     DT_CHECK_MPI(MPI_Igather(&mine, 1, MPI_INT, lens, 1, MPI_INT, 0, r->comm, &q));
     dt_waitall(1, &q);
     int *displ = NULL, total = 0;
     char *all = NULL;
     if (r->rank == 0) {
-        displ = xcalloc(r->size, sizeof(int));
+        displ = dti_calloc(r->size, sizeof(int));
         for (int i = 0; i < r->size; i++) {
             displ[i] = total;
             total += lens[i];
         }
-        all = xcalloc(total + 1, 1);
+        all = dti_calloc(total + 1, 1);
     }
     DT_CHECK_MPI(MPI_Igatherv(b.s, mine, MPI_CHAR, all, lens, displ, MPI_CHAR, 0,
                               r->comm, &q));
     dt_waitall(1, &q);
     if (r->rank == 0) {
-        k->desc = xcalloc(r->size, sizeof *k->desc);
+        k->desc = dti_calloc(r->size, sizeof *k->desc);
         for (int i = 0; i < r->size; i++)
             k->desc[i] = lens[i] ? strdup(all + displ[i]) : NULL;
     }
@@ -988,14 +983,14 @@ void dti_ckpt_step(dti_run *r, int step)
         mine[1] = crc;
     }
     if (r->rank == 0)
-        all = xcalloc(2 * (size_t)r->size, sizeof *all);
+        all = dti_calloc(2 * (size_t)r->size, sizeof *all);
     MPI_Request q;
     DT_CHECK_MPI(MPI_Igather(mine, 2, MPI_UNSIGNED_LONG_LONG, all, 2,
                              MPI_UNSIGNED_LONG_LONG, 0, r->comm, &q));
     dt_waitall(1, &q);
     if (r->rank == 0) {
-        unsigned long long *bytes = xcalloc(r->size, sizeof *bytes);
-        unsigned long *crc = xcalloc(r->size, sizeof *crc);
+        unsigned long long *bytes = dti_calloc(r->size, sizeof *bytes);
+        unsigned long *crc = dti_calloc(r->size, sizeof *crc);
         for (int i = 0; i < r->size; i++) {
             bytes[i] = all[2 * i];
             crc[i] = (unsigned long)all[2 * i + 1];

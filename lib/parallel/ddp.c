@@ -152,13 +152,6 @@ int dt_ddp_buckets(const size_t *off, int nl, size_t esize, size_t cap, int *buc
     return nb + 1;
 }
 
-static void *alloc0(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size);
-    DT_REQUIRE(p != NULL, "out of memory (%zu bytes for DDP's buckets)", n * size);
-    return p;
-}
-
 dti_ddp *dti_ddp_new(void *grads, MPI_Datatype type, const size_t *off, int nl,
                      MPI_Comm comm, size_t cap_bytes, int overlap)
 {
@@ -171,23 +164,23 @@ dti_ddp *dti_ddp_new(void *grads, MPI_Datatype type, const size_t *off, int nl,
         DT_REQUIRE(off[i] <= off[i + 1], "dti_ddp_new: layer offsets must not decrease, "
                    "but off[%d] = %zu > off[%d] = %zu", i, off[i], i + 1, off[i + 1]);
 
-    dti_ddp *d = alloc0(1, sizeof *d);
+    dti_ddp *d = dti_calloc(1, sizeof *d);
     d->grads = grads;
     d->type = type;
     d->esize = dt_type_size(type);
     d->nl = nl;
     d->overlap = overlap;
-    size_t *off_copy = alloc0((size_t)nl + 1, sizeof *off_copy);
+    size_t *off_copy = dti_calloc((size_t)nl + 1, sizeof *off_copy);
     for (int i = 0; i <= nl; i++)
         off_copy[i] = off[i];
     d->off = off_copy;
 
-    d->bucket_of = alloc0((size_t)nl, sizeof *d->bucket_of);
+    d->bucket_of = dti_calloc((size_t)nl, sizeof *d->bucket_of);
     d->nb = dt_ddp_buckets(off, nl, d->esize, cap_bytes, d->bucket_of);
-    d->nlayers = alloc0((size_t)d->nb, sizeof *d->nlayers);
-    d->left = alloc0((size_t)d->nb, sizeof *d->left);
-    d->lo = alloc0((size_t)d->nb, sizeof *d->lo);
-    d->hi = alloc0((size_t)d->nb, sizeof *d->hi);
+    d->nlayers = dti_calloc((size_t)d->nb, sizeof *d->nlayers);
+    d->left = dti_calloc((size_t)d->nb, sizeof *d->left);
+    d->lo = dti_calloc((size_t)d->nb, sizeof *d->lo);
+    d->hi = dti_calloc((size_t)d->nb, sizeof *d->hi);
     for (int b = 0; b < d->nb; b++)
         d->lo[b] = SIZE_MAX;
     for (int i = 0; i < nl; i++) {       /* a bucket's layers are consecutive */
@@ -202,7 +195,7 @@ dti_ddp *dti_ddp_new(void *grads, MPI_Datatype type, const size_t *off, int nl,
                    "%zu elements, more than one allreduce takes (INT_MAX); one layer is "
                    "too large", b, d->hi[b] - d->lo[b]);
     }
-    d->done = alloc0((size_t)nl, 1);
+    d->done = dti_calloc((size_t)nl, 1);
     d->step = 1;
 
     d->comm = comm;

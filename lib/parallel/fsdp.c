@@ -96,13 +96,6 @@ typedef struct {
     float *wf, *gf;          /* fp16: one layer's weights and gradients as floats */
 } fsdp;
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size);
-    DT_REQUIRE(p != NULL, "out of host memory");
-    return p;
-}
-
 /* The own shard of layer l, working type: where the optimizer writes. */
 static void *work_shard(const fsdp *f, int l)
 {
@@ -129,14 +122,14 @@ static void fsdp_init(fsdp *f, dti_run *r)
     f->sep = f->fp16 || f->host;
 
     int L = f->L;
-    f->n = xcalloc(L, sizeof *f->n);
-    f->s = xcalloc(L, sizeof *f->s);
-    f->off = xcalloc(L, sizeof *f->off);
-    f->w = xcalloc(L, sizeof *f->w);
-    f->master = xcalloc(L, sizeof *f->master);
-    f->state = xcalloc(L, sizeof *f->state);
-    f->g = xcalloc(L, sizeof *f->g);
-    f->gs = xcalloc(L, sizeof *f->gs);
+    f->n = dti_calloc(L, sizeof *f->n);
+    f->s = dti_calloc(L, sizeof *f->s);
+    f->off = dti_calloc(L, sizeof *f->off);
+    f->w = dti_calloc(L, sizeof *f->w);
+    f->master = dti_calloc(L, sizeof *f->master);
+    f->state = dti_calloc(L, sizeof *f->state);
+    f->g = dti_calloc(L, sizeof *f->g);
+    f->gs = dti_calloc(L, sizeof *f->gs);
     for (int l = 0; l < L; l++) {
         f->n[l] = dt_mlp_layer_size(f->c, l);
         f->off[l] = dt_mlp_layer_offset(f->c, l);
@@ -149,10 +142,10 @@ static void fsdp_init(fsdp *f, dti_run *r)
             f->Pmax = f->s[l] * f->N;
     }
 
-    float *init = xcalloc(r->nparams, sizeof(float));
+    float *init = dti_calloc(r->nparams, sizeof(float));
     dt_mlp_init(f->c, cfg->seed, init);
-    float *pad = xcalloc(f->Pmax, sizeof(float));       /* one padded layer, host */
-    dt_half *half = xcalloc(f->Pmax, sizeof(dt_half));
+    float *pad = dti_calloc(f->Pmax, sizeof(float));       /* one padded layer, host */
+    dt_half *half = dti_calloc(f->Pmax, sizeof(dt_half));
     for (int l = 0; l < L; l++) {
         size_t n = f->n[l], s = f->s[l], P = s * f->N;
         memset(pad, 0, P * sizeof(float));
@@ -464,8 +457,8 @@ void dti_train_fsdp(dti_run *r)
     float *gx[2];
     gx[0] = dt_malloc(2 * ngx * sizeof(float), r->where);
     gx[1] = gx[0] + ngx;
-    float *x = xcalloc((size_t)B * c->in, sizeof(float));
-    int *y = xcalloc((size_t)B, sizeof(int));
+    float *x = dti_calloc((size_t)B * c->in, sizeof(float));
+    int *y = dti_calloc((size_t)B, sizeof(int));
     int *yd = r->where == DT_CUDA ? dt_malloc((size_t)B * sizeof(int), DT_CUDA) : y;
     size_t sent_steps = 0;
 
@@ -524,8 +517,8 @@ void dti_train_fsdp(dti_run *r)
     }
 
     /* final weights: each rank its master shards, at their places, padding left out */
-    float *owned = xcalloc(r->nparams, sizeof(float));
-    float *shard = xcalloc((f.Pmax + f.N - 1) / f.N, sizeof(float));
+    float *owned = dti_calloc(r->nparams, sizeof(float));
+    float *shard = dti_calloc((f.Pmax + f.N - 1) / f.N, sizeof(float));
     for (int l = 0; l < f.L; l++) {
         size_t lo = (size_t)f.k * f.s[l], hi = lo + f.s[l];
         if (hi > f.n[l])

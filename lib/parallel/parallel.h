@@ -152,10 +152,10 @@ void dt_train_defaults_for(dt_train_config *c, dt_mode mode, const dt_dataset *d
  * batch the data-parallel ranks cannot share evenly, ...). Needs no MPI. */
 int dt_train_check(const dt_train_config *c, int nranks, char *why, size_t len);
 
-/* For lessons: returns 1 when c can run on the ranks of MPI_COMM_WORLD; otherwise it
- * is a usage error (dt_usage_error: rank 0 prints "program: cannot run on N ranks:"
- * and the reason, every rank exits with status 2) and it does not return. */
-int dt_train_can_run(const dt_train_config *c, const char *program);
+/* For lessons: returns when c can run on the ranks of MPI_COMM_WORLD; otherwise it is
+ * a usage error (dt_usage_error: rank 0 prints "program: cannot run on N ranks:" and
+ * the reason, every rank exits with status 2). */
+void dt_train_usage_check(const dt_train_config *c, const char *program);
 
 typedef struct {
     int steps;

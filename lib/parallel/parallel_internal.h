@@ -48,6 +48,10 @@ typedef struct {
     int nmade;                  /* them: a checkpoint refusal frees them (checkpoint.c) */
 } dti_run;
 
+/* calloc of host memory that never returns NULL (at least one byte; out of memory
+ * aborts through dti_die). For the modes' bookkeeping, not model state. */
+void *dti_calloc(size_t n, size_t size);
+
 /* Allocates nbytes (zeroed) where the run's model state lives (on the host when
  * host is 1), counted under what (DTI_PARAMS, ...) for the peak. dti_free gives it back
  * and uncounts it; it takes the same nbytes. */

@@ -159,12 +159,12 @@ int dt_train_check(const dt_train_config *c, int n, char *why, size_t len)
     return 0;
 }
 
-int dt_train_can_run(const dt_train_config *c, const char *program)
+void dt_train_usage_check(const dt_train_config *c, const char *program)
 {
     char why[256], msg[320], hint[96];
     int n = dt_size();
     if (dt_train_check(c, n, why, sizeof why) == 0)
-        return 1;
+        return;
     /* a usage error: what the user asked for (the options, the rank count) cannot run */
     snprintf(msg, sizeof msg, "cannot run on %d rank%s: %s", n, n == 1 ? "" : "s", why);
     snprintf(hint, sizeof hint, "Try '%s --help' for its options.\n", program);
@@ -172,6 +172,13 @@ int dt_train_can_run(const dt_train_config *c, const char *program)
 }
 
 /* ==== the books ==== */
+
+void *dti_calloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    DT_REQUIRE(p != NULL, "out of host memory (%zu x %zu bytes)", n, size);
+    return p;
+}
 
 void *dti_alloc(dti_run *r, int what, size_t nbytes, int host)
 {
