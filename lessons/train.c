@@ -25,7 +25,7 @@
 #include "parallel/parallel.h"
 
 /* The usage text, with the defaults of dt_train_defaults filled in (make_usage). */
-static char usage[3072];
+static char usage[4096];
 
 static void make_usage(const dt_train_config *d)
 {
@@ -34,7 +34,7 @@ static void make_usage(const dt_train_config *d)
     snprintf(usage, sizeof usage,
     "usage: mpiexec -n N train --mode MODE [options]\n"
     "Trains an MLP serially or in parallel; prints the loss per step and the costs.\n"
-    "  --mode MODE         serial|dp|ddp|fsdp|tp|pp|hybrid (default serial)\n"
+    "  --mode MODE         serial|dp|ddp|fsdp|tp|pp|hybrid|moe (default serial)\n"
     "  --steps S           training steps (default %d)\n"
     "  --batch B           global batch, shared by the data-parallel ranks (%d)\n"
     "  --lr X              learning rate (%g)\n"
@@ -52,21 +52,29 @@ static void make_usage(const dt_train_config *d)
     "                      --checkpoint's): the same weights and losses as a run never\n"
     "                      stopped; the configuration must match, --steps may grow.\n"
     "                      Not with dp --async (stale weights in flight)\n"
+    "  --slow-rank R, --slow-ms MS   rank R sleeps MS ms at the start of each of its\n"
+    "                      steps, as a slower GPU would (a straggler; default none)\n"
     "mode options (for the single modes the mode's size is the number of ranks):\n"
     "  dp      --dedicated-server (rank 0 only serves), --async K (stale weights)\n"
-    "  ddp     --bucket-kb N (%d), --no-overlap, --accum K (micro-batches per step)\n"
+    "  ddp     --bucket-kb N (%d), --no-overlap, --accum K (micro-batches per step),\n"
+    "          --compress none|fp16|int8|sign (gradients compressed before they\n"
+    "          travel; sign keeps what it lost for the next step: error feedback)\n"
     "  fsdp    --zero 1|2|3 (%d), --offload (shards in host memory, with cuda)\n"
     "  tp      --tp-style megatron|allgather (%s)\n"
     "  pp      --micro M (%d), --schedule gpipe|1f1b (%s)\n"
     "  hybrid  --dp D --tp T --pp P, D*T*P = N (--dp defaults to N/(T*P)); and the\n"
     "          ddp, tp and pp options above\n"
+    "  moe     --experts E (a multiple of N; default 2 per rank), --topk 1|2 (%d),\n"
+    "          --capacity X (capacity factor, %g), --moe-groups G (token groups;\n"
+    "          default one per rank), --aux-loss X (load-balancing loss weight, %g)\n"
     DT_COMMON_USAGE
     "  --help              this text\n",
     d->steps, d->batch, (double)d->optim.lr, (double)d->optim.momentum, d->seed,
     d->model.layers, d->model.hidden, d->model.act == DT_RELU ? "relu" : "gelu",
     (double)sc.init, sc.window, d->bucket_kb, d->zero,
     d->tp_style == DT_TP_MEGATRON ? "megatron" : "allgather", d->micro,
-    d->schedule == DT_PP_GPIPE ? "gpipe" : "1f1b");
+    d->schedule == DT_PP_GPIPE ? "gpipe" : "1f1b", d->topk, (double)d->capacity,
+    (double)d->aux_loss);
 }
 
 /* Every option: its code O_<id>, its name, whether it takes a value, and the modes it
@@ -92,7 +100,12 @@ static void make_usage(const dt_train_config *d)
     X(TP_STYLE, "tp-style", 1, M(TP) | M(HYBRID)) \
     X(MICRO, "micro", 1, M(PP) | M(HYBRID)) \
     X(SCHEDULE, "schedule", 1, M(PP) | M(HYBRID)) \
-    X(DP, "dp", 1, M(HYBRID))  X(TP, "tp", 1, M(HYBRID))  X(PP, "pp", 1, M(HYBRID))
+    X(DP, "dp", 1, M(HYBRID))  X(TP, "tp", 1, M(HYBRID))  X(PP, "pp", 1, M(HYBRID)) \
+    X(COMPRESS, "compress", 1, M(DDP)) \
+    X(EXPERTS, "experts", 1, M(MOE))          X(TOPK, "topk", 1, M(MOE)) \
+    X(CAPACITY, "capacity", 1, M(MOE))        X(GROUPS, "moe-groups", 1, M(MOE)) \
+    X(AUX_LOSS, "aux-loss", 1, M(MOE)) \
+    X(SLOW_RANK, "slow-rank", 1, 0)           X(SLOW_MS, "slow-ms", 1, 0)
 
 #define ENUM(id, name, arg, modes) O_##id,
 #define LONGOPT(id, name, arg, modes) {name, arg ? required_argument : no_argument, NULL, O_##id},
@@ -215,6 +228,17 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
         case O_DP: c->dp = int_arg(1, 1 << 16); break;
         case O_TP: c->tp = int_arg(1, 1 << 16); break;
         case O_PP: c->pp = int_arg(1, 1 << 16); break;
+        case O_COMPRESS:
+            if (dt_compress_parse(optarg, &c->compress))
+                bad("--compress does not take '%s' (none, fp16, int8 or sign)", optarg);
+            break;
+        case O_EXPERTS: c->experts = int_arg(1, 4096); break;
+        case O_TOPK: c->topk = int_arg(1, 2); break;
+        case O_CAPACITY: c->capacity = float_arg(0, 1000, 0); break;
+        case O_GROUPS: c->moe_groups = int_arg(1, 1 << 20); break;
+        case O_AUX_LOSS: c->aux_loss = float_arg(0, 100, 1); break;
+        case O_SLOW_RANK: c->slow_rank = int_arg(0, 1 << 20); break;
+        case O_SLOW_MS: c->slow_ms = int_arg(0, 100000); break;
         case 'h': dt_usage_help(usage);
         case DT_OPT_DEVICE: case DT_OPT_TRACE: break;      /* dt_init has read them */
         case ':': bad("option '%s' needs a value", argv[optind - 1]);
@@ -232,6 +256,8 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
                 for_modes[i] & M(HYBRID) && for_modes[i] != M(HYBRID) ? " or " : "",
                 for_modes[i] & M(HYBRID) && for_modes[i] != M(HYBRID) ? "hybrid" : "",
                 dt_mode_name(c->mode));
+    if (given[O_SLOW_RANK - O_MODE] && !given[O_SLOW_MS - O_MODE])
+        bad("--slow-rank is for --slow-ms MS (how long that rank sleeps each step)");
     if (given[O_EVERY - O_MODE] && !c->checkpoint_dir)
         bad("--every is for --checkpoint DIR");
     if ((given[O_LOSS_SCALE - O_MODE] || given[O_WINDOW - O_MODE]) && c->precision != DT_FP16)
@@ -392,17 +418,19 @@ int main(int argc, char **argv)
     dt_train(&c, MPI_COMM_WORLD, &res);
 
     /* ==== the summary: time, bytes, memory per rank ==== */
-    char a[32], b[32], p[32], g[32], o[32];
+    char a[32], b[32], p[32], g[32], o[32], w[32];
     dt_printf0("time per step: %.3f ms (%s, slowest rank)\n", res.seconds_per_step * 1e3,
                c.steps > 1 ? "mean of steps 2 on" : "one step, warm-up included");
-    dt_printf0("bytes sent: at most %s by a rank; per rank, and peak memory:\n",
+    dt_printf0("bytes sent: at most %s by a rank; per rank: sent, peak memory, and the\n"
+               "seconds spent waiting for other ranks (in dtlab's waits):\n",
                dt_format_bytes((double)res.bytes_sent_max, a, sizeof a));
-    dt_printf0("  rank        sent      params       grads   optimizer\n");
-    dt_printf_ordered("  %4d  %10s  %10s  %10s  %10s\n", dt_rank(),
+    dt_printf0("  rank        sent      params       grads   optimizer      waited\n");
+    snprintf(w, sizeof w, "%.3f s", res.wait_seconds);
+    dt_printf_ordered("  %4d  %10s  %10s  %10s  %10s  %10s\n", dt_rank(),
                       dt_format_bytes((double)res.bytes_sent, b, sizeof b),
                       dt_format_bytes((double)res.peak_params, p, sizeof p),
                       dt_format_bytes((double)res.peak_grads, g, sizeof g),
-                      dt_format_bytes((double)res.peak_optim, o, sizeof o));
+                      dt_format_bytes((double)res.peak_optim, o, sizeof o), w);
     if (dt_rank() == 0)
         print_wrapped(res.summary);
     int ok = d.dump ? dump(d.dump, &res) : 1;

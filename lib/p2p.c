@@ -20,7 +20,9 @@ static _Atomic size_t bytes_sent, bytes_received;
 
 size_t dt_bytes_sent(void) { return bytes_sent; }
 size_t dt_bytes_received(void) { return bytes_received; }
-void dt_bytes_reset(void) { bytes_sent = bytes_received = 0; }
+static _Atomic unsigned long long wait_ns;    /* atomic doubles would need libatomic */
+double dt_wait_seconds(void) { return (double)wait_ns * 1e-9; }
+void dt_bytes_reset(void) { bytes_sent = bytes_received = 0; wait_ns = 0; }
 
 /* ==== waiting ==== */
 
@@ -174,10 +176,12 @@ void dt_waitall(int n, MPI_Request *reqs)
     MPI_Status small[MAX_REQS], *st = n <= MAX_REQS ? small : malloc(sizeof *st * (size_t)n);
     DT_REQUIRE(st != NULL, "out of memory");
     int err, done = 0;
+    double t0 = dti_now();
     if (!dt_polite())
         err = MPI_Waitall(n, reqs, st);
     else if ((err = MPI_Testall(n, reqs, &done, st)) == MPI_SUCCESS && !done)
         err = wait_politely(n, reqs, st);
+    wait_ns += (unsigned long long)((dti_now() - t0) * 1e9);
     if (err != MPI_SUCCESS)
         explain_failure(err, n, st);
     if (st != small)

@@ -49,6 +49,9 @@ void dt_barrier(MPI_Comm comm);
 /* Bytes this rank has sent and received through p2p since the last reset. */
 size_t dt_bytes_sent(void);
 size_t dt_bytes_received(void);
-void dt_bytes_reset(void);
+/* Seconds spent inside dt_waitall since the last reset, by all of this rank's threads
+ * together (DDP's communication thread included, whose waits overlap compute). */
+double dt_wait_seconds(void);
+void dt_bytes_reset(void);          /* resets the bytes and the waiting time */
 
 #endif /* DT_P2P_H */

@@ -23,8 +23,13 @@
 #  10. train's checkpoints: resumed runs equal uninterrupted ones bit for bit; damaged
 #      or foreign checkpoints refused; a kill while writing loses nothing good
 #  11. random collectives against MPICH's at 1 to 8 ranks, for a bounded time
+#  12. mixture of experts: train --mode moe on N ranks against one rank, lesson 19
+#  13. compressed gradients: ddp --compress, round trips, error feedback, lesson 20
+#  14. synchronous against asynchronous accumulation, lesson 21
+#  15. many hosts: network namespaces joined by veth (skipped where they cannot be made)
 # and prints one line per run, PASS or FAIL, with the output of the runs that failed.
-# The last line is "N passed, M failed"; the exit status is 0 only when nothing failed.
+# The last line is "N passed, M failed" (and ", K skipped" when a test cannot run on this
+# machine, each SKIP line saying why); the exit status is 0 only when nothing failed.
 #
 # Every MPI run has a time limit, MPIEXEC_TIMEOUT seconds (default 120), so a deadlock
 # fails the run instead of hanging the job; programs run without mpiexec get the same
@@ -43,6 +48,7 @@ export MPIEXEC_TIMEOUT=${MPIEXEC_TIMEOUT:-120}
 
 passed=0
 failed=0
+skipped=0
 failures=""
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/dtlab-tests.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -84,6 +90,12 @@ report() {
             tail -n 60 "$log" | sed 's/^/      | /'
         fi
     fi
+}
+
+# skip NAME WHY: a test this machine cannot run, and why (counted, never a pass).
+skip() {
+    skipped=$((skipped + 1))
+    printf 'SKIP  %-44s %s\n' "$1" "$2"
 }
 
 # run NAME WANT CMD...: runs CMD, output to the log; passes when its status is WANT.
@@ -657,12 +669,17 @@ grade_tests() {
 }
 want 7 && grade_tests
 
-# ==== 8-11: each in its own file, which defines the function called here ====
+# ==== 8-15: each in its own file, which defines the function called here ====
 #   8. bad input to every program a user runs          tests/badinput.sh
 #   9. dying and stuck ranks                           tests/faults.sh
 #  10. train's checkpoints                             tests/checkpoint.sh
 #  11. random collectives against MPICH (bounded)      tests/stress.sh
-for section in 8:badinput 9:faults 10:checkpoint 11:stress; do
+#  12. mixture of experts                              tests/moe.sh
+#  13. compressed gradients                            tests/compress.sh
+#  14. synchronous against asynchronous accumulation   tests/async.sh
+#  15. many hosts in network namespaces                tests/hosts.sh
+for section in 8:badinput 9:faults 10:checkpoint 11:stress 12:moe 13:compress 14:async \
+               15:hosts; do
     if want "${section%%:*}" && [ -f "tests/${section#*:}.sh" ]; then
         . "tests/${section#*:}.sh"
         "${section#*:}_tests"
@@ -671,5 +688,9 @@ done
 
 echo
 [ "$failed" -eq 0 ] || echo "failed:$failures"
-echo "$passed passed, $failed failed"
+if [ "$skipped" -gt 0 ]; then
+    echo "$passed passed, $failed failed, $skipped skipped"
+else
+    echo "$passed passed, $failed failed"
+fi
 [ "$failed" -eq 0 ]

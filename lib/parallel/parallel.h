@@ -33,7 +33,7 @@ extern "C" {
 
 typedef enum {
     DT_MODE_SERIAL, DT_MODE_DP, DT_MODE_DDP, DT_MODE_FSDP, DT_MODE_TP, DT_MODE_PP,
-    DT_MODE_HYBRID, DT_NMODES
+    DT_MODE_HYBRID, DT_MODE_MOE, DT_NMODES
 } dt_mode;
 
 typedef enum { DT_FP32 = 0, DT_FP16 = 1 } dt_precision;
@@ -45,6 +45,17 @@ typedef enum { DT_TP_MEGATRON = 0, DT_TP_ALLGATHER = 1 } dt_tp_style;
 
 const char *dt_mode_name(dt_mode m);           /* "serial", "dp", ... */
 int dt_mode_parse(const char *s, dt_mode *m);  /* 0, or -1 for an unknown name */
+
+/* Gradient compression for ddp (compress.c): none; fp16; int8 with a scale per chunk;
+ * sign, one bit per gradient and a scale, with error feedback (what the last step's
+ * compression lost is added to the next step's gradient before compressing). */
+typedef enum {
+    DT_COMPRESS_NONE = 0, DT_COMPRESS_FP16, DT_COMPRESS_INT8, DT_COMPRESS_SIGN,
+    DT_NCOMPRESS
+} dt_compress;
+
+const char *dt_compress_name(dt_compress k);           /* "none", "fp16", ... */
+int dt_compress_parse(const char *s, dt_compress *k);  /* 0, or -1 for an unknown name */
 
 /* ==== dynamic loss scaling (mixed.c) ==== */
 
@@ -117,6 +128,23 @@ typedef struct {
     dt_pp_schedule schedule;
     /* hybrid: data-parallel, tensor-parallel and pipeline sizes, D*T*P = ranks */
     int dp, tp, pp;
+    /* ddp: gradients compressed before they travel (DT_COMPRESS_NONE: as they are) */
+    dt_compress compress;
+    /* moe (moe.c): experts in the MoE layer (a multiple of the rank count), each token
+     * sent to its top-k experts (1 or 2), capacity factor (slots per expert per group:
+     * ceil(capacity * k * tokens of the group / experts); tokens beyond it are dropped
+     * and counted), token groups (0: one per rank; a run on fewer ranks with the same
+     * groups routes and drops exactly as one with a rank per group), and the weight of
+     * the load-balancing loss (0: none) */
+    int experts, topk;
+    float capacity;
+    int moe_groups;
+    float aux_loss;
+
+    /* A straggler, for lessons: rank slow_rank sleeps slow_ms milliseconds at the start
+     * of each of its steps, as a slower GPU would (slow_ms 0: none). */
+    int slow_rank;
+    int slow_ms;
 
     /* checkpoints (checkpoint.c). Every checkpoint_every steps (and after the last
      * step) the whole training state is saved under checkpoint_dir: weights, optimizer
@@ -166,6 +194,8 @@ typedef struct {
     double seconds_per_step;  /* mean over steps 2.. (step 1 warms up), slowest rank */
     size_t bytes_sent;        /* through p2p during training, this rank */
     size_t bytes_sent_max;    /* the largest of any rank, every rank */
+    double wait_seconds;      /* this rank's time in dt_waitall during training */
+    double wait_seconds_max;  /* the largest of any rank, every rank */
     size_t peak_params;       /* bytes held at the peak, this rank: weights (working */
     size_t peak_grads;        /*   and master copies), gradients, optimizer state */
     size_t peak_optim;

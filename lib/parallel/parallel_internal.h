@@ -11,6 +11,9 @@
  *   hybrid.c  the training loop of serial, ddp, tp, pp and hybrid (D x T x P)
  *   dp.c      the parameter server
  *   fsdp.c    ZeRO 1/2/3
+ *   moe.c     mixture of experts: the gate, top-k routing with capacity, the experts'
+ *             all-to-all, the load-balancing loss
+ *   compress.c  ddp's gradient compression (fp16, int8, sign with error feedback)
  *   checkpoint.c  saving the training state, and resuming from it
  *
  * Conventions: steps count from 1 (data batch step-1); element counts are size_t;
@@ -280,5 +283,10 @@ void dti_ckpt_step(dti_run *r, int step);
 void dti_train_hybrid(dti_run *r);   /* serial, ddp, tp, pp, hybrid */
 void dti_train_dp(dti_run *r);
 void dti_train_fsdp(dti_run *r);
+void dti_train_moe(dti_run *r);      /* moe.c */
+/* moe.c: whether c's moe settings can run on n ranks (experts a multiple of n, topk 1
+ * or 2 and at most the experts, capacity > 0, groups dividing the batch, ...): 0, or
+ * -1 with a sentence in why. */
+int dti_moe_check(const dt_train_config *c, int n, char *why, size_t len);
 
 #endif /* DT_PARALLEL_INTERNAL_H */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "buf.h"
 #include "collectives/collectives.h"
 #include "p2p.h"
@@ -17,8 +18,9 @@
 /* ==== names and defaults ==== */
 
 static const char *const mode_names[DT_NMODES] = {
-    "serial", "dp", "ddp", "fsdp", "tp", "pp", "hybrid"
+    "serial", "dp", "ddp", "fsdp", "tp", "pp", "hybrid", "moe"
 };
+static const char *const compress_names[DT_NCOMPRESS] = { "none", "fp16", "int8", "sign" };
 
 const char *dt_mode_name(dt_mode m)
 {
@@ -30,6 +32,21 @@ int dt_mode_parse(const char *s, dt_mode *m)
     for (int i = 0; s && i < DT_NMODES; i++)
         if (strcmp(s, mode_names[i]) == 0) {
             *m = (dt_mode)i;
+            return 0;
+        }
+    return -1;
+}
+
+const char *dt_compress_name(dt_compress k)
+{
+    return k >= 0 && k < DT_NCOMPRESS ? compress_names[k] : "?";
+}
+
+int dt_compress_parse(const char *s, dt_compress *k)
+{
+    for (int i = 0; s && i < DT_NCOMPRESS; i++)
+        if (strcmp(s, compress_names[i]) == 0) {
+            *k = (dt_compress)i;
             return 0;
         }
     return -1;
@@ -55,6 +72,14 @@ void dt_train_defaults(dt_train_config *c)
     c->schedule = DT_PP_1F1B;
     c->tp_style = DT_TP_MEGATRON;
     c->dp = c->tp = c->pp = 1;
+    c->compress = DT_COMPRESS_NONE;
+    c->experts = 0;                 /* moe: 0 picks 2 per rank */
+    c->topk = 1;
+    c->capacity = 1.25f;
+    c->moe_groups = 0;
+    c->aux_loss = 0.01f;
+    c->slow_rank = 0;
+    c->slow_ms = 0;
 }
 
 void dt_train_defaults_for(dt_train_config *c, dt_mode mode, const dt_dataset *data)
@@ -74,7 +99,7 @@ static void mode_sizes(const dt_train_config *c, int n, int *D, int *T, int *P)
 {
     *D = *T = *P = 1;
     switch (c->mode) {
-    case DT_MODE_DDP: case DT_MODE_FSDP: *D = n; break;
+    case DT_MODE_DDP: case DT_MODE_FSDP: case DT_MODE_MOE: *D = n; break;
     case DT_MODE_DP: *D = c->dedicated_server ? n - 1 : n; break;
     case DT_MODE_TP: *T = n; break;
     case DT_MODE_PP: *P = n; break;
@@ -123,6 +148,15 @@ int dt_train_check(const dt_train_config *c, int n, char *why, size_t len)
     if (c->accum > 1 && (c->mode == DT_MODE_DP || c->mode == DT_MODE_FSDP))
         WHY("--accum is for the modes built on gradient buckets (serial, ddp, tp, pp, "
             "hybrid), not %s", dt_mode_name(c->mode));
+    if (c->compress != DT_COMPRESS_NONE && c->mode != DT_MODE_DDP)
+        WHY("--compress is for mode ddp");
+    if (c->slow_ms < 0 || c->slow_ms > 100000 || c->slow_rank < 0 || c->slow_rank >= n)
+        WHY("the slow rank must be a rank (0 .. %d) and its delay 0 .. 100000 ms", n - 1);
+    if (c->mode == DT_MODE_MOE) {
+        char moe_why[200];
+        if (dti_moe_check(c, n, moe_why, sizeof moe_why))
+            WHY("%s", moe_why);
+    }
     if (c->dedicated_server && c->mode != DT_MODE_DP)
         WHY("--dedicated-server is for mode dp");
     if (c->mode == DT_MODE_DP && c->dedicated_server && n < 2)
@@ -203,6 +237,11 @@ void dti_free(dti_run *r, int what, void *p, size_t nbytes)
 void dti_step_begin(dti_run *r, int step)
 {
     (void)step;
+    if (r->cfg->slow_ms > 0 && r->rank == r->cfg->slow_rank) {
+        int ms = r->cfg->slow_ms;               /* a straggler: a slower GPU */
+        struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+        nanosleep(&ts, NULL);
+    }
     r->t_begin = MPI_Wtime();
 }
 
@@ -293,15 +332,18 @@ void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
     switch (c->mode) {
     case DT_MODE_DP: dti_train_dp(&r); break;
     case DT_MODE_FSDP: dti_train_fsdp(&r); break;
+    case DT_MODE_MOE: dti_train_moe(&r); break;
     default: dti_train_hybrid(&r); break;
     }
     res->bytes_sent = dt_bytes_sent();
+    res->wait_seconds = dt_wait_seconds();
     dti_ckpt_close(&r);
 
     /* the books, made the same on every rank (MPI's own calls: not training traffic) */
     unsigned long long mine = res->bytes_sent, most = 0;
     MPI_Allreduce(&mine, &most, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, r.comm);
     res->bytes_sent_max = (size_t)most;
+    MPI_Allreduce(&res->wait_seconds, &res->wait_seconds_max, 1, MPI_DOUBLE, MPI_MAX, r.comm);
     double t = r.t_sum / (c->steps > r.first ? c->steps - r.first : 1), tmax = 0;
     MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, r.comm);
     res->seconds_per_step = tmax;
