@@ -23,6 +23,7 @@
 #include <string.h>
 #include "dt.h"
 #include "parallel/parallel.h"
+#include "parallel/moe.h"
 
 /* The usage text, with the defaults of dt_train_defaults filled in (make_usage). */
 static char usage[4096];
@@ -58,7 +59,8 @@ static void make_usage(const dt_train_config *d)
     "  dp      --dedicated-server (rank 0 only serves), --async K (stale weights)\n"
     "  ddp     --bucket-kb N (%d), --no-overlap, --accum K (micro-batches per step),\n"
     "          --compress none|fp16|int8|sign (gradients compressed before they\n"
-    "          travel; sign keeps what it lost for the next step: error feedback)\n"
+    "          travel; sign keeps what it lost for the next step: error feedback),\n"
+    "          --no-feedback (sign without error feedback, to see why it is needed)\n"
     "  fsdp    --zero 1|2|3 (%d), --offload (shards in host memory, with cuda)\n"
     "  tp      --tp-style megatron|allgather (%s)\n"
     "  pp      --micro M (%d), --schedule gpipe|1f1b (%s)\n"
@@ -101,7 +103,7 @@ static void make_usage(const dt_train_config *d)
     X(MICRO, "micro", 1, M(PP) | M(HYBRID)) \
     X(SCHEDULE, "schedule", 1, M(PP) | M(HYBRID)) \
     X(DP, "dp", 1, M(HYBRID))  X(TP, "tp", 1, M(HYBRID))  X(PP, "pp", 1, M(HYBRID)) \
-    X(COMPRESS, "compress", 1, M(DDP)) \
+    X(COMPRESS, "compress", 1, M(DDP))      X(NO_FEEDBACK, "no-feedback", 0, M(DDP)) \
     X(EXPERTS, "experts", 1, M(MOE))          X(TOPK, "topk", 1, M(MOE)) \
     X(CAPACITY, "capacity", 1, M(MOE))        X(GROUPS, "moe-groups", 1, M(MOE)) \
     X(AUX_LOSS, "aux-loss", 1, M(MOE)) \
@@ -232,6 +234,7 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
             if (dt_compress_parse(optarg, &c->compress))
                 bad("--compress does not take '%s' (none, fp16, int8 or sign)", optarg);
             break;
+        case O_NO_FEEDBACK: c->compress_feedback = 0; break;
         case O_EXPERTS: c->experts = int_arg(1, 4096); break;
         case O_TOPK: c->topk = int_arg(1, 2); break;
         case O_CAPACITY: c->capacity = float_arg(0, 1000, 0); break;
@@ -258,6 +261,8 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
                 dt_mode_name(c->mode));
     if (given[O_SLOW_RANK - O_MODE] && !given[O_SLOW_MS - O_MODE])
         bad("--slow-rank is for --slow-ms MS (how long that rank sleeps each step)");
+    if (given[O_NO_FEEDBACK - O_MODE] && c->compress != DT_COMPRESS_SIGN)
+        bad("--no-feedback is for --compress sign (the only one with error feedback)");
     if (given[O_EVERY - O_MODE] && !c->checkpoint_dir)
         bad("--every is for --checkpoint DIR");
     if ((given[O_LOSS_SCALE - O_MODE] || given[O_WINDOW - O_MODE]) && c->precision != DT_FP16)
@@ -275,6 +280,13 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
             d->features);
 }
 
+/* The whole model's weights: moe's experts replace one layer (parallel/moe.h). */
+static size_t nparams(const dt_train_config *c)
+{
+    return c->mode == DT_MODE_MOE ? dt_moe_nparams(c, dt_size())
+                                  : dt_mlp_nparams(&c->model);
+}
+
 /* Sizes too large to hold, refused before they are allocated: the weights (each with a
  * gradient and optimizer state beside it), and the activations a layer keeps for
  * backward, for the whole batch on one rank as serial training has them. */
@@ -283,9 +295,10 @@ static void check_sizes(const dt_train_config *c)
     const dt_mlp_config *m = &c->model;
     int wide = m->hidden > m->in ? m->hidden : m->in;
     wide = m->out > wide ? m->out : wide;
-    if (dt_mlp_nparams(m) > MAX_FLOATS)
-        bad("%d layers of %d is %zu weights: more than 256 MiB of them", m->layers,
-            m->hidden, dt_mlp_nparams(m));
+    size_t np = nparams(c);
+    if (np > MAX_FLOATS)
+        bad("%d layers of %d%s is %zu weights: more than 256 MiB of them", m->layers,
+            m->hidden, c->mode == DT_MODE_MOE ? " with its experts" : "", np);
     if ((double)c->batch * wide * m->layers > (double)MAX_FLOATS)
         bad("--batch %d through %d layers of width %d: more than 256 MiB of activations",
             c->batch, m->layers, wide);
@@ -409,7 +422,7 @@ int main(int argc, char **argv)
         snprintf(shape, sizeof shape, "%d-%d", c.model.in, c.model.out);
     dt_printf0("train: %s on %d rank%s, MLP %s (%s), %zu parameters\n",
                dt_mode_name(c.mode), n, n == 1 ? "" : "s", shape,
-               c.model.act == DT_RELU ? "relu" : "gelu", dt_mlp_nparams(&c.model));
+               c.model.act == DT_RELU ? "relu" : "gelu", nparams(&c));
     dt_printf0("%d steps of batch %d, %s lr %g, %s, %d examples of %s data\n", c.steps,
                c.batch, c.optim.kind == DT_SGD ? "sgd" : "adam", (double)c.optim.lr,
                c.precision == DT_FP16 ? "fp16" : "fp32", set.n,

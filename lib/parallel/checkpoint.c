@@ -383,6 +383,10 @@ static void config_text(const dti_run *r, sbuf *b)
     if (md == DT_MODE_DDP || md == DT_MODE_HYBRID)
         sb_printf(b, "config bucket-kb %d\nconfig overlap %s\n", c->bucket_kb,
                   c->overlap ? "on" : "off");
+    if (md == DT_MODE_DDP)
+        sb_printf(b, "config compress %s%s\n", dt_compress_name(c->compress),
+                  c->compress == DT_COMPRESS_SIGN && !c->compress_feedback
+                  ? " --no-feedback" : "");
     if (md == DT_MODE_TP || md == DT_MODE_HYBRID)
         sb_printf(b, "config tp-style %s\n", c->tp_style == DT_TP_MEGATRON ? "megatron"
                   : "allgather");

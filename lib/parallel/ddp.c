@@ -42,6 +42,12 @@
  * overlap = 0 nothing is sent during backward, and dti_ddp_finish sends every bucket in
  * order afterwards ("backward, then communicate"): the baseline the lesson compares with.
  *
+ * Compression (train --compress, compress.c). With compress set, a bucket is encoded
+ * (fp16, int8 or sign), sent and decoded instead of allreduced as fp32; the buckets,
+ * their order and the thread stay as they are. ddp counts the bytes each bucket sends
+ * (dt_bytes_sent before and after: nothing else sends during backward in mode ddp) and
+ * reports them beside compress.c's model (dti_ddp_summary).
+ *
  * Threads. The communication thread allreduces on its own duplicate of the communicator:
  * one thread in dtlab's p2p per communicator at a time, so the main thread stays free to
  * use the others (a pipeline's, a tensor-parallel group's) meanwhile. It sleeps on a
@@ -51,11 +57,14 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include "parallel_internal.h"
 #include "buf.h"
 #include "collectives/collectives.h"
 #include "cuda.h"
+#include "p2p.h"
 #include "trace.h"
+#include "units.h"
 
 struct dti_ddp {
     char *grads;              /* n elements of type, host or device; not owned */
@@ -68,6 +77,9 @@ struct dti_ddp {
     size_t *lo, *hi;          /* [nb] bucket b is grads[lo[b], hi[b]) */
     int overlap;
     MPI_Comm comm;            /* the caller's (overlap 0) or our duplicate (overlap 1) */
+    dti_compressor *z;        /* NULL: buckets travel as they are (dti_ddp_compress) */
+    size_t sent, sent_total;  /* bytes the buckets sent: this step, all steps */
+    size_t sent_last;         /* the last step's */
 
     /* this step, main thread only */
     int step;                 /* from 1, for the trace */
@@ -98,11 +110,16 @@ static void reduce_bucket(dti_ddp *d, int b, int step)
     dt_trace_phase("ddp", "bucket");
     dt_trace_step(step, -1, 0, 0, b, d->lo[b], d->hi[b]);
     dt_trace_add(DT_EV_MARK, -1, count * d->esize, t, t);
-    /* the ring, whatever the size: its bytes per rank, 2(N-1)/N of the bucket, do not
-     * grow with N, which is what lets DDP scale (dt_allreduce would take recursive
-     * doubling for small buckets) */
-    dt_allreduce_ring(MPI_IN_PLACE, d->grads + d->lo[b] * d->esize, (int)count, d->type,
-                      MPI_SUM, d->comm);
+    size_t sent0 = dt_bytes_sent();
+    if (d->z)
+        dti_compressor_allreduce(d->z, b, (float *)d->grads + d->lo[b], d->lo[b],
+                                 d->hi[b], d->comm);
+    else    /* the ring, whatever the size: its bytes per rank, 2(N-1)/N of the bucket,
+             * do not grow with N, which is what lets DDP scale (dt_allreduce would take
+             * recursive doubling for small buckets) */
+        dt_allreduce_ring(MPI_IN_PLACE, d->grads + d->lo[b] * d->esize, (int)count,
+                          d->type, MPI_SUM, d->comm);
+    d->sent += dt_bytes_sent() - sent0;
 }
 
 /* ==== the communication thread (overlap = 1) ==== */
@@ -227,6 +244,7 @@ void dti_ddp_free(dti_ddp *d)
         pthread_mutex_destroy(&d->mu);
         DT_CHECK_MPI(MPI_Comm_free(&d->comm));
     }
+    dti_compressor_free(d->z);
     free(d->done);
     free(d->hi);
     free(d->lo);
@@ -240,6 +258,8 @@ void dti_ddp_free(dti_ddp *d)
 int dti_ddp_nbuckets(const dti_ddp *d) { return d->nb; }
 
 double dti_ddp_wait_seconds(const dti_ddp *d) { return d->wait_s; }
+
+MPI_Comm dti_ddp_comm(const dti_ddp *d) { return d->comm; }
 
 /* ==== a step ==== */
 
@@ -284,10 +304,88 @@ void dti_ddp_finish(dti_ddp *d)
         d->step++;
     }
     d->wait_s = MPI_Wtime() - t0;
+    d->sent_last = d->sent;
+    d->sent_total += d->sent;
+    d->sent = 0;
 
     for (int i = 0; i < d->nl; i++)
         d->done[i] = 0;
     for (int b = 0; b < d->nb; b++)
         d->left[b] = d->nlayers[b];
     d->nreported = 0;
+}
+
+/* ==== compression ==== */
+
+int dti_ddp_compress(dti_ddp *d, dti_run *r)
+{
+    const dt_train_config *c = r->cfg;
+    if (c->compress == DT_COMPRESS_NONE)
+        return 0;
+    DT_REQUIRE(d->type == MPI_FLOAT && d->step == 1 && d->z == NULL, "dti_ddp_compress: "
+               "for fp32 gradients, once, before the first step");
+    d->z = dti_compressor_new(r, c->compress, c->compress_feedback, d->lo, d->hi, d->nb,
+                              d->comm);
+    return dti_compressor_state_bytes(d->z) > 0;
+}
+
+/* This rank's bytes per step for its buckets under compression k, by the model. */
+static size_t model_bytes(const dti_ddp *d, dt_compress k)
+{
+    int P, rank;
+    DT_CHECK_MPI(MPI_Comm_size(d->comm, &P));
+    DT_CHECK_MPI(MPI_Comm_rank(d->comm, &rank));
+    size_t bytes = 0;
+    for (int b = 0; b < d->nb; b++)
+        bytes += dt_compress_bytes(k, d->hi[b] - d->lo[b], P, rank);
+    return bytes;
+}
+
+void dti_ddp_step_text(const dti_ddp *d, char *s, size_t len)
+{
+    if (len)
+        s[0] = 0;
+    if (d->z == NULL)
+        return;
+    char a[32];
+    size_t fp32 = model_bytes(d, DT_COMPRESS_NONE);
+    int n = snprintf(s, len, "sent %s",
+                     dt_format_bytes((double)d->sent_last, a, sizeof a));
+    if (d->sent_last > 0 && n >= 0 && (size_t)n < len)
+        n += snprintf(s + n, len - n, ", %.1fx less", (double)fp32 / d->sent_last);
+    if (dti_compressor_state_bytes(d->z) && n >= 0 && (size_t)n < len)
+        snprintf(s + n, len - n, "  |e| %.3g", dti_compressor_error_norm(d->z));
+}
+
+void dti_ddp_summary(const dti_ddp *d, dti_run *r, int steps)
+{
+    if (d->z == NULL)
+        return;
+    const dt_train_config *c = r->cfg;
+    /* per step and rank: measured, model, fp32 model; the least and most over ranks
+     * (the books, with MPI's own calls: not training traffic) */
+    double mine[3] = { steps > 0 ? (double)d->sent_total / steps : 0,
+                       (double)model_bytes(d, c->compress),
+                       (double)model_bytes(d, DT_COMPRESS_NONE) }, lo[3], hi[3];
+    DT_CHECK_MPI(MPI_Allreduce(mine, lo, 3, MPI_DOUBLE, MPI_MIN, d->comm));
+    DT_CHECK_MPI(MPI_Allreduce(mine, hi, 3, MPI_DOUBLE, MPI_MAX, d->comm));
+    int sign = c->compress == DT_COMPRESS_SIGN;
+    dti_summary(r, "compressed gradients: %s%s; bytes per step and rank:",
+                dt_compress_name(c->compress), !sign ? "" : c->compress_feedback
+                ? " with error feedback" : " without error feedback");
+    dti_summary(r, "  sent %.0f to %.0f over the ranks (model %.0f to %.0f)", lo[0],
+                hi[0], lo[1], hi[1]);
+    if (hi[2] > 0)
+        dti_summary(r, "  uncompressed (fp32 ring, model) %.0f to %.0f: %.2f times "
+                    "as many", lo[2], hi[2], hi[0] > 0 ? hi[2] / hi[0] : 0);
+    else
+        dti_summary(r, "  one rank sends nothing; its gradients are still compressed "
+                    "and decompressed, as they would be on more ranks");
+    if (dti_compressor_state_bytes(d->z)) {
+        char a[32];
+        dti_summary(r, "  error feedback: %s of error buffers per rank; |e| %.4g on "
+                    "rank 0 after the last step", dt_format_bytes((double)
+                    dti_compressor_state_bytes(d->z), a, sizeof a),
+                    dti_compressor_error_norm(d->z));
+    }
 }

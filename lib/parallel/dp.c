@@ -56,6 +56,9 @@
  * The server sends each version as soon as it has made it (nonblocking sends out of a
  * ring of K+1 host buffers); a worker keeps receives posted for the next K versions (a
  * ring of K host buffers) and waits only when the version it needs has not arrived yet.
+ * A worker sends its gradients without waiting too, out of a ring of K+1 host buffers:
+ * the server takes them in rank order, so behind a slow worker a blocking send of a
+ * message too large for MPI to buffer would hold a fast worker to one step ahead.
  * What it buys: a worker runs up to K steps ahead of the server, so the round trip is
  * hidden behind K steps of compute, and a slow worker or a busy link stalls no one for
  * a while. What it costs: each update applies a gradient measured K steps ago, pointing
@@ -78,7 +81,7 @@
  * Memory (counted in the run's books): the server holds the master weights, the
  * optimizer state, the fp32 sum and one receive buffer (in fp16 also the fp16 weights
  * it sends and an fp32 conversion buffer); a worker, its working weights and gradients;
- * with --async, the rings of versions besides.
+ * with --async, the rings of versions besides (and a worker's ring of gradients).
  *
  * Messages on r->comm, tags below DT_TAG_BASE: loss and gradients worker -> server;
  * a header (version, scale) and the weights server -> worker. MPI keeps messages of the
@@ -127,6 +130,10 @@ typedef struct {
     dp_hdr *hdr;        /* [R] */
     MPI_Request *req;   /* [R * nreq]: each slot's header and weights messages */
     int nreq;           /* 2 * others on the server, 2 on a worker */
+    /* async, a worker but the server: its gradients (and losses) on their way */
+    char *gring;        /* (K+1) * wbytes, host */
+    double *gloss;      /* [K+1] */
+    MPI_Request *greq;  /* [2 * (K+1)]: each slot's loss and gradients messages */
 
     /* the server */
     float *master;      /* n, fp32 */
@@ -230,6 +237,14 @@ static void setup(dp_state *d, dti_run *r)
         for (int i = 0; i < d->R * d->nreq; i++)
             d->req[i] = MPI_REQUEST_NULL;
     }
+    if (d->K > 0 && r->rank != 0) {
+        d->gring = dti_alloc(r, DTI_GRADS, (size_t)(d->K + 1) * d->wbytes, 1);
+        d->gloss = calloc((size_t)d->K + 1, sizeof *d->gloss);
+        d->greq = malloc(2 * ((size_t)d->K + 1) * sizeof *d->greq);
+        DT_REQUIRE(d->gloss && d->greq, "out of host memory");
+        for (int i = 0; i < 2 * (d->K + 1); i++)
+            d->greq[i] = MPI_REQUEST_NULL;
+    }
     /* a worker's first receives: versions 1..K, before it needs any of them */
     trace_comm("weights", 0);
     for (int v = 1; r->rank != 0 && d->ring && v <= d->K && v <= d->vmax; v++)
@@ -301,8 +316,21 @@ static void worker_step(dp_state *d, int s, int u)
     fetch(d, u, s);
     double loss = compute(d, s, d->scale);
     trace_comm("gradients", s);
-    dt_send(&loss, sizeof loss, 0, TAG_LOSS, d->comm);
-    dt_send(d->m.grads, d->wbytes, 0, TAG_GRADS, d->comm);
+    if (d->K == 0) {
+        dt_send(&loss, sizeof loss, 0, TAG_LOSS, d->comm);
+        dt_send(d->m.grads, d->wbytes, 0, TAG_GRADS, d->comm);
+    } else {
+        /* the slot's last sends are step s-K-1's: the server has them (it made version
+         * s-1-K, which this step computed on, from them), so this wait ends at once */
+        int i = s % (d->K + 1);
+        MPI_Request *q = d->greq + 2 * i;
+        dt_waitall(2, q);
+        char *slot = d->gring + (size_t)i * d->wbytes;
+        dt_memcpy(slot, d->m.grads, d->wbytes);
+        d->gloss[i] = loss;
+        q[0] = dt_isend(&d->gloss[i], sizeof loss, 0, TAG_LOSS, d->comm);
+        q[1] = dt_isend(slot, d->wbytes, 0, TAG_GRADS, d->comm);
+    }
     dti_step_end(d->r, s, 0, 0, NULL);     /* rank 0 reports the step */
 }
 
@@ -525,6 +553,8 @@ void dti_train_dp(dti_run *r)
     }
     if (r->rank == 0 && d.req)                  /* the last versions' sends */
         dt_waitall(d.R * d.nreq, d.req);
+    if (d.greq)                                 /* a worker's last gradients */
+        dt_waitall(2 * (d.K + 1), d.greq);
     summarize(&d);
 
     /* the final weights: the server's master */
@@ -535,6 +565,11 @@ void dti_train_dp(dti_run *r)
     dti_result_params(r, full);
     free(full);
 
+    if (d.greq) {
+        dti_free(r, DTI_GRADS, d.gring, (size_t)(d.K + 1) * d.wbytes);
+        free(d.gloss);
+        free(d.greq);
+    }
     if (d.ring) {
         dti_free(r, DTI_PARAMS, d.ring, (size_t)d.R * d.wbytes);
         free(d.hdr);

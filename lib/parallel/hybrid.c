@@ -96,17 +96,23 @@ void dti_train_hybrid(dti_run *r)
     size_t state_bytes = m.n * S * sizeof(float);
     float *state = dti_alloc(r, DTI_OPTIM, state_bytes, 0);
 
-    /* checkpoints: replica 0's ranks hold all there is (every replica is the same); in
-     * fp16 the working weights are the master weights rounded */
+    /* gradient buckets; compressed ones also on one rank, to show what it costs */
+    dti_ddp *ddp = D > 1 || c->compress ? dti_ddp_new(m.grads, m.type, m.off, m.nl, dp,
+                                         (size_t)c->bucket_kb * 1024, c->overlap) : NULL;
+    if (ddp && c->overlap)            /* its duplicate: a checkpoint refusal frees it */
+        r->made[r->nmade++] = dti_ddp_comm(ddp);
+    int own = ddp ? dti_ddp_compress(ddp, r) : 0;    /* error feedback: per-rank state */
+
+    /* checkpoints: replica 0's ranks hold all there is (every replica is the same,
+     * unless error feedback gives each rank its own); in fp16 the working weights are
+     * the master weights rounded */
     dti_ckpt_region(r, "weights", master, m.n * sizeof(float));
     dti_ckpt_region(r, "state", state, state_bytes);
-    int s0 = dti_ckpt_start(r, r->rank % (T * P));
+    int s0 = dti_ckpt_start(r, own ? r->rank : r->rank % (T * P));
     if (fp16 && s0 > 0)
         dti_from_float(master, m.params, m.type, m.n);
 
     dti_pp *pipe = dti_pp_new(&m, pp, M, mb, c->schedule);
-    dti_ddp *ddp = D > 1 ? dti_ddp_new(m.grads, m.type, m.off, m.nl, dp,
-                                       (size_t)c->bucket_kb * 1024, c->overlap) : NULL;
     float *x = malloc((size_t)Bd * c->model.in * sizeof(float));
     int *y = malloc((size_t)Bd * sizeof(int));
     DT_REQUIRE(x && y, "out of host memory");
@@ -142,9 +148,12 @@ void dti_train_hybrid(dti_run *r)
             dti_pp_stats(pipe, &bubble, &stash);
             append(extra, sizeof extra, "bubble %.2f  ", bubble);
         }
-        if (ddp)
-            append(extra, sizeof extra, "comm wait %.2f ms  ",
-                   dti_ddp_wait_seconds(ddp) * 1e3);
+        if (ddp) {
+            char z[96];
+            dti_ddp_step_text(ddp, z, sizeof z);
+            append(extra, sizeof extra, "comm wait %.2f ms  %s%s",
+                   dti_ddp_wait_seconds(ddp) * 1e3, z, *z ? "  " : "");
+        }
         append(extra, sizeof extra, "%s", scaler);
         dti_step_end(r, s, (float)(total / B), !apply, extra);
         dti_ckpt_step(r, s);
@@ -192,6 +201,7 @@ void dti_train_hybrid(dti_run *r)
                     c->bucket_kb, c->overlap ? "on" : "off");
         dti_summary(r, "  mean wait for communication after backward %.3f ms",
                     wait_sum / (c->steps - s0) * 1e3);
+        dti_ddp_summary(ddp, r, c->steps - s0);
     }
 
     /* the final weights: replica 0 owns them */

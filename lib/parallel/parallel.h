@@ -56,6 +56,10 @@ typedef enum {
 
 const char *dt_compress_name(dt_compress k);           /* "none", "fp16", ... */
 int dt_compress_parse(const char *s, dt_compress *k);  /* 0, or -1 for an unknown name */
+/* The model of the bytes rank (of nranks) sends to sum one bucket of count fp32
+ * gradients under k: none and fp16, the ring allreduce (4 or 2 bytes a value); int8
+ * and sign, compress.c's compressed allreduce. Exact: what dt_bytes_sent counts. */
+size_t dt_compress_bytes(dt_compress k, size_t count, int nranks, int rank);
 
 /* ==== dynamic loss scaling (mixed.c) ==== */
 
@@ -130,12 +134,17 @@ typedef struct {
     int dp, tp, pp;
     /* ddp: gradients compressed before they travel (DT_COMPRESS_NONE: as they are) */
     dt_compress compress;
-    /* moe (moe.c): experts in the MoE layer (a multiple of the rank count), each token
-     * sent to its top-k experts (1 or 2), capacity factor (slots per expert per group:
-     * ceil(capacity * k * tokens of the group / experts); tokens beyond it are dropped
-     * and counted), token groups (0: one per rank; a run on fewer ranks with the same
-     * groups routes and drops exactly as one with a rank per group), and the weight of
-     * the load-balancing loss (0: none) */
+    /* sign: 1 (the default) keeps what compression lost and adds it to the next step's
+     * gradients (error feedback); 0 drops it, to show why it is needed */
+    int compress_feedback;
+    /* moe (moe.c, moe.h): the MLP's layer layers/2 becomes experts (a multiple of the
+     * rank count; 0: 2 per rank), each token sent to its top-k experts (1 or 2),
+     * capacity factor (slots per expert per group: ceil(capacity * k * tokens of the
+     * group / experts), at most the tokens of the group; tokens beyond it are dropped
+     * and counted), token groups (0: one per rank; a multiple of the rank count that
+     * divides the batch; a run on fewer ranks with the same groups and experts routes,
+     * drops and ends with the same weights, bit for bit), and the weight of the
+     * load-balancing loss (0: none). fp32 only; no checkpoints. */
     int experts, topk;
     float capacity;
     int moe_groups;

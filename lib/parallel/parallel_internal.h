@@ -24,6 +24,7 @@
 
 #include <mpi.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "core.h"
 #include "parallel.h"
 
@@ -47,7 +48,7 @@ typedef struct {
     int first;                  /* the first step this run trains: 1, or the step after
                                    the checkpoint it resumed from */
     struct dti_ckpt *ckpt;      /* checkpoints (checkpoint.c); NULL: none */
-    MPI_Comm made[3];           /* communicators the mode split from comm, nmade of */
+    MPI_Comm made[4];           /* communicators the mode made from comm, nmade of */
     int nmade;                  /* them: a checkpoint refusal frees them (checkpoint.c) */
 } dti_run;
 
@@ -245,6 +246,48 @@ void dti_ddp_layer_done(dti_ddp *d, int i);
 void dti_ddp_finish(dti_ddp *d);
 /* Seconds the last step spent waiting in dti_ddp_finish (communication not hidden). */
 double dti_ddp_wait_seconds(const dti_ddp *d);
+/* The communicator the buckets travel on: comm, or with overlap ddp's own duplicate
+ * (which dti_ddp_free frees). */
+MPI_Comm dti_ddp_comm(const dti_ddp *d);
+/* Compression (compress.c), from r->cfg's compress and compress_feedback: once, after
+ * dti_ddp_new and before dti_ckpt_start (it registers the error buffers as checkpoint
+ * regions); fp32 gradients only. Returns 1 when this rank now holds state no other rank
+ * has (error feedback), 0 otherwise (nothing at all for DT_COMPRESS_NONE). */
+int dti_ddp_compress(dti_ddp *d, dti_run *r);
+/* The last step's bytes, ratio against fp32 and |e|, for the step's report ("" without
+ * compression). */
+void dti_ddp_step_text(const dti_ddp *d, char *s, size_t len);
+/* The summary lines of compression: bytes per step measured and by the model, the
+ * ratio, the error buffers. Collective over the buckets' comm; nothing without it. */
+void dti_ddp_summary(const dti_ddp *d, dti_run *r, int steps);
+
+/* ==== gradient compression (compress.c) ==== */
+
+/* The codecs, on host floats, no MPI. An encoded chunk of n values takes
+ * dti_codec_words(k, n) 32-bit words (k fp16, int8 or sign). dti_encode encodes x (n
+ * values) into out; with err (n floats, may be NULL) it encodes x + err and leaves in
+ * err what the encoding lost (error feedback). dti_decode writes the n decoded values
+ * to out, or adds them to it when add is 1. */
+size_t dti_codec_words(dt_compress k, size_t n);
+void dti_encode(dt_compress k, const float *x, size_t n, float *err, uint32_t *out);
+void dti_decode(dt_compress k, const uint32_t *in, size_t n, float *out, int add);
+
+/* A run's compression of nb buckets, bucket b at [lo[b], hi[b]) of the gradients,
+ * summed over comm: scratch and, for sign with feedback, the error buffers (host, under
+ * DTI_GRADS, registered as checkpoint regions). */
+typedef struct dti_compressor dti_compressor;
+dti_compressor *dti_compressor_new(dti_run *r, dt_compress k, int feedback,
+                                   const size_t *lo, const size_t *hi, int nb,
+                                   MPI_Comm comm);
+void dti_compressor_free(dti_compressor *z);      /* NULL: nothing */
+/* Sums bucket b, g = its hi - lo floats (host or device), over comm, compressed, in
+ * place. Collective over comm, buckets in the same order on every rank. */
+void dti_compressor_allreduce(dti_compressor *z, int b, float *g, size_t lo, size_t hi,
+                              MPI_Comm comm);
+/* Bytes of error buffers this rank keeps (0 without feedback); |e| of its worker
+ * error. */
+size_t dti_compressor_state_bytes(const dti_compressor *z);
+double dti_compressor_error_norm(const dti_compressor *z);
 
 /* ==== checkpoints (checkpoint.c) ==== */
 

@@ -9,6 +9,7 @@
 #include <time.h>
 #include "buf.h"
 #include "collectives/collectives.h"
+#include "moe.h"
 #include "p2p.h"
 #include "parallel_internal.h"
 #include "prog.h"
@@ -73,6 +74,7 @@ void dt_train_defaults(dt_train_config *c)
     c->tp_style = DT_TP_MEGATRON;
     c->dp = c->tp = c->pp = 1;
     c->compress = DT_COMPRESS_NONE;
+    c->compress_feedback = 1;
     c->experts = 0;                 /* moe: 0 picks 2 per rank */
     c->topk = 1;
     c->capacity = 1.25f;
@@ -150,6 +152,9 @@ int dt_train_check(const dt_train_config *c, int n, char *why, size_t len)
             "hybrid), not %s", dt_mode_name(c->mode));
     if (c->compress != DT_COMPRESS_NONE && c->mode != DT_MODE_DDP)
         WHY("--compress is for mode ddp");
+    if (c->compress != DT_COMPRESS_NONE && c->precision == DT_FP16)
+        WHY("--compress is for fp32 gradients; with --precision fp16 they travel as fp16 "
+            "already");
     if (c->slow_ms < 0 || c->slow_ms > 100000 || c->slow_rank < 0 || c->slow_rank >= n)
         WHY("the slow rank must be a rank (0 .. %d) and its delay 0 .. 100000 ms", n - 1);
     if (c->mode == DT_MODE_MOE) {
@@ -237,12 +242,12 @@ void dti_free(dti_run *r, int what, void *p, size_t nbytes)
 void dti_step_begin(dti_run *r, int step)
 {
     (void)step;
+    r->t_begin = MPI_Wtime();                   /* the straggler's sleep is its step's */
     if (r->cfg->slow_ms > 0 && r->rank == r->cfg->slow_rank) {
         int ms = r->cfg->slow_ms;               /* a straggler: a slower GPU */
         struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
         nanosleep(&ts, NULL);
     }
-    r->t_begin = MPI_Wtime();
 }
 
 void dti_step_end(dti_run *r, int step, float loss, int skipped, const char *extra)
@@ -312,7 +317,7 @@ void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
     MPI_Comm_rank(r.comm, &r.rank);
     r.size = n;
     r.where = c->on_device ? DT_CUDA : DT_CPU;
-    r.nparams = dt_mlp_nparams(&c->model);
+    r.nparams = c->mode == DT_MODE_MOE ? dt_moe_nparams(c, n) : dt_mlp_nparams(&c->model);
     r.res = res;
     r.first = 1;
     dt_scaler_init(&r.scaler, &c->scaler);
@@ -383,6 +388,7 @@ void dt_train_serial(const dt_train_config *c, MPI_Comm comm, dt_train_result *r
         s.dedicated_server = 0;
         s.checkpoint_dir = s.resume_dir = NULL;   /* the reference saves nothing */
         s.checkpoint_every = 0;
+        s.slow_rank = s.slow_ms = 0;              /* nor waits for a straggler */
         s.on_step = NULL;
         dt_train(&s, MPI_COMM_SELF, ref);
     }
