@@ -10,6 +10,7 @@
 #   make grade           the exercises' points table (EX=NN, SOLUTION=1, ...)
 #   make reset EX=NN     put one exercise back as it was
 #   make valgrind        memcheck on every unit suite (a build without SANITIZE)
+#   make hosts L=22 NP=3 lesson L on NP hosts made of network namespaces (root)
 #
 # Knobs: CUDA=auto|0|1  CUDA_ARCH="80 90"  BUILD=build  NP=4  MPIEXEC_TIMEOUT=120
 #        SANITIZE=address,undefined  (see "sanitizers" below; its BUILD is build-san)
@@ -68,6 +69,8 @@ endif
 # Every target exports SANITIZE and the options below, so each rank that mpiexec starts
 # inherits them (to run tests/run.sh by hand on this build, set them yourself):
 #   protect_shadow_gap=0    the CUDA runtime maps memory where ASan would protect it
+#   verify_asan_link_order=0  scripts/hosts.sh preloads its MPI_Finalize stand-in
+#                           (LD_PRELOAD) ahead of ASan's runtime; it allocates nothing
 #   LSAN_OPTIONS            the leak suppressions, tests/sanitize.supp: MPICH's own leaks
 #                           and the viewer's system libraries', each with its reason
 #   HWLOC_COMPONENTS=-pci   MPI_Init has hwloc load its PCI plugin, which leaks inside
@@ -82,7 +85,7 @@ ifneq ($(SANITIZE),)
   CFLAGS    += $(SAN_FLAGS)
   export SANITIZE
   SAN_STOP  := halt_on_error=1:abort_on_error=1
-  export ASAN_OPTIONS  ?= protect_shadow_gap=0:detect_leaks=1:$(SAN_STOP)
+  export ASAN_OPTIONS  ?= protect_shadow_gap=0:verify_asan_link_order=0:detect_leaks=1:$(SAN_STOP)
   export UBSAN_OPTIONS ?= print_stacktrace=1:$(SAN_STOP)
   export LSAN_OPTIONS  ?= suppressions=$(CURDIR)/tests/sanitize.supp:print_suppressions=0
   export HWLOC_COMPONENTS ?= -pci
@@ -257,7 +260,7 @@ $(foreach t,$(EXTRA_SUITES),$(eval $(call extra_rules,$(t),$(filter $(firstword 
 # ---- set-up -----------------------------------------------------------------
 DEBS := mpich libmpich-dev zlib1g-dev check libsubunit-dev pkg-config libsdl2-dev \
         libsdl2-ttf-dev libsdl2-image-dev fonts-dejavu-core clang libclang-rt-dev xvfb xauth \
-        xdotool valgrind
+        xdotool valgrind iproute2
 
 deps:
 	@bash scripts/deps.sh $(DEBS)
@@ -357,3 +360,16 @@ reset:
 
 clean:
 	rm -rf $(BUILD)
+
+# ---- many hosts on one machine ----------------------------------------------
+# Lesson L on HOSTS hosts made of network namespaces (scripts/hosts.sh; needs root),
+# NP ranks placed round-robin over them; RATE (Mbit/s) and DELAY (ms) shape each
+# host's link. The hosts are taken down again however the run ends.
+#   make hosts L=22 NP=4 RATE=200 ARGS="--max-size 1M"
+HOSTS ?= $(NP)
+.PHONY: hosts
+hosts: check-deps
+	@if [ -z "$(LESSON)" ]; then echo "dtlab: no lesson $(L)" >&2; exit 2; fi
+	@$(MAKE) -s --no-print-directory $(LESSON:lessons/%.c=$(BUILD)/lessons/%)
+	bash scripts/hosts.sh $(HOSTS) $(if $(RATE),--rate $(RATE)) $(if $(DELAY),--delay $(DELAY)) \
+	  -n $(NP) -- $(LESSON:lessons/%.c=$(BUILD)/lessons/%) $(ARGS)

@@ -36,7 +36,9 @@
 # limit through timeout(1) where it exists.
 #
 # Knobs (environment): BUILD, MPIEXEC, MPIEXEC_TIMEOUT, RANKS (default "1 2 3 4 5"),
-# SECTIONS (default "all"; e.g. SECTIONS="5 8" runs only sections 5 and 8).
+# SECTIONS (default "all"; e.g. SECTIONS="5 8" runs only sections 5 and 8),
+# FUZZ_SECONDS (libFuzzer's time in section 6, default 30), STRESS_SECONDS (section 11's
+# time per rank count, default 6).
 set -u
 
 cd "$(dirname "$0")/.." || exit 1
@@ -566,9 +568,11 @@ EOF
     if [ -x "$fuzz" ]; then
         mkdir -p "$tmp/corpus"
         cp "$traces"/0*-3.trace "$ddp" "$pp" "$tmp/corpus/"
-        run "libFuzzer: trace reader and model (60 s)" 0 ${limit[@]+"${limit[@]}"} "$fuzz" \
-            -dict=tests/fuzz_trace.dict -max_total_time=60 -timeout=10 -rss_limit_mb=2048 \
-            -max_len=65536 -print_final_stats=1 -artifact_prefix="$BUILD/fuzz/" "$tmp/corpus"
+        run "libFuzzer: trace reader and model (${FUZZ_SECONDS:-30} s)" 0 \
+            ${limit[@]+"${limit[@]}"} "$fuzz" \
+            -dict=tests/fuzz_trace.dict -max_total_time="${FUZZ_SECONDS:-30}" -timeout=10 \
+            -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
+            -artifact_prefix="$BUILD/fuzz/" "$tmp/corpus"
     else
         missing "fuzz_trace (needs clang)" "$fuzz"
     fi
