@@ -101,9 +101,7 @@ int main(int argc, char **argv)
         ci.ctx = &k;
         dt_train(&ci, MPI_COMM_WORLD, &res[i]);
     }
-    dt_train_config cs = c;                /* the reference: one rank, no straggler */
-    cs.slow_rank = 0;
-    dt_train_serial(&cs, MPI_COMM_WORLD, &ref);
+    dt_train_serial(&c, MPI_COMM_WORLD, &ref);   /* one rank, and no straggler */
     dt_train_result *sync = &res[1], *async = &res[3];
 
     /* ==== the numbers: the loss curves, by step and by time ==== */

@@ -95,16 +95,11 @@ static double model(int a, int P, double n, double alpha, double beta)
 {
     if (P == 1)
         return 0;
-    int p = dt_pow2_floor(P), lg = 0, up = 0;
-    while ((1 << lg) < p)
-        lg++;
-    while ((1 << up) < P)
-        up++;
     if (a == RING)
         return 2.0 * (P - 1) * alpha + 2.0 * (P - 1) / P * n * beta;
-    if (a == RD)
-        return (lg + (p != P ? 2 : 0)) * (alpha + n * beta);
-    return 2.0 * up * (alpha + n * beta);
+    if (a == RD)                         /* lib/schedule.h's steps, and fold + unfold */
+        return (dt_rd_steps(P) + (dt_pow2_floor(P) != P ? 2 : 0)) * (alpha + n * beta);
+    return 2.0 * dt_log2_ceil(P) * (alpha + n * beta);
 }
 
 int main(int argc, char **argv)

@@ -239,9 +239,8 @@ static void setup(dp_state *d, dti_run *r)
     }
     if (d->K > 0 && r->rank != 0) {
         d->gring = dti_alloc(r, DTI_GRADS, (size_t)(d->K + 1) * d->wbytes, 1);
-        d->gloss = calloc((size_t)d->K + 1, sizeof *d->gloss);
-        d->greq = malloc(2 * ((size_t)d->K + 1) * sizeof *d->greq);
-        DT_REQUIRE(d->gloss && d->greq, "out of host memory");
+        d->gloss = dti_calloc((size_t)d->K + 1, sizeof *d->gloss);
+        d->greq = dti_calloc(2 * ((size_t)d->K + 1), sizeof *d->greq);
         for (int i = 0; i < 2 * (d->K + 1); i++)
             d->greq[i] = MPI_REQUEST_NULL;
     }
