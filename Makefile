@@ -162,8 +162,8 @@ $(BUILD)/obj/%.o: %.cu $(BUILD)/config
 $(LIBDT): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
-	@echo '-I$(CURDIR)/lib $(filter -D% -I/%,$(CFLAGS)) $(SAN_FLAGS) -pthread' > $(BUILD)/flags
-	@echo '$(CURDIR)/$(LIBDT) $(SAN_FLAGS) $(LDLIBS)' > $(BUILD)/libs
+	$(file >$(BUILD)/flags,-I$(CURDIR)/lib $(filter -D% -I/%,$(CFLAGS)) $(SAN_FLAGS) -pthread)
+	$(file >$(BUILD)/libs,$(CURDIR)/$(LIBDT) $(SAN_FLAGS) $(LDLIBS))
 
 $(BUILD)/lessons/%: $(BUILD)/obj/lessons/%.o $(LIBDT)
 	@mkdir -p $(dir $@)
@@ -217,13 +217,20 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIBDT)
 # Exercise E's program, $(GRADE_OUT)/E, is its suite (tests/grade/E.c), the code graded
 # (the learner's $(GRADE_SRC)/E/topic.c, or dtlab's tests/grade/ref/E.c with SOLUTION=1),
 # dtlab's reference for every OTHER exercise (so each is graded on its own), and libdt.
+# The learner's file is compiled with AddressSanitizer (GRADE_ASAN), and every grading
+# program linked with it: an access outside a buffer stops the case with ASan's report.
+# $(GRADE_OUT)/calls/E.o is the same file at -O0, a section per function and variable,
+# nothing inlined: grade.sh reads from its relocations what each function calls.
 # An instructor's hidden suite DIR/NN_name.c (EXTRA_TESTS=DIR) becomes
 # $(GRADE_OUT)/extra/NN_name, linked the same way with exercise NN's code.
+# grade.sh copies the learner's and the instructor's files under $(BUILD) and names the
+# copies here, so make never sees a path with spaces or quotes.
 EXERCISES   := $(sort $(notdir $(wildcard exercises/[0-9][0-9]_*)))
 GRADE_SRC   ?= exercises
 GRADE_OUT   ?= $(BUILD)/grade/$(if $(filter 1,$(SOLUTION)),solution,learner)
 EXTRA_TESTS ?=
 GRADE_FLAGS := -Iexercises -Itests -Itests/grade $(CHECK_CFLAGS)
+GRADE_ASAN  := -fsanitize=address -fno-omit-frame-pointer
 REF_OBJ     := $(EXERCISES:%=$(BUILD)/obj/tests/grade/ref/%.o)
 ex_topic     = $(patsubst $(firstword $(subst _, ,$(1)))_%,%,$(1))
 ex_code      = $(if $(filter 1,$(SOLUTION)),$(BUILD)/obj/tests/grade/ref/$(1).o,$(GRADE_OUT)/obj/$(1).o)
@@ -235,11 +242,14 @@ $(BUILD)/obj/tests/grade/%.o: tests/grade/%.c $(BUILD)/config
 define grade_rules
 $(GRADE_OUT)/obj/$(1).o: $(GRADE_SRC)/$(1)/$(call ex_topic,$(1)).c $(BUILD)/config
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(CFLAGS) $$(GRADE_FLAGS) -c $$< -o $$@
+	$$(CC) $$(CFLAGS) $$(GRADE_ASAN) $$(GRADE_FLAGS) -c $$< -o $$@
+$(GRADE_OUT)/calls/$(1).o: $(GRADE_SRC)/$(1)/$(call ex_topic,$(1)).c $(BUILD)/config
+	@mkdir -p $$(dir $$@)
+	$$(CC) -O0 -fno-inline -ffunction-sections -fdata-sections -std=gnu11 -w -Ilib $$(GRADE_FLAGS) -c $$< -o $$@
 $(GRADE_OUT)/$(1): $(BUILD)/obj/tests/grade/$(1).o $(call ex_code,$(1)) \
                    $(filter-out %/$(1).o,$(REF_OBJ)) $(LIBDT)
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(CFLAGS) $$^ $$(CHECK_LIBS) $$(LDLIBS) -o $$@
+	$$(CC) $$(CFLAGS) $$(GRADE_ASAN) $$^ $$(CHECK_LIBS) $$(LDLIBS) -o $$@
 endef
 $(foreach e,$(EXERCISES),$(eval $(call grade_rules,$(e))))
 
@@ -250,7 +260,7 @@ $(GRADE_OUT)/extra/obj/$(1).o: $(EXTRA_TESTS)/$(1).c $(BUILD)/config
 $(GRADE_OUT)/extra/$(1): $(GRADE_OUT)/extra/obj/$(1).o $(call ex_code,$(2)) \
                          $(filter-out %/$(2).o,$(REF_OBJ)) $(LIBDT)
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(CFLAGS) $$^ $$(CHECK_LIBS) $$(LDLIBS) -o $$@
+	$$(CC) $$(CFLAGS) $$(GRADE_ASAN) $$^ $$(CHECK_LIBS) $$(LDLIBS) -o $$@
 endef
 EXTRA_SUITES := $(if $(EXTRA_TESTS),$(basename $(notdir $(wildcard $(EXTRA_TESTS)/[0-9][0-9]_*.c))))
 $(foreach t,$(EXTRA_SUITES),$(eval $(call extra_rules,$(t),$(filter $(firstword $(subst _, ,$(t)))_%,$(EXERCISES)))))
@@ -338,10 +348,16 @@ stress: check-deps
 
 # The exercises: the points table (tests/grade/grade.sh says what each setting does).
 #   make grade [EX=NN] [SOLUTION=1] [WORK=DIR] [EXTRA_TESTS=DIR] [TAP=FILE]
+# The settings reach grade.sh through the environment as they were typed, never through
+# a shell command line: any path works in WORK, TAP and EXTRA_TESTS, and $(value ...)
+# keeps a '$' in them as it is.
+override WORK        := $(value WORK)
+override TAP         := $(value TAP)
+override EXTRA_TESTS := $(value EXTRA_TESTS)
+export EX SOLUTION WORK EXTRA_TESTS TAP HINTS STRICT RULES GRADE_RANKS GRADE_TIMEOUT GRADE_WAIT
 grade: check-deps
 	@$(MAKE) --no-print-directory $(LIBDT)
-	@BUILD=$(BUILD) CUDA=$(CUDA) MPIEXEC=$(MPIEXEC) EX='$(EX)' SOLUTION='$(SOLUTION)' WORK='$(WORK)' \
-	  EXTRA_TESTS='$(EXTRA_TESTS)' TAP='$(TAP)' bash tests/grade/grade.sh
+	@BUILD=$(BUILD) CUDA=$(CUDA) MPIEXEC=$(MPIEXEC) bash tests/grade/grade.sh
 
 # Puts exercise EX back as the last commit has it (RESET_REF=origin/main: as dtlab ships
 # it, when you commit your work); your file is kept beside it as topic.c.mine (.mine.1,

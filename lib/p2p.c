@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "p2p.h"
 #include "buf.h"
 #include "cuda.h"
@@ -23,6 +24,68 @@ size_t dt_bytes_received(void) { return bytes_received; }
 static _Atomic unsigned long long wait_ns;    /* atomic doubles would need libatomic */
 double dt_wait_seconds(void) { return (double)wait_ns * 1e-9; }
 void dt_bytes_reset(void) { bytes_sent = bytes_received = 0; wait_ns = 0; }
+
+/* ==== the log of messages (p2p.h) ====
+ * A message's seq is its place among this rank's messages with the same peer, tag and
+ * direction: MPI delivers those in order, so the k-th send from a to b with tag t is
+ * the k-th receive at b from a with tag t. A dt_irecv waits in pending, seq taken when
+ * it was posted, until the dt_waitall that completes it notes it. */
+enum { LOG_PAIRS = 256, LOG_PENDING = 64 };
+static struct {
+    dt_p2p_note *notes;            /* NULL: not logging */
+    int cap, n;                    /* n counts past cap too */
+    struct { int peer, tag, count[2]; } pair[LOG_PAIRS];
+    int npair;
+    struct { MPI_Request req; dt_p2p_note note; } pending[LOG_PENDING];
+    int npending;
+} lg;
+
+void dt_p2p_log_start(dt_p2p_note *notes, int cap)
+{
+    lg.notes = notes;
+    lg.cap = notes ? cap : 0;
+    lg.n = lg.npair = lg.npending = 0;
+}
+
+int dt_p2p_log_stop(void)
+{
+    lg.notes = NULL;
+    return lg.n;
+}
+
+static void log_add(dt_p2p_note note)
+{
+    if (lg.n < lg.cap)
+        lg.notes[lg.n] = note;
+    lg.n++;
+}
+
+/* A note of a message with peer (already in MPI_COMM_WORLD), its seq counted. */
+static dt_p2p_note log_note(int send, int peer, int tag)
+{
+    dt_p2p_note note = { send, peer < 0 ? -1 : peer, tag, 0 };
+    int i = 0;
+    while (i < lg.npair && (lg.pair[i].peer != note.peer || lg.pair[i].tag != tag))
+        i++;
+    if (i == lg.npair && i < LOG_PAIRS)
+        lg.pair[lg.npair++] = (typeof(lg.pair[0])){ note.peer, tag, {0, 0} };
+    if (i < LOG_PAIRS)
+        note.seq = lg.pair[i].count[send]++;
+    return note;
+}
+
+/* Notes the pending receives among reqs (their handles before dt_waitall cleared them),
+ * which have now arrived. */
+static void log_arrived(int n, const MPI_Request *reqs)
+{
+    for (int i = 0; i < lg.npending; i++)
+        for (int j = 0; j < n; j++)
+            if (reqs[j] == lg.pending[i].req) {
+                log_add(lg.pending[i].note);
+                lg.pending[i--] = lg.pending[--lg.npending];
+                break;
+            }
+}
 
 /* ==== waiting ==== */
 
@@ -175,6 +238,10 @@ void dt_waitall(int n, MPI_Request *reqs)
 {
     MPI_Status small[MAX_REQS], *st = n <= MAX_REQS ? small : malloc(sizeof *st * (size_t)n);
     DT_REQUIRE(st != NULL, "out of memory");
+    MPI_Request posted[MAX_REQS];       /* for the log: the handles, before they clear */
+    int logged = lg.npending > 0 && n <= MAX_REQS;
+    if (logged)
+        memcpy(posted, reqs, (size_t)n * sizeof *reqs);
     int err, done = 0;
     double t0 = dti_now();
     if (!dt_polite())
@@ -186,6 +253,8 @@ void dt_waitall(int n, MPI_Request *reqs)
         explain_failure(err, n, st);
     if (st != small)
         free(st);
+    if (logged)
+        log_arrived(n, posted);
 }
 
 void dt_barrier(MPI_Comm comm)
@@ -323,6 +392,12 @@ static void exchange(const void *sbuf, size_t snbytes, int dst,
     cur.on = 0;
     double t1 = dt_trace_now();
 
+    if (lg.notes) {                     /* the send first: both left in one round */
+        if (sbuf)
+            log_add(log_note(1, world_rank_of(dst, comm), tag));
+        if (rbuf)
+            log_add(log_note(0, world_rank_of(src, comm), tag));
+    }
     if (sbuf) {
         bytes_sent += snbytes;
         if (dt_trace_enabled())
@@ -383,6 +458,13 @@ static MPI_Request post_one(int send, void *buf, size_t nbytes, int peer, int ta
         bytes_received += nbytes;
     if (dt_trace_enabled())
         dt_trace_add(send ? DT_EV_SEND : DT_EV_RECV, world_rank_of(peer, comm), nbytes, t, t);
+    if (lg.notes) {            /* a send counts when posted, a receive when it arrives */
+        dt_p2p_note note = log_note(send, world_rank_of(peer, comm), tag);
+        if (send || lg.npending == LOG_PENDING)
+            log_add(note);
+        else
+            lg.pending[lg.npending++] = (typeof(lg.pending[0])){ req, note };
+    }
     return req;
 }
 

@@ -54,4 +54,23 @@ size_t dt_bytes_received(void);
 double dt_wait_seconds(void);
 void dt_bytes_reset(void);          /* resets the bytes and the waiting time */
 
+/* ==== a log of messages, for counting rounds ====
+ * Between dt_p2p_log_start and dt_p2p_log_stop this rank notes every message it sends or
+ * receives through p2p, in the order they happen: a send when it is posted, a receive
+ * when it has arrived (dt_irecv's in the dt_waitall that completes it), a dt_sendrecv as
+ * its send, then its receive. Gathered from every rank, the notes tell how many rounds
+ * an algorithm took (tests/grade/grade.h's gr_rounds_end): a message's round follows the
+ * messages its sender had sent or received before it. One thread at a time. */
+typedef struct {
+    int send;       /* 1: sent to peer; 0: received from peer */
+    int peer;       /* the other rank in MPI_COMM_WORLD; -1 when not known (any source) */
+    int tag;
+    int seq;        /* its place among this rank's sends to (receives from) peer with tag */
+} dt_p2p_note;
+
+/* Starts a log into notes[0..cap): the caller owns the array. */
+void dt_p2p_log_start(dt_p2p_note *notes, int cap);
+/* Stops it; returns how many messages were noted (more than cap: the rest were lost). */
+int dt_p2p_log_stop(void);
+
 #endif /* DT_P2P_H */

@@ -644,13 +644,44 @@ grade_tests() {
         else
             ex=$(basename "$(ls -d "$dir"[0-9][0-9]_*/ | head -n 1)")
         fi
+        # (dtlab's answers call the library, so a mistake planted in one is graded
+        # without the rules; a learner's file is graded as a course would)
         run "grade a planted mistake: $name" 0 "${g[@]}" WORK="$dir" EX="${ex%%_*}" GRADE_TIMEOUT=10 \
-            TAP="$tmp/m.tap" bash tests/grade/grade.sh
+            ${sed:+RULES=0} TAP="$tmp/m.tap" bash tests/grade/grade.sh
         score "  $name loses points" less
         # the TAP report holds each message whole (the table folds long lines)
         grep -Eq -- "$re" "$tmp/m.tap" && report "  $name: the message says why" 1 "/$re/" ||
             report "  $name: the message says why" 0 "no /$re/ in the report"
     done
+    # a learner's own correct answers (tests/grade/learner/), held to the rules: full marks
+    local learned
+    learned=$(cd tests/grade/learner && ls -d [0-9][0-9]_* | cut -c1-2 | tr '\n' ' ')
+    for ex in $learned; do
+        run "grade a learner's correct answer to $ex" 0 "${g[@]}" WORK=tests/grade/learner EX="$ex" \
+            STRICT=1 TAP="$tmp/l.tap" bash tests/grade/grade.sh
+        score "  full marks, every rule kept" full
+    done
+    # Whole submissions that cheat: the stubs with every gap replaced by an exit. An exit
+    # status is no verdict: they get nothing, and the report says the program ended early.
+    local cheat only
+    for cheat in 'MPI_Finalize(); exit(0);' 'exit(0);'; do
+        only=""
+        [ "$cheat" = 'exit(0);' ] && only=04     # (the same on one exercise: time)
+        rm -rf "$tmp/cheat" && mkdir -p "$tmp/cheat"
+        for f in exercises/[0-9][0-9]_*/*.c; do
+            mkdir -p "$tmp/cheat/$(basename "$(dirname "$f")")"
+            { echo '#include <stdlib.h>'; sed "s/EX_TODO();/$cheat/" "$f"; } \
+                >"$tmp/cheat/$(basename "$(dirname "$f")")/$(basename "$f")"
+        done
+        run "grade the stubs with '$cheat' for every gap${only:+ (EX=$only)}" 0 "${g[@]}" \
+            WORK="$tmp/cheat" EX="$only" TAP="$tmp/c.tap" bash tests/grade/grade.sh
+        score "  they get zero" zero
+        grep -q 'ended early' "$tmp/c.tap" && report "  the report says they ended early" 1 "" ||
+            report "  the report says they ended early" 0 "no 'ended early' in $tmp/c.tap"
+    done
+    # STRICT=1: a course's CI fails below full marks
+    run "grade STRICT=1 below full marks exits 1" 1 "${g[@]}" EX=02 STRICT=1 TAP="$tmp/s.tap" \
+        bash tests/grade/grade.sh
     run "grade with hidden tests (EXTRA_TESTS)" 0 "${g[@]}" SOLUTION=1 EX=04 \
         EXTRA_TESTS=tests/grade/hidden_example TAP="$tmp/x.tap" bash tests/grade/grade.sh
     grep -q 'hidden tests 04_subcomm' "$log" && score "  the hidden cases count" full ||
@@ -666,7 +697,31 @@ grade_tests() {
             report "  the file is back, the learner's kept as .mine" 0 "$(ls "$tmp/clone/${f%/*}")"
         run "make reset EX=99 is refused" 2 make --no-print-directory -s -C "$tmp/clone" reset EX=99
     fi
-    for bad in "EX=99" "SOLUTION=2" "GRADE_TIMEOUT=0" "GRADE_RANKS=x" "WORK=/nonexistent" \
+    # Any path: a clone whose path holds a space, a quote and a '$', grading a submission,
+    # writing the report and reading hidden tests at such paths (the clone reuses this
+    # build's objects, its sources dated back so that make rebuilds nothing)
+    local odd="$tmp/a learner's \$HOME dir"
+    case $BUILD in /*) ;; *)
+    if git clone -q . "$odd" 2>/dev/null; then
+        find "$odd" -path "$odd/.git" -prune -o -type f -exec touch -d 2000-01-01 {} +
+        mkdir -p "$odd/$BUILD/grade" "$odd/my \"work\" & co" "$odd/hidden tests"
+        cp -a "$BUILD/config" "$BUILD/libdt.a" "$BUILD/obj" "$odd/$BUILD/"
+        cp -a "$BUILD/grade/solution" "$odd/$BUILD/grade/"
+        cp -r tests/grade/learner/* "$odd/my \"work\" & co/"
+        cp tests/grade/hidden_example/*.c "$odd/hidden tests/"
+        run "make grade in a clone at a path with a space, a quote and a \$" 0 \
+            make --no-print-directory -s -C "$odd" grade BUILD="$BUILD" MPIEXEC="$MPIEXEC" \
+            EX="${learned%% *}" WORK="$odd/my \"work\" & co" TAP="$odd/the report's.tap"
+        score "  full marks" full
+        [ -s "$odd/the report's.tap" ] && report "  the TAP report is where TAP says" 1 "" ||
+            report "  the TAP report is where TAP says" 0 "no $odd/the report's.tap"
+        run "  hidden tests from such a path" 0 make --no-print-directory -s -C "$odd" grade \
+            BUILD="$BUILD" MPIEXEC="$MPIEXEC" SOLUTION=1 EX=04 EXTRA_TESTS="$odd/hidden tests"
+        grep -q 'hidden tests 04_subcomm' "$log" && score "  the hidden cases count" full ||
+            report "  the hidden cases count" 0 "no hidden suite in the table"
+    fi ;;
+    esac
+    for bad in "EX=99" "SOLUTION=2" "HINTS=yes" "STRICT=2" "GRADE_WAIT=0" "GRADE_TIMEOUT=0" "GRADE_RANKS=x" "WORK=/nonexistent" \
                "EXTRA_TESTS=/nonexistent"; do
         run "grade refuses $bad" 2 "${g[@]}" "$bad" bash tests/grade/grade.sh
     done
@@ -683,7 +738,7 @@ want 7 && grade_tests
 #  14. synchronous against asynchronous accumulation   tests/async.sh
 #  15. many hosts in network namespaces                tests/hosts.sh
 for section in 8:badinput 9:faults 10:checkpoint 11:stress 12:moe 13:compress 14:async \
-               15:hosts; do
+               15:hosts 16:gpu; do
     if want "${section%%:*}" && [ -f "tests/${section#*:}.sh" ]; then
         . "tests/${section#*:}.sh"
         "${section#*:}_tests"

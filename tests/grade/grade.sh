@@ -1,21 +1,38 @@
 #!/usr/bin/env bash
 # dtlab's grader: `make grade` runs it. It builds each exercise's suite against the code
-# graded, runs every case alone under mpiexec with a time limit at every rank count, and
-# prints a points table whose last line is "total: P/M points". A TAP report of the same
+# graded, runs the cases under mpiexec with time limits at every rank count, and prints
+# a points table whose last line is "total: P/M points". A TAP report of the same
 # results is written for course tooling.
+#
+# What a case must do to earn its points:
+#   - pass at every rank count, each rank writing a positive verdict for it (grade.h's
+#     gr_verdict, with a token only this run knows): an exit status alone counts for
+#     nothing, so a program that stops early (exit(), a crash, a deadlock) fails the case;
+#   - not call, from the learner's functions it uses, what the exercise asks the learner
+#     to write (the suite's rules: grade.h's gr_rule, read from the object file);
+#   - run clean under AddressSanitizer: the learner's file is compiled with it, so an
+#     access outside a buffer stops the case with ASan's first report.
+# The cases run together, one mpiexec per rank count, each case's verdicts read apart;
+# a run that dies is blamed on the case it was in, and the cases after it run again.
 #
 # Settings (make variables, passed here through the environment):
 #   EX=NN           grade exercise NN only (or NN_topic); default: all of them
 #   SOLUTION=1      grade dtlab's reference implementations (tests/grade/ref/)
 #   WORK=DIR        grade the exercise files under DIR (DIR/NN_topic/topic.c) instead
-#                   of exercises/: a submission's copy, for instance
+#                   of exercises/: a submission's copy, for instance (any path)
 #   EXTRA_TESTS=DIR add the suites DIR/NN_*.c (an instructor's hidden tests)
 #   TAP=FILE        where the TAP report goes (default $BUILD/grade/results.tap)
+#   HINTS=1         messages spell out the expected steps ("rank r sends chunk ...")
+#   STRICT=1        exit status 1 when the total is below full marks (for a course's CI)
+#   RULES=0         do not hold the learner's functions to the rules (SOLUTION=1 implies
+#                   it: dtlab's answers call the library)
 #   GRADE_RANKS     rank counts (default "1 2 3 4 5"); GRADE_TIMEOUT seconds per run
-#                   (default 30), after which a run counts as a probable deadlock
+#                   (default 30); GRADE_WAIT seconds one wait for a message may take
+#                   (default 5, dtlab's DT_TIMEOUT), after which dtlab names who waited
+#                   for whom and the case counts as a probable deadlock
 #   BUILD, CUDA, MPIEXEC  as for make
-# Exit status: 0 when the grading ran (whatever the score), 2 for bad settings, 1 when
-# dtlab itself could not be built.
+# Exit status: 0 when the grading ran (whatever the score, unless STRICT=1), 1 below
+# full marks with STRICT=1 or when dtlab itself could not be built, 2 for bad settings.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 
@@ -25,8 +42,12 @@ EX=${EX:-}
 SOLUTION=${SOLUTION:-0}
 WORK=${WORK:-}
 EXTRA_TESTS=${EXTRA_TESTS:-}
+HINTS=${HINTS:-0}
+STRICT=${STRICT:-0}
+RULES=${RULES:-1}
 GRADE_RANKS=${GRADE_RANKS:-1 2 3 4 5}
 GRADE_TIMEOUT=${GRADE_TIMEOUT:-30}
+GRADE_WAIT=${GRADE_WAIT:-5}
 TAP=${TAP:-$BUILD/grade/results.tap}
 MAKE=${MAKE:-make}
 
@@ -34,7 +55,8 @@ usage() {
     cat >&2 <<EOF
 grade: $1
 usage: make grade [EX=NN] [SOLUTION=1] [WORK=DIR] [EXTRA_TESTS=DIR] [TAP=FILE]
-                  [GRADE_RANKS="1 2 3 4 5"] [GRADE_TIMEOUT=30]
+                  [HINTS=1] [STRICT=1] [RULES=0]
+                  [GRADE_RANKS="1 2 3 4 5"] [GRADE_TIMEOUT=30] [GRADE_WAIT=5]
 The exercises: $(cd exercises && echo [0-9][0-9]_*/ | tr -d /)
 EOF
     exit 2
@@ -44,9 +66,13 @@ EOF
 
 [ $# = 0 ] || usage "'$1': the settings are make variables, such as make grade EX=03"
 
-case $SOLUTION in 0|1|'') ;; *) usage "SOLUTION is '$SOLUTION'; it must be 0 or 1" ;; esac
+for v in SOLUTION HINTS STRICT RULES; do
+    case ${!v} in 0|1|'') ;; *) usage "$v is '${!v}'; it must be 0 or 1" ;; esac
+done
 [[ $GRADE_TIMEOUT =~ ^[1-9][0-9]{0,3}$ ]] ||
     usage "GRADE_TIMEOUT is '$GRADE_TIMEOUT'; it must be whole seconds, 1 to 9999"
+[[ $GRADE_WAIT =~ ^[1-9][0-9]{0,3}$ ]] ||
+    usage "GRADE_WAIT is '$GRADE_WAIT'; it must be whole seconds, 1 to 9999"
 for n in $GRADE_RANKS; do
     [[ $n =~ ^[1-9][0-9]?$ ]] || usage "GRADE_RANKS holds '$n'; rank counts are 1 to 99"
 done
@@ -57,8 +83,8 @@ if [ -n "$WORK" ]; then
 fi
 if [ -n "$EXTRA_TESTS" ]; then
     [ -d "$EXTRA_TESTS" ] || usage "EXTRA_TESTS=$EXTRA_TESTS is not a directory"
-    EXTRA_TESTS=$(cd "$EXTRA_TESTS" && pwd)
 fi
+[ "$SOLUTION" = 1 ] && RULES=0
 
 [[ $EX =~ ^[0-9]$ ]] && EX=0$EX         # EX=3 means 03
 all=()
@@ -95,59 +121,210 @@ log=$tmp/log
 [ ! -d "$TAP" ] || usage "TAP=$TAP is a folder; it names the report's file"
 mkdir -p "$(dirname "$TAP")" 2>/dev/null || usage "TAP=$TAP: cannot make its folder"
 
+# make sees no path of the learner's or the instructor's: the files are copied under
+# BUILD first (only when changed, so nothing rebuilds needlessly), and make's rules name
+# those copies. A path with spaces, quotes or '$' therefore works as any other.
+copy_in() {   # copy_in FROM TO: TO becomes a copy of FROM, or goes when FROM is missing
+    if [ ! -e "$1" ]; then
+        rm -f "$2"
+    elif ! cmp -s "$1" "$2"; then
+        mkdir -p "$(dirname "$2")" && cp -p "$1" "$2"
+    fi
+}
+extra=""
+if [ -n "$EXTRA_TESTS" ]; then
+    extra=$BUILD/grade/extra-src
+    rm -rf "$extra" && mkdir -p "$extra"
+    for f in "$EXTRA_TESTS"/[0-9][0-9]_*.c; do
+        [ -e "$f" ] && cp -p "$f" "$extra/"
+    done
+fi
+
 # CUDA as the library was built (make passes it), so the configuration stays the same
-mk() { $MAKE --no-print-directory -s BUILD="$BUILD" ${CUDA:+CUDA=$CUDA} EXTRA_TESTS="$EXTRA_TESTS" "$@"; }
+mk() { $MAKE --no-print-directory -s BUILD="$BUILD" ${CUDA:+CUDA=$CUDA} EXTRA_TESTS="$extra" "$@"; }
 
-# ==== running one case ====
+# ==== what the learner's functions call ====
 
-# run_case BIN CASE N KIND: runs the case at N ranks; sets verdict ("" when it passed)
-# and cmd, the command that reproduces the run.
-run_case() {
-    local bin=$1 name=$2 n=$3 rc at="at $n ranks, "
+# calls OBJ: "function name" lines, every name each function defined in OBJ calls or
+# takes the address of, itself or through what it reaches in OBJ: the static functions
+# it calls, the variables it reads (a table of function pointers too). OBJ is built at
+# -O0 with a section per function and per variable (the Makefile's calls rule), so
+# each one's relocations are its own and no helper is inlined away.
+calls() {
+    { nm -P --defined-only "$1" | awk '$2 ~ /^[TtDdBbRr]$/ { print "def", $1, $2 }'
+      readelf -rW "$1" | awk '
+        function node(s) {      # ".text.f" or ".data.rel.local.t" -> "f", "t"
+            sub(/^\.(text|data\.rel\.ro\.local|data\.rel\.ro|data\.rel\.local|data\.rel|data|rodata|bss)\./, "", s)
+            return s ~ /^\./ ? "" : s
+        }
+        /^Relocation section/ { s = $3; gsub(/\047/, "", s); sub(/^\.rela/, "", s)
+                                f = node(s); next }
+        f != "" && $1 ~ /^[0-9a-f]+$/ && NF >= 5 { n = node($5); if (n != "") print "ref", f, n }'
+    } | awk '
+        $1 == "def" { def[$2] = 1; if ($3 ~ /[Tt]/) fn[$2] = 1; next }
+        { edge[$2] = edge[$2] " " $3 }
+        function visit(f, g,   k, m, parts) {
+            if ((g SUBSEP f) in seen) return
+            seen[g, f] = 1
+            m = split(edge[f], parts, " ")
+            for (k = 1; k <= m; k++)
+                if (parts[k] in def) visit(parts[k], g)
+                else if (!((g SUBSEP parts[k]) in out)) { out[g, parts[k]] = 1; print g, parts[k] }
+        }
+        END { for (f in fn) visit(f, f) }'
+}
+
+# broken_rules BIN OBJ: "function<TAB>message" for each of the suite's rules (BIN
+# --rules) that a function of the learner's object breaks, the first name only.
+broken_rules() {
+    local kind fn re why name
+    calls "$2" >"$tmp/calls"
+    while IFS=$'\t' read -r kind fn re why; do
+        [ "$kind" = rule ] || continue
+        name=$(awk -v f="$fn" '$1 == f { print $2 }' "$tmp/calls" | grep -E -m1 -x -- "$re")
+        [ -n "$name" ] && printf '%s\t%s calls %s: %s\n' "$fn" "$fn" "$name" "$why"
+    done < <("$1" --rules)
+}
+
+# ==== running the cases ====
+
+token=$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')
+
+# One run of some cases at n ranks: every case gets the grader's token, the deadline
+# for one wait (DT_TIMEOUT), ASan's settings, and the hints setting.
+run_cases() {   # run_cases BIN N CASES(comma-separated)
+    GRADE_TOKEN=$token GRADE_HINTS=$HINTS DT_TIMEOUT=$GRADE_WAIT MPIEXEC_TIMEOUT=$GRADE_TIMEOUT \
+    ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:protect_shadow_gap=0:verify_asan_link_order=0 \
+        timeout -k 5 $((GRADE_TIMEOUT + 10)) $MPIEXEC -n "$2" "$1" --case "$3" \
+        >"$log" 2>&1 </dev/null
+}
+
+# died N KIND CASE RC: why the run at N ranks ended inside CASE without every rank's
+# verdict; sets verdict.
+died() {
+    local n=$1 kind=$2 rc=$4 at="at $1 ranks, " why who
     [ "$n" = 1 ] && at="at 1 rank, "
-    [ "$4" = pure ] && at=""
-    cmd="MPIEXEC_TIMEOUT=$GRADE_TIMEOUT $MPIEXEC -n $n $bin --case $name"
-    MPIEXEC_TIMEOUT=$GRADE_TIMEOUT timeout -k 5 $((GRADE_TIMEOUT + 10)) \
-        $MPIEXEC -n "$n" "$bin" --case "$name" >"$log" 2>&1 </dev/null
-    rc=$?
-    verdict=""
-    [ $rc = 0 ] && return
-    local why
+    [ "$kind" = pure ] && at=""
     if why=$(grep -o -m1 'ex_[A-Za-z0-9_]* is not implemented yet' "$log"); then
         verdict="$why (TODO(exercise) left)"
-    # a deadlock: mpiexec's time limit, or dtlab's own a little before it (lib/p2p.c)
-    elif [ $rc = 124 ] || [ $rc = 137 ] || grep -q 'APPLICATION TIMED OUT' "$log" ||
-         grep -Eq '^dtlab: rank [0-9]+: .*: waited [0-9.]+ s for ' "$log"; then
-        if [ "$4" = pure ]; then
+    elif why=$(grep -o -m1 'ERROR: AddressSanitizer: .*' "$log"); then
+        # the report's kind, the first frame in the learner's file, and where the memory was
+        local frame region alloc
+        # "    #2 0x4f1a in ex_f /path/f.c:38" -> "ex_f (f.c:38)": the first learner frame
+        asan_frame() {
+            grep -E -m1 '^ +#[0-9]+ 0x[0-9a-f]+ in ex_[A-Za-z0-9_]* ' |
+                sed -E 's/^ +#[0-9]+ 0x[0-9a-f]+ in //; s/ [^ ]*\/([^/ ]+:[0-9]+)(:[0-9]+)?$/ (\1)/'
+        }
+        frame=$(asan_frame <"$log")
+        alloc=$(sed -n '/allocated by thread/,$p' "$log" | asan_frame)
+        region=$(grep -m1 -oE 'is located .* (region|of global|stack of)[^[]*' "$log" |
+                 sed -E 's/^is located //; s/ region ?$/ block/; s/ of ([0-9]+-byte)/ of a \1/')
+        why=${why#ERROR: }; why=${why%% on address*}
+        verdict="${at}a memory error: $why$(grep -o -m1 -E '(READ|WRITE) of size [0-9]+' "$log" |
+                 sed 's/^/, a /')${frame:+ in $frame}${region:+, $region}${alloc:+ allocated in $alloc} (the rerun command shows ASan's whole report)"
+    elif who=$(grep -E -m1 '^dtlab: rank [0-9]+: .*waited [0-9.]+ s for ' "$log"); then
+        who=${who#dtlab: }; who=${who%% [[]*}
+        [[ $who =~ ^(rank\ [0-9]+:)\ [^\ ]+:[0-9]+:\ (.*)$ ]] &&
+            who="${BASH_REMATCH[1]} ${BASH_REMATCH[2]}"      # no lib/p2p.c:NNN
+        verdict="${at}probable deadlock: dtlab stopped the job: $who.${deadlock:+ $deadlock}"
+    elif [ "$rc" = 124 ] || [ "$rc" = 137 ] || grep -q 'APPLICATION TIMED OUT' "$log"; then
+        if [ "$kind" = pure ]; then
             verdict="no end after $GRADE_TIMEOUT s: an endless loop?"
-        elif [ "$n" = 1 ]; then
-            verdict="probable deadlock at 1 rank: no end after $GRADE_TIMEOUT s (a rank waiting for a message from itself? with one rank there is no one to talk to)"
         else
-            verdict="probable deadlock at $n ranks: no end after $GRADE_TIMEOUT s. Every rank waiting for a message that never comes? Once a message is larger than MPI's eager limit (about 16 KiB here), dt_send waits until its receiver has posted the receive: if every rank sends first, none ever receives. Use dt_sendrecv, or let one side receive first"
+            verdict="${at}no end after $GRADE_TIMEOUT s, and no rank was waiting in dtlab's p2p: an endless loop, or a wait inside an MPI call of your own?${deadlock:+ $deadlock}"
         fi
     elif why=$(grep -o -m1 'rank [0-9]*: crashed with signal .*' "$log"); then
         verdict="$at$why"
-    elif why=$(grep -m1 '^failed: ' "$log"); then
-        # "K failed check(s) over N ranks; the first, on rank R: msg" -> "rank R: msg"
-        why=$(printf '%s' "${why#failed: }" | sed -E 's/^[0-9]+ failed check\(s\) over [0-9]+ ranks; the first, on (rank [0-9]+): /\1: /')
-        [ "$4" = pure ] && why=${why#rank 0: }
-        verdict="$at$why"
+    elif why=$(grep -m1 '^dtlab: rank [0-9]*: the program exited' "$log"); then
+        verdict="${at}it ended early: ${why#dtlab: }, before the case's checks were done$exits"
     elif why=$(grep -m1 '^dtlab: rank ' "$log"); then
         verdict="${at}stopped by dtlab: ${why#dtlab: }"
     elif why=$(grep -o -m1 'EXIT CODE: [0-9]*' "$log"); then
         verdict="${at}a rank ended abnormally ($why; $(grep -o -m1 'EXIT STRING: .*' "$log"))"
     else
-        verdict="${at}exit status $rc: $(tail -n 1 "$log")"
+        verdict="${at}it ended early (exit status $rc) with no verdict from rank(s) $(missing_ranks "$3" "$n"): the program stopped before the case's checks were done$exits"
     fi
 }
 
+# The ranks of 0..N-1 that wrote no verdict for CASE in the log, as "0, 2".
+missing_ranks() {
+    local r list=""
+    for ((r = 0; r < $2; r++)); do
+        grep -qE "@grade $token $1 $r $2 (pass|fail)" "$log" || list="$list${list:+, }$r"
+    done
+    echo "${list:-none}"
+}
+
+# grade_at BIN N NAMES...: runs the cases at N ranks; each case that fails gets its
+# verdict in fail[NAME] and its rerun command in rerun[NAME]. Cases whose run died
+# before their turn run again.
+grade_at() {
+    local bin=$1 n=$2 name rc ok msg gone first at="at $2 ranks, "
+    shift 2
+    [ "$n" = 1 ] && at="at 1 rank, "
+    local left=("$@")
+    while [ ${#left[@]} -gt 0 ]; do
+        local list
+        list=$(IFS=,; echo "${left[*]}")
+        run_cases "$bin" "$n" "$list"
+        rc=$?
+        local next=()
+        gone=""
+        for name in "${left[@]}"; do
+            if [ -n "$gone" ]; then
+                # a gap left unfilled stops every case that uses it: no need to run them
+                if [[ $gone == ex_* ]] && [[ " ${uses[$name]:-$gone} " == *" $gone "* ]]; then
+                    fail[$name]=$verdict
+                    rerun[$name]=${rerun[$first]/%--case $first/--case $name}
+                else
+                    next+=("$name")
+                fi
+                continue
+            fi
+            # (anywhere on a line: mpiexec may put another rank's unfinished line first)
+            ok=$(grep -oE "@grade $token $name [0-9]+ $n pass\$" "$log" | sort -u | wc -l)
+            msg=$(grep -oE -m1 "@grade $token $name 0 $n fail.*" "$log")
+            rerun[$name]="MPIEXEC_TIMEOUT=$GRADE_TIMEOUT DT_TIMEOUT=$GRADE_WAIT${hintvar} $MPIEXEC -n $n $(printf %q "$bin") --case $name"
+            if [ "$ok" = "$n" ]; then
+                continue
+            elif [ -n "$msg" ]; then
+                msg=${msg#@grade $token $name 0 $n fail}; msg=${msg# }
+                # "K failed check(s) over N ranks; the first, on rank R: msg" -> "rank R: msg"
+                msg=$(printf '%s' "$msg" | sed -E 's/^[0-9]+ failed check\(s\) over [0-9]+ ranks; the first, on (rank [0-9]+): /\1: /')
+                if [ "${kind[$name]}" = pure ]; then
+                    fail[$name]=${msg#rank 0: }
+                else
+                    fail[$name]="$at$msg"
+                fi
+            else
+                died "$n" "${kind[$name]}" "$name" "$rc"
+                fail[$name]=$verdict
+                first=$name
+                gone=1
+                [[ $verdict =~ ^(ex_[A-Za-z0-9_]*)\ is\ not\ implemented ]] && gone=${BASH_REMATCH[1]}
+            fi
+        done
+        left=(${next[@]+"${next[@]}"})
+    done
+}
+
 # ==== grading ====
+
+# The compiler's lines, indented, naming the learner's file where they name its copy.
+as_learner() {
+    local l
+    while IFS= read -r l; do
+        printf '   | %s\n' "${l//"$out/src/"/"$src/"}"
+    done
+}
 
 total=0
 max=0
 ntap=0
 tapbody=$tmp/tap
 : >"$tapbody"
+hintvar=""
+[ "$HINTS" = 1 ] && hintvar=" GRADE_HINTS=1"
 
 tap() {   # tap OK NAME [DETAIL CMD]
     ntap=$((ntap + 1))
@@ -162,36 +339,62 @@ tap() {   # tap OK NAME [DETAIL CMD]
     fi
 }
 
-echo "Grading $set_name at ${GRADE_RANKS// /, } ranks, at most $GRADE_TIMEOUT s a run."
+echo "Grading $set_name at ${GRADE_RANKS// /, } ranks, at most $GRADE_TIMEOUT s a run and $GRADE_WAIT s a wait."
 echo
 
-# grade_suite LABEL REFBIN BIN BUILT BUILDMSG: runs every case of one suite
+# grade_suite LABEL REFBIN BIN BUILT BUILDMSG OBJ: grades every case of one suite
 grade_suite() {
-    local label=$1 refbin=$2 bin=$3 built=$4 buildmsg=$5
-    local name pts kind what ranks n got=0 sum=0
-    while IFS=$'\t' read -r name pts kind what; do
+    local label=$1 refbin=$2 bin=$3 built=$4 buildmsg=$5 obj=$6
+    local name pts k what use n got=0 sum=0 f
+    declare -gA fail=() rerun=() kind=() uses=()
+    local names=() pure=() mpi=()
+    deadlock=$("$refbin" --rules | awk -F '\t' '$1 == "deadlock" { print $2; exit }')
+    # the rules first: a case whose functions call what they should implement is not run
+    local broken=""
+    [ "$RULES" = 1 ] && [ "$built" = 1 ] && broken=$(broken_rules "$refbin" "$obj")
+    exits=""
+    [ "$built" = 1 ] && [ "$SOLUTION" != 1 ] && nm -u "$obj" 2>/dev/null |
+        grep -qwE '_?_?exit|_Exit|quick_exit|abort' && exits=" (your file calls exit() or abort())"
+    while IFS=$'\t' read -r name pts k what use; do
         [ -n "$name" ] || continue
+        names+=("$name")
+        kind[$name]=$k
+        [ "$use" = - ] && use=""
+        uses[$name]=$use
         sum=$((sum + pts))
-        ranks=$GRADE_RANKS
-        [ "$kind" = pure ] && ranks=1
-        verdict=""; cmd=""
         if [ "$built" = 0 ]; then
-            verdict="$buildmsg"
-        else
-            for n in $ranks; do
-                run_case "$bin" "$name" "$n" "$kind"
-                [ -n "$verdict" ] && break
-            done
+            fail[$name]=$buildmsg
+            continue
         fi
-        if [ -z "$verdict" ]; then
+        while IFS=$'\t' read -r f msg; do
+            [ -n "$f" ] || continue
+            if [ -z "$use" ] || [[ " $use " == *" $f "* ]]; then
+                fail[$name]="not run: $msg"
+                break
+            fi
+        done <<<"$broken"
+        [ -n "${fail[$name]:-}" ] && continue
+        if [ "$k" = pure ]; then pure+=("$name"); else mpi+=("$name"); fi
+    done < <("$refbin" --list)
+    [ ${#pure[@]} -gt 0 ] && grade_at "$bin" 1 "${pure[@]}"
+    for n in $GRADE_RANKS; do
+        local alive=()
+        for name in ${mpi[@]+"${mpi[@]}"}; do
+            [ -z "${fail[$name]:-}" ] && alive+=("$name")
+        done
+        [ ${#alive[@]} -gt 0 ] && grade_at "$bin" "$n" "${alive[@]}"
+    done
+    while IFS=$'\t' read -r name pts k what use; do
+        [ -n "$name" ] || continue
+        if [ -z "${fail[$name]:-}" ]; then
             got=$((got + pts))
             printf '   ok    %-18s %2d/%-2d %s\n' "$name" "$pts" "$pts" "$what" >>"$tmp/rows"
             tap 1 "$label $name ($pts points)"
         else
             printf '   FAIL  %-18s %2d/%-2d %s\n' "$name" 0 "$pts" "$what" >>"$tmp/rows"
-            printf '         %s\n' "$verdict" | fold -s -w 88 | sed '2,$s/^/         /' >>"$tmp/rows"
-            [ -n "$cmd" ] && printf '         rerun: %s\n' "$cmd" >>"$tmp/rows"
-            tap 0 "$label $name ($pts points)" "$verdict" "$cmd"
+            printf '         %s\n' "${fail[$name]}" | fold -s -w 88 | sed '2,$s/^/         /' >>"$tmp/rows"
+            [ -n "${rerun[$name]:-}" ] && printf '         rerun: %s\n' "${rerun[$name]}" >>"$tmp/rows"
+            tap 0 "$label $name ($pts points)" "${fail[$name]}" "${rerun[$name]:-}"
         fi
     done < <("$refbin" --list)
     suite_got=$got
@@ -209,11 +412,13 @@ for e in "${exercises[@]}"; do
     : >"$tmp/rows"
     egot=0; emax=0
     suites=("$e")
-    if [ -n "$EXTRA_TESTS" ]; then
-        for f in "$EXTRA_TESTS/${e%%_*}"_*.c; do
+    if [ -n "$extra" ]; then
+        for f in "$extra/${e%%_*}"_*.c; do
             [ -e "$f" ] && suites+=("extra/$(basename "$f" .c)")
         done
     fi
+    file=$src/$e/${e#*_}.c
+    [ "$SOLUTION" = 1 ] || copy_in "$file" "$out/src/$e/${e#*_}.c"
     for s in "${suites[@]}"; do
         built=1; buildmsg=""
         if [ "$s" != "$e" ] && ! mk SOLUTION=1 "$ref/$s" >"$log" 2>&1; then
@@ -221,27 +426,26 @@ for e in "${exercises[@]}"; do
             echo "grade: the extra suite $EXTRA_TESTS/${s#extra/}.c does not build with dtlab's reference (above)" >&2
             exit 1
         fi
-        file=$src/$e/${e#*_}.c
         if [ "$SOLUTION" = 1 ]; then
             :
         elif [ ! -e "$file" ]; then
             built=0
             buildmsg="not graded: $file is missing"
-        elif ! mk GRADE_SRC="$src" GRADE_OUT="$out" "$out/$s" >"$log" 2>&1; then
+        elif ! mk GRADE_SRC="$out/src" GRADE_OUT="$out" "$out/$s" "$out/calls/$e.o" >"$log" 2>&1; then
             # the compiler's words once, under the exercise's row; each case says why
             built=0
             buildmsg="not graded: $file does not build (the errors are above)"
             [ "$s" = "$e" ] && { echo "   $file does not build:"
-                grep -E 'error|undefined reference' "$log" | head -n 8 | sed 's/^/   | /'
+                grep -E 'error|undefined reference|No rule' "$log" | head -n 8 | as_learner
                 } >>"$tmp/rows"
         elif [ "$s" = "$e" ] && grep -q 'warning:' "$log"; then
             { echo "   the compiler warns about $file (worth a look):"
-              grep 'warning:' "$log" | head -n 4 | sed 's/^/   | /'; } >>"$tmp/rows"
+              grep 'warning:' "$log" | head -n 4 | as_learner; } >>"$tmp/rows"
         fi
         label="$e"
         [ "$s" != "$e" ] && label="$e (${s#extra/})"
         [ "$s" != "$e" ] && printf '   %s:\n' "hidden tests ${s#extra/}" >>"$tmp/rows"
-        grade_suite "$label" "$ref/$s" "$out/$s" "$built" "$buildmsg"
+        grade_suite "$label" "$ref/$s" "$out/$s" "$built" "$buildmsg" "$out/calls/$e.o"
         egot=$((egot + suite_got)); emax=$((emax + suite_max))
     done
     printf '%-44s %3d/%d\n' "$e" "$egot" "$emax"
@@ -254,3 +458,8 @@ done
 echo
 echo "TAP report: $TAP"
 echo "total: $total/$max points"
+if [ "$STRICT" = 1 ] && [ "$total" != "$max" ]; then
+    echo "grade: below full marks (STRICT=1): exit status 1" >&2
+    exit 1
+fi
+exit 0
