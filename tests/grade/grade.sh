@@ -235,8 +235,9 @@ died() {
         fi
     elif why=$(grep -o -m1 'rank [0-9]*: crashed with signal .*' "$log"); then
         verdict="$at$why"
-    elif why=$(grep -m1 '^dtlab: rank [0-9]*: the program exited' "$log"); then
-        verdict="${at}it ended early: ${why#dtlab: }, before the case's checks were done$exits"
+    elif why=$(grep -m1 -oE '^dtlab: rank [0-9]+: the program exited \(status [0-9]+\)' "$log"); then
+        why=${why#dtlab: }; why=${why/: the program exited/ exited}
+        verdict="${at}it ended early: $why in the middle of the case, before its checks were done (and before dt_finalize)$exits"
     elif why=$(grep -m1 '^dtlab: rank ' "$log"); then
         verdict="${at}stopped by dtlab: ${why#dtlab: }"
     elif why=$(grep -o -m1 'EXIT CODE: [0-9]*' "$log"); then
@@ -342,16 +343,18 @@ tap() {   # tap OK NAME [DETAIL CMD]
 echo "Grading $set_name at ${GRADE_RANKS// /, } ranks, at most $GRADE_TIMEOUT s a run and $GRADE_WAIT s a wait."
 echo
 
-# grade_suite LABEL REFBIN BIN BUILT BUILDMSG OBJ: grades every case of one suite
+# grade_suite LABEL REFBIN BIN BUILT BUILDMSG OBJ RULESBIN: grades every case of one
+# suite; the rules and the deadlock hint are the exercise's own (RULESBIN --rules), for
+# an instructor's hidden suite too
 grade_suite() {
-    local label=$1 refbin=$2 bin=$3 built=$4 buildmsg=$5 obj=$6
+    local label=$1 refbin=$2 bin=$3 built=$4 buildmsg=$5 obj=$6 rulesbin=$7
     local name pts k what use n got=0 sum=0 f
     declare -gA fail=() rerun=() kind=() uses=()
     local names=() pure=() mpi=()
-    deadlock=$("$refbin" --rules | awk -F '\t' '$1 == "deadlock" { print $2; exit }')
+    deadlock=$("$rulesbin" --rules | awk -F '\t' '$1 == "deadlock" { print $2; exit }')
     # the rules first: a case whose functions call what they should implement is not run
     local broken=""
-    [ "$RULES" = 1 ] && [ "$built" = 1 ] && broken=$(broken_rules "$refbin" "$obj")
+    [ "$RULES" = 1 ] && [ "$built" = 1 ] && broken=$(broken_rules "$rulesbin" "$obj")
     exits=""
     [ "$built" = 1 ] && [ "$SOLUTION" != 1 ] && nm -u "$obj" 2>/dev/null |
         grep -qwE '_?_?exit|_Exit|quick_exit|abort' && exits=" (your file calls exit() or abort())"
@@ -445,7 +448,7 @@ for e in "${exercises[@]}"; do
         label="$e"
         [ "$s" != "$e" ] && label="$e (${s#extra/})"
         [ "$s" != "$e" ] && printf '   %s:\n' "hidden tests ${s#extra/}" >>"$tmp/rows"
-        grade_suite "$label" "$ref/$s" "$out/$s" "$built" "$buildmsg" "$out/calls/$e.o"
+        grade_suite "$label" "$ref/$s" "$out/$s" "$built" "$buildmsg" "$out/calls/$e.o" "$ref/$e"
         egot=$((egot + suite_got)); emax=$((emax + suite_max))
     done
     printf '%-44s %3d/%d\n' "$e" "$egot" "$emax"
