@@ -49,9 +49,13 @@ static const char *diagnose(const float *buf, const float *want, int count, int 
             int off = (c - rank + n) % n;
             snprintf(lead, len, "your chunks are off by %d: chunk %d, not chunk %d, "
                      "holds its full sum; ", off <= n / 2 ? off : n - off, c, rank);
-            snprintf(hint, sizeof hint, ". At step s rank r sends chunk (r-s-1) mod n "
-                     "and receives chunk (r-s-2) mod n (dt_ring_rs_send_chunk, "
-                     "dt_ring_rs_recv_chunk), to end owning chunk r");
+            if (gr_hints())
+                snprintf(hint, sizeof hint, ". At step s rank r sends chunk (r-s-1) mod "
+                         "n and receives chunk (r-s-2) mod n (dt_ring_rs_send_chunk, "
+                         "dt_ring_rs_recv_chunk), to end owning chunk r");
+            else
+                snprintf(hint, sizeof hint, ". Which chunk does rank r send at step 0, "
+                         "and which does it own after the n-1 steps?");
             return hint;
         }
     }
@@ -134,7 +138,7 @@ static void check_rs(MPI_Comm comm, int count, unsigned seed)
                                             sizeof lead);
                 ht_fail("count %d: %schunk %d is [%zu, %zu)%s; element %zu is %g, "
                         "expected %g, the sum over all ranks (%d ranks)%s", count, lead, rank,
-                        lo, hi, gr_where(comm), k, buf[k], want[k], n, hint);
+                        lo, hi, gr_on(comm), k, buf[k], want[k], n, hint);
                 break;
             }
     gr_free_guarded(buf);
@@ -150,9 +154,19 @@ static void check_bytes(MPI_Comm comm, int count, unsigned seed)
     size_t sent = dt_bytes_sent(), lo, hi;
     dt_chunk_bounds((size_t)count, ht_size, ht_rank, &lo, &hi);
     size_t want = ((size_t)count - (hi - lo)) * sizeof(float);
+    char but[160] = "";
+    for (int c = 0; c < ht_size && sent != want && sent != 0; c++) {
+        size_t clo, chi;
+        dt_chunk_bounds((size_t)count, ht_size, c, &clo, &chi);
+        if (c != ht_rank && sent == ((size_t)count - (chi - clo)) * sizeof(float)) {
+            snprintf(but, sizeof but, ": every chunk but chunk %d, as if the "
+                     "schedule were shifted (see the case sum)", c);
+            break;
+        }
+    }
     HT_EXPECT(sent == want, "count %d: this rank sent %zu bytes through dt_send, "
-              "dt_recv and dt_sendrecv; the ring sends every chunk but its own once, "
-              "%zu bytes%s", count, sent, want, sent == 0 ? " (MPI's own calls do "
+              "dt_recv and dt_sendrecv%s; the ring sends every chunk but its own once, "
+              "%zu bytes%s", count, sent, but, want, sent == 0 ? " (MPI's own calls do "
               "not count: the exercise is to build the ring from dtlab's p2p)" : "");
     gr_free_guarded(buf);
 }
@@ -166,13 +180,21 @@ START_TEST(sum)
 }
 END_TEST
 
-/* The ranks of comm numbered backwards: rank r of MPI_COMM_WORLD is rank n-1-r of comm,
- * so code that asks MPI_COMM_WORLD for its rank owns the wrong chunk. */
+/* The same on two communicators other than MPI_COMM_WORLD: all ranks numbered
+ * backwards (rank r of MPI_COMM_WORLD is rank n-1-r), then two halves, even and odd
+ * ranks, each numbered backwards (gr_split: the size differs too). Code that asks
+ * MPI_COMM_WORLD for its rank or size owns the wrong chunk or cuts the wrong chunks;
+ * a count that fails is run again on MPI_COMM_WORLD to tell whether that is why. */
 START_TEST(sub_comm)
 {
     MPI_Comm back = gr_backwards();
-    gr_each_count(check_rs, back, 210);
+    gr_each_count_on(check_rs, back, 210);
     MPI_Comm_free(&back);
+    if (gr_all_ok()) {
+        MPI_Comm half = gr_split();
+        gr_each_count_on(check_rs, half, 230);
+        MPI_Comm_free(&half);
+    }
     HT_VERDICT();
 }
 END_TEST
@@ -184,16 +206,32 @@ START_TEST(bytes)
 }
 END_TEST
 
+/* The ring is the exercise: no collective may do it instead. */
+static const gr_rule rules[] = {
+    { "ex_ring_reduce_scatter", GR_DT_COLLECTIVES "|" GR_MPI_COLLECTIVES,
+      "the exercise is to write the ring yourself, from dt_sendrecv and the schedule "
+      "of lib/schedule.h; dtlab's and MPI's collectives do it for you" },
+};
+
 int main(int argc, char **argv)
 {
     const gr_case cases[] = {
         { "sum", 6, GR_MPI, sum, 1,
-          "chunk r of rank r is the sum over the ranks, counts 0, 1, n-1, 7n+3, large" },
+          "chunk r of rank r is the sum over the ranks, counts 0, 1, n-1, 7n+3, large",
+          "ex_ring_reduce_scatter" },
         { "sub_comm", 2, GR_MPI, sub_comm, 1,
-          "the same on a communicator numbering the ranks backwards" },
+          "the same on communicators numbering the ranks backwards, all and in halves",
+          "ex_ring_reduce_scatter" },
         { "bytes", 2, GR_MPI, bytes, 1,
-          "each rank sends (n-1)/n of the buffer: every chunk but its own, once" },
+          "each rank sends (n-1)/n of the buffer: every chunk but its own, once",
+          "ex_ring_reduce_scatter" },
     };
-    return gr_main(argc, argv, "02_reduce_scatter", cases,
-                   (int)(sizeof cases / sizeof cases[0]));
+    return gr_run(argc, argv, &(gr_suite){
+        .exercise = "02_reduce_scatter",
+        .cases = cases, .ncases = (int)(sizeof cases / sizeof cases[0]),
+        .rules = rules, .nrules = (int)(sizeof rules / sizeof rules[0]),
+        .deadlock = "every rank sending before it receives? Once a chunk is larger "
+                    "than MPI's eager limit, dt_send waits for its receive to be posted, "
+                    "and no rank gets to receive. dt_sendrecv sends to the right and "
+                    "receives from the left at once" });
 }

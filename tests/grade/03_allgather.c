@@ -21,24 +21,25 @@ static const char *diagnose(const float *buf, const float *want, int count, int 
                             int n, int c, size_t k)
 {
     static char hint[320];
+    int h = gr_hints();
     hint[0] = '\0';
     if (c == rank) {
         snprintf(hint, sizeof hint, ": this rank's own chunk, right on entry, was "
-                 "overwritten by a receive (at step s rank r receives chunk (r-s-1) mod "
-                 "n, never its own)");
+                 "overwritten by a receive%s", h ? " (at step s rank r receives chunk "
+                 "(r-s-1) mod n, never its own)" : "");
         return hint;
     }
     for (int q = 0; q < n; q++)
         if (buf[k] == junk(q)) {
             if (q == rank)
                 snprintf(hint, sizeof hint, ": the junk this rank started with, so chunk "
-                         "%d never arrived here (n-1 steps; at step s receive chunk "
-                         "(r-s-1) mod n, dt_ring_ag_recv_chunk)", c);
+                         "%d never arrived here%s", c, h ? " (n-1 steps; at step s "
+                         "receive chunk (r-s-1) mod n, dt_ring_ag_recv_chunk)" : "");
             else
                 snprintf(hint, sizeof hint, ": the junk rank %d started with, so a rank "
-                         "passed on chunk %d before it had received it (at step s rank r "
-                         "sends chunk (r-s) mod n: at step 0 its own, then the one it "
-                         "received the step before)", q, c);
+                         "passed on chunk %d before it had received it%s", q, c,
+                         h ? " (at step s rank r sends chunk (r-s) mod n: at step 0 its "
+                         "own, then the one it received the step before)" : "");
             return hint;
         }
     size_t lo, hi;
@@ -53,8 +54,9 @@ static const char *diagnose(const float *buf, const float *want, int count, int 
             i++;
         if (i == len) {
             snprintf(hint, sizeof hint, ": chunk %d holds chunk %d's data, so it was "
-                     "received into the wrong place (the chunk received at step s is "
-                     "(r-s-1) mod n; its bounds come from dt_chunk_bounds)", c, d);
+                     "received into the wrong place%s", c, d, h ? " (the chunk received "
+                     "at step s is (r-s-1) mod n; its bounds come from dt_chunk_bounds)"
+                     : " (its bounds come from dt_chunk_bounds)");
             return hint;
         }
     }
@@ -96,7 +98,7 @@ static void check_ag(MPI_Comm comm, int count, unsigned seed)
                 k++;
             if (k < end) {
                 ht_fail("count %d%s: element %d, in chunk %d (rank %d's), is %g, "
-                        "expected %g%s", count, gr_where(comm), k, c, c, buf[k], want[k],
+                        "expected %g%s", count, gr_on(comm), k, c, c, buf[k], want[k],
                         diagnose(buf, want, count, rank, n, c, (size_t)k));
                 break;
             }
@@ -135,13 +137,21 @@ START_TEST(gather)
 }
 END_TEST
 
-/* The ranks of comm numbered backwards: rank r of MPI_COMM_WORLD is rank n-1-r of comm,
- * so code that asks MPI_COMM_WORLD for its rank starts from the wrong chunk. */
+/* The same on two communicators other than MPI_COMM_WORLD: all ranks numbered
+ * backwards (rank r of MPI_COMM_WORLD is rank n-1-r), then two halves, even and odd
+ * ranks, each numbered backwards (gr_split: the size differs too). Code that asks
+ * MPI_COMM_WORLD for its rank starts from the wrong chunk; a count that fails is run
+ * again on MPI_COMM_WORLD to tell whether that is why. */
 START_TEST(sub_comm)
 {
     MPI_Comm back = gr_backwards();
-    gr_each_count(check_ag, back, 310);
+    gr_each_count_on(check_ag, back, 310);
     MPI_Comm_free(&back);
+    if (gr_all_ok()) {
+        MPI_Comm half = gr_split();
+        gr_each_count_on(check_ag, half, 330);
+        MPI_Comm_free(&half);
+    }
     HT_VERDICT();
 }
 END_TEST
@@ -153,16 +163,32 @@ START_TEST(bytes)
 }
 END_TEST
 
+/* The ring is the exercise: no collective may do it instead. */
+static const gr_rule rules[] = {
+    { "ex_ring_allgather", GR_DT_COLLECTIVES "|" GR_MPI_COLLECTIVES,
+      "the exercise is to write the ring yourself, from dt_sendrecv and the schedule "
+      "of lib/schedule.h; dtlab's and MPI's collectives do it for you" },
+};
+
 int main(int argc, char **argv)
 {
     const gr_case cases[] = {
         { "gather", 4, GR_MPI, gather, 1,
-          "every rank ends with every rank's chunk, counts 0, 1, n-1, 7n+3, large" },
+          "every rank ends with every rank's chunk, counts 0, 1, n-1, 7n+3, large",
+          "ex_ring_allgather" },
         { "sub_comm", 2, GR_MPI, sub_comm, 1,
-          "the same on a communicator numbering the ranks backwards" },
+          "the same on communicators numbering the ranks backwards, all and in halves",
+          "ex_ring_allgather" },
         { "bytes", 2, GR_MPI, bytes, 1,
-          "each rank sends (n-1)/n of the buffer: every chunk but one, once" },
+          "each rank sends (n-1)/n of the buffer: every chunk but one, once",
+          "ex_ring_allgather" },
     };
-    return gr_main(argc, argv, "03_allgather", cases,
-                   (int)(sizeof cases / sizeof cases[0]));
+    return gr_run(argc, argv, &(gr_suite){
+        .exercise = "03_allgather",
+        .cases = cases, .ncases = (int)(sizeof cases / sizeof cases[0]),
+        .rules = rules, .nrules = (int)(sizeof rules / sizeof rules[0]),
+        .deadlock = "every rank sending before it receives? Once a chunk is larger "
+                    "than MPI's eager limit, dt_send waits for its receive to be posted, "
+                    "and no rank gets to receive. dt_sendrecv sends to the right and "
+                    "receives from the left at once" });
 }

@@ -38,8 +38,10 @@ static int close_to(float a, float b)
 static void check(void (*fn)(float *, int, MPI_Comm), int mean, MPI_Comm comm, int count,
                   unsigned seed)
 {
-    int n = ht_size;
-    float *buf = gr_guarded_data(count, seed, ht_rank), *sum = gr_floats(count);
+    int rank, n;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &n);
+    float *buf = gr_guarded_data(count, seed, rank), *sum = gr_floats(count);
     float *own = gr_copy(buf, count);
     HT_MPI(MPI_Iallreduce(buf, sum, count, MPI_FLOAT, MPI_SUM, comm, &ht_req));
 
@@ -54,7 +56,7 @@ static void check(void (*fn)(float *, int, MPI_Comm), int mean, MPI_Comm comm, i
         float got = buf[k], want = mean ? sum[k] / (float)n : sum[k];
         int c = chunk_of((size_t)k, count, n);
         size_t lo, hi;
-        dt_chunk_bounds((size_t)count, n, ht_rank, &lo, &hi);
+        dt_chunk_bounds((size_t)count, n, rank, &lo, &hi);
         size_t j = lo;
         while (j < hi && (mean ? close_to(buf[j], sum[j] / (float)n) : buf[j] == sum[j]))
             j++;
@@ -62,7 +64,7 @@ static void check(void (*fn)(float *, int, MPI_Comm), int mean, MPI_Comm comm, i
         char owner[160];
         snprintf(owner, sizeof owner, " After the reduce-scatter rank %d owns chunk %d, "
                  "summed: it divides that chunk, before the allgather.", c, c);
-        if (n > 1 && mean && close_to(got, sum[k]) && c != ht_rank && hi > lo && j == hi)
+        if (n > 1 && mean && close_to(got, sum[k]) && c != rank && hi > lo && j == hi)
             hint = "this rank's own chunk is right, but the chunk below arrived as a SUM: "
                    "its owner must divide it BEFORE the allgather, so that it travels "
                    "divided.";
@@ -72,14 +74,15 @@ static void check(void (*fn)(float *, int, MPI_Comm), int mean, MPI_Comm comm, i
         else if (n > 1 && mean && close_to(got, want / (float)n))
             hint = "it looks like the mean divided by the number of ranks once more: "
                    "each element must be divided once, by its chunk's owner.";
-        else if (n > 1 && c != ht_rank && hi > lo && j == hi)
+        else if (n > 1 && c != rank && hi > lo && j == hi)
             hint = "only this rank's own chunk is right: the reduce-scatter leaves "
                    "each rank one chunk, and the allgather hands them round.";
         else if (n > 1 && got == own[k])
             hint = "it still holds this rank's own data: nothing was reduced.";
-        ht_fail("count %d: %s%slement %d (in chunk %d) is %g, expected %g, the %s "
-                "over all ranks (%d ranks).%s", count, hint, hint[0] ? " E" : "e", k, c,
-                got, want, mean ? "mean" : "sum", n, mean && n > 1 && hint[0] ? owner : "");
+        ht_fail("count %d%s: %s%slement %d (in chunk %d) is %g, expected %g, the %s "
+                "over all ranks (%d ranks).%s", count, gr_on(comm), hint,
+                hint[0] ? " E" : "e", k, c, got, want, mean ? "mean" : "sum", n,
+                mean && n > 1 && hint[0] && gr_hints() ? owner : "");
     }
     gr_free_guarded(buf);
     free(sum);
@@ -135,6 +138,21 @@ START_TEST(mean)
 }
 END_TEST
 
+/* Both on two communicators other than MPI_COMM_WORLD: all ranks numbered backwards,
+ * then two halves, even and odd ranks, each numbered backwards (gr_split: the size
+ * differs too, so a mean divided by the size of MPI_COMM_WORLD is wrong). A count that
+ * fails is run again on MPI_COMM_WORLD to tell whether comm is to blame. */
+START_TEST(sub_comm)
+{
+    for (int k = 0; k < 4 && gr_all_ok(); k++) {
+        MPI_Comm comm = k % 2 ? gr_split() : gr_backwards();
+        gr_each_count_on(k < 2 ? check_sum : check_mean, comm, 430 + 10 * (unsigned)k);
+        MPI_Comm_free(&comm);
+    }
+    HT_VERDICT();
+}
+END_TEST
+
 START_TEST(bytes)
 {
     gr_each_count(check_bytes, MPI_COMM_WORLD, 420);
@@ -142,17 +160,39 @@ START_TEST(bytes)
 }
 END_TEST
 
+/* The allreduce is built from the exercises 02 and 03 (ex_ring_reduce_scatter and
+ * ex_ring_allgather, which the grader links as dtlab wrote them): no collective may do
+ * it instead. */
+static const gr_rule rules[] = {
+    { "ex_ring_allreduce", GR_DT_COLLECTIVES "|" GR_MPI_COLLECTIVES,
+      "build it from ex_ring_reduce_scatter and ex_ring_allgather (exercises 02 and "
+      "03); dtlab's and MPI's collectives do it for you" },
+    { "ex_allreduce_mean", GR_DT_COLLECTIVES "|" GR_MPI_COLLECTIVES,
+      "build it from ex_ring_reduce_scatter and ex_ring_allgather (exercises 02 and "
+      "03), dividing between the two; dtlab's and MPI's collectives do it for you" },
+};
+
 int main(int argc, char **argv)
 {
     const gr_case cases[] = {
-        { "sum", 3, GR_MPI, sum, 1,
-          "ex_ring_allreduce: MPI's sum on every rank, counts 0, 1, n-1, 7n+3, large" },
-        { "mean", 3, GR_MPI, mean, 1,
+        { "sum", 2, GR_MPI, sum, 1,
+          "ex_ring_allreduce: MPI's sum on every rank, counts 0, 1, n-1, 7n+3, large",
+          "ex_ring_allreduce" },
+        { "mean", 2, GR_MPI, mean, 1,
           "ex_allreduce_mean: the sum over n on every rank, counts 0, 1, n-1, 7n+3, "
-          "large" },
+          "large", "ex_allreduce_mean" },
+        { "sub_comm", 2, GR_MPI, sub_comm, 1,
+          "both on communicators numbering the ranks backwards, all and in halves",
+          "ex_ring_allreduce ex_allreduce_mean" },
         { "bytes", 2, GR_MPI, bytes, 1,
-          "both send 2(n-1)/n of the buffer: a reduce-scatter and an allgather" },
+          "both send 2(n-1)/n of the buffer: a reduce-scatter and an allgather",
+          "ex_ring_allreduce ex_allreduce_mean" },
     };
-    return gr_main(argc, argv, "04_ring_allreduce", cases,
-                   (int)(sizeof cases / sizeof cases[0]));
+    return gr_run(argc, argv, &(gr_suite){
+        .exercise = "04_ring_allreduce",
+        .cases = cases, .ncases = (int)(sizeof cases / sizeof cases[0]),
+        .rules = rules, .nrules = (int)(sizeof rules / sizeof rules[0]),
+        .deadlock = "do all ranks call the two phases in the same order, the same "
+                    "number of times, with the same count? A rank that skips a phase "
+                    "(at count 0, or at 1 rank) leaves its neighbours waiting" });
 }

@@ -336,11 +336,13 @@ static void check_calls(const size_t *off, const int *bucket_of, int nb, size_t 
             seen.ncalls > shown ? " ..." : "", w, why);
 }
 
-/* Runs ex_ddp_sync on count gr_count(_i) for each way of bucketing; checks the values
- * (values = 1) or the calls (values = 0). */
-static void sync_case(int i, int values)
+/* Runs ex_ddp_sync on comm, count gr_count(_i), for each way of bucketing; checks the
+ * values (values = 1) or, on MPI_COMM_WORLD, the calls (values = 0). */
+static void sync_case(int i, int values, MPI_Comm comm)
 {
-    int n = ht_size;
+    int n, rank;
+    MPI_Comm_size(comm, &n);
+    MPI_Comm_rank(comm, &rank);
     size_t c = (size_t)gr_count(i, n), off[NL + 1];
     layers_of(c, off);
     float *mine = malloc((c + 1) * sizeof *mine);
@@ -349,14 +351,13 @@ static void sync_case(int i, int values)
     for (int way = 0; way < NWAYS && !ht_nbad; way++) {
         int bucket_of[NL];
         int nb = rule(off, NL, sizeof(float), cap_of(way, c), 1, 0, bucket_of);
-        dt_fill_test_data(mine, (int)c, MPI_FLOAT, MPI_SUM, 70 + 3 * i + way, ht_rank);
+        dt_fill_test_data(mine, (int)c, MPI_FLOAT, MPI_SUM, 70 + 3 * i + way, rank);
         memcpy(grads, mine, c * sizeof *grads);
-        HT_MPI(MPI_Iallreduce(mine, sum, (int)c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-                              &ht_req));
+        HT_MPI(MPI_Iallreduce(mine, sum, (int)c, MPI_FLOAT, MPI_SUM, comm, &ht_req));
         memset(&seen, 0, sizeof seen);
         if (!values)
             dt_set_step_hook(watch, NULL);
-        ex_ddp_sync(grads, off, NL, bucket_of, nb, MPI_COMM_WORLD);
+        ex_ddp_sync(grads, off, NL, bucket_of, nb, comm);
         dt_set_step_hook(NULL, NULL);
         if (!values) {
             if (n > 1)                  /* at 1 rank no collective takes a step */
@@ -382,9 +383,9 @@ static void sync_case(int i, int values)
                        "bucket was never summed (is it inside the range you sent?)";
             else if (n > 1 && want != 0 && fabs(grads[e] * n - want) <= tol * n)
                 hint = ": the mean divided by the number of ranks once more";
-            ht_fail("count %zu, %s: element %zu (layer %d, bucket %d) is %g; expected "
-                    "%g, the mean over %d ranks%s", c, way_name[way], e, l, bucket_of[l],
-                    grads[e], want, n, hint);
+            ht_fail("count %zu, %s%s: element %zu (layer %d, bucket %d) is %g; "
+                    "expected %g, the mean over %d ranks%s", c, way_name[way],
+                    gr_on(comm), e, l, bucket_of[l], grads[e], want, n, hint);
             break;
         }
     }
@@ -395,29 +396,68 @@ static void sync_case(int i, int values)
 
 START_TEST(sync_mean)
 {
-    sync_case(_i, 1);
+    sync_case(_i, 1, MPI_COMM_WORLD);
     HT_VERDICT();
 }
 END_TEST
 
 START_TEST(sync_order)
 {
-    sync_case(_i, 0);
+    sync_case(_i, 0, MPI_COMM_WORLD);
     HT_VERDICT();
 }
 END_TEST
+
+static void sync_world(void *ctx) { sync_case(*(int *)ctx, 1, MPI_COMM_WORLD); }
+
+/* The mean on two halves, even and odd ranks, each numbered backwards (gr_split): the
+ * mean over comm's ranks, not MPI_COMM_WORLD's. A failure is run again on
+ * MPI_COMM_WORLD to tell whether comm is to blame. */
+START_TEST(sync_sub_comm)
+{
+    MPI_Comm half = gr_split();
+    int i = _i;
+    sync_case(i, 1, half);
+    gr_sub_comm_ok(sync_world, &i);
+    MPI_Comm_free(&half);
+    HT_VERDICT();
+}
+END_TEST
+
+/* The buckets are the exercise, and the sync goes through dtlab's allreduce (whose
+ * calls sync_order watches), not MPI's. */
+static const gr_rule rules[] = {
+    { "ex_ddp_buckets", "dti?_ddp_[a-z_]*",
+      "the exercise is to cut the buckets yourself; dtlab's dt_ddp_buckets does it for "
+      "you" },
+    { "ex_ddp_sync", GR_MPI_COLLECTIVES "|dti?_ddp_[a-z_]*",
+      "sum each bucket with dtlab's dt_allreduce (collectives.h), one call per bucket; "
+      "MPI's collectives and dtlab's DDP internals are not this exercise" },
+};
 
 int main(int argc, char **argv)
 {
     const gr_case cases[] = {
         { "buckets", 3, GR_PURE, buckets, 1,
-          "buckets from the last layer back, closed before passing the cap" },
+          "buckets from the last layer back, closed before passing the cap",
+          "ex_ddp_buckets" },
         { "buckets_edges", 1, GR_PURE, buckets_edges, 1,
-          "cap 0 and SIZE_MAX, one layer, layers larger than the cap or an int" },
+          "cap 0 and SIZE_MAX, one layer, layers larger than the cap or an int",
+          "ex_ddp_buckets" },
         { "sync_mean", 2, GR_MPI, sync_mean, GR_NCOUNTS,
-          "every rank's gradients become the mean over the ranks" },
-        { "sync_order", 2, GR_MPI, sync_order, GR_NCOUNTS,
-          "one dt_allreduce per bucket, in bucket order 0, 1, ..." },
+          "every rank's gradients become the mean over the ranks", "ex_ddp_sync" },
+        { "sync_order", 1, GR_MPI, sync_order, GR_NCOUNTS,
+          "one dt_allreduce per bucket, in bucket order 0, 1, ...", "ex_ddp_sync" },
+        { "sync_sub_comm", 1, GR_MPI, sync_sub_comm, GR_NCOUNTS,
+          "the mean over comm's ranks, on two halves of the ranks", "ex_ddp_sync" },
     };
-    return gr_main(argc, argv, "07_ddp_buckets", cases, sizeof cases / sizeof cases[0]);
+    return gr_run(argc, argv, &(gr_suite){
+        .exercise = "07_ddp_buckets",
+        .cases = cases, .ncases = (int)(sizeof cases / sizeof cases[0]),
+        .rules = rules, .nrules = (int)(sizeof rules / sizeof rules[0]),
+        .deadlock = "do all ranks start the same allreduces, in the same order, with "
+                    "the same counts? A rank that skips an empty bucket the others send, "
+                    "or walks the buckets in another order, leaves them waiting. On "
+                    "another communicator (sync_sub_comm): is comm passed to every "
+                    "dt_allreduce?" });
 }

@@ -119,17 +119,28 @@ END_TEST
 
 /* ==== unshard ==== */
 
-START_TEST(unshard)
+static void check_bytes(const char *fn, size_t sent, size_t n, size_t s, int N);
+
+/* Runs ex_unshard on comm for count variant i and checks full; with bytes, on
+ * MPI_COMM_WORLD, checks the bytes sent instead. */
+static void check_unshard(int i, MPI_Comm comm, int bytes)
 {
-    int N = ht_size, k = ht_rank;
-    size_t n = count_of(_i, N), s = ceil_div(n, N), t = n / (size_t)N;
+    int N, k;
+    MPI_Comm_size(comm, &N);
+    MPI_Comm_rank(comm, &k);
+    size_t n = count_of(i, ht_size), s = ceil_div(n, N), t = n / (size_t)N;
     float *P = alloc_floats(n), *shard = alloc_floats(s), *full = alloc_floats(n + GUARD);
     /* the same parameter on every rank; each rank passes its own shard of it */
-    dt_fill_test_data(P, (int)n, MPI_FLOAT, MPI_SUM, 80 + _i, 0);
+    dt_fill_test_data(P, (int)n, MPI_FLOAT, MPI_SUM, 80 + i, 0);
     for (size_t j = 0; j < s; j++)
         shard[j] = k * s + j < n ? P[k * s + j] : 0.0f;
     fill(full, n + GUARD, SENTINEL);
-    ex_unshard(shard, n, full, MPI_COMM_WORLD);
+    dt_bytes_reset();
+    ex_unshard(shard, n, full, comm);
+    if (bytes) {
+        check_bytes("ex_unshard", dt_bytes_sent(), n, s, N);
+        goto out;
+    }
 
     for (size_t e = 0; e < n; e++) {
         if (full[e] == P[e])
@@ -145,37 +156,52 @@ START_TEST(unshard)
                    "included";
         else if (full[e] == 0.0f)
             hint = ": 0, as if that part of the padded scratch was never gathered into";
-        ht_fail("count %zu, %d ranks (s = %zu): full[%zu] is %g; expected %g, which rank "
-                "%zu holds at shard[%zu]%s", n, N, s, e, full[e], P[e], e / s, e % s,
-                hint);
+        ht_fail("count %zu, %d ranks (s = %zu)%s: full[%zu] is %g; expected %g, which "
+                "rank %zu holds at shard[%zu]%s", n, N, s, gr_on(comm), e, full[e], P[e],
+                e / s, e % s, hint);
         break;
     }
     long g = guard_hit(full, n);
-    HT_EXPECT(g < 0, "count %zu, %d ranks (s = %zu): full[%zu] was written, past the n "
+    HT_EXPECT(g < 0, "count %zu, %d ranks (s = %zu)%s: full[%zu] was written, past the n "
               "floats of full: the padding must be left out (gather into a scratch of "
-              "N*s floats, then copy the first n)", n, N, s, n + (size_t)g);
+              "N*s floats, then copy the first n)", n, N, s, gr_on(comm), n + (size_t)g);
+out:
     free(full);
     free(shard);
     free(P);
+}
+
+START_TEST(unshard)
+{
+    check_unshard(_i, MPI_COMM_WORLD, 0);
     HT_VERDICT();
 }
 END_TEST
 
 /* ==== reduce-scatter of the gradient ==== */
 
-START_TEST(reduce_scatter)
+/* Runs ex_reduce_scatter_grad on comm for count variant i and checks gshard; with
+ * bytes, on MPI_COMM_WORLD, checks the bytes sent instead. */
+static void check_grad(int i, MPI_Comm comm, int bytes)
 {
-    int N = ht_size, k = ht_rank;
-    size_t n = count_of(_i, N), s = ceil_div(n, N), t = n / (size_t)N, P = s * N;
+    int N, k;
+    MPI_Comm_size(comm, &N);
+    MPI_Comm_rank(comm, &k);
+    size_t n = count_of(i, ht_size), s = ceil_div(n, N), t = n / (size_t)N, P = s * N;
     float *grad = alloc_floats(n), *copy = alloc_floats(n), *pad = alloc_floats(P);
     float *sum = alloc_floats(P), *gshard = alloc_floats(s + GUARD);
-    dt_fill_test_data(grad, (int)n, MPI_FLOAT, MPI_SUM, 90 + _i, k);
+    dt_fill_test_data(grad, (int)n, MPI_FLOAT, MPI_SUM, 90 + i, k);
     memcpy(copy, grad, n * sizeof *grad);
     fill(pad, P, 0.0f);
     memcpy(pad, grad, n * sizeof *grad);
-    HT_MPI(MPI_Iallreduce(pad, sum, (int)P, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &ht_req));
+    HT_MPI(MPI_Iallreduce(pad, sum, (int)P, MPI_FLOAT, MPI_SUM, comm, &ht_req));
     fill(gshard, s + GUARD, SENTINEL);
-    ex_reduce_scatter_grad(grad, n, gshard, MPI_COMM_WORLD);
+    dt_bytes_reset();
+    ex_reduce_scatter_grad(grad, n, gshard, comm);
+    if (bytes) {
+        check_bytes("ex_reduce_scatter_grad", dt_bytes_sent(), n, s, N);
+        goto out;
+    }
 
     const float *want = sum + k * s;
     for (size_t j = 0; j < s; j++) {
@@ -201,36 +227,138 @@ START_TEST(reduce_scatter)
         else if (gshard[j] == 0.0f)
             hint = ": 0, as if this element was left out: rank k's shard is elements "
                    "[k*s, (k+1)*s) of the padded gradient";
-        ht_fail("count %zu, %d ranks (s = %zu): gshard[%zu] (element %zu) is %g; "
-                "expected %g, the sum over the ranks%s", n, N, s, j, e, gshard[j],
-                want[j], hint);
+        ht_fail("count %zu, %d ranks (s = %zu)%s: gshard[%zu] (element %zu) is %g; "
+                "expected %g, the sum over the ranks%s", n, N, s, gr_on(comm), j, e,
+                gshard[j], want[j], hint);
         break;
     }
     long g = guard_hit(gshard, s);
-    HT_EXPECT(g < 0, "count %zu, %d ranks: gshard[%zu] was written, past the shard's s = "
-              "ceil(n/N) = %zu floats", n, N, s + (size_t)g, s);
+    HT_EXPECT(g < 0, "count %zu, %d ranks%s: gshard[%zu] was written, past the shard's s "
+              "= ceil(n/N) = %zu floats", n, N, gr_on(comm), s + (size_t)g, s);
     HT_EXPECT(!memcmp(copy, grad, n * sizeof *grad), "count %zu, %d ranks: grad was "
               "changed; it is the caller's, to read only (pad a copy)", n, N);
+out:
     free(gshard);
     free(sum);
     free(pad);
     free(copy);
     free(grad);
+}
+
+START_TEST(reduce_scatter)
+{
+    check_grad(_i, MPI_COMM_WORLD, 0);
     HT_VERDICT();
 }
 END_TEST
+
+/* ==== on a sub-communicator ==== */
+
+static void again_world(void *ctx)
+{
+    int i = *(int *)ctx;
+    check_unshard(i, MPI_COMM_WORLD, 0);
+    check_grad(i, MPI_COMM_WORLD, 0);
+}
+
+/* Both on two halves of the ranks, even and odd, each numbered backwards (gr_split):
+ * N and k are comm's. A failure is run again on MPI_COMM_WORLD to tell whether comm is
+ * to blame. */
+START_TEST(sub_comm)
+{
+    MPI_Comm half = gr_split();
+    int i = _i;
+    check_unshard(i, half, 0);
+    if (gr_all_ok())
+        check_grad(i, half, 0);
+    gr_sub_comm_ok(again_world, &i);
+    MPI_Comm_free(&half);
+    HT_VERDICT();
+}
+END_TEST
+
+/* ==== bytes ==== */
+
+/* Notes what is wrong with the bytes fn sent from this rank: a ring allgather or
+ * reduce-scatter over the N*s padded floats sends every block but one, (N-1)*s floats;
+ * an allreduce twice that. */
+static void check_bytes(const char *fn, size_t sent, size_t n, size_t s, int N)
+{
+    size_t want = (size_t)(N - 1) * s * sizeof(float);
+    if (sent == want)
+        return;
+    const char *why = "";
+    if (sent == 0)
+        why = ": MPI's own collectives do not count here; the shards go through dtlab's "
+              "collectives (dt_allgather, dt_reduce_scatter_block), which use dtlab's p2p";
+    else if (sent == 2 * want)
+        why = ": twice a reduce-scatter, as an allreduce sends; each rank needs only "
+              "its own shard of the sum";
+    else if (sent > want)
+        why = ": more than the ring of dtlab's collective over the padded array";
+    ht_fail("count %zu, %d ranks (s = %zu): %s sent %zu bytes from this rank; over the "
+            "N*s = %zu padded floats, the ring sends every block but one, (N-1)*s floats "
+            "= %zu bytes%s", n, N, s, fn, sent, (size_t)N * s, want, why);
+}
+
+START_TEST(unshard_bytes)
+{
+    check_unshard(_i, MPI_COMM_WORLD, 1);
+    HT_VERDICT();
+}
+END_TEST
+
+START_TEST(grad_bytes)
+{
+    check_grad(_i, MPI_COMM_WORLD, 1);
+    HT_VERDICT();
+}
+END_TEST
+
+/* The shards go through dtlab's allgather and reduce-scatter, as the README says: the
+ * exercise is the padding around them. MPI's collectives, and any other of dtlab's
+ * (a whole allreduce, a gather and a broadcast), are not. */
+#define OTHERS "dt_(allreduce(_[a-z]+)?|reduce|gather|bcast(_naive)?|scatter|alltoall)|" \
+               "dti_ring_[a-z_]*|" GR_MPI_COLLECTIVES
+static const gr_rule rules[] = {
+    { "ex_unshard", OTHERS "|dt_reduce_scatter_block",
+      "gather the shards with dt_allgather into the padded scratch (collectives.h); "
+      "MPI's collectives, and dtlab's others, are not this exercise" },
+    { "ex_reduce_scatter_grad", OTHERS "|dt_allgather",
+      "sum the padded gradient with dt_reduce_scatter_block (collectives.h): each rank "
+      "needs only its shard of the sum; an allreduce, or MPI's collectives, are not "
+      "this exercise" },
+};
 
 int main(int argc, char **argv)
 {
     const gr_case cases[] = {
         { "shard_size", 1, GR_PURE, shard_size, 1,
-          "s = ceil(n / N), for n from 0 to past 2^32 and N from 1 to 17" },
+          "s = ceil(n / N), for n from 0 to past 2^32 and N from 1 to 17",
+          "ex_shard_size" },
         { "shard", 2, GR_PURE, shard, 1,
-          "rank k's shard is [k*s, (k+1)*s) of full, zeros past n" },
-        { "unshard", 3, GR_MPI, unshard, NVARIANTS,
-          "the shards gathered give back the whole parameter, padding left out" },
-        { "reduce_scatter", 4, GR_MPI, reduce_scatter, NVARIANTS,
-          "rank k gets shard k of the gradients summed, zeros in the padding" },
+          "rank k's shard is [k*s, (k+1)*s) of full, zeros past n", "ex_shard" },
+        { "unshard", 2, GR_MPI, unshard, NVARIANTS,
+          "the shards gathered give back the whole parameter, padding left out",
+          "ex_unshard" },
+        { "reduce_scatter", 2, GR_MPI, reduce_scatter, NVARIANTS,
+          "rank k gets shard k of the gradients summed, zeros in the padding",
+          "ex_reduce_scatter_grad" },
+        { "sub_comm", 1, GR_MPI, sub_comm, NVARIANTS,
+          "both on two halves of the ranks: N and k come from comm",
+          "ex_unshard ex_reduce_scatter_grad" },
+        { "unshard_bytes", 1, GR_MPI, unshard_bytes, NVARIANTS,
+          "the unshard sends (N-1)*s floats: a ring allgather of the padded array",
+          "ex_unshard" },
+        { "grad_bytes", 1, GR_MPI, grad_bytes, NVARIANTS,
+          "the gradient sends (N-1)*s floats: a reduce-scatter, not an allreduce",
+          "ex_reduce_scatter_grad" },
     };
-    return gr_main(argc, argv, "08_fsdp_shard", cases, sizeof cases / sizeof cases[0]);
+    return gr_run(argc, argv, &(gr_suite){
+        .exercise = "08_fsdp_shard",
+        .cases = cases, .ncases = (int)(sizeof cases / sizeof cases[0]),
+        .rules = rules, .nrules = (int)(sizeof rules / sizeof rules[0]),
+        .deadlock = "do all ranks call the collective, with the same count s? A rank "
+                    "that returns early (an empty shard, n = 0) while the others gather "
+                    "leaves them waiting. On two halves (sub_comm): N and k from comm?" });
 }

@@ -333,8 +333,9 @@ END_TEST
 
 /* A Megatron pair, x -> [column parallel, ReLU] -> [row parallel] -> y, forward and
  * backward, against the same two layers run whole. The last variant runs on two halves
- * of the ranks (evens and odds), each a group of its own with its own data: the
- * functions must use the communicator they are given, not MPI_COMM_WORLD. */
+ * of the ranks (evens and odds, each numbered backwards: gr_split), each a group of its
+ * own with its own data: the functions must use the communicator they are given, not
+ * MPI_COMM_WORLD. */
 typedef struct { int B, in, H, out; } pair_shape;
 enum { NPAIRS = 5 };
 static pair_shape pair_of(int v, int T)
@@ -353,8 +354,8 @@ START_TEST(megatron_pair)
     MPI_Comm comm = MPI_COMM_WORLD;
     int color = 0;
     if (_i == NPAIRS - 1) {
-        color = ht_rank % 2;
-        DT_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, color, ht_rank, &comm));
+        color = ht_rank % 2;               /* gr_split's halves: even and odd ranks */
+        comm = gr_split();
     }
     int T, t;
     MPI_Comm_size(comm, &T);
@@ -428,19 +429,44 @@ START_TEST(megatron_pair)
 }
 END_TEST
 
+/* The slicing and the sums are the exercise: dtlab's tensor-parallel internals may not
+ * do them instead. dt_allreduce is how the sums are done. */
+#define TP_RULE "dti?_tp_[a-z_]*"
+#define TP_WHY "write the layer's slice and its sums yourself, from dt_linear_forward, " \
+               "dt_linear_backward and dt_allreduce; lib/parallel/tp.c's internals are " \
+               "the answer"
+static const gr_rule rules[] = {
+    { "ex_col_linear_forward", TP_RULE, TP_WHY },
+    { "ex_col_linear_backward", TP_RULE, TP_WHY },
+    { "ex_row_linear_forward", TP_RULE, TP_WHY },
+    { "ex_row_linear_backward", TP_RULE, TP_WHY },
+};
+
 int main(int argc, char **argv)
 {
     const gr_case cases[] = {
         { "col_forward", 2, GR_MPI, col_forward, NSHAPES,
-          "column parallel forward: each rank its output columns, no communication" },
+          "column parallel forward: each rank its output columns, no communication",
+          "ex_col_linear_forward" },
         { "col_backward", 3, GR_MPI, col_backward, NSHAPES,
-          "column parallel backward: dW_t, db_t local, dx summed over the ranks" },
+          "column parallel backward: dW_t, db_t local, dx summed over the ranks",
+          "ex_col_linear_backward" },
         { "row_forward", 3, GR_MPI, row_forward, NSHAPES,
-          "row parallel forward: partial outputs summed, the bias added once" },
+          "row parallel forward: partial outputs summed, the bias added once",
+          "ex_row_linear_forward" },
         { "row_backward", 2, GR_MPI, row_backward, NSHAPES,
-          "row parallel backward: dx_t and dW_t local, db from the whole dy" },
+          "row parallel backward: dx_t and dW_t local, db from the whole dy",
+          "ex_row_linear_backward" },
         { "megatron_pair", 2, GR_MPI, megatron_pair, NPAIRS,
-          "column layer, ReLU, row layer, forward and backward, as one whole MLP" },
+          "column layer, ReLU, row layer, forward and backward, as one whole MLP; the "
+          "last on two halves of the ranks", NULL },
     };
-    return gr_main(argc, argv, "09_tp_linear", cases, sizeof cases / sizeof cases[0]);
+    return gr_run(argc, argv, &(gr_suite){
+        .exercise = "09_tp_linear",
+        .cases = cases, .ncases = (int)(sizeof cases / sizeof cases[0]),
+        .rules = rules, .nrules = (int)(sizeof rules / sizeof rules[0]),
+        .deadlock = "does every rank join every dt_allreduce, with the same count, "
+                    "even a rank that owns no rows or columns (a width smaller than the "
+                    "ranks)? Skipping the local product is fine; skipping the sum is not. "
+                    "On two halves (megatron_pair): is comm passed to every sum?" });
 }

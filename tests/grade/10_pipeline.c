@@ -468,17 +468,35 @@ START_TEST(timetable_1f1b)
 }
 END_TEST
 
+/* The orders and the clock are the exercise: lib/schedule.h's may not stand in for
+ * them (dt_pp_draw, to look at dtlab's timetable beside yours, is fine). */
+#define PP_RULE "dt_pp_(order|timetable|warmup|index|peak_stash|bubble|schedule)|" \
+                "dti_pp_[a-z_]*"
+#define PP_WHY "write the order and the clock yourself; lib/schedule.h's dt_pp_order, " \
+               "dt_pp_timetable and their helpers are the answer"
+static const gr_rule rules[] = {
+    { "ex_pp_order", PP_RULE, PP_WHY },
+    { "ex_pp_timetable", PP_RULE, PP_WHY },
+};
+
 int main(int argc, char **argv)
 {
     const gr_case cases[] = {
         { "order_gpipe", 2, GR_PURE, order_gpipe, 1,
-          "GPipe: each F m, B m once, all forwards first, in increasing m" },
+          "GPipe: each F m, B m once, all forwards first, in increasing m",
+          "ex_pp_order" },
         { "order_1f1b", 3, GR_PURE, order_1f1b, 1,
-          "1F1B: warm-up of min(P-s-1, M) forwards, alternation, stash <= min(P-s, M)" },
+          "1F1B: warm-up of min(P-s-1, M) forwards, alternation, stash <= min(P-s, M)",
+          "ex_pp_order" },
         { "timetable_gpipe", 2, GR_PURE, timetable_gpipe, 1,
-          "GPipe on one clock: each op starts when its stage and dependency are done" },
+          "GPipe on one clock: each op starts when its stage and dependency are done",
+          "ex_pp_order ex_pp_timetable" },
         { "timetable_1f1b", 3, GR_PURE, timetable_1f1b, 1,
-          "1F1B on one clock, tb = 1..3: (M+P-1)(1+tb) slots" },
+          "1F1B on one clock, tb = 1..3: (M+P-1)(1+tb) slots",
+          "ex_pp_order ex_pp_timetable" },
     };
-    return gr_main(argc, argv, "10_pipeline", cases, sizeof cases / sizeof cases[0]);
+    return gr_run(argc, argv, &(gr_suite){
+        .exercise = "10_pipeline",
+        .cases = cases, .ncases = (int)(sizeof cases / sizeof cases[0]),
+        .rules = rules, .nrules = (int)(sizeof rules / sizeof rules[0]) });
 }

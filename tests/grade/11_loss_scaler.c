@@ -9,9 +9,10 @@
  *                its gradients untouched when it skips, and keep the same scaler.
  *   step_unscale clean steps, the scale growing often (window 1 and 3): gradients must
  *                be divided by the scale they were made with, the one before the update.
- * The step cases check the scaler's update loosely: the model's, or what the learner's
- * own ex_scaler_update makes of the agreed flag, so that a mistake in the rule costs the
- * update case only. Every scale is a power of two and every gradient a multiple of 1/4
+ *   step_sub_comm step_agree on two halves of the ranks (gr_split).
+ * The step cases judge the step by the model's decision or by what the learner's own
+ * ex_scaler_update makes of the agreed flag, so that a mistake in the rule (an update
+ * that applies an overflowed step, say) costs the update case only. Every scale is a power of two and every gradient a multiple of 1/4
  * times the scale, so unscaled values are exact and compared with ==. */
 #include <math.h>
 #include <stdlib.h>
@@ -162,14 +163,19 @@ static const char *plan_text(const plan *p, char *buf, size_t len)
     return buf;
 }
 
-/* Runs one step on every rank and checks it. The scaler s is carried from step to
- * step; its update is checked against the model and, so that a mistake in
- * ex_scaler_update costs the update case only, also accepted when it is what the
- * learner's own ex_scaler_update makes of the agreed flag. */
+/* Runs one step on comm and checks it. The scaler s is carried from step to step. So
+ * that a mistake in ex_scaler_update costs the update case only, the step is judged
+ * against the model's decision or, failing that, against what the learner's own
+ * ex_scaler_update makes of the agreed flag (on a copy of the scaler): each rank must
+ * take that decision, the same on every rank, leave the gradients alone when it skips
+ * and unscale them by the old scale when it applies. */
 static void check_step(dt_scaler *s, const dt_scaler_config *c, const plan *p, int t,
-                       float *grads, float *saved, size_t n)
+                       float *grads, float *saved, size_t n, MPI_Comm comm)
 {
     DT_REQUIRE(ht_size <= 64, "the step cases plan for at most 64 ranks");
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
     char pt[256];
     plan_text(p, pt, sizeof pt);
     dt_fill_test_data(grads, (int)n, MPI_FLOAT, MPI_SUM, 1000u + (unsigned)t, ht_rank);
@@ -180,60 +186,61 @@ static void check_step(dt_scaler *s, const dt_scaler_config *c, const plan *p, i
     if (p->bad[ht_rank])
         grads[p->at[ht_rank]] = value[p->bad[ht_rank]];
     memcpy(saved, grads, n * sizeof *grads);
-    int any = 0;
-    for (int r = 0; r < ht_size; r++)
-        any |= p->bad[r] != 0;
+    /* any: a rank of comm has an inf or a NaN (plans are by rank of MPI_COMM_WORLD) */
+    int mine = p->bad[ht_rank] != 0, any = 0;
+    HT_MPI(MPI_Iallreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm, &ht_req));
     int old_clean = s->clean;
     model m = { s->scale, s->clean };
     int want = model_update(&m, c, any);
     dt_scaler own = *s;
-    ex_scaler_update(&own, any);
+    int own_want = ex_scaler_update(&own, any);
 
-    int got = ex_scaler_step(s, grads, n, MPI_COMM_WORLD);
+    int got = ex_scaler_step(s, grads, n, comm);
     int all[64];
-    HT_MPI(MPI_Iallgather(&got, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD, &ht_req));
+    HT_MPI(MPI_Iallgather(&got, 1, MPI_INT, all, 1, MPI_INT, comm, &ht_req));
+    const char *on = gr_on(comm);
 
-#define SWHERE "step %d (%s), %zu gradient(s) on this rank: "
-    if (got != want) {
+#define SWHERE "step %d (%s)%s, %zu gradient(s) on this rank: "
+    if (got != want && got != own_want) {
         int other = -1;
-        for (int r = 0; r < ht_size && other < 0; r++)
-            if (all[r] == want)
+        for (int r = 0; r < size && other < 0; r++)
+            if (all[r] != got)
                 other = r;
         if (other >= 0)
             ht_fail(SWHERE "ranks disagreed: rank %d %s a step that rank %d %s. Any "
                     "rank's inf or NaN must skip the step on every rank: agree on the "
-                    "flag with one dt_allreduce (MPI_MAX) before deciding", t + 1, pt, n,
-                    ht_rank, got ? "applied" : "skipped", other,
-                    want ? "applied" : "skipped");
+                    "flag over comm before deciding", t + 1, pt, on, n, rank,
+                    got ? "applied" : "skipped", other, all[other] ? "applied" :
+                    "skipped");
         else if (want)
             ht_fail(SWHERE "every rank returned %d, but no rank has an inf or NaN: the "
-                    "step must be applied (return 1)", t + 1, pt, n, got);
+                    "step must be applied (return 1)", t + 1, pt, on, n, got);
         else
             ht_fail(SWHERE "every rank returned %d, but a rank has an inf or NaN: the "
                     "step must be skipped (return 0) on every rank; a flag of 1 on any "
-                    "rank must win (MPI_MAX, or MPI_SUM and > 0)", t + 1, pt, n, got);
+                    "rank must win (MPI_MAX, or MPI_SUM and > 0)", t + 1, pt, on, n, got);
         return;
     }
     if ((s->scale != m.scale || s->clean != m.clean) &&
         (s->scale != own.scale || s->clean != own.clean)) {
         ht_fail(SWHERE "the scaler went from scale %g, clean %d to %g, %d; expected %g, "
                 "%d (update it once a step, with the agreed flag, on every rank)", t + 1,
-                pt, n, (double)old, old_clean, (double)s->scale, s->clean,
+                pt, on, n, (double)old, old_clean, (double)s->scale, s->clean,
                 (double)m.scale, m.clean);
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        if (!want) {
+        if (!got) {
             if (memcmp(&grads[i], &saved[i], sizeof *grads)) {
                 ht_fail(SWHERE "the step was skipped, but grads[%zu] changed from %g to "
-                        "%g; a skipped step leaves the gradients alone", t + 1, pt, n, i,
-                        (double)saved[i], (double)grads[i]);
+                        "%g; a skipped step leaves the gradients alone", t + 1, pt, on, n,
+                        i, (double)saved[i], (double)grads[i]);
                 return;
             }
             continue;
         }
         float e = saved[i] / old;
-        if (grads[i] == e)
+        if (grads[i] == e || (isnan(e) && isnan(grads[i])))
             continue;
         const char *hint = "";
         if (s->scale != old && grads[i] == saved[i] / s->scale)
@@ -244,7 +251,7 @@ static void check_step(dt_scaler *s, const dt_scaler_config *c, const plan *p, i
         else if (grads[i] == saved[i] * old)
             hint = ": multiplied by the scale; divide instead";
         ht_fail(SWHERE "grads[%zu] = %g after the step; expected %g = %g / %g, the scale "
-                "it was made with (the scaler is now at %g)%s", t + 1, pt, n, i,
+                "it was made with (the scaler is now at %g)%s", t + 1, pt, on, n, i,
                 (double)grads[i], (double)e, (double)saved[i], (double)old,
                 (double)s->scale, hint);
         return;
@@ -258,7 +265,10 @@ static size_t grad_count(int i, int rank)
     return (size_t)gr_count(i, ht_size) + (i > 0 ? (size_t)rank : 0);
 }
 
-START_TEST(step_agree)
+/* Rounds of steps on comm: an overflow on rank 0, 1, ..., ht_size-1 of MPI_COMM_WORLD
+ * in turn, three clean steps, then one on every rank; two rounds, the kind of value
+ * cycling. Stops at the first failure. */
+static void agree_rounds(MPI_Comm comm)
 {
     const dt_scaler_config c = { 1024.0f, 0.5f, 2.0f, 2 };
     int ok = 1;
@@ -284,12 +294,32 @@ START_TEST(step_agree)
                 p.bad[r] = 1 + (t + r) % 3;
                 p.at[r] = where == 0 ? 0 : where == 1 ? nr - 1 : nr / 2;
             }
-            check_step(&s, &c, &p, t, grads, saved, n);
+            check_step(&s, &c, &p, t, grads, saved, n, comm);
             ok = gr_all_ok();   /* all ranks stop together */
         }
         free(saved);
         free(grads);
     }
+}
+
+START_TEST(step_agree)
+{
+    agree_rounds(MPI_COMM_WORLD);
+    HT_VERDICT();
+}
+END_TEST
+
+static void agree_world(void *ctx) { (void)ctx; agree_rounds(MPI_COMM_WORLD); }
+
+/* The same on two halves of the ranks, even and odd, each numbered backwards
+ * (gr_split): an inf in one half skips that half's step only. A failure is run again on
+ * MPI_COMM_WORLD to tell whether comm is to blame. */
+START_TEST(step_sub_comm)
+{
+    MPI_Comm half = gr_split();
+    agree_rounds(half);
+    gr_sub_comm_ok(agree_world, NULL);
+    MPI_Comm_free(&half);
     HT_VERDICT();
 }
 END_TEST
@@ -319,7 +349,7 @@ START_TEST(step_unscale)
                     p.bad[last] = 2;
                     p.at[last] = nl / 2;
                 }
-                check_step(&s, &cfgs[k], &p, t, grads, saved, n);
+                check_step(&s, &cfgs[k], &p, t, grads, saved, n, MPI_COMM_WORLD);
                 ok = gr_all_ok();   /* all ranks stop together */
             }
             free(saved);
@@ -330,15 +360,36 @@ START_TEST(step_unscale)
 }
 END_TEST
 
+/* The rule is the exercise: dtlab's scaler may not do it instead. */
+static const gr_rule rules[] = {
+    { "ex_scaler_update", "dti?_scaler_[a-z_]*",
+      "write the rule yourself; dtlab's dt_scaler_update is the answer" },
+    { "ex_scaler_step", "dt_scaler_update|dti_scaler_[a-z_]*",
+      "update the scaler with your own ex_scaler_update; dtlab's dt_scaler_update and "
+      "dti_scaler_decide are the answer" },
+};
+
 int main(int argc, char **argv)
 {
     const gr_case cases[] = {
         { "update", 2, GR_PURE, update, 1,
-          "back off on overflow, grow after window clean steps, several configs" },
+          "back off on overflow, grow after window clean steps, several configs",
+          "ex_scaler_update" },
         { "step_agree", 2, GR_MPI, step_agree, 1,
-          "one rank's inf/NaN skips the step on every rank; grads untouched" },
-        { "step_unscale", 2, GR_MPI, step_unscale, 1,
-          "applied steps divide by the scale the gradients were made with" },
+          "one rank's inf/NaN skips the step on every rank; grads untouched",
+          "ex_scaler_step" },
+        { "step_unscale", 1, GR_MPI, step_unscale, 1,
+          "applied steps divide by the scale the gradients were made with",
+          "ex_scaler_step" },
+        { "step_sub_comm", 1, GR_MPI, step_sub_comm, 1,
+          "the same agreement on two halves of the ranks: over comm only",
+          "ex_scaler_step" },
     };
-    return gr_main(argc, argv, "11_loss_scaler", cases, sizeof cases / sizeof cases[0]);
+    return gr_run(argc, argv, &(gr_suite){
+        .exercise = "11_loss_scaler",
+        .cases = cases, .ncases = (int)(sizeof cases / sizeof cases[0]),
+        .rules = rules, .nrules = (int)(sizeof rules / sizeof rules[0]),
+        .deadlock = "does every rank call the agreement (dt_allreduce), every step, "
+                    "whatever it found? A rank that agrees only when it saw an inf "
+                    "leaves the others waiting" });
 }

@@ -10,8 +10,9 @@
 #     nothing, so a program that stops early (exit(), a crash, a deadlock) fails the case;
 #   - not call, from the learner's functions it uses, what the exercise asks the learner
 #     to write (the suite's rules: grade.h's gr_rule, read from the object file);
-#   - run clean under AddressSanitizer: the learner's file is compiled with it, so an
-#     access outside a buffer stops the case with ASan's first report.
+#   - run clean under AddressSanitizer: a second program has the learner's file compiled
+#     with it, and runs the pure cases and the run at one rank count (3 when it is
+#     graded), so an access outside a buffer stops the case with ASan's first report.
 # The cases run together, one mpiexec per rank count, each case's verdicts read apart;
 # a run that dies is blamed on the case it was in, and the cases after it run again.
 #
@@ -34,6 +35,7 @@
 # Exit status: 0 when the grading ran (whatever the score, unless STRICT=1), 1 below
 # full marks with STRICT=1 or when dtlab itself could not be built, 2 for bad settings.
 set -u
+shopt -s extglob
 cd "$(dirname "$0")/../.." || exit 1
 
 BUILD=${BUILD:-build}
@@ -114,6 +116,12 @@ else
     out=$BUILD/grade/learner
 fi
 ref=$BUILD/grade/solution
+# the rank count whose run has the learner's file under ASan: 3 when graded (chunks of
+# two sizes, a folded rank), else the last; dtlab's answers are not run under it
+asan=1
+[ "$SOLUTION" = 1 ] && asan=""
+asan_n=${GRADE_RANKS##* }
+[[ " $GRADE_RANKS " == *" 3 "* ]] && asan_n=3
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/dtlab-grade.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -146,7 +154,8 @@ mk() { $MAKE --no-print-directory -s BUILD="$BUILD" ${CUDA:+CUDA=$CUDA} EXTRA_TE
 # ==== what the learner's functions call ====
 
 # calls OBJ: "function name" lines, every name each function defined in OBJ calls or
-# takes the address of, itself or through what it reaches in OBJ: the static functions
+# takes the address of (the file's own functions too), itself or through what it
+# reaches in OBJ: the static functions
 # it calls, the variables it reads (a table of function pointers too). OBJ is built at
 # -O0 with a section per function and per variable (the Makefile's calls rule), so
 # each one's relocations are its own and no helper is inlined away.
@@ -166,6 +175,7 @@ calls() {
         function visit(f, g,   k, m, parts) {
             if ((g SUBSEP f) in seen) return
             seen[g, f] = 1
+            if (f != g && (f in fn)) print g, f       # a function of the file it reaches
             m = split(edge[f], parts, " ")
             for (k = 1; k <= m; k++)
                 if (parts[k] in def) visit(parts[k], g)
@@ -174,11 +184,16 @@ calls() {
         END { for (f in fn) visit(f, f) }'
 }
 
-# broken_rules BIN OBJ: "function<TAB>message" for each of the suite's rules (BIN
-# --rules) that a function of the learner's object breaks, the first name only.
+# broken_rules BIN: "function<TAB>message" for each of the suite's rules (BIN --rules)
+# that a function of the learner's file breaks (what it calls: $tmp/calls), the first
+# name only.
 broken_rules() {
     local kind fn re why name
-    calls "$2" >"$tmp/calls"
+    # every exercise's rule: a name looked up at run time is a call the grader cannot see
+    while read -r fn name; do
+        [[ $fn == ex_* ]] && [[ $name =~ ^(dlsym|dlvsym|dlopen)$ ]] &&
+            printf '%s\t%s calls %s: a function looked up by name at run time is hidden from the grader; call what you need by its name\n' "$fn" "$fn" "$name"
+    done <"$tmp/calls"
     while IFS=$'\t' read -r kind fn re why; do
         [ "$kind" = rule ] || continue
         name=$(awk -v f="$fn" '$1 == f { print $2 }' "$tmp/calls" | grep -E -m1 -x -- "$re")
@@ -260,11 +275,25 @@ missing_ranks() {
 # verdict in fail[NAME] and its rerun command in rerun[NAME]. Cases whose run died
 # before their turn run again.
 grade_at() {
-    local bin=$1 n=$2 name rc ok msg gone first at="at $2 ranks, "
+    local bin=$1 n=$2 name rc ok msg gone at="at $2 ranks, "
     shift 2
     [ "$n" = 1 ] && at="at 1 rank, "
-    local left=("$@")
+    local left=("$@") f
     while [ ${#left[@]} -gt 0 ]; do
+        # a gap found unfilled stops every case that uses it: no need to run them
+        local keep=()
+        for name in "${left[@]}"; do
+            for f in "${!gap[@]}"; do
+                if [[ " ${reach[$name]:-$f} " == *" $f "* ]]; then
+                    fail[$name]=${gap[$f]}
+                    rerun[$name]=${gaprun[$f]/%--case *([^ ])/--case $name}
+                    continue 2
+                fi
+            done
+            keep+=("$name")
+        done
+        left=(${keep[@]+"${keep[@]}"})
+        [ ${#left[@]} -gt 0 ] || break
         local list
         list=$(IFS=,; echo "${left[*]}")
         run_cases "$bin" "$n" "$list"
@@ -273,13 +302,7 @@ grade_at() {
         gone=""
         for name in "${left[@]}"; do
             if [ -n "$gone" ]; then
-                # a gap left unfilled stops every case that uses it: no need to run them
-                if [[ $gone == ex_* ]] && [[ " ${uses[$name]:-$gone} " == *" $gone "* ]]; then
-                    fail[$name]=$verdict
-                    rerun[$name]=${rerun[$first]/%--case $first/--case $name}
-                else
-                    next+=("$name")
-                fi
+                next+=("$name")
                 continue
             fi
             # (anywhere on a line: mpiexec may put another rank's unfinished line first)
@@ -300,9 +323,11 @@ grade_at() {
             else
                 died "$n" "${kind[$name]}" "$name" "$rc"
                 fail[$name]=$verdict
-                first=$name
                 gone=1
-                [[ $verdict =~ ^(ex_[A-Za-z0-9_]*)\ is\ not\ implemented ]] && gone=${BASH_REMATCH[1]}
+                if [[ $verdict =~ ^(ex_[A-Za-z0-9_]*)\ is\ not\ implemented ]]; then
+                    gap[${BASH_REMATCH[1]}]=$verdict
+                    gaprun[${BASH_REMATCH[1]}]=${rerun[$name]}
+                fi
             fi
         done
         left=(${next[@]+"${next[@]}"})
@@ -343,18 +368,20 @@ tap() {   # tap OK NAME [DETAIL CMD]
 echo "Grading $set_name at ${GRADE_RANKS// /, } ranks, at most $GRADE_TIMEOUT s a run and $GRADE_WAIT s a wait."
 echo
 
-# grade_suite LABEL REFBIN BIN BUILT BUILDMSG OBJ RULESBIN: grades every case of one
-# suite; the rules and the deadlock hint are the exercise's own (RULESBIN --rules), for
-# an instructor's hidden suite too
+# grade_suite LABEL REFBIN BIN BUILT BUILDMSG OBJ RULESBIN ASANBIN: grades every case of
+# one suite; the rules and the deadlock hint are the exercise's own (RULESBIN --rules),
+# for an instructor's hidden suite too; ASANBIN runs the pure cases and rank count asan_n
 grade_suite() {
-    local label=$1 refbin=$2 bin=$3 built=$4 buildmsg=$5 obj=$6 rulesbin=$7
+    local label=$1 refbin=$2 bin=$3 built=$4 buildmsg=$5 obj=$6 rulesbin=$7 asanbin=$8
     local name pts k what use n got=0 sum=0 f
-    declare -gA fail=() rerun=() kind=() uses=()
+    declare -gA fail=() rerun=() kind=() reach=() gap=() gaprun=()
     local names=() pure=() mpi=()
     deadlock=$("$rulesbin" --rules | awk -F '\t' '$1 == "deadlock" { print $2; exit }')
     # the rules first: a case whose functions call what they should implement is not run
     local broken=""
-    [ "$RULES" = 1 ] && [ "$built" = 1 ] && broken=$(broken_rules "$rulesbin" "$obj")
+    : >"$tmp/calls"
+    [ "$built" = 1 ] && [ "$SOLUTION" != 1 ] && calls "$obj" >"$tmp/calls"
+    [ "$RULES" = 1 ] && [ "$built" = 1 ] && broken=$(broken_rules "$rulesbin")
     exits=""
     [ "$built" = 1 ] && [ "$SOLUTION" != 1 ] && nm -u "$obj" 2>/dev/null |
         grep -qwE '_?_?exit|_Exit|quick_exit|abort' && exits=" (your file calls exit() or abort())"
@@ -363,7 +390,12 @@ grade_suite() {
         names+=("$name")
         kind[$name]=$k
         [ "$use" = - ] && use=""
-        uses[$name]=$use
+        # the learner's functions the case runs, and those they call ("" : all)
+        reach[$name]=""
+        for f in $use; do
+            reach[$name]+=" $f $(awk -v f="$f" '$1 == f && $2 ~ /^ex_/ { printf "%s ", $2 }' \
+                                "$tmp/calls" 2>/dev/null)"
+        done
         sum=$((sum + pts))
         if [ "$built" = 0 ]; then
             fail[$name]=$buildmsg
@@ -379,13 +411,15 @@ grade_suite() {
         [ -n "${fail[$name]:-}" ] && continue
         if [ "$k" = pure ]; then pure+=("$name"); else mpi+=("$name"); fi
     done < <("$refbin" --list)
-    [ ${#pure[@]} -gt 0 ] && grade_at "$bin" 1 "${pure[@]}"
+    [ ${#pure[@]} -gt 0 ] && grade_at "$asanbin" 1 "${pure[@]}"
     for n in $GRADE_RANKS; do
+        local runbin=$bin
+        [ "$n" = "$asan_n" ] && runbin=$asanbin
         local alive=()
         for name in ${mpi[@]+"${mpi[@]}"}; do
             [ -z "${fail[$name]:-}" ] && alive+=("$name")
         done
-        [ ${#alive[@]} -gt 0 ] && grade_at "$bin" "$n" "${alive[@]}"
+        [ ${#alive[@]} -gt 0 ] && grade_at "$runbin" "$n" "${alive[@]}"
     done
     while IFS=$'\t' read -r name pts k what use; do
         [ -n "$name" ] || continue
@@ -434,7 +468,8 @@ for e in "${exercises[@]}"; do
         elif [ ! -e "$file" ]; then
             built=0
             buildmsg="not graded: $file is missing"
-        elif ! mk GRADE_SRC="$out/src" GRADE_OUT="$out" "$out/$s" "$out/calls/$e.o" >"$log" 2>&1; then
+        elif ! mk GRADE_SRC="$out/src" GRADE_OUT="$out" "$out/$s" "$out/calls/$e.o" \
+                  ${asan:+"$out/asan/$e"} >"$log" 2>&1; then
             # the compiler's words once, under the exercise's row; each case says why
             built=0
             buildmsg="not graded: $file does not build (the errors are above)"
@@ -448,7 +483,10 @@ for e in "${exercises[@]}"; do
         label="$e"
         [ "$s" != "$e" ] && label="$e (${s#extra/})"
         [ "$s" != "$e" ] && printf '   %s:\n' "hidden tests ${s#extra/}" >>"$tmp/rows"
-        grade_suite "$label" "$ref/$s" "$out/$s" "$built" "$buildmsg" "$out/calls/$e.o" "$ref/$e"
+        asanbin=$out/$s
+        [ -n "$asan" ] && [ "$s" = "$e" ] && asanbin=$out/asan/$e
+        grade_suite "$label" "$ref/$s" "$out/$s" "$built" "$buildmsg" "$out/calls/$e.o" "$ref/$e" \
+            "$asanbin"
         egot=$((egot + suite_got)); emax=$((emax + suite_max))
     done
     printf '%-44s %3d/%d\n' "$e" "$egot" "$emax"
