@@ -217,8 +217,9 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIBDT)
 # Exercise E's program, $(GRADE_OUT)/E, is its suite (tests/grade/E.c), the code graded
 # (the learner's $(GRADE_SRC)/E/topic.c, or dtlab's tests/grade/ref/E.c with SOLUTION=1),
 # dtlab's reference for every OTHER exercise (so each is graded on its own), and libdt.
-# The learner's file is compiled with AddressSanitizer (GRADE_ASAN), and every grading
-# program linked with it: an access outside a buffer stops the case with ASan's report.
+# $(GRADE_OUT)/asan/E is the same program with the learner's file compiled with
+# AddressSanitizer (GRADE_ASAN): grade.sh runs it at one rank count (its start-up costs
+# a little at every rank), and an access outside a buffer stops the case with ASan's report.
 # $(GRADE_OUT)/calls/E.o is the same file at -O0, a section per function and variable,
 # nothing inlined: grade.sh reads from its relocations what each function calls.
 # An instructor's hidden suite DIR/NN_name.c (EXTRA_TESTS=DIR) becomes
@@ -242,12 +243,19 @@ $(BUILD)/obj/tests/grade/%.o: tests/grade/%.c $(BUILD)/config
 define grade_rules
 $(GRADE_OUT)/obj/$(1).o: $(GRADE_SRC)/$(1)/$(call ex_topic,$(1)).c $(BUILD)/config
 	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) $$(GRADE_FLAGS) -c $$< -o $$@
+$(GRADE_OUT)/obj/asan/$(1).o: $(GRADE_SRC)/$(1)/$(call ex_topic,$(1)).c $(BUILD)/config
+	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS) $$(GRADE_ASAN) $$(GRADE_FLAGS) -c $$< -o $$@
 $(GRADE_OUT)/calls/$(1).o: $(GRADE_SRC)/$(1)/$(call ex_topic,$(1)).c $(BUILD)/config
 	@mkdir -p $$(dir $$@)
 	$$(CC) -O0 -fno-inline -ffunction-sections -fdata-sections -std=gnu11 -w -Ilib $$(GRADE_FLAGS) -c $$< -o $$@
 $(GRADE_OUT)/$(1): $(BUILD)/obj/tests/grade/$(1).o $(call ex_code,$(1)) \
                    $(filter-out %/$(1).o,$(REF_OBJ)) $(LIBDT)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) $$^ $$(CHECK_LIBS) $$(LDLIBS) -o $$@
+$(GRADE_OUT)/asan/$(1): $(BUILD)/obj/tests/grade/$(1).o $(GRADE_OUT)/obj/asan/$(1).o \
+                        $(filter-out %/$(1).o,$(REF_OBJ)) $(LIBDT)
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS) $$(GRADE_ASAN) $$^ $$(CHECK_LIBS) $$(LDLIBS) -o $$@
 endef
@@ -260,7 +268,7 @@ $(GRADE_OUT)/extra/obj/$(1).o: $(EXTRA_TESTS)/$(1).c $(BUILD)/config
 $(GRADE_OUT)/extra/$(1): $(GRADE_OUT)/extra/obj/$(1).o $(call ex_code,$(2)) \
                          $(filter-out %/$(2).o,$(REF_OBJ)) $(LIBDT)
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(CFLAGS) $$(GRADE_ASAN) $$^ $$(CHECK_LIBS) $$(LDLIBS) -o $$@
+	$$(CC) $$(CFLAGS) $$^ $$(CHECK_LIBS) $$(LDLIBS) -o $$@
 endef
 EXTRA_SUITES := $(if $(EXTRA_TESTS),$(basename $(notdir $(wildcard $(EXTRA_TESTS)/[0-9][0-9]_*.c))))
 $(foreach t,$(EXTRA_SUITES),$(eval $(call extra_rules,$(t),$(filter $(firstword $(subst _, ,$(t)))_%,$(EXERCISES)))))
