@@ -142,7 +142,9 @@ typedef struct {
     FILE *csv;                  /* rank 0 only */
     int rank, n;
     size_t ts;                  /* bytes per element */
-    void *sendbuf, *recvbuf;    /* maxbytes each, on dt_device() */
+    void *sendbuf[2], *recvbuf[2];  /* [impl], maxbytes each: dtlab's on dt_device(),
+                                     * MPI's on the host (Debian's MPICH cannot read
+                                     * device memory; on the CPU they are dtlab's) */
     void *ref, *got;            /* maxbytes each, on the host: for --check */
     long long wrong_total;      /* over every checked row */
     double busbw_sum[2];        /* [impl], for the average line */
@@ -182,7 +184,7 @@ static void run_once(const bench_t *b, const coll_t *c, int impl, int in_place, 
     MPI_Comm comm = MPI_COMM_WORLD;
     MPI_Datatype t = b->type;
     int root = b->root, me_root = b->rank == root;
-    void *sb = b->sendbuf, *rb = b->recvbuf;
+    void *sb = b->sendbuf[impl], *rb = b->recvbuf[impl];
     const void *s = in_place ? MPI_IN_PLACE : sb;          /* the unrooted ones */
     const void *s_root = in_place && me_root ? MPI_IN_PLACE : sb;
 
@@ -234,33 +236,36 @@ static void run_once(const bench_t *b, const coll_t *c, int impl, int in_place, 
 
 /* Where the call reads its input on this rank: sendbuf, except in place (and always
  * for bcast, which has one buffer) where MPI puts it in recvbuf. *in_count: elements. */
-static void *input_at(const bench_t *b, coll_kind k, int in_place, int count, int *in_count)
+static void *input_at(const bench_t *b, coll_kind k, int impl, int in_place, int count,
+                      int *in_count)
 {
+    void *sb = b->sendbuf[impl], *rb = b->recvbuf[impl];
     int n = b->n, me_root = b->rank == b->root;
     *in_count = k == K_SCATTER || k == K_REDUCE_SCATTER || k == K_ALLTOALL ? n * count : count;
     switch (k) {
-    case K_BCAST: return b->recvbuf;
-    case K_SCATTER: return b->sendbuf;
-    case K_REDUCE: return in_place && me_root ? b->recvbuf : b->sendbuf;
+    case K_BCAST: return rb;
+    case K_SCATTER: return sb;
+    case K_REDUCE: return in_place && me_root ? rb : sb;
     case K_GATHER:
-        return in_place && me_root ? at(b->recvbuf, (size_t)b->root * count, b) : b->sendbuf;
+        return in_place && me_root ? at(rb, (size_t)b->root * count, b) : sb;
     case K_ALLGATHER:
-        return in_place ? at(b->recvbuf, (size_t)b->rank * count, b) : b->sendbuf;
-    default: return in_place ? b->recvbuf : b->sendbuf;
+        return in_place ? at(rb, (size_t)b->rank * count, b) : sb;
+    default: return in_place ? rb : sb;
     }
 }
 
 /* Fills the input of a call with per-rank test data (seed), and the rest of both
  * buffers, as far as the call reaches, with other data: an element dtlab forgets to
  * write then shows up as wrong rather than as a stale right answer. */
-static void fill_inputs(const bench_t *b, coll_kind k, int in_place, int count, unsigned seed)
+static void fill_inputs(const bench_t *b, coll_kind k, int impl, int in_place, int count,
+                        unsigned seed)
 {
     MPI_Op op = reduces(k) ? b->op : MPI_SUM;
     int reach = blocked(k) ? b->n * count : count, in_count;
-    void *in = input_at(b, k, in_place, count, &in_count);
+    void *in = input_at(b, k, impl, in_place, count, &in_count);
 
-    dt_fill_test_data(b->sendbuf, reach, b->type, op, seed + 7777, b->rank);
-    dt_fill_test_data(b->recvbuf, reach, b->type, op, seed + 8888, b->rank);
+    dt_fill_test_data(b->sendbuf[impl], reach, b->type, op, seed + 7777, b->rank);
+    dt_fill_test_data(b->recvbuf[impl], reach, b->type, op, seed + 8888, b->rank);
     dt_fill_test_data(in, in_count, b->type, op, seed, b->rank);
 }
 
@@ -289,7 +294,7 @@ static size_t result_count(const bench_t *b, coll_kind k, int in_place, int coun
 static double time_coll(const bench_t *b, const coll_t *c, int impl, int in_place,
                         int count, unsigned seed)
 {
-    fill_inputs(b, c->kind, in_place, count, seed);
+    fill_inputs(b, c->kind, impl, in_place, count, seed);
     run_once(b, c, impl, in_place, count);
     dt_barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
@@ -308,13 +313,13 @@ static long long check_coll(const bench_t *b, const coll_t *c, int in_place, int
 {
     size_t m = result_count(b, c->kind, in_place, count);
 
-    fill_inputs(b, c->kind, in_place, count, seed);
+    fill_inputs(b, c->kind, MPI, in_place, count, seed);
     run_once(b, c, MPI, in_place, count);
-    dt_memcpy(b->ref, b->recvbuf, m * b->ts);
+    dt_memcpy(b->ref, b->recvbuf[MPI], m * b->ts);
 
-    fill_inputs(b, c->kind, in_place, count, seed);
+    fill_inputs(b, c->kind, DTLAB, in_place, count, seed);
     run_once(b, c, DTLAB, in_place, count);
-    dt_memcpy(b->got, b->recvbuf, m * b->ts);
+    dt_memcpy(b->got, b->recvbuf[DTLAB], m * b->ts);
 
     long long wrong = 0;
     for (size_t i = 0; i < m; i++) {
@@ -585,23 +590,28 @@ int main(int argc, char **argv)
                        "inplace_time_us,inplace_algbw_GBps,inplace_busbw_GBps,inplace_wrong,"
                        "nranks,wait\n");
 
-    /* Buffers: sendbuf and recvbuf of the largest size where the data lives (every
-     * collective's buffers fit in S bytes, and S is maxbytes rounded up to whole
-     * elements and blocks: count_for); two host copies for the check. */
+    /* Buffers: sendbuf and recvbuf of the largest size, dtlab's where the data lives and
+     * MPI's on the host (every collective's buffers fit in S bytes, and S is maxbytes
+     * rounded up to whole elements and blocks: count_for); two host copies for the check. */
     size_t cap = 1, nbytes;
     for (int i = 0; i < NCOLLS; i++) {
         count_for(&b, colls[i].kind, b.maxbytes, &nbytes);
         cap = nbytes > cap ? nbytes : cap;
     }
-    b.sendbuf = dt_malloc(cap, dt_device());
-    b.recvbuf = dt_malloc(cap, dt_device());
+    b.sendbuf[DTLAB] = dt_malloc(cap, dt_device());
+    b.recvbuf[DTLAB] = dt_malloc(cap, dt_device());
+    int mirror = dt_device() != DT_CPU;         /* MPI's own buffers on the host */
+    b.sendbuf[MPI] = mirror ? dt_malloc(cap, DT_CPU) : b.sendbuf[DTLAB];
+    b.recvbuf[MPI] = mirror ? dt_malloc(cap, DT_CPU) : b.recvbuf[DTLAB];
     if (b.check) {
         b.ref = dt_malloc(cap, DT_CPU);
         b.got = dt_malloc(cap, DT_CPU);
     }
     int all = (int)(cap / b.ts);                /* never zeros, never garbage */
-    dt_fill_test_data(b.sendbuf, all, b.type, b.op, 11, b.rank);
-    dt_fill_test_data(b.recvbuf, all, b.type, b.op, 12, b.rank);
+    for (int k = 0; k < 1 + mirror; k++) {
+        dt_fill_test_data(b.sendbuf[k], all, b.type, b.op, 11, b.rank);
+        dt_fill_test_data(b.recvbuf[k], all, b.type, b.op, 12, b.rank);
+    }
 
     /* The header, as nccl-tests prints it, plus which MPI and how dtlab waits */
     char lib[MPI_MAX_LIBRARY_VERSION_STRING], host[MPI_MAX_PROCESSOR_NAME];
@@ -617,6 +627,9 @@ int main(int argc, char **argv)
     if (forced_algo())
         dt_printf0("# DT_ALLREDUCE_ALGO=%s: dt_allreduce always runs dt_allreduce_%s\n",
                    forced_algo(), forced_algo());
+    if (mirror)
+        dt_printf0("# mpi rows: on host copies of the buffers (Debian's MPICH is not "
+                   "CUDA-aware); dtlab rows: on the device, staged by dtlab's p2p\n");
     dt_printf0("#\n# Using devices\n");
     dt_printf_ordered("#  Rank %2d Pid %6d on %10s device %s\n", b.rank, (int)getpid(), host,
                       dt_device_name());
@@ -637,8 +650,12 @@ int main(int argc, char **argv)
 
     /* De-Initialization */
     if (b.csv) fclose(b.csv);
-    dt_free(b.sendbuf);
-    dt_free(b.recvbuf);
+    if (mirror) {
+        dt_free(b.sendbuf[MPI]);
+        dt_free(b.recvbuf[MPI]);
+    }
+    dt_free(b.sendbuf[DTLAB]);
+    dt_free(b.recvbuf[DTLAB]);
     dt_free(b.ref);
     dt_free(b.got);
     dt_finalize();

@@ -74,16 +74,39 @@ const char *dti_mpi_error_string(int err)
 
 static MPI_Comm local_comm = MPI_COMM_NULL;
 
+/* Ends this rank cleanly, before anything is allocated; every rank calls it, having
+ * reached the same verdict, so none is left waiting. */
+static void stop_all(int status)
+{
+    MPI_Comm_free(&local_comm);
+    MPI_Finalize();
+    dti_watch_done();
+    exit(status);
+}
+
 /* Every rank parses the same argv, so every rank reaches the same verdict: a bad value
- * ends all of them with status 2, and none is left waiting. */
+ * ends all of them with status 2. */
 static void bad_option(const char *why)
 {
     if (dt.rank == 0)
         fprintf(stderr, "%s\n", why);
-    MPI_Comm_free(&local_comm);
-    MPI_Finalize();
-    dti_watch_done();
-    exit(2);
+    stop_all(2);
+}
+
+/* --device cuda (or DT_DEVICE=cuda) is a promise: every rank gets a GPU, or every rank
+ * stops here with status 1, and the lowest rank without one says why in CUDA's words.
+ * Never a quiet run on the CPU; only the default falls back to it. */
+static void require_gpu(int count)
+{
+    int mine = count > 0 ? dt.size : dt.rank, lowest = dt.size;
+    DT_CHECK_MPI(MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (lowest == dt.size)
+        return;
+    if (dt.rank == lowest)
+        fprintf(stderr, "dtlab: rank %d: --device cuda (or DT_DEVICE=cuda) asks for a GPU, "
+                        "but this rank has none: %s\n", dt.rank, dti_cuda_why_none());
+    fflush(stderr);
+    stop_all(1);
 }
 
 /* Reads --device and --trace with getopt_long, on a copy of argv so the program's own
@@ -163,12 +186,15 @@ int dt_init(int *argc, char ***argv)
     if (device && strcmp(device, "cpu") && strcmp(device, "cuda"))
         bad_option("dtlab: --device (or DT_DEVICE) must be 'cpu' or 'cuda' "
                    "(--help lists the program's options)");
-    dti_buf_init();
-    dti_watch_board_open(local_comm, dt.rank);
 
-    /* one device per rank: GPU (local rank mod GPU count), else the CPU, said once */
+    /* one device per rank: GPU (local rank mod GPU count); the CPU when asked for, or
+     * by default where there is no GPU (said once, on stderr) */
     int want_cpu = device && strcmp(device, "cpu") == 0;
     int count = want_cpu ? 0 : dti_cuda_device_count();
+    if (device && !want_cpu && !help)
+        require_gpu(count);
+    dti_buf_init();
+    dti_watch_board_open(local_comm, dt.rank);
     if (count > 0) {
         dt.device = DT_CUDA;
         dt.gpu_count = count;
@@ -180,16 +206,11 @@ int dt_init(int *argc, char ***argv)
     } else {
         dt.device = DT_CPU;
         snprintf(dt.name, sizeof dt.name, "cpu");
-        /* said once, first thing on stdout, so it never lands inside a program's table */
-        if (!want_cpu && !help && dt.rank == 0) {
-#ifdef DT_HAVE_CUDA
-            printf("dtlab: no GPU found; running on the CPU\n");
-#else
-            if (device)
-                printf("dtlab: built without CUDA; running on the CPU\n");
-#endif
-            fflush(stdout);
-        }
+        /* on stderr, so it never lands inside a program's output; a build without CUDA
+         * has no GPU to miss */
+        if (DTI_CUDA_BUILT && !want_cpu && !help && dt.rank == 0)
+            fprintf(stderr, "dtlab: no usable GPU (%s); running on the CPU\n",
+                    dti_cuda_why_none());
     }
 
     const char *prog = (argc && argv && *argv && (*argv)[0]) ? (*argv)[0] : "dtlab";

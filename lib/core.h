@@ -2,7 +2,8 @@
  *
  * Every dtlab program begins with dt_init and ends with dt_finalize. Between them,
  * each rank owns one device: a GPU chosen by its local rank on the host (modulo the
- * number of GPUs), or the CPU when no GPU is found or the user asked for it. */
+ * number of GPUs), or the CPU when the user asked for it or, by default, when no GPU is
+ * found. */
 #ifndef DT_CORE_H
 #define DT_CORE_H
 
@@ -17,7 +18,10 @@ typedef enum { DT_CPU = 0, DT_CUDA = 1 } dt_device_kind;
  * device and opens the trace. Reads two options from argv, without removing them:
  * `--device cpu|cuda` (or DT_DEVICE) and `--trace FILE` (or DT_TRACE); programs list
  * them in their own getopt_long table with DT_COMMON_LONGOPTS (prog.h). A bad --device
- * value prints a message and exits with status 2 on every rank. Returns 0.
+ * value prints a message and exits with status 2 on every rank. `cuda` means a GPU: if
+ * some rank has none, every rank exits with status 1 and one says why (in CUDA's
+ * words). Only the default, neither given, falls back to the CPU where there is no GPU,
+ * and says so once on stderr. Returns 0.
  *
  * When a rank dies or hangs, dtlab ends the whole job soon with one line that names the
  * rank (lib/watch.c, lib/p2p.c): before MPI_Init, dt_init forks a small watcher process

@@ -14,7 +14,10 @@ extern "C" {
 
 #ifdef DT_HAVE_CUDA
 
+enum { DTI_CUDA_BUILT = 1 };
 int dti_cuda_device_count(void);             /* 0 when no GPU or no driver */
+/* Why the last dti_cuda_device_count found no GPU, in CUDA's words (cudaGetErrorString). */
+const char *dti_cuda_why_none(void);
 void dti_cuda_set_device(int dev);
 void dti_cuda_device_name(int dev, char *buf, size_t len);
 void *dti_cuda_malloc(size_t nbytes);
@@ -32,7 +35,9 @@ void dti_cuda_reduce(const void *in, const void *src, void *dst, size_t count, i
 
 #define DTI_NO_CUDA DT_REQUIRE(0, "built without CUDA (make CUDA=1)")
 
+enum { DTI_CUDA_BUILT = 0 };
 static inline int dti_cuda_device_count(void) { return 0; }
+static inline const char *dti_cuda_why_none(void) { return "dtlab was built without CUDA (make CUDA=1)"; }
 static inline void dti_cuda_set_device(int dev) { (void)dev; DTI_NO_CUDA; }
 static inline void dti_cuda_device_name(int dev, char *buf, size_t len) { (void)dev; if (len) buf[0] = 0; }
 static inline void *dti_cuda_malloc(size_t nbytes) { (void)nbytes; DTI_NO_CUDA; }

@@ -1,17 +1,29 @@
 /* The CUDA runtime calls of lib/, behind the C interface of cuda.h. Every call is
- * checked; a missing driver or GPU is not an error here but a count of 0. */
+ * checked; a missing driver or GPU is not an error here but a count of 0, and CUDA's
+ * reason kept for the caller (dti_cuda_why_none). */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include "cuda.h"
 
+static const char *why_none = "no GPU";
+
 extern "C" int dti_cuda_device_count(void)
 {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        why_none = cudaGetErrorString(e);   /* "no CUDA-capable device is detected", ... */
         cudaGetLastError();          /* clear the sticky "no driver" / "no device" error */
         return 0;
     }
+    if (n == 0)
+        why_none = "cudaGetDeviceCount found no device";
     return n;
+}
+
+extern "C" const char *dti_cuda_why_none(void)
+{
+    return why_none;
 }
 
 extern "C" void dti_cuda_set_device(int dev)

@@ -55,7 +55,9 @@ bad_run() {
     fi
     k=$(grep -Ec '^usage: |[Tt]ry .*--help|--help lists' "$err")
     [ "$k" = 1 ] || bad_why="$bad_why; $k usage texts or --help pointers, want 1"
-    lines=$(grep -E "^($name|dtlab): " "$err" | grep -vc '^dtlab: rank ')
+    # (a CUDA build without a GPU says "dtlab: no usable GPU (...); running on the CPU")
+    lines=$(grep -E "^($name|dtlab): " "$err" | grep -v '^dtlab: rank ' |
+            grep -vc '; running on the CPU$')
     [ "$lines" = 1 ] || bad_why="$bad_why; $lines lines '$name: why', want 1"
     if grep -q '^dtlab: rank ' "$err"; then
         bad_why="$bad_why; dtlab's abort path"

@@ -33,7 +33,8 @@ fault_check() {
     local name=$1 n=$2 case=$3 t=$4 re=$5 took=$6 lines speaker
     local at="[$(printf '%.1f s' "$took")]"
     cat "$tmp/stderr" >>"$log"
-    lines=$(grep -c '^dtlab:' "$tmp/stderr")
+    # (not the notice of a CUDA build without a GPU: "...; running on the CPU")
+    lines=$(grep '^dtlab:' "$tmp/stderr" | grep -vc '; running on the CPU$')
     if grep -q 'APPLICATION TIMED OUT' "$log" || [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
         report "$name" 0 "mpiexec's limit ($t s) ended it: dtlab said nothing first  $at"
     elif [ "$re" = "no expectation" ]; then

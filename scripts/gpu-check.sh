@@ -1,0 +1,648 @@
+#!/usr/bin/env bash
+# dtlab's check on a lent GPU machine (GPU.md in the project's notes). Run it there from
+# the root of the tree, with the folder that scripts/gpu-pack.sh made carried beside it:
+#
+#     bash scripts/gpu-check.sh [--budget SECONDS] [--dry-run] [--pack DIR] [--only RE]
+#
+# Such a machine has CUDA and PyTorch but no MPI, and nothing can be installed. So:
+#   1. set-up: the pack's .debs unpacked into a temporary folder (dpkg-deb, else ar and
+#      tar, else Python: never into /), its programs unpacked beside them; PATH and
+#      LD_LIBRARY_PATH point at them (MPICH's mpiexec.hydra, its libraries; cuBLAS from
+#      the CUDA toolkit or PyTorch's nvidia packages, wherever the programs find it);
+#      ldd on every program, nvidia-smi, and whether the pack was built from this tree
+#   2. mpiexec on 2 ranks (with -launcher fork, then UCX_TLS=self,sm, where the plain
+#      launch fails), and every rank on the GPU
+#   3. --device cuda with the GPU hidden: refused on every rank, in CUDA's words; the
+#      default falls back to the CPU and says so on stderr
+#   4. the unit suites (the CUDA kernels against the CPU loops), the multi-rank suites at
+#      1 to 4 ranks sharing the GPU (device buffers against MPI on host copies)
+#   5. train in every mode on the GPU against the same run on the CPU (--dump: weights
+#      equal to rounding), and against serial training on the GPU; fp16; checkpoints
+#      written and resumed on the GPU (bit for bit), and refused by a CPU run
+#   6. traces: d2h and h2d staging events beside the sends and receives
+#   7. every lesson with --device cuda at 4 ranks; stress (random collectives on device
+#      buffers against MPICH's) at 2, 4 and 8 ranks; collbench on device buffers
+# Every run has a time limit (timeout, and MPIEXEC_TIMEOUT on every mpiexec). A run in
+# which some rank fell back to the CPU fails. Each check has an estimated cost: one that
+# would not fit in what is left of --budget (default 480 s, counted from the start) is
+# skipped, and the table says so. The table comes last: check, PASS/FAIL/SKIP, seconds.
+#
+# Logs: one per check, in gpu-check-logs.tar.gz, and the table, gpu-check-table.txt,
+# under $OUT when it is set (the device tool brings those back), else in a temporary
+# folder named at the end. Exit status 0 when nothing failed.
+#
+# --only RE runs only the checks whose names match the extended regular expression RE
+# (and the set-up and mpiexec's start, always): a short rerun of what failed.
+# --dry-run runs every command line on this machine's CPU (--device cpu, DT_DEVICE=cpu):
+# the same pack, unpacking and environment, so that every line is known to be valid
+# before the one run on a GPU. DT_UNPACK=dpkg|ar|python forces one way of unpacking.
+set -u
+
+cd "$(dirname "$0")/.." || exit 1
+SECONDS=0
+budget=480
+dry=0
+only=""
+PACK=gpu-pack
+
+usage() {
+    sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+    exit "$1"
+}
+while [ $# -gt 0 ]; do
+    case $1 in
+        --budget) [[ "${2:-}" =~ ^[0-9]+$ ]] || usage 2; budget=$2; shift 2 ;;
+        --dry-run) dry=1; shift ;;
+        --pack) [ -n "${2:-}" ] || usage 2; PACK=$2; shift 2 ;;
+        --only) [ -n "${2:-}" ] || usage 2; only=$2; shift 2 ;;
+        -h|--help) usage 0 ;;
+        *) echo "gpu-check: unknown argument '$1'" >&2; usage 2 ;;
+    esac
+done
+DEV=cuda
+[ "$dry" = 1 ] && DEV=cpu
+[ -d "$PACK/debs" ] && [ -f "$PACK/bins.tar.xz" ] ||
+    { echo "gpu-check: no pack in $PACK/ (run scripts/gpu-pack.sh and carry it)" >&2; exit 1; }
+PACK=$(cd "$PACK" && pwd)
+
+# the work folder: in TMPDIR, unless programs cannot run there (noexec), then beside
+# the pack (gpu-pack.work.*, ignored by git)
+work=$(mktemp -d "${TMPDIR:-/tmp}/dtlab-gpu.XXXXXX") || exit 1
+printf '#!/bin/sh\nexit 0\n' >"$work/exec-test" && chmod +x "$work/exec-test"
+if ! "$work/exec-test" 2>/dev/null; then
+    rm -rf "$work"
+    work=$(mktemp -d "$(dirname "$PACK")/gpu-pack.work.XXXXXX") || exit 1
+fi
+rm -f "$work/exec-test"
+deps=$work/deps          # MPICH and the libraries only the pack has
+base=$work/base          # zlib, libudev, libnuma: used only where the machine lacks them
+bin=$work/bin            # the programs
+logs=$work/logs
+w=$work/files            # dumps, checkpoints, traces
+res=${OUT:-$work/out}
+mkdir -p "$deps" "$base" "$bin" "$logs" "$w" "$res" || exit 1
+
+# ==== reporting ====
+
+rows=()                  # "RESULT|name|seconds|detail"
+npass=0 nfail=0 nskip=0 nchecks=0
+console=$logs/000-console.log
+
+say() { printf '%s\n' "$*" | tee -a "$console"; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# row RESULT NAME SECONDS DETAIL: one line of the table, printed now and kept
+row() {
+    rows+=("$1|$2|$3|$4")
+    case $1 in PASS) npass=$((npass + 1)) ;; FAIL) nfail=$((nfail + 1)) ;;
+               SKIP) nskip=$((nskip + 1)) ;; esac
+    say "$(printf '%-4s  %-44s %6s s  %s' "$1" "$2" "$3" "$4")"
+    snapshot
+}
+
+# The table and the logs so far, under $res after every check: a run killed from
+# outside (the device tool's limit) still brings back what it did
+snapshot() {
+    table >"$res/gpu-check-table.txt"
+    tar -czf "$res/gpu-check-logs.tar.gz" -C "$work" logs 2>/dev/null
+}
+
+# table [WIDTH]: the table; details cut to WIDTH characters for PASS rows (the console
+# keeps the whole table within what a device call shows, 12,000 characters)
+table() {
+    local r res_ name secs detail
+    printf '%-44s  %-6s %7s  %s\n' check result seconds detail
+    for r in "${rows[@]}"; do
+        IFS='|' read -r res_ name secs detail <<<"$r"
+        [ -n "${1:-}" ] && [ "$res_" = PASS ] && [ "${#detail}" -gt "$1" ] &&
+            detail="${detail:0:$(($1 - 3))}..."
+        printf '%-44s  %-6s %7s  %s\n' "$name" "$res_" "$secs" "$detail"
+    done
+    printf '%d passed, %d failed, %d skipped in %d s (budget %d s)%s; %s\n' "$npass" \
+        "$nfail" "$nskip" "$SECONDS" "$budget" "$([ "$dry" = 1 ] && echo ', DRY RUN on the CPU')" \
+        "${gpu_name:-no GPU named}"
+}
+
+finished=0
+finish() {
+    [ "$finished" = 1 ] && return
+    finished=1
+    table >"$logs/gpu-check-table.txt"
+    snapshot
+    echo
+    echo "==== gpu-check: the table (PASS details cut; whole in gpu-check-table.txt) ===="
+    table 36
+    echo "(logs: $res/gpu-check-logs.tar.gz, table: $res/gpu-check-table.txt)"
+}
+trap 'finish' EXIT
+trap 'say "gpu-check: interrupted"; exit 130' INT TERM
+
+# ==== running things under time limits ====
+
+TIMEOUT=()
+command -v timeout >/dev/null && TIMEOUT=(timeout -k 5)
+deadline=0               # when the current check must end (bash SECONDS)
+
+left() { local l=$((deadline - SECONDS)); [ "$l" -ge 5 ] || l=5; echo "$l"; }
+
+# mpi N PROGRAM ARGS...: the pack's mpiexec at N ranks, within the check's time
+mpi() {
+    local n=$1 l
+    shift
+    l=$(left)
+    echo "+ mpiexec -n $n ${*#$bin/}  (MPIEXEC_TIMEOUT=$l)"
+    MPIEXEC_TIMEOUT=$l ${TIMEOUT[@]+"${TIMEOUT[@]}" $((l + 10))} "${MPIEXEC[@]}" -n "$n" \
+        "$@" </dev/null
+}
+
+# tl PROGRAM ARGS...: a program without mpiexec, within the check's time
+tl() {
+    local l
+    l=$(left)
+    echo "+ ${*#$bin/}  (limit $l s)"
+    ${TIMEOUT[@]+"${TIMEOUT[@]}" "$l"} "$@" </dev/null
+}
+
+# Where a program says a rank fell back to the CPU (lib/core.c, the suites' notes)
+FELL_BACK='no GPU found|no usable GPU|running on the CPU|no GPU here|not every rank has a GPU'
+
+# check NAME EST FUNC ARGS...: runs FUNC ARGS, its output into the check's own log, when
+# the budget has EST seconds left (else SKIP), within 3*EST+30 s (EST 0: set-up, never
+# skipped, within 120 s). FUNC returns 0 for a
+# pass and may set `detail` (the table's last column) and `cpu_ok=1` (a run on the CPU
+# is what it tests). needs_mpi=1 before a call: skipped when mpiexec does not work.
+needs_mpi=1
+mpi_ok=1
+check() {
+    local name=$1 est=$2 t0 rc l secs
+    shift 2
+    if [ -n "$only" ] && [ "$est" != 0 ] && [[ "$name" != mpiexec* ]] &&
+       ! grep -Eq -- "$only" <<<"$name"; then
+        return 0                          # not asked for: no row
+    fi
+    nchecks=$((nchecks + 1))
+    log=$logs/$(printf '%03d' "$nchecks")-$(printf '%s' "$name" | tr -c 'A-Za-z0-9._-' '_' | cut -c1-60).log
+    l=$((budget - SECONDS))
+    if [ "$est" -gt "$l" ]; then
+        row SKIP "$name" 0 "over the budget: needs ~$est s, $l s left"
+        return
+    fi
+    if [ "$needs_mpi" = 1 ] && [ "$mpi_ok" = 0 ]; then
+        row SKIP "$name" 0 "mpiexec does not work here (see the first checks)"
+        return
+    fi
+    l=$((3 * est + 30))
+    [ "$l" -le $((budget - SECONDS + 30)) ] || l=$((budget - SECONDS + 30))
+    [ "$est" != 0 ] || l=120
+    deadline=$((SECONDS + l))
+    detail="" cpu_ok=0
+    t0=$(now)
+    echo "# $name (estimated $est s, limit $l s)" >"$log"
+    "$@" >>"$log" 2>&1 </dev/null
+    rc=$?
+    secs=$(since "$t0")
+    if grep -q 'APPLICATION TIMED OUT' "$log"; then
+        rc=1 detail="timed out (a hang?)${detail:+; $detail}"
+    elif [ "$rc" = 0 ] && [ "$dry" = 0 ] && [ "$cpu_ok" = 0 ] && grep -Eq "$FELL_BACK" "$log"; then
+        rc=1 detail="a rank ran on the CPU: $(grep -Em1 "$FELL_BACK" "$log" | cut -c1-80)"
+    fi
+    if [ "$rc" = 0 ]; then
+        row PASS "$name" "$secs" "$detail"
+    else
+        [ -n "$detail" ] || detail="exit $rc$(grep -m1 '^dtlab: ' "$log" | cut -c1-90 |
+                                               sed 's/^/: /')"
+        row FAIL "$name" "$secs" "$detail"
+        tail -n 25 "$log" | sed 's/^/      | /' | tee -a "$console"
+    fi
+}
+
+# ==== 1. set-up ====
+
+say "gpu-check: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname 2>/dev/null), $(nproc 2>/dev/null) cores," \
+    "budget $budget s$([ "$dry" = 1 ] && echo ', DRY RUN: every run on the CPU')"
+say "gpu-check: work folder $work; results into $res"
+
+# unpack_deb DEB DIR: the files of a .deb under DIR: dpkg-deb, else ar and tar, else
+# Python (a .deb is an ar archive holding data.tar.*)
+unpack_deb() {
+    local deb=$1 dir=$2 how=${DT_UNPACK:-} t
+    if { [ -z "$how" ] || [ "$how" = dpkg ]; } && command -v dpkg-deb >/dev/null; then
+        dpkg-deb -x "$deb" "$dir" && { echo dpkg-deb; return 0; }
+    fi
+    if { [ -z "$how" ] || [ "$how" = ar ]; } && command -v ar >/dev/null; then
+        t=$(mktemp -d "$work/ar.XXXXXX")
+        if (cd "$t" && ar x "$deb" && tar -xf data.tar.* -C "$dir"); then
+            rm -rf "$t"
+            echo "ar and tar"
+            return 0
+        fi
+        rm -rf "$t"
+    fi
+    if { [ -z "$how" ] || [ "$how" = python ]; } && command -v python3 >/dev/null; then
+        python3 - "$deb" "$dir" <<'EOF' && { echo python3; return 0; }
+import io, sys, tarfile
+deb, dest = sys.argv[1], sys.argv[2]
+data = open(deb, "rb").read()
+if data[:8] != b"!<arch>\n":
+    sys.exit(deb + ": not a .deb (ar archive)")
+pos = 8
+while pos + 60 <= len(data):
+    name = data[pos:pos + 16].decode().strip().rstrip("/")
+    size = int(data[pos + 48:pos + 58])
+    if name.startswith("data.tar"):
+        with tarfile.open(fileobj=io.BytesIO(data[pos + 60:pos + 60 + size])) as t:
+            if hasattr(tarfile, "fully_trusted_filter"):
+                t.extractall(dest, filter="fully_trusted")
+            else:
+                t.extractall(dest)
+        sys.exit(0)
+    pos += 60 + size + size % 2
+sys.exit(deb + ": no data.tar inside")
+EOF
+    fi
+    return 1
+}
+
+# unpack_tar FILE DIR: a .tar.xz, with tar and xz, else Python
+unpack_tar() {
+    if [ "${DT_UNPACK:-}" != python ] && command -v xz >/dev/null &&
+       tar -xJf "$1" -C "$2" 2>/dev/null; then
+        echo "tar and xz"
+        return 0
+    fi
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+        "$1" "$2" && echo python3
+}
+
+setup_unpack() {
+    local d how="" dir
+    for d in "$PACK"/debs/*.deb; do
+        case ${d##*/} in zlib1g_*|libudev1_*|libnuma1_*) dir=$base ;; *) dir=$deps ;; esac
+        how=$(unpack_deb "$d" "$dir") || { echo "cannot unpack $d"; return 1; }
+        echo "unpacked ${d##*/} into ${dir#$work/} ($how)"
+    done
+    local tool
+    tool=$(unpack_tar "$PACK/bins.tar.xz" "$bin") || { echo "cannot unpack bins.tar.xz"; return 1; }
+    [ -x "$deps/usr/bin/mpiexec.hydra" ] || { echo "no mpiexec.hydra in the .debs"; return 1; }
+    detail="debs: $how; programs: $tool; $(du -sh "$work" | cut -f1) unpacked"
+}
+needs_mpi=0
+check "set-up: unpack the pack" 0 setup_unpack
+[ -x "$deps/usr/bin/mpiexec.hydra" ] || { say "gpu-check: nothing to run without the pack"; exit 1; }
+
+orig_ld=${LD_LIBRARY_PATH:-}
+ML=$deps/usr/lib/x86_64-linux-gnu
+export PATH="$deps/usr/bin:$PATH"
+export LD_LIBRARY_PATH="$ML${orig_ld:+:$orig_ld}:$base/usr/lib/x86_64-linux-gnu:$base/lib/x86_64-linux-gnu"
+MPIEXEC=("$deps/usr/bin/mpiexec.hydra")
+# Check's per-test limit (4 s) is for a warm CPU; CUDA's start-up in each forked test
+# is not
+export CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-5}
+progs=()
+while IFS= read -r f; do progs+=("$f"); done < <(find "$bin" -type f -perm -u+x | sort)
+
+ldd_of() {
+    if command -v ldd >/dev/null; then ldd "$1"; else LD_TRACE_LOADED_OBJECTS=1 "$1"; fi
+}
+
+# Libraries no program finds: cuBLAS is looked for in PyTorch's nvidia packages and in
+# every CUDA toolkit, and its folder put into LD_LIBRARY_PATH after MPICH's
+missing_libs() {
+    local f
+    for f in "${progs[@]}" "$deps/usr/bin/mpiexec.hydra" "$deps/usr/bin/hydra_pmi_proxy"; do
+        ldd_of "$f" 2>&1 | awk -v p="${f#$bin/}" '/not found/ { print $1, p }'
+    done
+}
+setup_ldd() {
+    local miss name found dirs d extra=""
+    miss=$(missing_libs)
+    if [ -n "$miss" ]; then
+        echo "missing before the search:"; echo "$miss"
+        dirs=$(LD_LIBRARY_PATH=$orig_ld python3 -c \
+               'import nvidia; print("\n".join(nvidia.__path__))' 2>/dev/null)
+        for name in $(awk '{ print $1 }' <<<"$miss" | sort -u); do
+            found=$(find $dirs /usr/local/cuda/lib64 /usr/local/cuda/targets/*/lib \
+                    /usr/local/cuda-*/lib64 -name "$name" 2>/dev/null | head -n 1)
+            [ -n "$found" ] || continue
+            d=$(dirname "$found")
+            case ":$extra:" in *":$d:"*) ;; *) extra=${extra:+$extra:}$d ;; esac
+        done
+        if [ -n "$extra" ]; then
+            export LD_LIBRARY_PATH="$ML:$extra${orig_ld:+:$orig_ld}:$base/usr/lib/x86_64-linux-gnu:$base/lib/x86_64-linux-gnu"
+            echo "added to LD_LIBRARY_PATH: $extra"
+        fi
+        miss=$(missing_libs)
+    fi
+    echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+    echo "== ldd train"; ldd_of "$bin/train"
+    echo "== ldd mpiexec.hydra"; ldd_of "$deps/usr/bin/mpiexec.hydra"
+    local mpich cublas
+    mpich=$(ldd_of "$bin/train" | awk '/libmpich/ { print $3 }')
+    cublas=$(ldd_of "$bin/train" | awk '/libcublas\./ { print $3 }')
+    detail="${#progs[@]} programs; libmpich: ${mpich%/*}; cublas: ${cublas%/*}"
+    if [ -n "$miss" ]; then
+        detail="not found: $(awk '{ print $1 " (" $2 ")" }' <<<"$miss" | sort -u | head -n 5 | tr '\n' ' ')"
+        return 1
+    fi
+    case $mpich in
+        "$deps"/*) ;;
+        *) detail="libmpich is not the pack's: $mpich"; return 1 ;;
+    esac
+}
+check "set-up: ldd on every program" 0 setup_ldd
+
+gpu_name=""
+setup_smi() {
+    if ! command -v nvidia-smi >/dev/null; then
+        detail="no nvidia-smi here"
+        [ "$dry" = 1 ]
+        return
+    fi
+    nvidia-smi
+    nvidia-smi -L
+    gpu_name=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader |
+               head -n 1)
+    detail=$gpu_name
+    [ -n "$gpu_name" ]
+}
+check "set-up: nvidia-smi" 0 setup_smi
+
+# the pack against this tree's sources (the same hash as gpu-pack.sh's)
+setup_sources() {
+    local mine packed
+    cat "$PACK/MANIFEST"
+    packed=$(awk '$1 == "sources" { print $2 }' "$PACK/MANIFEST")
+    mine=$(find lib lessons tests bench -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) \
+           -not -path 'tests/grade/*' | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16)
+    detail="$(sed -n 's/^commit //p' "$PACK/MANIFEST")"
+    [ "$mine" = "$packed" ] || { detail="the programs were built from other sources than this tree's ($packed, here $mine): repack"; return 1; }
+}
+check "set-up: the pack matches this tree" 0 setup_sources
+
+# ==== 2. mpiexec, and the GPU under it ====
+# Hydra's plain launch first; where it fails, the fork launcher on localhost, then UCX
+# kept to shared memory: the first that works is used from then on.
+smoke_mpi() {
+    local v
+    cpu_ok=1
+    for v in 0 1 2; do
+        case $v in
+            1) MPIEXEC=("$deps/usr/bin/mpiexec.hydra" -launcher fork -hosts localhost) ;;
+            2) export UCX_TLS=self,sm ;;
+        esac
+        echo "== launch $v: ${MPIEXEC[*]#$deps/usr/bin/} ${UCX_TLS:+UCX_TLS=$UCX_TLS}"
+        deadline=$((SECONDS + 25))              # a hang leaves time for the others
+        if mpi 2 "$bin/lessons/01_hello" --device cpu; then
+            detail="the pack's mpiexec.hydra"
+            [ "$v" = 0 ] || detail="$detail; needed: ${MPIEXEC[*]:1} ${UCX_TLS:+UCX_TLS=$UCX_TLS}"
+            return 0
+        fi
+    done
+    MPIEXEC=("$deps/usr/bin/mpiexec.hydra")
+    unset UCX_TLS
+    return 1
+}
+needs_mpi=0
+check "mpiexec -n 2 01_hello --device cpu" 30 smoke_mpi || true
+grep -q '^PASS|mpiexec' <<<"${rows[-1]}" || mpi_ok=0
+needs_mpi=1
+
+smoke_gpu() {
+    mpi 2 "$bin/lessons/01_hello" --device "$DEV" >"$w/hello" 2>&1
+    local rc=$?
+    cat "$w/hello"
+    [ "$rc" = 0 ] || return 1
+    detail=$(sed -n 's/.*This rank 0 uses: //p' "$w/hello")
+    [ "$dry" = 1 ] || [ "$(grep -c ' cuda:[0-9]' "$w/hello")" -ge 2 ]
+}
+check "01_hello -n 2 --device $DEV: on the GPU" 15 smoke_gpu
+
+# ==== 3. asking for the GPU means the GPU ====
+# With the GPU hidden (CUDA_VISIBLE_DEVICES empty), --device cuda stops every rank with
+# a message in CUDA's words; the default runs on the CPU and says so on stderr alone.
+refuse_hidden() {
+    cpu_ok=1
+    CUDA_VISIBLE_DEVICES='' mpi 2 "$bin/lessons/01_hello" --device cuda >"$w/r.out" 2>"$w/r.err"
+    local rc=$?
+    cat "$w/r.out" "$w/r.err"
+    [ "$rc" != 0 ] || { detail="exit 0: ran without the GPU"; return 1; }
+    grep -q 'APPLICATION TIMED OUT' "$w/r.err" && return 1
+    grep -q '^dtlab: .*GPU' "$w/r.err" || { detail="exit $rc without dtlab's message on stderr"; return 1; }
+    detail="exit $rc: $(grep -m1 '^dtlab: .*GPU' "$w/r.err" | cut -c1-90)"
+}
+check "--device cuda, GPU hidden: refused" 10 refuse_hidden
+fallback_hidden() {
+    cpu_ok=1
+    CUDA_VISIBLE_DEVICES='' mpi 2 "$bin/lessons/01_hello" >"$w/f.out" 2>"$w/f.err" || return 1
+    cat "$w/f.out" "$w/f.err"
+    grep -q 'running on the CPU' "$w/f.out" && { detail="the CPU notice is on stdout"; return 1; }
+    grep -q 'running on the CPU' "$w/f.err" || { detail="no CPU notice on stderr"; return 1; }
+    detail="stderr: $(grep -m1 'running on the CPU' "$w/f.err" | cut -c1-90)"
+}
+check "default device, GPU hidden: CPU, on stderr" 10 fallback_hidden
+
+# ==== 4. the suites ====
+unit() { tl "$bin/tests/$1"; local rc=$?; detail=$(grep -E '^[0-9]+%: Checks' "$log" | tail -n 1); return $rc; }
+needs_mpi=0
+for f in "$bin"/tests/unit_*; do
+    check "${f##*/}" 8 unit "${f##*/}"
+done
+needs_mpi=1
+suite() {
+    DT_DEVICE=$DEV mpi "$2" "$bin/tests/$1"
+    local rc=$?
+    detail=$(grep -E '^[0-9]+%: Checks' "$log" | tail -n 1)
+    return $rc
+}
+for n in 1 2 3 4; do
+    for f in "$bin"/tests/mpi_*; do
+        check "${f##*/} -n $n" 8 suite "${f##*/}" "$n"
+    done
+done
+
+# ==== 5. train: the GPU against the CPU and against serial ====
+small=(--steps 5 --batch 48 --hidden 64 --layers 4 --examples 512)
+
+# compare A B ABS REL: the float32 files agree within ABS + REL*|a| everywhere; sets
+# cmp_detail to the count and the largest difference
+compare() {
+    local out
+    [ -s "$1" ] && [ -s "$2" ] || { cmp_detail="a dump is missing"; return 1; }
+    out=$(paste <(od -An -v -f -w4 "$1") <(od -An -v -f -w4 "$2") |
+          awk -v t="$3" -v r="$4" '{ d = $1 - $2; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1
+                 if (d > m) m = d; if (!(d <= t + r * a) || NF != 2) bad++ }
+                 END { printf "%d %d %g", NR, bad, m }')
+    set -- $out
+    cmp_detail="$1 weights, max diff $3"
+    [ "$2" = 0 ] && [ "$1" -gt 0 ] || { cmp_detail="$2 of $1 weights differ (max $3)"; return 1; }
+}
+
+# train_pair N TAG KIND ARGS...: the same run on the GPU and on the CPU. KIND: f32 (the
+# weights agree to 1e-4 + 1e-3|w|; GPU kernels and cuBLAS round differently) and also
+# with serial training on the GPU; f32x (the same, no serial: another model or
+# optimizer); f16 (1e-3 + 1e-2|w|); run (lossy or timing-dependent: both run, the final
+# losses are shown)
+train_pair() {
+    local n=$1 tag=$2 kind=$3 g c
+    shift 3
+    g=$w/$tag.$DEV.f32 c=$w/$tag.cpu.f32
+    mpi "$n" "$bin/train" "${small[@]}" "$@" --device "$DEV" --dump "$g" || return 1
+    grep '^step 5 loss' "$log" | tail -n 1 >"$w/$tag.loss"
+    mpi "$n" "$bin/train" "${small[@]}" "$@" --device cpu --dump "$c" || return 1
+    local lg lc
+    lg=$(awk '{ print $4 }' "$w/$tag.loss")
+    lc=$(grep '^step 5 loss' "$log" | tail -n 1 | awk '{ print $4 }')
+    case $kind in
+        run) detail="final loss $DEV $lg, cpu $lc"; return 0 ;;
+        f16) compare "$g" "$c" 1e-3 1e-2 || { detail="vs cpu: $cmp_detail"; return 1; }
+             detail="vs cpu: $cmp_detail" ;;
+        *) compare "$g" "$c" 1e-4 1e-3 || { detail="vs cpu: $cmp_detail"; return 1; }
+           detail="vs cpu: $cmp_detail" ;;
+    esac
+    if [ "$kind" = f32 ] && [ "$tag" != serial ]; then
+        compare "$g" "$w/serial.$DEV.f32" 1e-4 1e-3 ||
+            { detail="$detail; vs serial on $DEV: $cmp_detail"; return 1; }
+        detail="$detail; vs serial: ${cmp_detail#* weights, }"
+    fi
+}
+T=10
+check "train serial: $DEV = cpu" $T train_pair 1 serial f32 --mode serial
+check "train dp -n 3: $DEV = cpu = serial" $T train_pair 3 dp f32 --mode dp
+check "train dp --dedicated-server -n 3" $T train_pair 3 dpded f32 --mode dp --dedicated-server
+check "train dp --async 1 -n 3 (runs)" $T train_pair 3 dpasync run --mode dp --async 1
+check "train ddp -n 4: $DEV = cpu = serial" $T train_pair 4 ddp f32 --mode ddp
+check "train ddp --accum 2 --no-overlap -n 2" $T train_pair 2 ddpacc f32 --mode ddp \
+    --accum 2 --no-overlap --bucket-kb 1
+check "train fsdp --zero 1 --optim adam -n 4" $T train_pair 4 fsdp1 f32x --mode fsdp \
+    --zero 1 --optim adam --lr 0.01
+check "train fsdp --zero 2 -n 4" $T train_pair 4 fsdp2 f32 --mode fsdp --zero 2
+check "train fsdp --zero 3 -n 4" $T train_pair 4 fsdp3 f32 --mode fsdp --zero 3
+check "train fsdp --zero 3 --offload -n 4" $T train_pair 4 fsdp3off f32 --mode fsdp --zero 3 \
+    --offload
+check "train tp -n 4 (megatron)" $T train_pair 4 tp f32 --mode tp
+check "train tp --tp-style allgather -n 2" $T train_pair 2 tpag f32 --mode tp \
+    --tp-style allgather
+check "train pp -n 4 (1f1b)" $T train_pair 4 pp f32 --mode pp
+check "train pp --schedule gpipe --micro 2 -n 3" $T train_pair 3 ppg f32 --mode pp \
+    --schedule gpipe --micro 2
+check "train hybrid --dp 2 --tp 2 -n 4" $T train_pair 4 hyb1 f32 --mode hybrid --dp 2 --tp 2 \
+    --pp 1
+check "train hybrid --tp 2 --pp 2 -n 4" $T train_pair 4 hyb2 f32 --mode hybrid --tp 2 --pp 2
+check "train moe -n 4" $T train_pair 4 moe f32x --mode moe
+check "train ddp --compress fp16 -n 2" $T train_pair 2 cfp16 f16 --mode ddp --compress fp16
+check "train ddp --compress sign -n 2 (runs)" $T train_pair 2 csign run --mode ddp \
+    --compress sign
+
+# fp16 on the GPU against fp16 on the CPU
+check "train ddp --precision fp16 -n 2" $T train_pair 2 h_ddp f16 --mode ddp --precision fp16
+check "train fsdp --zero 3 --precision fp16 -n 4" $T train_pair 4 h_fsdp f16 --mode fsdp \
+    --zero 3 --precision fp16
+check "train tp --precision fp16 -n 2" $T train_pair 2 h_tp f16 --mode tp --precision fp16
+check "train pp --precision fp16 -n 2" $T train_pair 2 h_pp f16 --mode pp --precision fp16
+
+# checkpoints on the GPU: 6 steps at once against 3, a checkpoint, and 3 more resumed
+# (weights bit for bit, losses of steps 4-6 equal), as tests/checkpoint.sh does
+ck=(--steps 6 --hidden 16 --layers 3 --examples 200 --batch 24 --device "$DEV")
+ck_same() {
+    local n=$1 tag=$2 c=$w/ck.$2
+    shift 2
+    mpi "$n" "$bin/train" "${ck[@]}" "$@" --dump "$c.full" >"$c.full.log" 2>&1 ||
+        { cat "$c.full.log"; return 1; }
+    cat "$c.full.log"
+    mpi "$n" "$bin/train" "${ck[@]}" "$@" --steps 3 --checkpoint "$c" --every 2 || return 1
+    mpi "$n" "$bin/train" "${ck[@]}" "$@" --checkpoint "$c" --every 2 --resume "$c" \
+        --dump "$c.res" >"$c.res.log" 2>&1 || { cat "$c.res.log"; return 1; }
+    cat "$c.res.log"
+    local want got
+    want=$(awk '/^step [0-9]+ loss / && $2 > 3 { print $1, $2, $3, $4 }' "$c.full.log")
+    got=$(awk '/^step [0-9]+ loss / { print $1, $2, $3, $4 }' "$c.res.log")
+    cmp -s "$c.full" "$c.res" || { compare "$c.full" "$c.res" 0 0
+        detail="resumed weights differ from the whole run's: $cmp_detail"; return 1; }
+    [ "$got" = "$want" ] && [ -n "$got" ] || { detail="losses of steps 4-6 differ"; return 1; }
+    grep -q 'resumed at step 3,' "$c.res.log" || { detail="no 'resumed at step 3'"; return 1; }
+    detail="weights byte-equal, losses of steps 4-6 equal"
+}
+check "checkpoint on $DEV: ddp -n 2" 15 ck_same 2 ddp --mode ddp
+check "checkpoint on $DEV: fsdp --zero 3 -n 3" 15 ck_same 3 fsdp --mode fsdp --zero 3
+check "checkpoint on $DEV: dp fp16 -n 2" 15 ck_same 2 dpfp16 --mode dp --precision fp16 \
+    --scale-window 2
+check "checkpoint on $DEV: pp -n 2" 15 ck_same 2 pp --mode pp
+# a checkpoint written on one device is not resumed on the other (README: their
+# rounding differs): exit 2 and a sentence
+ck_cross() {
+    local other=cpu c=$w/ck.ddp
+    cpu_ok=1
+    [ "$dry" = 1 ] && { detail="dry run: checkpoints are written on the CPU"; return 0; }
+    [ -d "$c" ] || { detail="no checkpoint from 'checkpoint on $DEV: ddp'"; return 1; }
+    mpi 2 "$bin/train" "${ck[@]}" --mode ddp --device "$other" --steps 8 --resume "$c"
+    local rc=$?
+    [ "$rc" = 2 ] || { detail="exit $rc, want 2"; return 1; }
+    detail="exit 2: $(grep -m1 -i 'device' "$log" | cut -c1-80)"
+}
+check "checkpoint from $DEV resumed on cpu: refused" 8 ck_cross
+
+# ==== 6. traces: staging copies beside the messages ====
+# trace_counts FILE: "send recv d2h h2d compute bytes-sent bytes-d2h"
+trace_counts() {
+    awk '!/^#/ { k[$4]++; if ($4 == "send") s += $12; if ($4 == "d2h") d += $12 }
+         END { printf "%d %d %d %d %d %d %d", k["send"], k["recv"], k["d2h"], k["h2d"],
+               k["compute"], s, d }' "$1"
+}
+trace_check() {
+    local t=$w/$1.trace
+    shift
+    mpi "$@" --device "$DEV" --trace "$t" || return 1
+    cp "$t" "$logs/" 2>/dev/null
+    head -n 1 "$t" | grep -q '^# dtlab-trace ' || { detail="no trace header"; return 1; }
+    tl "$bin/dttrace" "$t" >"$w/dttrace.out" || return 1
+    head -n 20 "$w/dttrace.out"
+    # shellcheck disable=SC2046  # seven numbers
+    set -- $(trace_counts "$t")
+    detail="send $1, recv $2, d2h $3, h2d $4, compute $5; bytes sent $6, d2h $7"
+    [ "$1" -gt 0 ] && [ "$2" -gt 0 ] || return 1
+    if [ "$dry" = 1 ]; then
+        [ "$3" = 0 ] && [ "$4" = 0 ]        # host buffers: nothing to stage
+    else
+        [ "$3" -gt 0 ] && [ "$4" -gt 0 ]
+    fi
+}
+check "trace 08_ring_allreduce -n 4: d2h, h2d" 10 trace_check ring 4 \
+    "$bin/lessons/08_ring_allreduce" --count 100000 --iters 2
+check "trace train ddp -n 2: d2h, h2d, compute" 10 trace_check train 2 "$bin/train" \
+    --mode ddp "${small[@]}"
+
+# ==== 7. lessons, stress, collbench ====
+lesson() {
+    local name=$1 n=$2
+    shift 2
+    mpi "$n" "$bin/lessons/$name" --device "$DEV" "$@"
+}
+for f in "$bin"/lessons/*; do
+    name=${f##*/}
+    case $name in
+        02_p2p) check "lessons/$name -n 4" 8 lesson "$name" 4 --iters 2000 ;;
+        09_allreduce_compare) check "lessons/$name -n 4" 10 lesson "$name" 4 --iters 3 ;;
+        22_hosts) check "lessons/$name -n 2" 10 lesson "$name" 2 --max-size 64K --iters 2 ;;
+        *) check "lessons/$name -n 4" 8 lesson "$name" 4 ;;
+    esac
+done
+
+stress() {
+    mpi "$1" "$bin/tests/stress" --seconds "$2" --device "$DEV" || return 1
+    detail=$(grep -m1 '^stress: [0-9]* collectives in' "$log" | sed 's/^stress: //')
+    [[ "$detail" == *", 0 mismatches" ]] && [[ "$detail" != "0 "* ]]
+}
+check "stress -n 2 --device $DEV" 16 stress 2 8
+check "stress -n 4 --device $DEV" 16 stress 4 8
+
+collbench() { mpi "$@"; }
+check "collbench -n 2 -C all --device $DEV" 20 collbench 2 "$bin/bench/collbench" -C all \
+    -e 4M -n 5 -w 1 --device "$DEV"
+big=64M
+[ "$dry" = 1 ] && big=4M        # 64M at 4 ranks takes a minute on 2 cores
+check "collbench -n 4 -b 1M -e $big --device $DEV" 20 collbench 4 \
+    "$bin/bench/collbench" -b 1M -e "$big" -f 4 -n 10 -w 2 --device "$DEV"
+check "stress -n 8 --device $DEV" 20 stress 8 8
+
+exit $((nfail > 0))
