@@ -624,30 +624,40 @@ grade_tests() {
         [ "$n" -gt 0 ] && report "grade: unfilled gaps say 'not implemented yet'" 1 "$n cases" ||
             report "grade: unfilled gaps say 'not implemented yet'" 0 "none said so"
     fi
-    # A mistake is a learner's file, NAME/NN_topic/topic.c, or a sed script,
-    # NAME/NN_topic.sed, that plants it in dtlab's answer (tests/grade/ref/NN_topic.c).
+    # A mistake is a learner's file, NAME/NN_topic/topic.c, or a sed script that plants
+    # it in a correct answer: NAME/NN_topic.learner.sed in a learner's
+    # (tests/grade/learner/NN_topic/topic.c), graded as a course would, or NAME/NN_topic.sed
+    # in dtlab's (tests/grade/ref/NN_topic.c), graded without the rules (dtlab's answers
+    # call the library).
+    local base rules
     for dir in tests/grade/mistakes/*/; do
         [ -e "$dir/expect" ] || continue
         name=$(basename "$dir")
         re=$(head -n 1 "$dir/expect")
         sed=$(ls "$dir"[0-9][0-9]_*.sed 2>/dev/null | head -n 1)
+        rules=1
         if [ -n "$sed" ]; then
             ex=$(basename "$sed" .sed)
+            if [[ $ex == *.learner ]]; then
+                ex=${ex%.learner}
+                base=tests/grade/learner/$ex/${ex#*_}.c
+            else
+                base=tests/grade/ref/$ex.c
+                rules=0
+            fi
             mkdir -p "$tmp/mistakes/$name/$ex"
-            sed -f "$sed" "tests/grade/ref/$ex.c" >"$tmp/mistakes/$name/$ex/${ex#*_}.c"
-            if cmp -s "tests/grade/ref/$ex.c" "$tmp/mistakes/$name/$ex/${ex#*_}.c"; then
+            sed -f "$sed" "$base" >"$tmp/mistakes/$name/$ex/${ex#*_}.c"
+            if cmp -s "$base" "$tmp/mistakes/$name/$ex/${ex#*_}.c"; then
                 : >"$log"
-                report "grade a planted mistake: $name" 0 "$sed no longer changes the answer"
+                report "grade a planted mistake: $name" 0 "$sed no longer changes $base"
                 continue
             fi
             dir=$tmp/mistakes/$name/
         else
             ex=$(basename "$(ls -d "$dir"[0-9][0-9]_*/ | head -n 1)")
         fi
-        # (dtlab's answers call the library, so a mistake planted in one is graded
-        # without the rules; a learner's file is graded as a course would)
         run "grade a planted mistake: $name" 0 "${g[@]}" WORK="$dir" EX="${ex%%_*}" GRADE_TIMEOUT=10 \
-            ${sed:+RULES=0} TAP="$tmp/m.tap" bash tests/grade/grade.sh
+            RULES=$rules TAP="$tmp/m.tap" bash tests/grade/grade.sh
         score "  $name loses points" less
         # the TAP report holds each message whole (the table folds long lines)
         grep -Eq -- "$re" "$tmp/m.tap" && report "  $name: the message says why" 1 "/$re/" ||
