@@ -3,6 +3,7 @@
  * reason kept for the caller (dti_cuda_why_none). */
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <unistd.h>
 #include "cuda.h"
 
 static const char *why_none = "no GPU";
@@ -11,6 +12,12 @@ extern "C" int dti_cuda_device_count(void)
 {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaErrorInsufficientDriver && access("/proc/driver/nvidia", F_OK) != 0) {
+        /* CUDA's words for a machine with no NVIDIA driver at all would puzzle a learner */
+        why_none = "no NVIDIA driver on this machine";
+        cudaGetLastError();
+        return 0;
+    }
     if (e != cudaSuccess) {
         why_none = cudaGetErrorString(e);   /* "no CUDA-capable device is detected", ... */
         cudaGetLastError();          /* clear the sticky "no driver" / "no device" error */
