@@ -232,6 +232,10 @@ GRADE_OUT   ?= $(BUILD)/grade/$(if $(filter 1,$(SOLUTION)),solution,learner)
 EXTRA_TESTS ?=
 GRADE_FLAGS := -Iexercises -Itests -Itests/grade $(CHECK_CFLAGS)
 GRADE_ASAN  := -fsanitize=address -fno-omit-frame-pointer
+# Only the learner's ex_* functions stay global in the learner's object: a function of
+# its own named like one of libc, MPI or dtlab (write, MPI_Allreduce, dt_bytes_sent)
+# becomes private to the file instead of replacing the real one in the whole program.
+GRADE_LOCAL := objcopy --wildcard --keep-global-symbol='ex_*'
 REF_OBJ     := $(EXERCISES:%=$(BUILD)/obj/tests/grade/ref/%.o)
 ex_topic     = $(patsubst $(firstword $(subst _, ,$(1)))_%,%,$(1))
 ex_code      = $(if $(filter 1,$(SOLUTION)),$(BUILD)/obj/tests/grade/ref/$(1).o,$(GRADE_OUT)/obj/$(1).o)
@@ -244,9 +248,11 @@ define grade_rules
 $(GRADE_OUT)/obj/$(1).o: $(GRADE_SRC)/$(1)/$(call ex_topic,$(1)).c $(BUILD)/config
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS) $$(GRADE_FLAGS) -c $$< -o $$@
+	$$(GRADE_LOCAL) $$@
 $(GRADE_OUT)/obj/asan/$(1).o: $(GRADE_SRC)/$(1)/$(call ex_topic,$(1)).c $(BUILD)/config
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS) $$(GRADE_ASAN) $$(GRADE_FLAGS) -c $$< -o $$@
+	$$(GRADE_LOCAL) $$@
 $(GRADE_OUT)/calls/$(1).o: $(GRADE_SRC)/$(1)/$(call ex_topic,$(1)).c $(BUILD)/config
 	@mkdir -p $$(dir $$@)
 	$$(CC) -O0 -fno-inline -ffunction-sections -fdata-sections -std=gnu11 -w -Ilib $$(GRADE_FLAGS) -c $$< -o $$@

@@ -132,19 +132,24 @@ mkdir -p "$(dirname "$TAP")" 2>/dev/null || usage "TAP=$TAP: cannot make its fol
 # make sees no path of the learner's or the instructor's: the files are copied under
 # BUILD first (only when changed, so nothing rebuilds needlessly), and make's rules name
 # those copies. A path with spaces, quotes or '$' therefore works as any other.
+# (a new copy is dated now, not as the file is: an older file that differs, unpacked
+# from an archive or put back from .mine, must still be rebuilt)
 copy_in() {   # copy_in FROM TO: TO becomes a copy of FROM, or goes when FROM is missing
     if [ ! -e "$1" ]; then
         rm -f "$2"
     elif ! cmp -s "$1" "$2"; then
-        mkdir -p "$(dirname "$2")" && cp -p "$1" "$2"
+        mkdir -p "$(dirname "$2")" && cp "$1" "$2"
     fi
 }
 extra=""
 if [ -n "$EXTRA_TESTS" ]; then
     extra=$BUILD/grade/extra-src
-    rm -rf "$extra" && mkdir -p "$extra"
+    mkdir -p "$extra"
+    for f in "$extra"/*.c; do      # suites no longer in EXTRA_TESTS go
+        [ -e "$f" ] && [ ! -e "$EXTRA_TESTS/$(basename "$f")" ] && rm -f "$f"
+    done
     for f in "$EXTRA_TESTS"/[0-9][0-9]_*.c; do
-        [ -e "$f" ] && cp -p "$f" "$extra/"
+        [ -e "$f" ] && copy_in "$f" "$extra/$(basename "$f")"
     done
 fi
 
@@ -184,16 +189,27 @@ calls() {
         END { for (f in fn) visit(f, f) }'
 }
 
-# broken_rules BIN: "function<TAB>message" for each of the suite's rules (BIN --rules)
-# that a function of the learner's file breaks (what it calls: $tmp/calls), the first
-# name only.
+# broken_rules BIN OBJ: "function<TAB>message" for each of the suite's rules (BIN
+# --rules) that a function of the learner's file breaks (what it calls: $tmp/calls), the
+# first name only; "*" for what breaks every case.
 broken_rules() {
     local kind fn re why name
-    # every exercise's rule: a name looked up at run time is a call the grader cannot see
+    # every exercise's rules: a name looked up at run time is a call the grader cannot
+    # see; and an exercise's code touches no files, descriptors, processes, threads,
+    # signals or environment (which could rewrite the verdicts the program writes)
+    local sandbox='dup|dup2|dup3|pipe|pipe2|syscall|fork|vfork|clone|clone3|pthread_create|exec[lv]p?e?|execvpe|fexecve|posix_spawnp?|system|popen|open|open64|openat|openat64|creat|creat64|fopen|fopen64|freopen|freopen64|fdopen|fclose|close|socket|mmap|mmap64|mprotect|ptrace|signal|sigaction|raise|kill|setenv|putenv|unsetenv|clearenv|write|writev|pwrite|pwrite64|setvbuf|setbuf'
     while read -r fn name; do
-        [[ $fn == ex_* ]] && [[ $name =~ ^(dlsym|dlvsym|dlopen)$ ]] &&
+        [[ $fn == ex_* ]] || continue
+        if [[ $name =~ ^(dlsym|dlvsym|dlopen)$ ]]; then
             printf '%s\t%s calls %s: a function looked up by name at run time is hidden from the grader; call what you need by its name\n' "$fn" "$fn" "$name"
+        elif [[ $name =~ ^($sandbox)$ ]]; then
+            printf '%s\t%s calls %s: an exercise'"'"'s code touches no files, descriptors, processes, threads, signals or environment (to debug, print with printf or fprintf(stderr, ...))\n' "$fn" "$fn" "$name"
+        fi
     done <"$tmp/calls"
+    # code that runs before or after main (a constructor or destructor) runs unasked
+    if readelf -SW "$2" | grep -qE ' \.(init_array|preinit_array|ctors|fini_array|dtors)'; then
+        printf '*\tthe file runs code of its own before or after main (a constructor or a destructor): an exercise'"'"'s code runs only when the tests call it\n'
+    fi
     while IFS=$'\t' read -r kind fn re why; do
         [ "$kind" = rule ] || continue
         name=$(awk -v f="$fn" '$1 == f { print $2 }' "$tmp/calls" | grep -E -m1 -x -- "$re")
@@ -206,9 +222,11 @@ broken_rules() {
 token=$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')
 
 # One run of some cases at n ranks: every case gets the grader's token, the deadline
-# for one wait (DT_TIMEOUT), ASan's settings, and the hints setting.
+# for one wait (DT_TIMEOUT), ASan's settings, and the hints setting; the exercises work
+# on host memory, so the ranks take no GPU (DT_DEVICE=cpu).
 run_cases() {   # run_cases BIN N CASES(comma-separated)
     GRADE_TOKEN=$token GRADE_HINTS=$HINTS DT_TIMEOUT=$GRADE_WAIT MPIEXEC_TIMEOUT=$GRADE_TIMEOUT \
+    DT_DEVICE=cpu \
     ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:protect_shadow_gap=0:verify_asan_link_order=0 \
         timeout -k 5 $((GRADE_TIMEOUT + 10)) $MPIEXEC -n "$2" "$1" --case "$3" \
         >"$log" 2>&1 </dev/null
@@ -241,12 +259,12 @@ died() {
         who=${who#dtlab: }; who=${who%% [[]*}
         [[ $who =~ ^(rank\ [0-9]+:)\ [^\ ]+:[0-9]+:\ (.*)$ ]] &&
             who="${BASH_REMATCH[1]} ${BASH_REMATCH[2]}"      # no lib/p2p.c:NNN
-        verdict="${at}probable deadlock: dtlab stopped the job: $who.${deadlock:+ $deadlock}"
+        verdict="${at}probable deadlock: dtlab stopped the job: $who.${deadlock:+ ${deadlock^}}"
     elif [ "$rc" = 124 ] || [ "$rc" = 137 ] || grep -q 'APPLICATION TIMED OUT' "$log"; then
         if [ "$kind" = pure ]; then
             verdict="no end after $GRADE_TIMEOUT s: an endless loop?"
         else
-            verdict="${at}no end after $GRADE_TIMEOUT s, and no rank was waiting in dtlab's p2p: an endless loop, or a wait inside an MPI call of your own?${deadlock:+ $deadlock}"
+            verdict="${at}no end after $GRADE_TIMEOUT s, and no rank was waiting in dtlab's p2p: an endless loop, or a wait inside an MPI call of your own?${deadlock:+ ${deadlock^}}"
         fi
     elif why=$(grep -o -m1 'rank [0-9]*: crashed with signal .*' "$log"); then
         verdict="$at$why"
@@ -254,7 +272,10 @@ died() {
         why=${why#dtlab: }; why=${why/: the program exited/ exited}
         verdict="${at}it ended early: $why in the middle of the case, before its checks were done (and before dt_finalize)$exits"
     elif why=$(grep -m1 '^dtlab: rank ' "$log"); then
-        verdict="${at}stopped by dtlab: ${why#dtlab: }"
+        why=${why#dtlab: }
+        [[ $why =~ ^(rank\ [0-9]+:)\ [^\ ]+:[0-9]+:\ (.*)$ ]] && why="${BASH_REMATCH[1]} ${BASH_REMATCH[2]}"
+        verdict="${at}stopped by dtlab: $why"
+        [[ $why == *"Message truncated"* ]] && verdict+=". A message came larger than the receive buffer: sender and receiver disagree on which chunk moves at this step, or on its size"
     elif why=$(grep -o -m1 'EXIT CODE: [0-9]*' "$log"); then
         verdict="${at}a rank ended abnormally ($why; $(grep -o -m1 'EXIT STRING: .*' "$log"))"
     else
@@ -308,7 +329,7 @@ grade_at() {
             # (anywhere on a line: mpiexec may put another rank's unfinished line first)
             ok=$(grep -oE "@grade $token $name [0-9]+ $n pass\$" "$log" | sort -u | wc -l)
             msg=$(grep -oE -m1 "@grade $token $name 0 $n fail.*" "$log")
-            rerun[$name]="MPIEXEC_TIMEOUT=$GRADE_TIMEOUT DT_TIMEOUT=$GRADE_WAIT${hintvar} $MPIEXEC -n $n $(printf %q "$bin") --case $name"
+            rerun[$name]="MPIEXEC_TIMEOUT=$GRADE_TIMEOUT DT_TIMEOUT=$GRADE_WAIT DT_DEVICE=cpu${hintvar} $MPIEXEC -n $n $(printf %q "$bin") --case $name"
             if [ "$ok" = "$n" ]; then
                 continue
             elif [ -n "$msg" ]; then
@@ -322,6 +343,29 @@ grade_at() {
                 fi
             else
                 died "$n" "${kind[$name]}" "$name" "$rc"
+                # a crash without ASan: the same case again under ASan, whose report
+                # says more (where, what size, whose memory) when memory is the cause
+                if [ "$bin" != "$asan_cur" ] &&
+                   [[ $verdict =~ crashed\ with\ signal|killed\ by\ SIG|ended\ abnormally ]]; then
+                    local crash=$verdict
+                    cp "$log" "$tmp/crash.log"
+                    run_cases "$asan_cur" "$n" "$name"
+                    if grep -q 'ERROR: AddressSanitizer: ' "$log"; then
+                        died "$n" "${kind[$name]}" "$name" 1
+                        rerun[$name]="MPIEXEC_TIMEOUT=$GRADE_TIMEOUT DT_TIMEOUT=$GRADE_WAIT DT_DEVICE=cpu${hintvar} $MPIEXEC -n $n $(printf %q "$asan_cur") --case $name"
+                    else
+                        verdict=$crash
+                    fi
+                    cp "$tmp/crash.log" "$log"
+                fi
+                # a run on another communicator that dies where MPI_COMM_WORLD's pass
+                if [[ $name == *comm* ]] && [[ $verdict != *"not implemented"* ]]; then
+                    local other world_ok=1
+                    for other in "${!kind[@]}"; do
+                        [[ $other == *comm* ]] || [ -z "${fail[$other]:-}" ] || world_ok=0
+                    done
+                    [ "$world_ok" = 1 ] && verdict+=". This case runs on communicators other than MPI_COMM_WORLD, where the other cases pass: are every rank and size taken from comm?"
+                fi
                 fail[$name]=$verdict
                 gone=1
                 if [[ $verdict =~ ^(ex_[A-Za-z0-9_]*)\ is\ not\ implemented ]]; then
@@ -381,7 +425,7 @@ grade_suite() {
     local broken=""
     : >"$tmp/calls"
     [ "$built" = 1 ] && [ "$SOLUTION" != 1 ] && calls "$obj" >"$tmp/calls"
-    [ "$RULES" = 1 ] && [ "$built" = 1 ] && broken=$(broken_rules "$rulesbin")
+    [ "$RULES" = 1 ] && [ "$built" = 1 ] && broken=$(broken_rules "$rulesbin" "$obj")
     exits=""
     [ "$built" = 1 ] && [ "$SOLUTION" != 1 ] && nm -u "$obj" 2>/dev/null |
         grep -qwE '_?_?exit|_Exit|quick_exit|abort' && exits=" (your file calls exit() or abort())"
@@ -403,7 +447,7 @@ grade_suite() {
         fi
         while IFS=$'\t' read -r f msg; do
             [ -n "$f" ] || continue
-            if [ -z "$use" ] || [[ " $use " == *" $f "* ]]; then
+            if [ -z "$use" ] || [ "$f" = "*" ] || [[ " $use " == *" $f "* ]]; then
                 fail[$name]="not run: $msg"
                 break
             fi
@@ -411,6 +455,7 @@ grade_suite() {
         [ -n "${fail[$name]:-}" ] && continue
         if [ "$k" = pure ]; then pure+=("$name"); else mpi+=("$name"); fi
     done < <("$refbin" --list)
+    asan_cur=$asanbin
     [ ${#pure[@]} -gt 0 ] && grade_at "$asanbin" 1 "${pure[@]}"
     for n in $GRADE_RANKS; do
         local runbin=$bin
@@ -438,6 +483,31 @@ grade_suite() {
     suite_max=$sum
 }
 
+# vet_extra BIN FILE: an instructor's hidden suite must pass against dtlab's answers at
+# every rank count before it may take a learner's points; else the grading stops.
+declare -A vetted=()
+vet_extra() {
+    local name pts k what use n ns bad=""
+    local names=() pure=()
+    while IFS=$'\t' read -r name pts k what use; do
+        [ -n "$name" ] || continue
+        if [ "$k" = pure ]; then pure+=("$name"); else names+=("$name"); fi
+    done < <("$1" --list)
+    for n in pure $GRADE_RANKS; do
+        if [ "$n" = pure ]; then ns=(${pure[@]+"${pure[@]}"}); n=1; else ns=(${names[@]+"${names[@]}"}); fi
+        [ ${#ns[@]} -gt 0 ] || continue
+        run_cases "$1" "$n" "$(IFS=,; echo "${ns[*]}")"
+        for name in "${ns[@]}"; do
+            [ "$(grep -oE "@grade $token $name [0-9]+ $n pass\$" "$log" | sort -u | wc -l)" = "$n" ] ||
+                { bad="$name at $n rank(s)"; break 2; }
+        done
+    done
+    [ -z "$bad" ] && return 0
+    tail -n 20 "$log" >&2
+    echo "grade: the extra suite $2 fails against dtlab's own answers (case $bad; its output is above): fix the suite, or it would take points from every learner" >&2
+    exit 1
+}
+
 # The reference programs list the cases even when the learner's file does not build.
 if ! mk SOLUTION=1 "${exercises[@]/#/$ref/}" >"$log" 2>&1; then
     cat "$log" >&2
@@ -463,6 +533,8 @@ for e in "${exercises[@]}"; do
             echo "grade: the extra suite $EXTRA_TESTS/${s#extra/}.c does not build with dtlab's reference (above)" >&2
             exit 1
         fi
+        [ "$s" != "$e" ] && [ -z "${vetted[$s]:-}" ] && vet_extra "$ref/$s" "$EXTRA_TESTS/${s#extra/}.c" &&
+            vetted[$s]=1
         if [ "$SOLUTION" = 1 ]; then
             :
         elif [ ! -e "$file" ]; then
