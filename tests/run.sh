@@ -689,6 +689,17 @@ grade_tests() {
         grep -q 'ended early' "$tmp/c.tap" && report "  the report says they ended early" 1 "" ||
             report "  the report says they ended early" 0 "no 'ended early' in $tmp/c.tap"
     done
+    # The same WORK path again with another file dated in the past (an archive unpacked,
+    # a .mine put back): it is graded, not the last build
+    rm -rf "$tmp/sub" && mkdir -p "$tmp/sub" && cp -r tests/grade/learner/02_reduce_scatter "$tmp/sub/"
+    run "grade a submission" 0 "${g[@]}" WORK="$tmp/sub" EX=02 TAP="$tmp/s.tap" bash tests/grade/grade.sh
+    score "  full marks" full
+    sed -i 's/dt_ring_rs_send_chunk(rank, n, s)/dt_ring_rs_send_chunk(rank, n, s + 1)/' \
+        "$tmp/sub/02_reduce_scatter/reduce_scatter.c"
+    touch -d 2001-01-01 "$tmp/sub/02_reduce_scatter/reduce_scatter.c"
+    run "grade another, older file at the same path" 0 "${g[@]}" WORK="$tmp/sub" EX=02 \
+        TAP="$tmp/s.tap" bash tests/grade/grade.sh
+    score "  it is graded anew" less
     # STRICT=1: a course's CI fails below full marks
     run "grade STRICT=1 below full marks exits 1" 1 "${g[@]}" EX=02 STRICT=1 TAP="$tmp/s.tap" \
         bash tests/grade/grade.sh
