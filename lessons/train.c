@@ -427,6 +427,7 @@ int main(int argc, char **argv)
                c.batch, c.optim.kind == DT_SGD ? "sgd" : "adam", (double)c.optim.lr,
                c.precision == DT_FP16 ? "fp16" : "fp32", set.n,
                d.data_dir ? "IDX" : "synthetic");
+    dt_print_devices();                         /* "device: cpu on ranks 0-3" */
     dt_train_result res;
     dt_train(&c, MPI_COMM_WORLD, &res);
 

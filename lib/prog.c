@@ -190,6 +190,7 @@ void dt_parse_options(int argc, char **argv, const char *which, const char *usag
                  dt_type_name(o->type));
         dt_usage_error(usage, why);
     }
+    dt_print_devices();
 }
 
 /* ==== timing ==== */
@@ -277,6 +278,78 @@ void dt_printf_ordered(const char *fmt, ...)
         free(lens);
         free(offs);
     }
+}
+
+/* ==== devices ==== */
+
+enum { DEV_NAME = 128 };
+
+/* Writes the ascending ranks r[0..k) into buf as " 0-3, 5, 7-8": runs as a-b. */
+static void format_ranks(char *buf, size_t len, const int *r, int k)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0, j; i < k && at < len; i = j + 1) {
+        for (j = i; j + 1 < k && r[j + 1] == r[j] + 1; j++)
+            ;
+        if (j > i)
+            at += (size_t)snprintf(buf + at, len - at, "%s %d-%d", i ? "," : "", r[i], r[j]);
+        else
+            at += (size_t)snprintf(buf + at, len - at, "%s %d", i ? "," : "", r[i]);
+    }
+}
+
+void dt_print_devices(void)
+{
+    int n = dt_size(), rank = dt_rank();
+    char mine[DEV_NAME] = {0}, *all = NULL;
+    snprintf(mine, sizeof mine, "%s", dt_device_name());
+    if (rank == 0) {
+        all = calloc((size_t)n, DEV_NAME);
+        DT_REQUIRE(all != NULL, "out of memory");
+    }
+    MPI_Request req;                 /* MPI's blocking collectives spin: wait politely */
+    DT_CHECK_MPI(MPI_Igather(mine, DEV_NAME, MPI_CHAR, all, DEV_NAME, MPI_CHAR, 0,
+                             MPI_COMM_WORLD, &req));
+    dt_waitall(1, &req);
+    if (rank != 0)
+        return;
+    /* one line per name, in order of its first rank; a rank already listed is "" */
+    int *ranks = malloc(sizeof(int) * (size_t)n);
+    DT_REQUIRE(ranks != NULL, "out of memory");
+    for (int first = 0; first < n; first++) {
+        const char *name = all + (size_t)first * DEV_NAME;
+        if (!name[0])
+            continue;
+        int count = 0;
+        for (int r = first; r < n; r++) {
+            char *other = all + (size_t)r * DEV_NAME;
+            if (r != first && strcmp(other, name) != 0)
+                continue;
+            ranks[count++] = r;
+            if (r != first)
+                other[0] = '\0';
+        }
+        char list[4096];
+        format_ranks(list, sizeof list, ranks, count);
+        char line[4200];
+        int len = snprintf(line, sizeof line, "device: %s on rank%s%s", name,
+                           count > 1 ? "s" : "", list);
+        size_t head = strlen("device: ") + strlen(name);
+        if (len > 80) {                 /* cut the list at a comma, and say how many */
+            char tail[32];
+            snprintf(tail, sizeof tail, ", ... (%d ranks)", count);
+            size_t keep = 80 - strlen(tail);
+            while (keep > head && line[keep] != ',')
+                keep--;
+            if (keep > head)
+                snprintf(line + keep, sizeof line - keep, "%s", tail);
+        }
+        printf("%s\n", line);
+    }
+    fflush(stdout);
+    free(ranks);
+    free(all);
 }
 
 /* ==== elements ==== */
@@ -399,4 +472,5 @@ void dt_parse_int_options(int argc, char **argv, const dt_int_option *o, int n,
         snprintf(why, sizeof why, "unexpected argument '%s'", argv[optind]);
         dt_usage_error(usage, why);
     }
+    dt_print_devices();
 }

@@ -40,7 +40,8 @@ void dt_usage_help(const char *usage);
  * count_max caps --count (0 means 2^28; a program whose count is per block sets
  * 2^28 / N), for 4-byte elements: a wider --type gets count_max * 4 bytes' worth.
  * Fields of options not given keep the values the caller put there. Anything wrong (an unknown option, a missing or bad value, a stray
- * argument, min-size above max-size) ends every rank through dt_usage_error. */
+ * argument, min-size above max-size) ends every rank through dt_usage_error. Good
+ * options end with the device line (dt_print_devices). */
 typedef struct {
     int count, root, iters;
     int count_max;
@@ -54,7 +55,8 @@ void dt_parse_options(int argc, char **argv, const char *which, const char *usag
 /* For programs whose options are all whole numbers (the training lessons): each
  * `--name N` stores N in *value after checking it is in [min, max]; --help, --device
  * and --trace as above. Anything wrong ends every rank through dt_usage_error, with a
- * sentence naming the option and its range. At most 16 options. */
+ * sentence naming the option and its range. At most 16 options. Then the device line,
+ * as dt_parse_options. */
 typedef struct {
     const char *name;
     int min, max;
@@ -87,6 +89,13 @@ void dt_printf0(const char *fmt, ...);
  * over MPI_COMM_WORLD. */
 __attribute__((format(printf, 1, 2)))
 void dt_printf_ordered(const char *fmt, ...);
+
+/* Which device each rank used, from rank 0, one line per device in order of the first
+ * rank on it: "device: cuda:0 (NVIDIA H100 80GB HBM3) on ranks 0-3", "device: cpu on
+ * rank 0" (runs of ranks as a-b; a list past 80 columns ends ", ... (N ranks)").
+ * Collective over MPI_COMM_WORLD. dt_parse_options and dt_parse_int_options call it once
+ * the options are good, so every lesson says it; train calls it itself. */
+void dt_print_devices(void);
 
 /* Fills count elements (host or device buffer) with values that differ per rank and per
  * seed: multiples of 1/4 in [-4, 4] (exact in every type, so sums of a few dozen are

@@ -165,7 +165,7 @@ tl() {
 }
 
 # Where a program says a rank fell back to the CPU (lib/core.c, the suites' notes)
-FELL_BACK='no GPU found|no usable GPU|running on the CPU|no GPU here|not every rank has a GPU'
+FELL_BACK='no GPU found|no usable GPU|running on the CPU|no GPU here|not every rank has a GPU|GPU comparisons skipped'
 
 # check NAME EST FUNC ARGS...: runs FUNC ARGS, its output into the check's own log, when
 # the budget has EST seconds left (else SKIP), within 3*EST+30 s (EST 0: set-up, never
@@ -613,10 +613,14 @@ check "trace train ddp -n 2: d2h, h2d, compute" 10 trace_check train 2 "$bin/tra
     --mode ddp "${small[@]}"
 
 # ==== 7. lessons, stress, collbench ====
+# a lesson, and its device line (lib/prog.c, dt_print_devices): every rank on the GPU
 lesson() {
     local name=$1 n=$2
     shift 2
-    mpi "$n" "$bin/lessons/$name" --device "$DEV" "$@"
+    mpi "$n" "$bin/lessons/$name" --device "$DEV" "$@" || return 1
+    detail=$(grep -m1 '^device: ' "$log" | cut -c1-60)
+    [ -n "$detail" ] || { detail="no 'device:' line"; return 1; }
+    ! grep -q "^device: $([ "$dry" = 1 ] && echo cuda || echo cpu)" "$log"
 }
 for f in "$bin"/lessons/*; do
     name=${f##*/}

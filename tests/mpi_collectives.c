@@ -14,7 +14,8 @@
  *     secretly ran the naive algorithm would give the right answer, but not the bytes;
  *   - DT_ALLREDUCE_ALGO, dt_allreduce's own choice, and the step hook, whose view of
  *     the ring must show the invariants the comments promise;
- *   - device buffers, where every rank has a GPU;
+ *   - buffers from dt_malloc(.., dt_device()) (the GPU's, where there is one) over
+ *     every type and op, and counts whose ring chunks take several 256 KiB segments;
  *   - what MPI lets a caller leave NULL.
  * Receive buffers start poisoned and carry guard bytes after their end; send buffers
  * must come back unchanged. MPI's references run as nonblocking collectives waited for
@@ -830,10 +831,12 @@ END_TEST
 
 /* ==== device buffers ==== */
 
-/* A device copy of count elements of a host buffer (dt_malloc'ed; dt_free it). */
+/* A copy of count elements of a host buffer where this rank's data lives, dt_device():
+ * on the GPU where there is one, else host memory, so the same test runs on the CPU
+ * (dt_malloc'ed; dt_free it). */
 static void *to_dev(const void *host, size_t count, int t)
 {
-    void *d = dt_malloc(count * es(t) + 1, DT_CUDA);
+    void *d = dt_malloc(count * es(t) + 1, dt_device());
     dt_memcpy(d, host, count * es(t));
     return d;
 }
@@ -848,105 +851,125 @@ static void expect_dev(void *dev, const void *want, size_t count, int t, const c
     dt_free(dev);
 }
 
-/* With a GPU per rank, every collective on device buffers (staged through p2p, reduced
- * by the CUDA kernels) against MPI on the host. Without one, nothing to do. */
+/* The ring reduce-scatter (under every ring allreduce and dt_reduce_scatter_block) moves
+ * a chunk in segments of 256 KiB (lib/collectives/reduce_scatter.c): a chunk of this
+ * many elements of type t takes two whole segments and a piece of a third. */
+static int three_segments(int t) { return (int)(2 * ((size_t)256 * 1024 / es(t)) + 3); }
+
+/* Every collective on buffers from dt_malloc(.., dt_device()) (on a GPU: staged through
+ * p2p's pinned buffers, reduced by the CUDA kernels) against MPI on host copies, for
+ * type _i and every op, at counts 13 and 65537 and, for dt_reduce_scatter_block,
+ * dt_reduce and the ring allreduces (dt_allreduce picks it there), a count whose ring
+ * chunks take three segments each. Without a GPU the same on host buffers; a note says
+ * so (scripts/gpu-check.sh fails a GPU run that prints it). */
 START_TEST(test_device)
 {
-    if (!ht_agree(dt_device() == DT_CUDA)) {
-        if (ht_rank == 0)
-            printf("mpi_collectives: not every rank has a GPU; device buffers not tested\n");
-        HT_VERDICT();
-        return;
-    }
-    static const int cis[] = { 6, 8 };        /* counts 97 and 65537 */
-    static const int ts[] = { 0, 3 };         /* float and half */
+    int t = _i;
+    if (!ht_agree(dt_device() == DT_CUDA) && ht_rank == 0 && t == 0)
+        printf("mpi_collectives: not every rank has a GPU; 'device' buffers are host "
+               "buffers\n");
     int n = ht_size, root = n - 1, at_root = ht_rank == root;
-    for (int i = 0; i < 2; i++)
-        for (int k = 0; k < 2; k++) {
-            int ci = cis[i], c = counts[ci], t = ts[k], o = 0;
-            size_t all = (size_t)n * c;
-            char w[240];
-            /* the reductions, on the inputs ref_reduce is computed from */
-            const void *ref = ref_reduce(ci, t, o);
-            void *xr = input((size_t)c, t, o, seed(S_REDUCE, ci, t, o), ht_rank);
-            for (int a = 0; a < NALGO; a++)
+    const int cs[] = { 13, 65537, three_segments(t) };
+    char w[240];
+    for (int k = 0; k < 3; k++)
+        for (int o = 0; o < NO; o++) {
+            /* the reductions: allreduce counts c, reduce-scatter chunks of c */
+            int c = k < 2 ? cs[k] : n * cs[k], rc = cs[k];
+            unsigned sd = seed(S_MISC, 20 + k, t, o);
+            void *x = input((size_t)c, t, o, sd, ht_rank), *ref = newbuf((size_t)c, t);
+            HT_MPI(MPI_Iallreduce(x, ref, c, types[t], mpi_op(t, o), MPI_COMM_WORLD,
+                                  &ht_req));
+            for (int a = 0; a < (k < 2 ? NALGO : 2); a++)   /* segments: the rings */
                 for (int ip = 0; ip < 2; ip++) {
-                    snprintf(w, sizeof w, "%s on the GPU",
+                    snprintf(w, sizeof w, "%s on the device",
                              what(ar_algos[a].name, t, o, c, -1, ip));
-                    void *s = to_dev(xr, (size_t)c, t), *r = to_dev(xr, (size_t)c, t);
+                    void *s = to_dev(x, (size_t)c, t), *r = to_dev(x, (size_t)c, t);
                     EXPECT_OK(ar_algos[a].fn(ip ? MPI_IN_PLACE : s, r, c, types[t], ops[o],
                                              MPI_COMM_WORLD), w);
                     expect_dev(r, ref, (size_t)c, t, w);
                     dt_free(s);
                 }
-            snprintf(w, sizeof w, "%s on the GPU", what("dt_reduce", t, o, c, root, 0));
-            void *s = to_dev(xr, (size_t)c, t), *r = to_dev(xr, (size_t)c, t);
+            snprintf(w, sizeof w, "%s on the device", what("dt_reduce", t, o, c, root, 0));
+            void *s = to_dev(x, (size_t)c, t), *r = to_dev(x, (size_t)c, t);
             EXPECT_OK(dt_reduce(s, r, c, types[t], ops[o], root, MPI_COMM_WORLD), w);
             if (at_root) expect_dev(r, ref, (size_t)c, t, w); else dt_free(r);
             dt_free(s);
-            free(xr);
-
-            /* the others, each against MPI's result in href */
-            void *x = input(all, t, o, seed(S_MISC, 7 + ci, t, o), ht_rank);
-            void *href = newbuf(all, t);
-
-            HT_MPI(MPI_Ibcast(memcpy(href, x, (size_t)c * es(t)), c, types[t], root,
-                              MPI_COMM_WORLD, &ht_req));
-            snprintf(w, sizeof w, "%s on the GPU", what("dt_bcast", t, -1, c, root, 0));
-            r = to_dev(x, (size_t)c, t);
-            EXPECT_OK(dt_bcast(r, c, types[t], root, MPI_COMM_WORLD), w);
-            expect_dev(r, href, (size_t)c, t, w);
-            snprintf(w, sizeof w, "%s on the GPU", what("dt_bcast_naive", t, -1, c, root, 0));
-            r = to_dev(x, (size_t)c, t);
-            EXPECT_OK(dt_bcast_naive(r, c, types[t], root, MPI_COMM_WORLD), w);
-            expect_dev(r, href, (size_t)c, t, w);
-
-            HT_MPI(MPI_Igather(x, c, types[t], href, c, types[t], root, MPI_COMM_WORLD,
-                               &ht_req));
-            snprintf(w, sizeof w, "%s on the GPU", what("dt_gather", t, -1, c, root, 0));
-            s = to_dev(x, (size_t)c, t);
-            r = to_dev(x, all, t);
-            EXPECT_OK(dt_gather(s, c, types[t], r, c, types[t], root, MPI_COMM_WORLD), w);
-            if (at_root) expect_dev(r, href, all, t, w); else dt_free(r);
-            dt_free(s);
-
-            HT_MPI(MPI_Iscatter(x, c, types[t], href, c, types[t], root, MPI_COMM_WORLD,
-                                &ht_req));
-            snprintf(w, sizeof w, "%s on the GPU", what("dt_scatter", t, -1, c, root, 0));
-            s = to_dev(x, all, t);
-            r = to_dev(x, (size_t)c, t);
-            EXPECT_OK(dt_scatter(s, c, types[t], r, c, types[t], root, MPI_COMM_WORLD), w);
-            expect_dev(r, href, (size_t)c, t, w);
-            dt_free(s);
-
-            HT_MPI(MPI_Iallgather(x, c, types[t], href, c, types[t], MPI_COMM_WORLD, &ht_req));
-            snprintf(w, sizeof w, "%s on the GPU", what("dt_allgather", t, -1, c, -1, 0));
-            s = to_dev(x, (size_t)c, t);
-            r = to_dev(x, all, t);
-            EXPECT_OK(dt_allgather(s, c, types[t], r, c, types[t], MPI_COMM_WORLD), w);
-            expect_dev(r, href, all, t, w);
-            dt_free(s);
-
-            HT_MPI(MPI_Ireduce_scatter_block(x, href, c, types[t], mpi_op(t, o),
-                                             MPI_COMM_WORLD, &ht_req));
-            snprintf(w, sizeof w, "%s on the GPU", what("dt_reduce_scatter_block", t, o, c,
-                                                        -1, 0));
-            s = to_dev(x, all, t);
-            r = to_dev(x, (size_t)c, t);
-            EXPECT_OK(dt_reduce_scatter_block(s, r, c, types[t], ops[o], MPI_COMM_WORLD), w);
-            expect_dev(r, href, (size_t)c, t, w);
-            dt_free(s);
-
-            HT_MPI(MPI_Ialltoall(x, c, types[t], href, c, types[t], MPI_COMM_WORLD, &ht_req));
-            snprintf(w, sizeof w, "%s on the GPU", what("dt_alltoall", t, -1, c, -1, 0));
-            s = to_dev(x, all, t);
-            r = to_dev(x, all, t);
-            EXPECT_OK(dt_alltoall(s, c, types[t], r, c, types[t], MPI_COMM_WORLD), w);
-            expect_dev(r, href, all, t, w);
-            dt_free(s);
             free(x);
-            free(href);
+            free(ref);
+
+            size_t all = (size_t)n * rc;
+            x = input(all, t, o, sd + 7, ht_rank);
+            ref = newbuf((size_t)rc, t);
+            HT_MPI(MPI_Ireduce_scatter_block(x, ref, rc, types[t], mpi_op(t, o),
+                                             MPI_COMM_WORLD, &ht_req));
+            for (int ip = 0; ip < 2; ip++) {
+                snprintf(w, sizeof w, "%s on the device",
+                         what("dt_reduce_scatter_block", t, o, rc, -1, ip));
+                s = to_dev(x, all, t);
+                r = to_dev(x, ip ? all : (size_t)rc, t);
+                EXPECT_OK(dt_reduce_scatter_block(ip ? MPI_IN_PLACE : s, ip ? s : r, rc,
+                                                  types[t], ops[o], MPI_COMM_WORLD), w);
+                expect_dev(ip ? s : r, ref, (size_t)rc, t, w);
+                dt_free(ip ? r : s);
+            }
+            free(x);
+            free(ref);
         }
+
+    /* the others move data without reducing it: each count once, against MPI's href */
+    for (int k = 0; k < 2; k++) {
+        int c = cs[k];
+        size_t all = (size_t)n * c;
+        void *x = input(all, t, -1, seed(S_MISC, 24 + k, t, 0), ht_rank);
+        void *href = newbuf(all, t), *s, *r;
+
+        HT_MPI(MPI_Ibcast(memcpy(href, x, (size_t)c * es(t)), c, types[t], root,
+                          MPI_COMM_WORLD, &ht_req));
+        snprintf(w, sizeof w, "%s on the device", what("dt_bcast", t, -1, c, root, 0));
+        r = to_dev(x, (size_t)c, t);
+        EXPECT_OK(dt_bcast(r, c, types[t], root, MPI_COMM_WORLD), w);
+        expect_dev(r, href, (size_t)c, t, w);
+        snprintf(w, sizeof w, "%s on the device", what("dt_bcast_naive", t, -1, c, root, 0));
+        r = to_dev(x, (size_t)c, t);
+        EXPECT_OK(dt_bcast_naive(r, c, types[t], root, MPI_COMM_WORLD), w);
+        expect_dev(r, href, (size_t)c, t, w);
+
+        HT_MPI(MPI_Igather(x, c, types[t], href, c, types[t], root, MPI_COMM_WORLD,
+                           &ht_req));
+        snprintf(w, sizeof w, "%s on the device", what("dt_gather", t, -1, c, root, 0));
+        s = to_dev(x, (size_t)c, t);
+        r = to_dev(x, all, t);
+        EXPECT_OK(dt_gather(s, c, types[t], r, c, types[t], root, MPI_COMM_WORLD), w);
+        if (at_root) expect_dev(r, href, all, t, w); else dt_free(r);
+        dt_free(s);
+
+        HT_MPI(MPI_Iscatter(x, c, types[t], href, c, types[t], root, MPI_COMM_WORLD,
+                            &ht_req));
+        snprintf(w, sizeof w, "%s on the device", what("dt_scatter", t, -1, c, root, 0));
+        s = to_dev(x, all, t);
+        r = to_dev(x, (size_t)c, t);
+        EXPECT_OK(dt_scatter(s, c, types[t], r, c, types[t], root, MPI_COMM_WORLD), w);
+        expect_dev(r, href, (size_t)c, t, w);
+        dt_free(s);
+
+        HT_MPI(MPI_Iallgather(x, c, types[t], href, c, types[t], MPI_COMM_WORLD, &ht_req));
+        snprintf(w, sizeof w, "%s on the device", what("dt_allgather", t, -1, c, -1, 0));
+        s = to_dev(x, (size_t)c, t);
+        r = to_dev(x, all, t);
+        EXPECT_OK(dt_allgather(s, c, types[t], r, c, types[t], MPI_COMM_WORLD), w);
+        expect_dev(r, href, all, t, w);
+        dt_free(s);
+
+        HT_MPI(MPI_Ialltoall(x, c, types[t], href, c, types[t], MPI_COMM_WORLD, &ht_req));
+        snprintf(w, sizeof w, "%s on the device", what("dt_alltoall", t, -1, c, -1, 0));
+        s = to_dev(x, all, t);
+        r = to_dev(x, all, t);
+        EXPECT_OK(dt_alltoall(s, c, types[t], r, c, types[t], MPI_COMM_WORLD), w);
+        expect_dev(r, href, all, t, w);
+        dt_free(s);
+        free(x);
+        free(href);
+    }
     HT_VERDICT();
 }
 END_TEST
@@ -1022,7 +1045,7 @@ int main(int argc, char **argv)
         { "hook", test_hook_ring, 1 },
         { "hook_steps", test_hook_same_steps, 1 },
         { "subcomm", test_subcomm, 1 },
-        { "device", test_device, 1 },
+        { "device", test_device, NT },
         { "mpi_leniency", test_mpi_leniency, 1 },
     };
     ht_add_cases(s, cases, sizeof cases / sizeof cases[0]);

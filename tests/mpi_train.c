@@ -11,7 +11,8 @@
  *   fp32     the final weights equal the reference's to rounding, every step's loss
  *            equals the reference's, and the loss goes down. Modes: serial (N = 1); dp
  *            with the server computing or dedicated; ddp with several bucket caps,
- *            overlap on and off, accumulation 1 and 2; fsdp ZeRO 1, 2, 3; tp megatron
+ *            overlap on and off, accumulation 1 and 2; fsdp ZeRO 1, 2, 3, and --offload
+ *            (ZeRO 3 and 1; also in fp16); tp megatron
  *            and allgather; pp GPipe and 1F1B with 1, 2 and 4 micro-batches; hybrid with
  *            every factorisation D*T*P = N. SGD with momentum, and Adam.
  *   async    dp --async K: the loss goes down, and it equals a serial simulation of the
@@ -163,6 +164,24 @@ static void make_cases(int N)
         c = base(DT_MODE_FSDP, a);
         c.zero = z < 4 ? z : 3;
         add(K_FP32, c, N, "fsdp zero %d %s", c.zero, opt[a]);
+    }
+    /* fsdp --offload: on a GPU the shards, their optimizer state and gradients live in
+     * host memory and the optimizer runs on the CPU; the weights must not notice (on
+     * the CPU offload moves nothing, and the same case runs). ZeRO 3 and 1, both
+     * optimizers, and fp16 with SGD (the master shards offloaded; Adam in fp16 moves
+     * further from the fp32 reference than K_FP16 allows, offload or not) */
+    static const int off[][3] = { {3, 0, 0}, {1, 1, 0}, {3, 0, 1} };  /* zero, adam, fp16 */
+    for (int i = 0; i < 3; i++) {
+        c = base(DT_MODE_FSDP, off[i][1]);
+        c.zero = off[i][0];
+        c.offload = 1;
+        if (off[i][2]) {
+            c.precision = DT_FP16;
+            c.scaler.init = 4096;
+            add(K_FP16, c, N, "fp16 fsdp zero %d offload %s", c.zero, opt[off[i][1]]);
+        } else {
+            add(K_FP32, c, N, "fsdp zero %d offload %s", c.zero, opt[off[i][1]]);
+        }
     }
 
     /* tp: hidden 12*N; 4 layers (two pairs) and 3 (a last layer of 7 outputs cut into
