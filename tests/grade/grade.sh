@@ -509,10 +509,24 @@ vet_extra() {
 }
 
 # The reference programs list the cases even when the learner's file does not build.
-if ! mk SOLUTION=1 "${exercises[@]/#/$ref/}" >"$log" 2>&1; then
+jobs=-j$(nproc 2>/dev/null || echo 2)
+if ! mk $jobs SOLUTION=1 "${exercises[@]/#/$ref/}" >"$log" 2>&1; then
     cat "$log" >&2
     echo "grade: dtlab's own grading programs do not build (above); nothing was graded" >&2
     exit 1
+fi
+
+# Every learner program built at once, in parallel (-k: past a file that does not build;
+# each exercise's own make below then says why, or finds its program made)
+if [ "$SOLUTION" != 1 ]; then
+    targets=()
+    for e in "${exercises[@]}"; do
+        copy_in "$src/$e/${e#*_}.c" "$out/src/$e/${e#*_}.c"
+        [ -e "$out/src/$e/${e#*_}.c" ] &&
+            targets+=("$out/$e" "$out/calls/$e.o" ${asan:+"$out/asan/$e"})
+    done
+    [ ${#targets[@]} -gt 0 ] &&
+        mk $jobs -k GRADE_SRC="$out/src" GRADE_OUT="$out" "${targets[@]}" >"$tmp/build.log" 2>&1
 fi
 
 for e in "${exercises[@]}"; do
@@ -525,7 +539,6 @@ for e in "${exercises[@]}"; do
         done
     fi
     file=$src/$e/${e#*_}.c
-    [ "$SOLUTION" = 1 ] || copy_in "$file" "$out/src/$e/${e#*_}.c"
     for s in "${suites[@]}"; do
         built=1; buildmsg=""
         if [ "$s" != "$e" ] && ! mk SOLUTION=1 "$ref/$s" >"$log" 2>&1; then
@@ -548,9 +561,11 @@ for e in "${exercises[@]}"; do
             [ "$s" = "$e" ] && { echo "   $file does not build:"
                 grep -E 'error|undefined reference|No rule' "$log" | head -n 8 | as_learner
                 } >>"$tmp/rows"
-        elif [ "$s" = "$e" ] && grep -q 'warning:' "$log"; then
+        elif [ "$s" = "$e" ] && cat "$log" "$tmp/build.log" 2>/dev/null |
+                 grep -F "$out/src/$e/" | grep -q 'warning:'; then
             { echo "   the compiler warns about $file (worth a look):"
-              grep 'warning:' "$log" | head -n 4 | as_learner; } >>"$tmp/rows"
+              cat "$log" "$tmp/build.log" | grep -F "$out/src/$e/" | grep 'warning:' |
+                  awk '!seen[$0]++' | head -n 4 | as_learner; } >>"$tmp/rows"
         fi
         label="$e"
         [ "$s" != "$e" ] && label="$e (${s#extra/})"
