@@ -201,6 +201,30 @@ static int check_accum(const char *name, const float *got, const float *want,
     return ok;
 }
 
+/* ==== the bytes ====
+ * Each layer moves exactly what its algorithm needs: the column forward and the row
+ * backward nothing, the column backward one allreduce of dx (B x in), the row forward
+ * one of y (B x out). Another way to share the work (gathering W, or the whole x)
+ * computes the same numbers with other bytes, and loses the case. */
+
+/* The bytes one dt_allreduce of count floats sends from this rank on comm. Collective. */
+static size_t allreduce_bytes(size_t count, MPI_Comm comm)
+{
+    float *z = zeros(count ? count : 1);
+    dt_bytes_reset();
+    dt_allreduce(MPI_IN_PLACE, z, (int)count, MPI_FLOAT, MPI_SUM, comm);
+    size_t sent = dt_bytes_sent();
+    free(z);
+    return sent;
+}
+
+/* Notes a failure when fn sent other than want bytes (what: the traffic it should). */
+static void check_sent(const char *fn, size_t sent, size_t want, const char *what)
+{
+    HT_EXPECT(sent == want, "%s sent %zu bytes from this rank; %s, %zu bytes through "
+              "dtlab's p2p (MPI's own calls are not seen)", fn, sent, what, want);
+}
+
 /* ==== the cases ==== */
 
 START_TEST(col_forward)
@@ -210,7 +234,10 @@ START_TEST(col_forward)
     int n = L.n;
     float *W_t = rows_of(L.W, s.in, L.lo, L.hi), *b_t = rows_of(L.b, 1, L.lo, L.hi);
     float *y_t = data((size_t)s.B * n, L.seed, 4);
+    dt_bytes_reset();
     ex_col_linear_forward(L.x, W_t, b_t, y_t, s.B, s.in, s.out, MPI_COMM_WORLD);
+    check_sent("ex_col_linear_forward", dt_bytes_sent(), 0, "the column-parallel "
+               "forward needs no communication: x is whole on every rank");
 
     float *want = cols_of(L.y, s.B, s.out, L.lo, L.hi);
     float *nob = plus(want, (size_t)s.B * n, b_t, n ? n : 1, -1.0f);
@@ -235,8 +262,13 @@ START_TEST(col_backward)
     float *dW_t = data((size_t)n * s.in, L.seed, 4 + t), *db_t = data(n, L.seed, 20 + t);
     float *dx_got = data(nx, L.seed, 40 + t);
     float *dW0 = copy_of(dW_t, (size_t)n * s.in), *db0 = copy_of(db_t, n);
+    dt_bytes_reset();
     ex_col_linear_backward(L.x, W_t, dy_t, dx_got, dW_t, db_t, s.B, s.in, s.out,
                            MPI_COMM_WORLD);
+    size_t sent = dt_bytes_sent();
+    check_sent("ex_col_linear_backward", sent, allreduce_bytes(nx, MPI_COMM_WORLD),
+               "the column-parallel backward sums dx over the ranks: one dt_allreduce "
+               "of B x in floats");
 
     /* dx: whole; the partial sum of this rank alone is the typical mistake */
     float *part = zeros(nx), *junk = zeros((size_t)s.in * nc);
@@ -265,7 +297,12 @@ START_TEST(row_forward)
     float *x_t = cols_of(L.x, s.B, s.in, L.lo, L.hi);
     float *W_t = cols_of(L.W, s.out, s.in, L.lo, L.hi);
     float *y_got = data(ny, L.seed, 4 + L.t);
+    dt_bytes_reset();
     ex_row_linear_forward(x_t, W_t, L.b, y_got, s.B, s.in, s.out, MPI_COMM_WORLD);
+    size_t sent = dt_bytes_sent();
+    check_sent("ex_row_linear_forward", sent, allreduce_bytes(ny, MPI_COMM_WORLD),
+               "the row-parallel forward sums the partial outputs: one dt_allreduce of "
+               "B x out floats");
 
     /* the typical mistakes: the bias on every rank, no bias, no sum over the ranks */
     float *part = zeros(ny);
@@ -299,8 +336,11 @@ START_TEST(row_backward)
     float *db_got = data(s.out, L.seed, 20);
     float *dx_t = data((size_t)s.B * n, L.seed, 40 + t);
     float *dW0 = copy_of(dW_t, (size_t)s.out * n), *db0 = copy_of(db_got, s.out);
+    dt_bytes_reset();
     ex_row_linear_backward(x_t, W_t, L.dy, dx_t, dW_t, db_got, s.B, s.in, s.out,
                            MPI_COMM_WORLD);
+    check_sent("ex_row_linear_backward", dt_bytes_sent(), 0, "the row-parallel "
+               "backward needs no communication: dy is whole on every rank");
 
     size_t nxt = (size_t)s.B * n;
     float *wdx = cols_of(L.dx, s.B, s.in, L.lo, L.hi);
