@@ -3,14 +3,14 @@
 # Sourced by run.sh, which then calls stress_tests; it uses run.sh's helpers (run,
 # report, status_words, now, missing) and its variables ($BUILD, $MPIEXEC, $log).
 # $BUILD/tests/stress (tests/stress.c) runs at 1, 2, 3, 5 and 8 ranks (and 4, 6, 7 too
-# when STRESS_SECONDS is 30 or more), each for STRESS_SECONDS seconds (default 6, so
-# the section takes about 40 s). Each run prints its seed; a mismatch fails the run
+# when STRESS_SECONDS is 30 or more), each for STRESS_SECONDS seconds (default 4, so
+# the section takes about 30 s). Each run prints its seed; a mismatch fails the run
 # and the FAIL line says how to replay it. `make stress` runs the section longer.
 #
 #     STRESS_SECONDS=60 SECTIONS=11 bash tests/run.sh
 
 stress_tests() {
-    local bin=$BUILD/tests/stress secs=${STRESS_SECONDS:-6} ranks="1 2 3 5 8"
+    local bin=$BUILD/tests/stress secs=${STRESS_SECONDS:-4} ranks="1 2 3 5 8"
     local n t0 rc took line replay mism seed
     if [ ! -x "$bin" ]; then
         missing stress "$bin"
