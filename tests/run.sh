@@ -656,10 +656,14 @@ grade_tests() {
         else
             ex=$(basename "$(ls -d "$dir"[0-9][0-9]_*/ | head -n 1)")
         fi
-        # (1-4 ranks and 3 s a wait: every planted mistake shows there, and make test
-        # stays under 10 minutes; a deadlock is then named after 3 s, not 5)
+        # (at 1-3 ranks, or the ranks NAME/ranks names, and 2 s a wait: each planted
+        # mistake shows there, a deadlock is named after 2 s, and make test stays under
+        # 10 minutes)
+        local ranks="1 2 3"
+        [ -f "tests/grade/mistakes/$name/ranks" ] &&
+            ranks=$(head -n 1 "tests/grade/mistakes/$name/ranks")
         run "grade a planted mistake: $name" 0 "${g[@]}" WORK="$dir" EX="${ex%%_*}" GRADE_TIMEOUT=10 \
-            GRADE_RANKS="1 2 3 4" GRADE_WAIT=3 RULES=$rules TAP="$tmp/m.tap" bash tests/grade/grade.sh
+            GRADE_RANKS="$ranks" GRADE_WAIT=2 RULES=$rules TAP="$tmp/m.tap" bash tests/grade/grade.sh
         score "  $name loses points" less
         # the TAP report holds each message whole (the table folds long lines)
         grep -Eq -- "$re" "$tmp/m.tap" && report "  $name: the message says why" 1 "/$re/" ||
@@ -705,10 +709,13 @@ grade_tests() {
     # STRICT=1: a course's CI fails below full marks
     run "grade STRICT=1 below full marks exits 1" 1 "${g[@]}" EX=02 STRICT=1 TAP="$tmp/s.tap" \
         bash tests/grade/grade.sh
-    run "grade with hidden tests (EXTRA_TESTS)" 0 "${g[@]}" SOLUTION=1 EX=04 \
-        EXTRA_TESTS=tests/grade/hidden_example TAP="$tmp/x.tap" bash tests/grade/grade.sh
-    grep -q 'hidden tests 04_subcomm' "$log" && score "  the hidden cases count" full ||
-        report "  the hidden cases count" 0 "no hidden suite in the table"
+    # (hidden tests: below, from a path with a space; here only where that cannot run)
+    if [[ $BUILD == /* ]]; then
+        run "grade with hidden tests (EXTRA_TESTS)" 0 "${g[@]}" SOLUTION=1 EX=04 \
+            EXTRA_TESTS=tests/grade/hidden_example TAP="$tmp/x.tap" bash tests/grade/grade.sh
+        grep -q 'hidden tests 04_subcomm' "$log" && score "  the hidden cases count" full ||
+            report "  the hidden cases count" 0 "no hidden suite in the table"
+    fi
     # make reset in a clone: the file back as committed, the learner's kept beside it
     local f=exercises/02_reduce_scatter/reduce_scatter.c
     if git clone -q . "$tmp/clone" 2>/dev/null; then
