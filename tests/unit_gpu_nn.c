@@ -95,19 +95,7 @@ static float *from_gpu(const float *d, size_t n)
     return h;
 }
 
-/* |got - want| <= tol * scale for every element, scale = max(1, max |want|). */
-static void require_close(const float *got, const double *want, size_t n, double tol,
-                          const char *what)
-{
-    double scale = 1.0;
-    for (size_t i = 0; i < n; i++)
-        scale = fmax(scale, fabs(want[i]));
-    for (size_t i = 0; i < n; i++)
-        REQUIRE(fabs(got[i] - want[i]) <= tol * scale, "%s[%zu] = %.9g, want %.9g "
-                "(tolerance %g)", what, i, (double)got[i], want[i], tol * scale);
-}
-
-/* The GPU's result against the CPU's (float against float), as require_close. */
+/* The GPU's result against the CPU's (float against float), as unit_require_close. */
 static void require_gpu_close(const float *d_got, const float *cpu, size_t n, double tol,
                               const char *what)
 {
@@ -115,7 +103,7 @@ static void require_gpu_close(const float *d_got, const float *cpu, size_t n, do
     double *want = doubles(n);
     for (size_t i = 0; i < n; i++)
         want[i] = cpu[i];
-    require_close(got, want, n, tol, what);
+    unit_require_close(got, want, n, tol, what);
     free(got);
     free(want);
 }
@@ -173,12 +161,12 @@ START_TEST(test_linear)
             want_dx[(size_t)r * in + i] = s;
         }
     dt_linear_forward(x, W, b, y, B, in, out);
-    require_close(y, want_y, ny, 1e-5, "cpu y");
+    unit_require_close(y, want_y, ny, 1e-5, "cpu y");
     dt_linear_forward(x, W, NULL, y0, B, in, out);
     dt_linear_backward(x, W, dy, dx, dW, db, B, in, out);
-    require_close(dW, want_dW, nW, 1e-5, "cpu dW");
-    require_close(db, want_db, out, 1e-5, "cpu db");
-    require_close(dx, want_dx, nx, 1e-5, "cpu dx");
+    unit_require_close(dW, want_dW, nW, 1e-5, "cpu dW");
+    unit_require_close(db, want_db, out, 1e-5, "cpu db");
+    unit_require_close(dx, want_dx, nx, 1e-5, "cpu dx");
 
     if (use_gpu()) {
         float *d_x = to_gpu(x, nx * 4), *d_W = to_gpu(W, nW * 4), *d_b = to_gpu(b, out * 4);
@@ -236,8 +224,8 @@ START_TEST(test_act)
     }
     dt_act_forward(a, x, y, n);
     dt_act_backward(a, x, dy, dx, n);
-    require_close(y, want_y, n, 1e-6, name);
-    require_close(dx, want_dx, n, 1e-6, name);
+    unit_require_close(y, want_y, n, 1e-6, name);
+    unit_require_close(dx, want_dx, n, 1e-6, name);
 
     if (use_gpu()) {
         float *d_x = to_gpu(x, n * 4), *d_dy = to_gpu(dy, n * 4);
@@ -293,7 +281,7 @@ START_TEST(test_xent)
     float loss = dt_xent(l, y, B, C, scale, d);
     REQUIRE(fabs(loss - want_loss) <= 1e-5 * fmax(1, fabs(want_loss)),
             "cpu loss %.9g, want %.9g", (double)loss, want_loss);
-    require_close(d, want_d, n, 1e-6, "cpu dlogits");
+    unit_require_close(d, want_d, n, 1e-6, "cpu dlogits");
 
     if (use_gpu()) {
         float *d_l = to_gpu(l, n * 4), *d_d = dti_cuda_malloc(n * 4);
@@ -362,9 +350,9 @@ START_TEST(test_optim)
             }
         }
         dt_optim_step(o, step, p, g, st, n);
-        require_close(p, want_p, n, 1e-5, "cpu params");
+        unit_require_close(p, want_p, n, 1e-5, "cpu params");
         if (S)
-            require_close(st, want_s, n * S, 1e-5, "cpu state");
+            unit_require_close(st, want_s, n * S, 1e-5, "cpu state");
         if (gpu) {
             float *d_g = to_gpu(g, n * 4);
             dti_nn_cuda_optim_step((int)o->kind, o->lr, o->momentum, o->beta1, o->beta2,

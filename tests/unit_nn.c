@@ -60,18 +60,6 @@ static float *copy_floats(const float *src, size_t n)
     return p;
 }
 
-/* |got - want| <= tol * scale for each element, scale = max(1, max |want|) */
-static void require_close(const float *got, const double *want, size_t n, double tol,
-                          const char *what)
-{
-    double scale = 1.0;
-    for (size_t i = 0; i < n; i++)
-        scale = fmax(scale, fabs(want[i]));
-    for (size_t i = 0; i < n; i++)
-        REQUIRE(fabs(got[i] - want[i]) <= tol * scale, "%s[%zu] = %.9g, want %.9g "
-                "(tolerance %g)", what, i, (double)got[i], want[i], tol * scale);
-}
-
 static double gelu_d(double x)
 {
     return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
@@ -153,21 +141,21 @@ START_TEST(test_linear)
         }
 
     dt_linear_forward(x, W, b, y, B, in, out);
-    require_close(y, want_y, (size_t)B * out, 1e-6, "y");
+    unit_require_close(y, want_y, (size_t)B * out, 1e-6, "y");
     dt_linear_forward(x, W, NULL, y, B, in, out);          /* no bias */
     for (int r = 0; r < B; r++)
         for (int o = 0; o < out; o++)
             want_y[r * out + o] -= b[o];
-    require_close(y, want_y, (size_t)B * out, 1e-6, "y without bias");
+    unit_require_close(y, want_y, (size_t)B * out, 1e-6, "y without bias");
 
     float *dW0 = copy_floats(dW, (size_t)out * in);
     dt_linear_backward(x, W, dy, dx, dW, db, B, in, out);
-    require_close(dW, want_dW, (size_t)out * in, 1e-6, "dW");
-    require_close(db, want_db, out, 1e-6, "db");
-    require_close(dx, want_dx, (size_t)B * in, 1e-6, "dx");
+    unit_require_close(dW, want_dW, (size_t)out * in, 1e-6, "dW");
+    unit_require_close(db, want_db, out, 1e-6, "db");
+    unit_require_close(dx, want_dx, (size_t)B * in, 1e-6, "dx");
     /* without dx and db: dW alone, the same */
     dt_linear_backward(x, W, dy, NULL, dW0, NULL, B, in, out);
-    require_close(dW0, want_dW, (size_t)out * in, 1e-6, "dW (no dx, no db)");
+    unit_require_close(dW0, want_dW, (size_t)out * in, 1e-6, "dW (no dx, no db)");
 
     free(x); free(W); free(b); free(dy); free(dW); free(db); free(dx); free(y); free(dW0);
     free(want_y); free(want_dW); free(want_db); free(want_dx);
@@ -239,11 +227,11 @@ START_TEST(test_xent)
     }
     float loss = dt_xent(l, y, B, C, scale, dl);
     REQUIRE(fabs(loss - want_loss) < 1e-5 * want_loss, "loss %.9g, want %.9g", loss, want_loss);
-    require_close(dl, want_dl, B * C, 1e-6, "dlogits");
+    unit_require_close(dl, want_dl, B * C, 1e-6, "dlogits");
     REQUIRE(dt_xent(l, y, B, C, scale, NULL) == loss, "loss without dlogits differs");
     float inplace = dt_xent(l, y, B, C, scale, l);           /* dlogits over logits */
     REQUIRE(inplace == loss, "loss in place differs");
-    require_close(l, want_dl, B * C, 1e-6, "dlogits in place");
+    unit_require_close(l, want_dl, B * C, 1e-6, "dlogits in place");
     free(l);
 
     /* huge logits: the row maximum is subtracted, so nothing overflows */
@@ -411,8 +399,8 @@ START_TEST(test_backward_fd)
             "double forward gives %.9g", loss / B, ref);
     numeric_grad(c, pd, xd, y, B, pd, np, gp);
     numeric_grad(c, pd, xd, y, B, xd, nx, gxd);
-    require_close(grads, gp, np, 2e-5, "parameter gradient");
-    require_close(gx, gxd, nx, 2e-5, "input gradient");
+    unit_require_close(grads, gp, np, 2e-5, "parameter gradient");
+    unit_require_close(gx, gxd, nx, 2e-5, "input gradient");
     /* and as one relative error over all of them */
     double num = 0, den = 0;
     for (size_t j = 0; j < np; j++) {
@@ -458,7 +446,7 @@ START_TEST(test_accumulation)
     double *want = malloc(np * sizeof *want);
     for (size_t j = 0; j < np; j++)
         want[j] = whole[j];
-    require_close(halves, want, np, 1e-6, "gradient of two half-batches");
+    unit_require_close(halves, want, np, 1e-6, "gradient of two half-batches");
     dt_mlp_acts_free(&a);
     free(params); free(x); free(whole); free(halves); free(want);
 }
