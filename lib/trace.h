@@ -94,6 +94,7 @@ typedef struct {
     int version;
     int nranks;
     char program[64];
+    char train[192];   /* the "# train ..." header line after "# train ", "" if none */
     dt_event *ev;      /* owned; grouped by rank, sorted by t0 within a rank */
     size_t n;
 } dt_trace;

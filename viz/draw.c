@@ -369,6 +369,19 @@ static const struct { const char *name; SDL_Color c; } tl_kind[TL_N] = {   /* dr
     { "reduce/copy", { 232, 200, 64, 255 } }, { "d2h/h2d", { 96, 120, 170, 255 } },
 };
 
+SDL_Color dv_kind_color(dv_color_kind k)
+{
+    static const SDL_Color c[DV_C_N] = {
+        [DV_C_FORWARD] = { 84, 150, 230, 255 }, [DV_C_BACKWARD] = { 236, 128, 72, 255 },
+        [DV_C_OPTIMIZER] = { 180, 110, 230, 255 }, [DV_C_COMPUTE] = { 130, 134, 146, 255 },
+        [DV_C_SEND] = { 224, 76, 92, 255 }, [DV_C_RECV] = { 76, 200, 120, 255 },
+        [DV_C_REDUCE] = { 232, 200, 64, 255 }, [DV_C_STAGE] = { 96, 120, 170, 255 },
+        [DV_C_COMM] = { 224, 76, 92, 255 }, [DV_C_WAIT] = { 90, 60, 66, 255 },
+        [DV_C_COPY_ARROW] = { 236, 236, 236, 255 }, [DV_C_ADD_ARROW] = { 255, 168, 56, 255 },
+    };
+    return k >= 0 && k < DV_C_N ? c[k] : c[DV_C_COMPUTE];
+}
+
 /* The colour of e (-1: not drawn, a mark) and its lane, 0..2. */
 static int tl_class(const dt_event *e, int *lane)
 {

@@ -45,6 +45,18 @@ int dv_text_height(const dv_text *t, dv_font f);     /* one line, in pixels */
 /* The colour of rank r (0..DV_MAX_RANKS-1): distinct for every r, opaque. */
 SDL_Color dv_rank_color(int r);
 
+/* The colours of what is not a rank: event kinds (the timeline, the timetable's
+ * blocks) and arrows. None of them is close to any rank's colour, so a rank's colour
+ * always means that rank. */
+typedef enum {
+    DV_C_FORWARD, DV_C_BACKWARD, DV_C_OPTIMIZER, DV_C_COMPUTE,   /* compute */
+    DV_C_SEND, DV_C_RECV, DV_C_REDUCE, DV_C_STAGE,               /* the timeline's comm */
+    DV_C_COMM, DV_C_WAIT,                                        /* the timetable's comm */
+    DV_C_COPY_ARROW, DV_C_ADD_ARROW,                             /* the grid's arrows */
+    DV_C_N
+} dv_color_kind;
+SDL_Color dv_kind_color(dv_color_kind k);
+
 typedef struct {
     int w, h;                      /* the whole picture */
     SDL_Rect header, grid, panel, timeline;
@@ -73,6 +85,8 @@ dv_cache *dv_cache_new(void);                  /* NULL when out of memory */
 void dv_cache_clear(dv_cache *c);
 void dv_cache_free(dv_cache *c);
 
+struct dv_tt;                      /* timetable.h */
+
 typedef struct {
     double pos;                    /* 0 .. npos-1; the fraction slides the moving pieces */
     int help;                      /* draw the key overlay */
@@ -80,6 +94,14 @@ typedef struct {
     double speed;                  /* steps per second, for the header; 0 hides it */
     const char *note;              /* one line at the bottom, or NULL */
     dv_cache *cache;               /* NULL: the timeline is drawn directly */
+    /* the training timetable (timetable.h): drawn instead of the grid when tt != NULL */
+    const struct dv_tt *tt;
+    int tt_step;                   /* index into tt->steps of the step shown */
+    double t0, t1;                 /* the time window shown (zoom and pan), t1 > t0 */
+    double cursor;                 /* a time marked with a line (pp: the stash there);
+                                    * outside [t0, t1]: none */
+    int call;                      /* a collective call picked in the timetable, drawn
+                                    * highlighted; -1 none */
 } dv_view;
 
 /* The keys, {key, what it does} pairs ending with {NULL, NULL}: the help overlay and
@@ -90,6 +112,19 @@ extern const char *const dv_key_help[][2];
  * step 3 of 6" (k of the call's F frames done; the phase of the arrows shown, or of the
  * last frame at k = F). The header and dtviz --verbose print it. */
 void dv_pos_describe(const dv_model *m, int pos, char *buf, size_t len);
+
+/* ==== the training timetable (tt_draw.c) ==== */
+
+/* Draws v->tt: header (the mode and its settings, the training step k of S, the step's
+ * measures beside their models), one row per rank with a compute lane and a comm lane
+ * over [v->t0, v->t1], waiting drawn apart from moving bytes, pp's messages as arrows
+ * between rows, a time axis, the cursor (pp: each stage's stashed activations there),
+ * the legend. dv_draw calls it when v->tt != NULL. */
+void dv_tt_draw(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_view *v, int w, int h);
+
+/* What a click at (x, y) on a w x h timetable hits: returns 1 and the rank, the lane
+ * (0 compute, 1 comm) and the time under it, or 0 when (x, y) is outside the rows. */
+int dv_tt_hit(const dv_view *v, int w, int h, int x, int y, int *rank, int *lane, double *t);
 
 /* Draws the whole picture into r's current target, w x h. */
 void dv_draw(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_view *v, int w, int h);
