@@ -539,6 +539,10 @@ static void draw_help(SDL_Renderer *r, dv_text *t, int w, int h)
 
 void dv_draw(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_view *v, int w, int h)
 {
+    if (v->tt != NULL) {
+        dv_tt_draw(r, t, m, v, w, h);
+        return;
+    }
     dv_mask st[DV_MAX_RANKS * DV_MAX_CELLS];          /* masks after k frames */
     int pos = clampi((int)v->pos, 0, m->npos - 1), call, k;
     dv_layout L;
