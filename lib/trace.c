@@ -7,8 +7,9 @@
  *   dt_finalize ── dti_trace_close:
  *        every rank: sort its events by t0, format them as text
  *        MPI_Gather of (text bytes, events, dropped) to rank 0
- *        rank 0: opens FILE.tmp, writes the header (with "# events N", and a "# note"
- *                for a rank that hit the event limit), tells everyone whether it could
+ *        rank 0: opens FILE.tmp, writes the header (with "# events N", "# train" when
+ *                dt_trace_train was called, and a "# note" for a rank that hit the
+ *                event limit), tells everyone whether it could
  *        rank r = 0, 1, 2, ...: its text goes to rank 0, which appends it
  *        rank 0: closes and renames FILE.tmp to FILE (a reader never sees half a file)
  *
@@ -48,6 +49,7 @@ static struct {
     double start;            /* MPI_Wtime() of the common time zero */
     char *path;              /* owned; where rank 0 writes */
     char program[64];
+    char train[DTI_TRACE_TRAIN_MAX + 1];   /* the "# train" text, "" for none */
     pthread_mutex_t mu;      /* guards ev, n, cap, dropped */
     dt_event *ev;
     size_t n, cap;
@@ -146,6 +148,14 @@ void dt_trace_open(const char *path, const char *program)
 
     tr.start = on ? common_start() : MPI_Wtime();
     tr.on = on;
+}
+
+int dt_trace_train(const char *text)
+{
+    if (!dti_trace_train_ok(text))
+        return -1;
+    memcpy(tr.train, text, strlen(text) + 1);
+    return 0;
 }
 
 int dt_trace_enabled(void)
@@ -293,7 +303,8 @@ static char *format_events(const dt_event *ev, size_t n, size_t *len)
 static FILE *open_output(const char *tmp, long long nevents, const long long *all)
 {
     char head[4 * DTI_TRACE_LINE_MAX];
-    int k = dti_trace_format_header(head, sizeof head, tr.size, tr.program, nevents);
+    int k = dti_trace_format_header(head, sizeof head, tr.size, tr.program, tr.train,
+                                    nevents);
     DT_REQUIRE(k > 0, "the trace header cannot be written");
     FILE *f = fopen(tmp, "w");
     if (f != NULL && fwrite(head, 1, (size_t)k, f) == (size_t)k) {

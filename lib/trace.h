@@ -10,6 +10,12 @@
  *     0.000153 0.000161 0 send 1 allreduce_ring reduce-scatter 0 3 75 100 100
  *     ...
  *
+ * A training run (dt_train) adds "# train TEXT" after "# program": what it trained, as
+ * "mode M" and then "key value" pairs (see "What training records" below), e.g.
+ *
+ *     # train mode pp schedule 1f1b stages 4 micro 8 layers 8 hidden 1024 batch 512
+ *             steps 2 ranks 4 precision fp32 optimizer sgd        (one line in the file)
+ *
  * One event per line, fields separated by single spaces:
  *   t0 t1   begin and end, seconds since the common start: one instant of rank 0's
  *           clock, taken in dt_init (ranks on other hosts estimate their clock's offset
@@ -25,9 +31,94 @@
  *   lo hi   its element range [lo, hi) in the collective's buffer (0 0 if none)
  *   nbytes  bytes moved or reduced
  * Lines are grouped by rank and ordered by t0 within a rank. Lines starting with '#'
- * are comments; unknown header lines are ignored, so later versions can add some.
+ * are comments; unknown header lines are ignored, so later versions can add some
+ * ("# train" came that way: version 1 readers without it skip it).
  *
- * The reader and the Chrome export need no MPI, so the viewer can use them. */
+ * The reader and the Chrome export need no MPI, so the viewer can use them.
+ *
+ * ==== What training records (lib/parallel) ====
+ *
+ * The header line "# train TEXT": "mode M" first, then "key value" pairs, single
+ * spaces, written once per run by rank 0 (dt_train of the first run over every rank of
+ * MPI_COMM_WORLD: a serial reference on MPI_COMM_SELF leaves it alone). Keys by mode:
+ *
+ *   pp      schedule gpipe|1f1b, stages P, micro M (micro-batches per step: --micro
+ *           times --accum)
+ *   ddp     bucket_kb K, overlap on|off, compress none|fp16|int8|sign (sign: feedback
+ *           on|off)
+ *   fsdp    zero 1|2|3, offload on|off
+ *   tp      tp T, tp_style megatron|allgather
+ *   hybrid  dp D, tp T, pp P; then the keys of the parts it has: with P > 1 pp's
+ *           (schedule, stages = P, micro), with D > 1 bucket_kb and overlap, with
+ *           T > 1 tp_style
+ *   dp      async K, server shared|dedicated (rank 0 computes too, or only serves)
+ *   moe     experts E, topk k, capacity F, groups G, aux_loss A
+ *   serial, ddp, tp, hybrid without stages: accum K when K > 1
+ * then for every mode: layers L hidden H batch B steps S ranks N precision fp32|fp16
+ * optimizer sgd|adam. (Pairs that would take the line past 191 characters are left
+ * out, the last first; real runs are far from it.)
+ *
+ * The events. step is the training step s in all of them (from 1, as training counts);
+ * "micro m" means lo..hi = m..m+1 for micro-batch m (moe: token group m), or 0 0 where
+ * the run has none (fsdp, dp).
+ *
+ *   coll      phase             kind      chunk   lo..hi       what
+ *   train     step              mark      -1      0 0          step s begins (an instant,
+ *                                                              every rank)
+ *   train     forward,backward  compute   layer   micro        work on one layer
+ *   train     loss, sum,        compute   -1 [2]  micro, 0 0   the loss; dp's server
+ *             optimizer                                        adding the gradients up;
+ *                                                              the update
+ *   pipeline  forward,backward  mark      stage   micro        one pipeline operation,
+ *                                                              from its receive to the
+ *                                                              end of its compute
+ *   pipeline  activations,      send,     micro   micro        pp's messages (exchange:
+ *             gradients,        recv                           a send and a receive in
+ *             exchange                                         one)
+ *   ddp       bucket            mark      bucket  elements of  the bucket's allreduce
+ *                                                 the grads    (ddp; hybrid's dp part)
+ *   fsdp      gather            mark      layer   [1]          ZeRO-3: the layer's
+ *                                                              weights allgathered
+ *   fsdp      free              mark      layer   [1]          ZeRO-3: the gathered copy
+ *                                                              dropped (an instant)
+ *   fsdp      reduce-scatter    mark      layer   [1]          the layer's gradients
+ *                                                              summed, each rank keeping
+ *                                                              its shard
+ *   fsdp      gather-updated    mark      layer   [1]          ZeRO-1/2, after the
+ *                                                              optimizer: the updated
+ *                                                              shards allgathered
+ *   tp        f                 mark      layer   micro        backward: allreduce of a
+ *                                                              column-cut layer's input
+ *                                                              gradient
+ *   tp        g                 mark      layer   micro        forward: allreduce of a
+ *                                                              row-cut layer's output
+ *   tp        gather            mark      layer   micro        forward: allgather of a
+ *                                                              column-cut layer's output
+ *                                                              (an unpaired last layer,
+ *                                                              or tp_style allgather)
+ *   moe       dispatch,combine  mark      -1      0 0          forward's all-to-alls:
+ *                                                              tokens to their experts,
+ *                                                              outputs back
+ *   moe       grad-dispatch,    mark      -1      0 0          backward's: the outputs'
+ *             grad-combine                                     gradients to the experts,
+ *                                                              the inputs' back
+ *   dp        weights,          send,     -1      0 0          the parameter server's
+ *             gradients         recv                           messages (the server
+ *                                                              sends weights at the end
+ *                                                              of the step that made
+ *                                                              them; a worker receives
+ *                                                              them in the step that
+ *                                                              uses them)
+ *   [1] the layer's weights [offset, offset + size) in the whole model (dt_mlp layout)
+ *   [2] fsdp updates layer by layer: its optimizer events have chunk = the layer
+ *
+ * Megatron's names (tp): f is the identity in forward and an allreduce in backward; g
+ * is an allreduce in forward and the identity in backward. Every mark above except
+ * "step" and "free" spans the operation: t0 before it, t1 after it, recorded by the
+ * rank that did it once it is done (the collectives inside record their own events
+ * meanwhile); nbytes is the size of the buffer moved (the bucket, the gathered layer,
+ * the allreduced activations; moe: one all-to-all's send buffer). A mark takes the
+ * receive chunk of the context (dt_trace_add). */
 #ifndef DT_TRACE_H
 #define DT_TRACE_H
 
@@ -80,6 +171,14 @@ void dt_trace_call(const char *coll, size_t count, size_t esize);
 /* Records one event [t0, t1] with the current context. Thread-safe. */
 void dt_trace_add(dt_event_kind kind, int peer, size_t nbytes, double t0, double t1);
 
+/* What this run trains, for the "# train TEXT" header line (format above): text is
+ * 1..191 printable ASCII characters, spaces allowed (copied). Any rank may
+ * call it, with or without tracing on, any number of times: the last text rank 0 gave
+ * is written. Returns 0, or -1 for NULL, "", a text too long or with a character out
+ * of range, which is ignored (what was set before stays). Not thread-safe: call it
+ * from the main thread (dt_train does, before training). */
+int dt_trace_train(const char *text);
+
 /* Called by dt_finalize on every rank: gathers the events to rank 0, which writes the
  * file. Collective over MPI_COMM_WORLD. */
 void dti_trace_close(void);
@@ -108,7 +207,8 @@ void dt_trace_free(dt_trace *t);
 
 /* Writes t as Chrome trace JSON (open it in Perfetto or chrome://tracing): one process
  * per rank, a "comm" track (send, recv, d2h, h2d) and a "compute" track (reduce, copy,
- * compute). Returns 0, or -1 with a sentence in err. */
+ * compute); the program and the train text go into otherData. Returns 0, or -1 with a
+ * sentence in err. */
 int dt_trace_write_chrome(const dt_trace *t, const char *path, char *err, size_t errlen);
 
 /* ==== internal: shared by the writer (trace.c), the reader and the tests ==== */
@@ -120,18 +220,23 @@ int dt_trace_write_chrome(const dt_trace *t, const char *path, char *err, size_t
 
 #define DTI_TRACE_LINE_MAX 512  /* longest line the reader takes, '\n' excluded */
 #define DTI_TRACE_NAME_MAX 31   /* coll, phase: 1..31 printable ASCII, no spaces */
+#define DTI_TRACE_TRAIN_MAX 191 /* "# train" text: 1..191 printable ASCII, spaces too */
 
-/* Formats the header lines (nevents < 0 leaves "# events" out) or one event line, with
- * its '\n', into buf. Return the length written, or -1 when the line does not fit in len
- * or in DTI_TRACE_LINE_MAX, or a field cannot be written (bad kind, bad name, time not
- * finite). */
+/* Formats the header lines (nevents < 0 leaves "# events" out; train NULL or "" leaves
+ * "# train" out) or one event line, with its '\n', into buf. Return the length written,
+ * or -1 when the line does not fit in len or in DTI_TRACE_LINE_MAX, or a field cannot
+ * be written (bad kind, bad name, bad train text, time not finite). */
 int dti_trace_format_header(char *buf, size_t len, int nranks, const char *program,
-                            long long nevents);
+                            const char *train, long long nevents);
 int dti_trace_format_event(const dt_event *e, char *buf, size_t len);
 
 /* 1 when s can be a coll or phase field: 1..DTI_TRACE_NAME_MAX characters from '!' to
  * '~'. */
 int dti_trace_name_ok(const char *s);
+
+/* 1 when s can be the text of a "# train" line: 1..DTI_TRACE_TRAIN_MAX characters from
+ * ' ' to '~' (dt_trace.train holds it with its NUL). */
+int dti_trace_train_ok(const char *s);
 
 /* Sorts events by rank, then t0, keeping the order of equal keys (a merge sort). */
 void dti_trace_sort(dt_event *ev, size_t n);

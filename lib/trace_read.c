@@ -25,6 +25,8 @@
 #define TRACE_MAX_RANKS  (1 << 20)
 #define TRACE_MAX_EVENTS ((size_t)1 << 26)
 #define PROGRAM_MAX      63            /* dt_trace.program holds 63 characters + NUL */
+_Static_assert(sizeof ((dt_trace *)0)->program == PROGRAM_MAX + 1, "dt_trace.program");
+_Static_assert(sizeof ((dt_trace *)0)->train == DTI_TRACE_TRAIN_MAX + 1, "dt_trace.train");
 
 static const char *const kind_names[DT_EV_NKINDS] = {
     "send", "recv", "reduce", "copy", "d2h", "h2d", "compute", "mark"
@@ -44,21 +46,27 @@ const char *dt_event_kind_name(dt_event_kind kind)
 
 /* ==== the line format, shared with the writer ==== */
 
-/* Reads at most max+1 bytes of s, so a char[32] without a NUL is safe too. */
-static int name_ok(const char *s, size_t max)
+/* 1..max characters from lowest to '~'. Reads at most max+1 bytes of s, so a char[32]
+ * without a NUL is safe too. */
+static int name_ok(const char *s, size_t max, char lowest)
 {
     size_t n = strnlen(s, max + 1);
     if (n == 0 || n > max)
         return 0;
     for (size_t i = 0; i < n; i++)
-        if (s[i] < '!' || s[i] > '~')
+        if (s[i] < lowest || s[i] > '~')
             return 0;
     return 1;
 }
 
 int dti_trace_name_ok(const char *s)
 {
-    return s != NULL && name_ok(s, DTI_TRACE_NAME_MAX);
+    return s != NULL && name_ok(s, DTI_TRACE_NAME_MAX, '!');
+}
+
+int dti_trace_train_ok(const char *s)
+{
+    return s != NULL && name_ok(s, DTI_TRACE_TRAIN_MAX, ' ');     /* spaces too */
 }
 
 /* An empty name is written as "-", the format's "none". */
@@ -82,7 +90,7 @@ int dti_trace_format_event(const dt_event *e, char *buf, size_t len)
 }
 
 int dti_trace_format_header(char *buf, size_t len, int nranks, const char *program,
-                            long long nevents)
+                            const char *train, long long nevents)
 {
     if (program == NULL || program[0] == '\0')
         program = "-";
@@ -92,11 +100,16 @@ int dti_trace_format_header(char *buf, size_t len, int nranks, const char *progr
     for (size_t i = 0; i < plen; i++)
         if (program[i] < ' ' || program[i] > '~')
             return -1;
+    if (train == NULL)
+        train = "";
+    if (train[0] != '\0' && !dti_trace_train_ok(train))
+        return -1;
     char events[40] = "";
     if (nevents >= 0)
         snprintf(events, sizeof events, "# events %lld\n", nevents);
-    int n = snprintf(buf, len, "# dtlab-trace %d\n# ranks %d\n%s# program %s\n# columns %s\n",
-                     DT_TRACE_VERSION, nranks, events, program, COLUMNS);
+    int n = snprintf(buf, len, "# dtlab-trace %d\n# ranks %d\n%s# program %s\n%s%s%s"
+                     "# columns %s\n", DT_TRACE_VERSION, nranks, events, program,
+                     train[0] ? "# train " : "", train, train[0] ? "\n" : "", COLUMNS);
     if (n < 0 || (size_t)n >= len)
         return -1;
     return n;
@@ -360,9 +373,9 @@ static int parse_event(reader *r, int nranks, dt_event *e)
 }
 
 /* The header lines this version knows. Returns 0 (also for unknown "#" lines, which are
- * comments) or -1. */
+ * comments) or -1. train is "" until a "# train" line has been read. */
 static int parse_header(reader *r, int *nranks, long long *nevents, char *program,
-                        size_t nev_read)
+                        char *train, size_t nev_read)
 {
     char q[48];
     const char *s = r->buf;
@@ -392,6 +405,13 @@ static int parse_header(reader *r, int *nranks, long long *nevents, char *progra
                 return fail(r, "the program name '%s' holds a character that is not "
                             "printable ASCII", quote(s + 10, q));
         memcpy(program, s + 10, n + 1);
+    } else if (strncmp(s, "# train ", 8) == 0) {
+        if (train[0] != '\0')
+            return fail(r, "a second '# train' line (a trace describes one training run)");
+        if (!dti_trace_train_ok(s + 8))
+            return fail(r, "the train line '%s' should be 1..%d printable ASCII characters",
+                        quote(s + 8, q), DTI_TRACE_TRAIN_MAX);
+        memcpy(train, s + 8, strlen(s + 8) + 1);
     } else if (strncmp(s, "# columns ", 10) == 0) {
         if (strcmp(s + 10, COLUMNS) != 0)
             return fail(r, "the columns are '%s'; version %d has '%s'", quote(s + 10, q),
@@ -423,7 +443,7 @@ int dt_trace_read_stream(FILE *f, const char *name, dt_trace *t, char *err, size
     size_t n = 0, cap = 0;
     int nranks = 0, rc = -1;
     long long nevents = -1;
-    char program[PROGRAM_MAX + 1] = "-", q[48];
+    char program[PROGRAM_MAX + 1] = "-", train[DTI_TRACE_TRAIN_MAX + 1] = "", q[48];
 
     memset(t, 0, sizeof *t);
     if (err != NULL && errlen > 0)
@@ -463,7 +483,7 @@ int dt_trace_read_stream(FILE *f, const char *name, dt_trace *t, char *err, size
         if (r.buf[0] == '#') {
             if (r.too_long)                 /* a long comment is fine; known keys are short */
                 continue;
-            if (parse_header(&r, &nranks, &nevents, program, n))
+            if (parse_header(&r, &nranks, &nevents, program, train, n))
                 goto out;
             continue;
         }
@@ -514,6 +534,7 @@ int dt_trace_read_stream(FILE *f, const char *name, dt_trace *t, char *err, size
     t->version = DT_TRACE_VERSION;
     t->nranks = nranks;
     memcpy(t->program, program, sizeof program);
+    memcpy(t->train, train, sizeof train);
     t->ev = ev;
     t->n = n;
     ev = NULL;
@@ -634,6 +655,8 @@ int dt_trace_write_chrome(const dt_trace *t, const char *path, char *err, size_t
     }
     fputs("],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"program\":", f);
     json_str(f, t->program, sizeof t->program);
+    fputs(",\"train\":", f);
+    json_str(f, t->train, sizeof t->train);
     fprintf(f, ",\"dtlab_trace_version\":%d}}\n", DT_TRACE_VERSION);
 
     int bad = ferror(f);

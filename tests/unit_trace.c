@@ -97,11 +97,15 @@ static void make_sample(void)
     sample[9] = ev(0.000001000, 0.000002000, 1, DT_EV_SEND, 2, "x", "y", 0, 0, 0, 0, 0);
 }
 
+/* What dt_train writes for a pp run (lib/parallel/run.c). */
+#define TRAIN "mode pp schedule 1f1b stages 4 micro 8 layers 8 hidden 1024 batch 512 " \
+              "steps 2 ranks 4 precision fp32 optimizer sgd"
+
 /* The sample as a file, made with the writer's own helpers. Returns its length. */
 static size_t sample_text(char *buf, size_t len, long long nevents)
 {
     make_sample();
-    int n = dti_trace_format_header(buf, len, 3, "unit_trace", nevents);
+    int n = dti_trace_format_header(buf, len, 3, "unit_trace", TRAIN, nevents);
     ck_assert_int_gt(n, 0);
     size_t used = (size_t)n;
     for (int i = 0; i < NSAMPLE; i++) {
@@ -159,6 +163,7 @@ START_TEST(test_roundtrip)
     assert_valid(&t);
     ck_assert_int_eq(t.nranks, 3);
     ck_assert_str_eq(t.program, "unit_trace");
+    ck_assert_str_eq(t.train, TRAIN);
     ck_assert_uint_eq(t.n, NSAMPLE);
     for (int i = 0; i < NSAMPLE; i++)
         assert_same(&t.ev[i], &sample[sorted_order[i]]);
@@ -186,6 +191,7 @@ START_TEST(test_lenient)
     ck_assert_uint_eq(t.n, 2);
     ck_assert_int_eq(t.ev[0].kind, DT_EV_SEND);
     ck_assert_str_eq(t.program, "-");
+    ck_assert_str_eq(t.train, "");                     /* no "# train" line */
     dt_trace_free(&t);
 }
 END_TEST
@@ -218,9 +224,9 @@ START_TEST(test_format_refuses)
     bad = e;
     memset(bad.phase, 'x', sizeof bad.phase);                         /* no NUL */
     ck_assert_int_eq(dti_trace_format_event(&bad, buf, sizeof buf), -1);
-    ck_assert_int_eq(dti_trace_format_header(buf, sizeof buf, 0, "p", -1), -1);
-    ck_assert_int_eq(dti_trace_format_header(buf, sizeof buf, 2, "p\n", -1), -1);
-    ck_assert_int_gt(dti_trace_format_header(buf, sizeof buf, 2, NULL, -1), 0);
+    ck_assert_int_eq(dti_trace_format_header(buf, sizeof buf, 0, "p", NULL, -1), -1);
+    ck_assert_int_eq(dti_trace_format_header(buf, sizeof buf, 2, "p\n", NULL, -1), -1);
+    ck_assert_int_gt(dti_trace_format_header(buf, sizeof buf, 2, NULL, NULL, -1), 0);
     ck_assert_ptr_null(strstr(buf, "# events"));
 }
 END_TEST
@@ -347,6 +353,78 @@ START_TEST(test_bad_events)
     expect_fail_s(big, ":4: line longer than");
     snprintf(big, sizeof big, HEAD "# %0900d\n" GOOD "%s", 1, "0.1 x\n");
     expect_fail_s(big, ":6: 2 fields");                  /* line numbers still count */
+}
+END_TEST
+
+/* The "# train" line: right after "# program", written only when given; 191
+ * characters of printable ASCII with spaces, read back whole; a second one, an empty
+ * one, one too long or with a character out of range refused, by the writer and by
+ * the reader. */
+START_TEST(test_train_line)
+{
+    char buf[2048], err[256], long_text[DTI_TRACE_TRAIN_MAX + 2];
+    int n = dti_trace_format_header(buf, sizeof buf, 2, "train", TRAIN, -1);
+    ck_assert_int_gt(n, 0);
+    ck_assert_str_eq(buf, "# dtlab-trace 1\n# ranks 2\n# program train\n# train " TRAIN
+                          "\n# columns t0 t1 rank kind peer coll phase step chunk lo hi "
+                          "nbytes\n");
+    /* without one, the header is what it always was */
+    char plain[1024];
+    ck_assert_int_gt(dti_trace_format_header(plain, sizeof plain, 2, "train", NULL, 5), 0);
+    ck_assert_ptr_null(strstr(plain, "# train"));
+    ck_assert_int_gt(dti_trace_format_header(buf, sizeof buf, 2, "train", "", 5), 0);
+    ck_assert_str_eq(buf, plain);
+
+    /* the longest text, all printable characters, round trip */
+    for (int i = 0; i < DTI_TRACE_TRAIN_MAX; i++)
+        long_text[i] = (char)(' ' + i % 95);
+    long_text[DTI_TRACE_TRAIN_MAX] = '\0';
+    ck_assert(dti_trace_train_ok(long_text));
+    n = dti_trace_format_header(buf, sizeof buf, 2, "p", long_text, 0);
+    ck_assert_int_gt(n, 0);
+    dt_trace t;
+    ck_assert_msg(dt_trace_read(write_file("train.trace", buf, (size_t)n), &t, err,
+                                sizeof err) == 0, "read failed: %s", err);
+    ck_assert_str_eq(t.train, long_text);
+    ck_assert_uint_eq(t.n, 0);
+    dt_trace_free(&t);
+    ck_assert_str_eq(t.train, "");
+
+    /* what the writer refuses */
+    long_text[DTI_TRACE_TRAIN_MAX] = 'x';                /* 192 characters */
+    long_text[DTI_TRACE_TRAIN_MAX + 1] = '\0';
+    ck_assert(!dti_trace_train_ok(long_text));
+    ck_assert(!dti_trace_train_ok(NULL));
+    ck_assert(!dti_trace_train_ok(""));
+    ck_assert(!dti_trace_train_ok("mode pp\tschedule 1f1b"));
+    ck_assert(!dti_trace_train_ok("mode pp\n# ranks 9"));
+    ck_assert(!dti_trace_train_ok("mode \x7f"));
+    ck_assert(!dti_trace_train_ok("mode \xc3\xa9"));
+    ck_assert(dti_trace_train_ok(" mode  pp ~ "));
+    ck_assert_int_eq(dti_trace_format_header(buf, sizeof buf, 2, "p", long_text, -1), -1);
+    ck_assert_int_eq(dti_trace_format_header(buf, sizeof buf, 2, "p", "a\nb", -1), -1);
+    ck_assert_int_eq(dti_trace_format_header(buf, 60, 2, "p", TRAIN, -1), -1);
+
+    /* what the reader refuses */
+    expect_fail_s(HEAD "# train mode ddp\n# train mode pp\n" GOOD,
+                  ":5: a second '# train' line");
+    expect_fail_s(HEAD "# train mode ddp\n" GOOD "# train mode ddp\n",
+                  ":6: a second '# train' line");
+    expect_fail_s(HEAD "# train mode\x01pp\n" GOOD,
+                  ":4: the train line 'mode?pp' should be 1..191 printable ASCII");
+    expect_fail_s(HEAD "# train mode \xc3\xa9\n", ":4: the train line");
+    expect_fail_s(HEAD "# train \n", ":4: the train line '' should be");
+    snprintf(buf, sizeof buf, HEAD "# train %s\n", long_text);
+    expect_fail_s(buf, ":4: the train line");
+
+    /* a line that only starts like it is a comment; the text may come anywhere in the
+     * header and hold spaces at its ends */
+    const char *ok = "# dtlab-trace 1\n# trainer says hi\n# ranks 2\n# train  mode x \n"
+                     GOOD;
+    ck_assert_msg(dt_trace_read(write_file("train2.trace", ok, strlen(ok)), &t, err,
+                                sizeof err) == 0, "read failed: %s", err);
+    ck_assert_str_eq(t.train, " mode x ");
+    dt_trace_free(&t);
 }
 END_TEST
 
@@ -568,6 +646,8 @@ START_TEST(test_chrome)
     ck_assert_uint_eq(count(s, "\"process_name\""), 3);
     ck_assert_uint_eq(count(s, "\"thread_name\""), 6);
     ck_assert_ptr_nonnull(strstr(s, "\"displayTimeUnit\":\"ms\""));
+    ck_assert_ptr_nonnull(strstr(s, "\"otherData\":{\"program\":\"unit_trace\","
+                                    "\"train\":\"" TRAIN "\""));
     /* sample[1]: send to 1 of chunk 3, at 153 us for 8 us, on the comm track */
     ck_assert_ptr_nonnull(strstr(s, "{\"name\":\"send->1 c3\",\"cat\":\"send\",\"ph\":\"X\","
                                     "\"ts\":153.000,\"dur\":8.000,\"pid\":0,\"tid\":0,"
@@ -626,6 +706,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_roundtrip);
     tcase_add_test(tc, test_lenient);
+    tcase_add_test(tc, test_train_line);
     tcase_add_test(tc, test_kind_names);
     tcase_add_test(tc, test_format_refuses);
     tcase_add_test(tc, test_sort_stable);

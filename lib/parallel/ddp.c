@@ -48,6 +48,9 @@
  * (dt_bytes_sent before and after: nothing else sends during backward in mode ddp) and
  * reports them beside compress.c's model (dti_ddp_summary).
  *
+ * Trace: a mark (coll "ddp", phase "bucket", chunk = the bucket) spans each bucket's
+ * allreduce, on the thread that ran it.
+ *
  * Threads. The communication thread allreduces on its own duplicate of the communicator:
  * one thread in dtlab's p2p per communicator at a time, so the main thread stays free to
  * use the others (a pipeline's, a tensor-parallel group's) meanwhile. It sleeps on a
@@ -100,16 +103,15 @@ struct dti_ddp {
 
 /* ==== one bucket ==== */
 
-/* Sums bucket b over d->comm in place, after a mark in the trace that tells buckets
- * apart (chunk = bucket, lo..hi = its elements in grads; a mark takes the receive
- * chunk of the context, trace.c). */
+/* Sums bucket b over d->comm in place; then a mark in the trace spanning it, which
+ * tells buckets apart (chunk = bucket, lo..hi = its elements in grads; a mark takes the
+ * receive chunk of the context, trace.c). On the communication thread with overlap:
+ * the trace's context is per thread. */
 static void reduce_bucket(dti_ddp *d, int b, int step)
 {
     size_t count = d->hi[b] - d->lo[b];
-    double t = dt_trace_now();
-    dt_trace_phase("ddp", "bucket");
-    dt_trace_step(step, -1, 0, 0, b, d->lo[b], d->hi[b]);
-    dt_trace_add(DT_EV_MARK, -1, count * d->esize, t, t);
+    int tracing = dt_trace_enabled();
+    double t0 = tracing ? dt_trace_now() : 0;
     size_t sent0 = dt_bytes_sent();
     if (d->z)
         dti_compressor_allreduce(d->z, b, (float *)d->grads + d->lo[b], d->lo[b],
@@ -120,6 +122,11 @@ static void reduce_bucket(dti_ddp *d, int b, int step)
         dt_allreduce_ring(MPI_IN_PLACE, d->grads + d->lo[b] * d->esize, (int)count,
                           d->type, MPI_SUM, d->comm);
     d->sent += dt_bytes_sent() - sent0;
+    if (tracing) {
+        dt_trace_phase("ddp", "bucket");
+        dt_trace_step(step, -1, 0, 0, b, d->lo[b], d->hi[b]);
+        dt_trace_add(DT_EV_MARK, -1, count * d->esize, t0, dt_trace_now());
+    }
 }
 
 /* ==== the communication thread (overlap = 1) ==== */

@@ -60,7 +60,11 @@
  *
  * --offload: the master shards, the optimizer state and the gradient shards live in host
  * memory while the model computes on the GPU (ZeRO-Offload); the optimizer runs on the
- * CPU. On the CPU everything is in host memory already: offload changes nothing. */
+ * CPU. On the CPU everything is in host memory already: offload changes nothing.
+ *
+ * Trace: marks under coll "fsdp", chunk = layer, span each layer's gather (stage 3),
+ * reduce-scatter, and gather-updated (stages 1, 2, after the optimizer); "free" marks
+ * the instant stage 3 drops a gathered layer (trace.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,19 +214,45 @@ static void fsdp_free(fsdp *f)
     free(f->state); free(f->g); free(f->gs);
 }
 
+/* ==== the trace ==== */
+
+/* Takes t0 for a mark: 0 without tracing. */
+static double mark_begin(void)
+{
+    return dt_trace_enabled() ? dt_trace_now() : 0;
+}
+
+/* The trace's mark for layer l (coll "fsdp", phase gather, free, reduce-scatter or
+ * gather-updated; chunk = layer, lo..hi = its weights in the whole model; trace.h)
+ * spanning [t0, now], after the collective inside recorded its own events, or at this
+ * instant (t0 ignored) when instant is 1; nbytes = the padded layer in the working
+ * type, what the collective's buffer holds. */
+static void mark(const fsdp *f, const char *phase, int step, int l, double t0,
+                 int instant)
+{
+    if (!dt_trace_enabled())
+        return;
+    double t1 = dt_trace_now();
+    dt_trace_phase("fsdp", phase);
+    dt_trace_step(step, -1, 0, 0, l, f->off[l], f->off[l] + f->n[l]);
+    dt_trace_add(DT_EV_MARK, -1, f->s[l] * f->N * f->ws, instant ? t1 : t0, t1);
+}
+
 /* ==== one layer's weights, for forward or backward ==== */
 
 /* Returns layer l's whole weights as floats (W_l then b_l). Stage 3 first allgathers
  * them into *held (booked under parameters until layer_release); fp16 converts them
- * into f->wf. */
-static const float *layer_acquire(fsdp *f, int l, void **held)
+ * into f->wf. step is for the trace. */
+static const float *layer_acquire(fsdp *f, int l, void **held, int step)
 {
     size_t s = f->s[l];
     const void *whole = f->w[l];
     *held = NULL;
     if (f->zero == 3) {
+        double t0 = mark_begin();
         *held = dti_alloc(f->r, DTI_PARAMS, s * f->N * f->ws, 0);
         dt_allgather(f->w[l], (int)s, f->type, *held, (int)s, f->type, f->comm);
+        mark(f, "gather", step, l, t0, 0);
         whole = *held;
     }
     if (!f->fp16)
@@ -231,17 +261,22 @@ static const float *layer_acquire(fsdp *f, int l, void **held)
     return f->wf;
 }
 
-static void layer_release(fsdp *f, int l, void *held)
+static void layer_release(fsdp *f, int l, void *held, int step)
 {
+    if (held == NULL)
+        return;                                 /* stages 1, 2: nothing was gathered */
     dti_free(f->r, DTI_PARAMS, held, f->s[l] * f->N * f->ws);
+    mark(f, "free", step, l, 0, 1);
 }
 
 /* Sums layer l's whole gradient (N*s elements of the working type, this rank's rows)
  * over the ranks, in place; the own shard, at the front afterwards, goes to gs[l]. */
-static void layer_reduce(fsdp *f, int l, void *whole)
+static void layer_reduce(fsdp *f, int l, void *whole, int step)
 {
     size_t s = f->s[l];
+    double t0 = mark_begin();
     dt_reduce_scatter_block(MPI_IN_PLACE, whole, (int)s, f->type, MPI_SUM, f->comm);
+    mark(f, "reduce-scatter", step, l, t0, 0);
     if (f->gs[l] != whole)
         dt_memcpy(f->gs[l], whole, s * f->ws);
 }
@@ -257,7 +292,7 @@ static const float *forward(fsdp *f, dt_mlp_acts *a, const float *x, int B, int 
     for (int l = 0; l < f->L; l++) {
         int in = dt_mlp_layer_in(c, l), out = dt_mlp_layer_out(c, l);
         void *held;
-        const float *W = layer_acquire(f, l, &held);      /* (out, in), then b (out) */
+        const float *W = layer_acquire(f, l, &held, step);  /* (out, in), then b (out) */
         double t0 = dt_trace_now();
         size_t nz = (size_t)B * out;
         dt_linear_forward(a->x[l], W, W + (size_t)out * in, a->z[l], B, in, out);
@@ -269,7 +304,7 @@ static const float *forward(fsdp *f, dt_mlp_acts *a, const float *x, int B, int 
                 dti_round_half(a->x[l + 1], nz);
         }
         dti_compute_event("forward", step, l, -1, t0);
-        layer_release(f, l, held);
+        layer_release(f, l, held, step);
     }
     return a->x[f->L];
 }
@@ -285,7 +320,7 @@ static void backward(fsdp *f, dt_mlp_acts *a, const float *dlogits, float *gx[2]
         int in = dt_mlp_layer_in(c, l), out = dt_mlp_layer_out(c, l);
         size_t n = f->n[l], P = f->s[l] * f->N;
         void *held;
-        const float *W = layer_acquire(f, l, &held);
+        const float *W = layer_acquire(f, l, &held, step);
         /* the layer's whole gradient: kept all step (stage 1) or only until it is cut */
         void *whole = f->zero == 1 ? f->g[l] : dti_alloc(f->r, DTI_GRADS, P * f->ws, 0);
         float *dW = f->fp16 ? f->gf : whole;              /* (out, in), then db (out) */
@@ -302,16 +337,16 @@ static void backward(fsdp *f, dt_mlp_acts *a, const float *dlogits, float *gx[2]
                 dti_round_half(dx, (size_t)B * in);
         }
         dti_compute_event("backward", step, l, -1, t0);
-        layer_release(f, l, held);
+        layer_release(f, l, held, step);
         if (f->zero > 1) {
-            layer_reduce(f, l, whole);
+            layer_reduce(f, l, whole, step);
             dti_free(f->r, DTI_GRADS, whole, P * f->ws);
         }
         dy = dx;
     }
     if (f->zero == 1)
         for (int l = f->L - 1; l >= 0; l--)
-            layer_reduce(f, l, f->g[l]);
+            layer_reduce(f, l, f->g[l], step);
 }
 
 /* The optimizer on the own shards; stages 1 and 2 then gather the updated shards into
@@ -325,9 +360,12 @@ static void update(fsdp *f, int step)
         dti_compute_event("optimizer", step, l, -1, t0);
     }
     if (f->zero < 3)
-        for (int l = 0; l < f->L; l++)
+        for (int l = 0; l < f->L; l++) {
+            double t0 = mark_begin();
             dt_allgather(MPI_IN_PLACE, 0, f->type, f->w[l], (int)f->s[l], f->type,
                          f->comm);
+            mark(f, "gather-updated", step, l, t0, 0);
+        }
 }
 
 /* ==== the report ==== */

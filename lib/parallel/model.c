@@ -213,6 +213,21 @@ void dti_acts_free(dti_acts *a)
 
 /* ==== forward and backward ==== */
 
+/* The trace's mark for one of tensor parallelism's collectives on layer l, spanning
+ * [t0, now] (coll "tp", phase f, g or gather, chunk = layer, lo..hi = micro..micro+1;
+ * trace.h), after the collective has recorded its own events. Nothing with T = 1,
+ * where nothing was sent. */
+static void tp_mark(const dti_model *m, const char *phase, int step, int l, int micro,
+                    size_t nbytes, double t0)
+{
+    if (m->T == 1 || !dt_trace_enabled())
+        return;
+    dt_trace_phase("tp", phase);
+    dt_trace_step(step, -1, 0, 0, l, micro < 0 ? 0 : (size_t)micro,
+                  micro < 0 ? 0 : (size_t)micro + 1);
+    dt_trace_add(DT_EV_MARK, -1, nbytes, t0, dt_trace_now());
+}
+
 /* Layer i's weights as fp32: in place in fp32, widened into m->wf in fp16. */
 static const float *weights(dti_model *m, int i)
 {
@@ -247,14 +262,19 @@ const float *dti_model_forward(dti_model *m, dti_acts *a, const float *x_in, int
         case DTI_ROW:           /* partial sums; the bias is added once, by rank 0 */
             dt_linear_forward(a->x[i], W, m->t == 0 ? b : NULL, a->z[i], B, in, out);
             dti_compute_event("forward", step, l, micro, t0);
+            t0 = dt_trace_now();
             dti_tp_allreduce(m, a->z[i], (size_t)B * out);             /* g */
+            tp_mark(m, "g", step, l, micro, (size_t)B * out * dti_work_size(m->run), t0);
             t0 = dt_trace_now();
             break;
         case DTI_COL_GATHER:    /* a layer narrower than T leaves some ranks none */
             if (out > 0)
                 dt_linear_forward(a->x[i], W, b, m->dzl, B, in, out);
             dti_compute_event("forward", step, l, micro, t0);
+            t0 = dt_trace_now();
             dti_tp_allgather_cols(m, m->dzl, a->z[i], B, full_out(m, i));
+            tp_mark(m, "gather", step, l, micro,
+                    (size_t)B * full_out(m, i) * dti_work_size(m->run), t0);
             t0 = dt_trace_now();
             break;
         }
@@ -311,8 +331,11 @@ void dti_model_backward(dti_model *m, dti_acts *a, const float *dy, float *dx, i
         if (dxi == NULL)
             continue;
         size_t nx = (size_t)B * x_width(m, i);
-        if (m->split[i] == DTI_COL || m->split[i] == DTI_COL_GATHER)
+        if (m->split[i] == DTI_COL || m->split[i] == DTI_COL_GATHER) {
+            t0 = dt_trace_now();
             dti_tp_allreduce(m, dxi, nx);                              /* f */
+            tp_mark(m, "f", step, l, micro, nx * dti_work_size(m->run), t0);
+        }
         round_if_half(m, dxi, nx);
         if (i > 0) {                     /* through the activation of layer i-1 */
             t0 = dt_trace_now();

@@ -50,7 +50,8 @@
  *      back by all-to-all; then the gate's softmax and linear backward
  *   7. backward of the layers before mid; the replicated gradients summed (below)
  *   8. the optimizer on everything this rank holds
- * Four all-to-alls of slots a step, each (N-1) * G/N * E/N * C * H * 4 bytes per rank.
+ * Four all-to-alls of slots a step, each (N-1) * G/N * E/N * C * H * 4 bytes per rank;
+ * the trace marks them (coll "moe") dispatch, combine, grad-dispatch and grad-combine.
  *
  * The reference. Routing depends only on the groups, never on the ranks: the same run on
  * fewer ranks with the same --moe-groups routes, fills and drops alike, and each expert
@@ -291,6 +292,24 @@ static float dot(const float *a, const float *b, int n)
 
 /* ==== forward and backward of the MoE layer ==== */
 
+/* Takes t0 for a mark: 0 without tracing. */
+static double mark_begin(void)
+{
+    return dt_trace_enabled() ? dt_trace_now() : 0;
+}
+
+/* The trace's mark for one all-to-all of slots (coll "moe", phase dispatch, combine,
+ * grad-dispatch or grad-combine, chunk -1; trace.h) spanning [t0, now], after the
+ * collective recorded its own events; nbytes = the send buffer, N * blk floats. */
+static void mark(const moe *m, const char *phase, int step, double t0)
+{
+    if (!dt_trace_enabled())
+        return;
+    dt_trace_phase("moe", phase);
+    dt_trace_step(step, -1, 0, 0, -1, 0, 0);
+    dt_trace_add(DT_EV_MARK, -1, m->N * m->blk * sizeof(float), t0, dt_trace_now());
+}
+
 /* The figures of one step, summed over the ranks (dt_allreduce, doubles): first-choice
  * counts [E], gate probability sums [E], choices routed to each expert [E], dropped
  * choices, the cross-entropy sum. */
@@ -338,10 +357,12 @@ static void moe_forward(moe *m, const float *x, double *st, int step)
 
     /* dispatch */
     int nb = m->Gl * m->El;
+    double tm = mark_begin();
     dt_alltoall(m->ns, nb, MPI_INT, m->ne, nb, MPI_INT, m->r->comm);
     size_t sent0 = dt_bytes_sent();
     dt_alltoall(m->xs, (int)m->blk, MPI_FLOAT, m->xe, (int)m->blk, MPI_FLOAT, m->r->comm);
     m->dispatch_bytes = dt_bytes_sent() - sent0;
+    mark(m, "dispatch", step, tm);
 
     /* the experts, each on the filled slots of every group in group order */
     t0 = dt_trace_now();
@@ -359,7 +380,9 @@ static void moe_forward(moe *m, const float *x, double *st, int step)
     dti_compute_event("forward", step, m->mid, -1, t0);
 
     /* combine: y = x + p * expert output, choices in order */
+    tm = mark_begin();
     dt_alltoall(m->ye, (int)m->blk, MPI_FLOAT, m->ys, (int)m->blk, MPI_FLOAT, m->r->comm);
+    mark(m, "combine", step, tm);
     t0 = dt_trace_now();
     memcpy(m->y, x, (size_t)Bl * H * sizeof(float));
     for (int t = 0; t < Bl; t++)
@@ -401,8 +424,10 @@ static void moe_backward(moe *m, const float *x, const float *dy, const float *a
         }
     }
     dti_compute_event("backward", step, m->mid, -1, t0);
+    double tm = mark_begin();
     dt_alltoall(m->dys, (int)m->blk, MPI_FLOAT, m->dye, (int)m->blk, MPI_FLOAT,
                 m->r->comm);
+    mark(m, "grad-dispatch", step, tm);
 
     /* the experts' backward, blocks in the order of forward */
     t0 = dt_trace_now();
@@ -421,8 +446,10 @@ static void moe_backward(moe *m, const float *x, const float *dy, const float *a
             }
     }
     dti_compute_event("backward", step, m->mid, -1, t0);
+    tm = mark_begin();
     dt_alltoall(m->dxe, (int)m->blk, MPI_FLOAT, m->dxs, (int)m->blk, MPI_FLOAT,
                 m->r->comm);
+    mark(m, "grad-combine", step, tm);
 
     /* dx = dy (the residual) + what came back from the experts + the gate's part */
     t0 = dt_trace_now();

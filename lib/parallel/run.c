@@ -241,7 +241,12 @@ void dti_free(dti_run *r, int what, void *p, size_t nbytes)
 
 void dti_step_begin(dti_run *r, int step)
 {
-    (void)step;
+    if (dt_trace_enabled()) {                   /* the trace's step mark: an instant */
+        dt_trace_phase("train", "step");
+        dt_trace_step(step, -1, 0, 0, -1, 0, 0);
+        double t = dt_trace_now();
+        dt_trace_add(DT_EV_MARK, -1, 0, t, t);
+    }
     r->t_begin = MPI_Wtime();                   /* the straggler's sleep is its step's */
     if (r->cfg->slow_ms > 0 && r->rank == r->cfg->slow_rank) {
         int ms = r->cfg->slow_ms;               /* a straggler: a slower GPU */
@@ -300,6 +305,81 @@ void dti_compute_event(const char *phase, int step, int layer, int micro, double
     dt_trace_add(DT_EV_COMPUTE, -1, 0, t0, dt_trace_now());
 }
 
+/* ==== the trace's "# train" line ==== */
+
+/* Appends " key value" to s (len bytes) when it fits whole; the first pair goes in
+ * without the space. A pair that does not fit is left out (trace.h). */
+__attribute__((format(printf, 3, 4)))
+static void pair(char *s, size_t len, const char *fmt, ...)
+{
+    char p[96];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(p, sizeof p, fmt, ap);
+    va_end(ap);
+    size_t used = strlen(s);
+    if (k > 0 && (size_t)k < sizeof p && used + (used > 0) + (size_t)k < len)
+        snprintf(s + used, len - used, "%s%s", used > 0 ? " " : "", p);
+}
+
+/* What c trains on n ranks, in the format of trace.h's "What training records": hybrid
+ * names its sizes, then the keys of each part it has (pp, ddp, tp), as the single
+ * modes do. */
+static void train_text(const dt_train_config *c, int n, char *s, size_t len)
+{
+    int D, T, P, hybrid = c->mode == DT_MODE_HYBRID;
+    mode_sizes(c, n, &D, &T, &P);
+    s[0] = '\0';
+    pair(s, len, "mode %s", dt_mode_name(c->mode));
+    if (hybrid) {
+        pair(s, len, "dp %d", D);
+        pair(s, len, "tp %d", T);
+        pair(s, len, "pp %d", P);
+    }
+    if (c->mode == DT_MODE_PP || (hybrid && P > 1)) {
+        pair(s, len, "schedule %s", c->schedule == DT_PP_GPIPE ? "gpipe" : "1f1b");
+        pair(s, len, "stages %d", P);
+        pair(s, len, "micro %d", c->micro * c->accum);      /* per step */
+    }
+    if (c->mode == DT_MODE_DDP || (hybrid && D > 1)) {
+        pair(s, len, "bucket_kb %d", c->bucket_kb);
+        pair(s, len, "overlap %s", c->overlap ? "on" : "off");
+    }
+    if (c->mode == DT_MODE_DDP)
+        pair(s, len, "compress %s", dt_compress_name(c->compress));
+    if (c->mode == DT_MODE_DDP && c->compress == DT_COMPRESS_SIGN)
+        pair(s, len, "feedback %s", c->compress_feedback ? "on" : "off");
+    if (c->mode == DT_MODE_TP)
+        pair(s, len, "tp %d", T);
+    if (c->mode == DT_MODE_TP || (hybrid && T > 1))
+        pair(s, len, "tp_style %s", c->tp_style == DT_TP_ALLGATHER ? "allgather"
+                                                                   : "megatron");
+    if (c->mode == DT_MODE_FSDP) {
+        pair(s, len, "zero %d", c->zero);
+        pair(s, len, "offload %s", c->offload ? "on" : "off");
+    }
+    if (c->mode == DT_MODE_DP) {
+        pair(s, len, "async %d", c->async);
+        pair(s, len, "server %s", c->dedicated_server ? "dedicated" : "shared");
+    }
+    if (c->mode == DT_MODE_MOE) {
+        pair(s, len, "experts %d", dt_moe_experts(c, n));
+        pair(s, len, "topk %d", c->topk);
+        pair(s, len, "capacity %g", (double)c->capacity);
+        pair(s, len, "groups %d", dt_moe_groups(c, n));
+        pair(s, len, "aux_loss %g", (double)c->aux_loss);
+    }
+    if (c->accum > 1 && P == 1)               /* with stages, micro counts it already */
+        pair(s, len, "accum %d", c->accum);
+    pair(s, len, "layers %d", c->model.layers);
+    pair(s, len, "hidden %d", c->model.hidden);
+    pair(s, len, "batch %d", c->batch);
+    pair(s, len, "steps %d", c->steps);
+    pair(s, len, "ranks %d", n);
+    pair(s, len, "precision %s", c->precision == DT_FP16 ? "fp16" : "fp32");
+    pair(s, len, "optimizer %s", c->optim.kind == DT_ADAM ? "adam" : "sgd");
+}
+
 /* ==== dt_train ==== */
 
 void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
@@ -309,6 +389,18 @@ void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
     DT_CHECK_MPI(MPI_Comm_size(comm, &n));
     char why[256];
     DT_REQUIRE(dt_train_check(c, n, why, sizeof why) == 0, "cannot train: %s", why);
+
+    /* The trace's "# train" line describes the first run over every rank of the
+     * trace (MPI_COMM_WORLD): a reference trained on MPI_COMM_SELF beside it (the
+     * serial one, lesson 19's) and later runs of a lesson leave it as it is. */
+    static int told;
+    int world;
+    DT_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world));
+    if (!told && n == world) {
+        char text[DTI_TRACE_TRAIN_MAX + 1];
+        train_text(c, n, text, sizeof text);
+        told = dt_trace_train(text) == 0;
+    }
 
     dti_run r;
     memset(&r, 0, sizeof r);

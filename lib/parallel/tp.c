@@ -25,12 +25,14 @@
  *   backward:  dx <--f: allreduce-- [COL] <--local-- [ROW] <--g-- dy
  *
  * Cost per pair with B rows and hidden width H: 2 allreduces of B*H floats, whatever
- * T is, against weights of 2H^2 split T ways.
+ * T is, against weights of 2H^2 split T ways. The trace marks each by its name (coll
+ * "tp", phase "g" or "f", chunk = the layer: model.c records them around the calls).
  *
  * The simpler scheme (DT_TP_ALLGATHER, the seeds' first idea) cuts every layer by
  * columns and allgathers its output, so every layer's input is whole: one allgather
  * in forward and one allreduce in backward per LAYER, twice Megatron's traffic. A last
  * layer left without a partner (an odd number of layers) uses it in Megatron too.
+ * (Traced as "gather" for the allgather, "f" for the backward allreduce.)
  *
  * Ranks own the column ranges of dt_chunk_bounds; the output layer may have any width
  * (messages are padded to the widest block); hidden widths must divide by T so that
