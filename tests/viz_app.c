@@ -10,6 +10,7 @@
  */
 #include <check.h>
 #include "unit.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,10 +229,11 @@ START_TEST(describe)
     char s[256];
     dv_model m = algo_model("ring-allreduce", 4);
     dv_pos_describe(&m, 3, s, sizeof s);
-    ck_assert_msg(strncmp(s, "position 3/7 call 0 allreduce_ring ", 35) == 0, "%s", s);
-    ck_assert_msg(strstr(s, " step 3 of 6") != NULL, "%s", s);
+    ck_assert_msg(strcmp(s, "position 3 of 0..6: call 1 of 1, allreduce_ring on ranks 0-3: "
+                  "3 of 6 steps done, next: step 4 of 6 (allgather)") == 0, "%s", s);
     dv_pos_describe(&m, 99, s, sizeof s);
-    ck_assert_msg(strstr(s, "position 6/7") != NULL && strstr(s, "step 6 of 6"), "%s", s);
+    ck_assert_msg(strstr(s, "position 6 of 0..6: ") != NULL &&
+                  strstr(s, "6 of 6 steps done, call finished"), "%s", s);
     dv_model_free(&m);
 }
 END_TEST
@@ -440,11 +442,12 @@ START_TEST(mouse_resize_quit)
 
     rewind(log);
     ck_assert(fgets(line, sizeof line, log) != NULL);
-    ck_assert_msg(strncmp(line, "dtviz: position 4/7 call 0 allreduce_ring", 41) == 0, "%s", line);
+    ck_assert_msg(strncmp(line, "dtviz: position 4 of 0..6: call 1 of 1, allreduce_ring", 54) == 0,
+                  "%s", line);
     ck_assert(fgets(line, sizeof line, log) != NULL);
     ck_assert_msg(strncmp(line, "dtviz: size 900x600 timeline ", 29) == 0, "%s", line);
     ck_assert(fgets(line, sizeof line, log) != NULL);
-    ck_assert_msg(strncmp(line, "dtviz: position 0/7", 19) == 0, "%s", line);
+    ck_assert_msg(strncmp(line, "dtviz: position 0 of 0..6: ", 27) == 0, "%s", line);
     fclose(log);
 
     a.log = NULL;
@@ -491,6 +494,214 @@ START_TEST(run_loop)
 }
 END_TEST
 
+/* ==== the timetable ==== */
+
+static void app_pipeline(dv_app *a, const char *name, int P, int M)
+{
+    char err[256];
+    dv_model m;
+    int ta = dv_train_algo_index(name);
+    ck_assert_msg(ta >= 0, "no pipeline %s", name);
+    ck_assert_msg(dv_model_train_algo(&m, ta, P, M, err, sizeof err) == 0, "%s", err);
+    ck_assert(!m.from_trace);
+    ck_assert_int_eq(dv_app_init(a, &m, -1, 0, W, H, NULL), 0);
+    dv_app_train_algo(a, ta, P, M);
+}
+
+/* The x of time t on the timetable's rows, found through dv_tt_hit (so the test does
+ * not know the layout), and a y on (rank, lane); 0 when none is found. */
+static int tt_point(dv_app *a, int rank, int lane, double t, int *px, int *py)
+{
+    dv_view v;
+    int r, l;
+    double tt, best = -1;
+    dv_app_view(a, &v);
+    *py = -1;
+    for (int y = 0; y < a->h && *py < 0; y++)
+        if (dv_tt_hit(&v, a->w, a->h, a->w / 2, y, &r, &l, &tt) && r == rank && l == lane)
+            *py = y + 1;                           /* one pixel inside the lane */
+    for (int x = 0; x < a->w && *py >= 0; x++)
+        if (dv_tt_hit(&v, a->w, a->h, x, *py, &r, &l, &tt) && (best < 0 || fabs(tt - t) < best)) {
+            best = fabs(tt - t);
+            *px = x;
+        }
+    return *py >= 0 && best >= 0;
+}
+
+static void push_button(Uint32 type, int x, int y)
+{
+    SDL_Event e = { .type = type };
+    e.button.button = SDL_BUTTON_LEFT;
+    e.button.state = type == SDL_MOUSEBUTTONDOWN ? SDL_PRESSED : SDL_RELEASED;
+    e.button.x = x;
+    e.button.y = y;
+    ck_assert(SDL_PushEvent(&e) == 1);
+}
+
+/* A built-in pipeline opens on its timetable; the zoom and pan keys move the window by
+ * what they say and undo exactly; a, n, N, m, M rebuild it. */
+START_TEST(tt_keys_window)
+{
+    dv_app a;
+    app_pipeline(&a, "gpipe", 3, 5);
+    ck_assert(a.tt != NULL && a.timetable && a.tt->nsteps == 1);
+    ck_assert(a.t0 <= a.tt->steps[0].t0 && a.t1 >= a.tt->steps[0].t1);
+    double w = a.t1 - a.t0, t0 = a.t0;
+    a.cursor = a.t0 + w / 4;
+    press(&a, SDLK_EQUALS, 0);                   /* zoom in around the cursor */
+    ck_assert_msg(fabs((a.t1 - a.t0) - w / 1.5) < 1e-9 * w, "width %g of %g", a.t1 - a.t0, w);
+    ck_assert_msg(fabs((a.cursor - a.t0) / (a.t1 - a.t0) - 0.25) < 1e-9, "cursor moved");
+    press(&a, SDLK_MINUS, 0);
+    ck_assert(fabs((a.t1 - a.t0) - w) < 1e-9 * w && fabs(a.t0 - t0) < 1e-9 * w);
+    press(&a, SDLK_PERIOD, 0);                   /* pan right by a quarter */
+    ck_assert_msg(fabs(a.t0 - (t0 + w / 4)) < 1e-9 * w, "t0 %g, was %g", a.t0, t0);
+    press(&a, SDLK_COMMA, 0);
+    ck_assert(fabs(a.t0 - t0) < 1e-9 * w);
+    for (int i = 0; i < 20; i++)                 /* never past the ends by half a window */
+        press(&a, SDLK_PERIOD, 0);
+    ck_assert(a.t0 <= a.tt->t_end && a.t1 > a.tt->t_end);
+    press(&a, SDLK_RIGHT, 0);                    /* one step: stays, window fitted again */
+    ck_assert(a.tt_step == 0 && fabs(a.t0 - t0) < 1e-9 * w);
+
+    press(&a, SDLK_a, 0);                        /* gpipe -> 1f1b */
+    ck_assert(a.timetable && a.tt != NULL && a.tt->schedule == 1 && a.train_algo == 1);
+    press(&a, SDLK_n, 1);
+    ck_assert(a.stages == 4 && a.m.nranks == 4 && a.tt->stages == 4);
+    press(&a, SDLK_m, 0);
+    ck_assert(a.micro == 4 && a.tt->micro == 4);
+    press(&a, SDLK_m, 1);
+    press(&a, SDLK_m, 1);
+    ck_assert(a.micro == 6 && a.tt->micro == 6);
+    press(&a, SDLK_a, 0);                        /* and back */
+    ck_assert(a.tt->schedule == 0 && a.train_algo == 0);
+    dv_app_free(&a);
+}
+END_TEST
+
+/* A trace of three training steps on 2 ranks, each a forward and a backward per rank and
+ * a ring allreduce of 1000 floats during the backward (from the built-in ring's events,
+ * moved in time): what dtviz opens on, steps, a click on the allreduce, the collective
+ * view of that call, and back. */
+static void app_training(dv_app *a)
+{
+    char err[256];
+    dt_trace ring;
+    ck_assert(dv_algo_trace(dv_algo_index("ring-allreduce"), 2, 1000, &ring, err, sizeof err) == 0);
+    size_t n = 0, cap = 3 * (ring.n + 8);
+    dt_trace t = { .version = 1, .nranks = 2 };
+    snprintf(t.program, sizeof t.program, "train");
+    t.ev = calloc(cap, sizeof *t.ev);
+    ck_assert(t.ev != NULL);
+    for (int r = 0; r < 2; r++)
+        for (int s = 1; s <= 3; s++) {
+            double base = s * 10.0;
+            static const char *ph[] = { "forward", "backward" };
+            for (int k = 0; k < 2; k++) {
+                dt_event *e = &t.ev[n++];
+                *e = (dt_event){ .t0 = base + 3 * k, .t1 = base + 3 * k + 3, .rank = r,
+                                 .peer = -1, .kind = DT_EV_COMPUTE, .step = s, .chunk = 0 };
+                snprintf(e->coll, sizeof e->coll, "train");
+                snprintf(e->phase, sizeof e->phase, "%s", ph[k]);
+            }
+            for (size_t i = 0; i < ring.n; i++)   /* the ring, during the backward */
+                if (ring.ev[i].rank == r) {
+                    dt_event *e = &t.ev[n++];
+                    *e = ring.ev[i];
+                    e->t0 = base + 4 + e->t0 * 0.5;
+                    e->t1 = base + 4 + e->t1 * 0.5;
+                }
+        }
+    t.n = n;
+    dti_trace_sort(t.ev, t.n);
+    dt_trace_free(&ring);
+    dv_model m;
+    ck_assert_msg(dv_model_build(&m, &t, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(m.ncalls, 3);
+    ck_assert_int_eq(dv_app_init(a, &m, -1, 0, W, H, NULL), 0);
+}
+
+START_TEST(tt_steps_and_calls)
+{
+    dv_app a;
+    app_training(&a);
+    ck_assert(a.tt != NULL && a.timetable);
+    ck_assert_int_eq(a.tt->nsteps, 3);
+    ck_assert_int_eq(a.tt_step, 2);              /* it opens on the last step */
+    press(&a, SDLK_LEFT, 0);
+    ck_assert_int_eq(a.tt_step, 1);
+    ck_assert(a.t0 <= 20 && a.t1 >= 26 && a.t1 - a.t0 < 10);
+    press(&a, SDLK_HOME, 0);
+    ck_assert_int_eq(a.tt_step, 0);
+    press(&a, SDLK_LEFT, 0);
+    ck_assert_int_eq(a.tt_step, 0);
+    press(&a, SDLK_END, 0);
+    ck_assert_int_eq(a.tt_step, 2);
+    press(&a, SDLK_LEFT, 0);                     /* step 2: the ring runs from 24 on */
+
+    /* a click on rank 1's communication lane during the ring picks that call */
+    int x, y, b;
+    double tc = 24.6;
+    ck_assert_msg(tt_point(&a, 1, 1, tc, &x, &y), "no pixel for rank 1's comm lane");
+    b = dv_tt_block_at(a.tt, 1, 1, tc);
+    ck_assert_msg(b >= 0, "no block of rank 1's comm lane at %g", tc);
+    ck_assert_int_eq(a.tt->blocks[b].call, 1);
+    push_button(SDL_MOUSEBUTTONDOWN, x, y);
+    push_button(SDL_MOUSEBUTTONUP, x, y);
+    dv_app_pump(&a);
+    ck_assert_msg(a.call == 1, "the click picked call %d", a.call);
+    ck_assert_msg(fabs(a.cursor - tc) < (a.t1 - a.t0) / 100, "cursor %g", a.cursor);
+    press(&a, SDLK_t, 0);                        /* that call, chunk by chunk */
+    ck_assert(!a.timetable && (int)a.pos == a.m.calls[1].first_pos);
+    press(&a, SDLK_RIGHT, 0);
+    press(&a, SDLK_t, 0);                        /* back, on the same step */
+    ck_assert(a.timetable && a.tt_step == 1 && a.call == 1);
+
+    /* a drag pans by the pointer's way; a click after it is not a click */
+    double t0 = a.t0, w = a.t1 - a.t0;
+    ck_assert(tt_point(&a, 0, 0, a.t0 + w / 2, &x, &y));
+    push_button(SDL_MOUSEBUTTONDOWN, x, y);
+    SDL_Event e = { .type = SDL_MOUSEMOTION };
+    e.motion.state = SDL_BUTTON_LMASK;
+    e.motion.x = x - 100;
+    e.motion.y = y;
+    SDL_PushEvent(&e);
+    push_button(SDL_MOUSEBUTTONUP, x - 100, y);
+    dv_app_pump(&a);
+    ck_assert_msg(a.t0 > t0 && fabs((a.t1 - a.t0) - w) < 1e-9 * w, "t0 %g -> %g", t0, a.t0);
+    ck_assert(a.call == 1);
+    dv_app_free(&a);
+}
+END_TEST
+
+/* The timetable drawn: a compute block shows its kind's colour, idle shows none of the
+ * kinds', and the picture changes with the window. */
+START_TEST(tt_draw_pixels)
+{
+    dv_app a;
+    char err[256];
+    app_training(&a);
+    dv_view v;
+    dv_app_view(&a, &v);
+    SDL_Surface *s = dv_render_surface(&a.m, &v, W, H, err, sizeof err);
+    ck_assert_msg(s != NULL, "%s", err);
+    int x, y;
+    SDL_Color f = dv_kind_color(DV_C_FORWARD), bk = dv_kind_color(DV_C_BACKWARD);
+    ck_assert(tt_point(&a, 0, 0, 31.5, &x, &y));           /* step 3's forward */
+    ck_assert_uint_eq(rgb_at(s, x, y + 1), (Uint32)f.r << 16 | (Uint32)f.g << 8 | f.b);
+    ck_assert(tt_point(&a, 1, 0, 34.5, &x, &y));           /* its backward */
+    ck_assert_uint_eq(rgb_at(s, x, y + 1), (Uint32)bk.r << 16 | (Uint32)bk.g << 8 | bk.b);
+    ck_assert(tt_point(&a, 1, 0, 36.5, &x, &y));           /* idle after it */
+    Uint32 idle = rgb_at(s, x, y + 1);
+    for (int k = 0; k < DV_C_N; k++) {
+        SDL_Color c = dv_kind_color((dv_color_kind)k);
+        ck_assert_msg(idle != ((Uint32)c.r << 16 | (Uint32)c.g << 8 | c.b),
+                      "idle time drawn in kind %d's colour", k);
+    }
+    SDL_FreeSurface(s);
+    dv_app_free(&a);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("viz_app");
@@ -514,6 +725,9 @@ int main(void)
     tcase_add_test(tc, keys_model);
     tcase_add_test(tc, mouse_resize_quit);
     tcase_add_test(tc, run_loop);
+    tcase_add_test(tc, tt_keys_window);
+    tcase_add_test(tc, tt_steps_and_calls);
+    tcase_add_test(tc, tt_draw_pixels);
     suite_add_tcase(s, tc);
     return unit_run(s);
 }

@@ -9,7 +9,10 @@
  * messages, the masks at every position, the bytes each rank sends against the
  * reference and the formula, and the arithmetic of positions. Then the traces that the
  * lessons and build/train wrote, against the built-in algorithm at the same rank count
- * and count; and hand-written traces that the viewer must survive.
+ * and count; and hand-written traces that the viewer must survive. Then what a new user
+ * read wrong once (issue 17): the counters dv_pos_describe words, the colours (no event
+ * kind or arrow near a rank's), alltoall's send buffers, calls on sub-communicators, and
+ * a training mode's own messages, which are no call.
  *
  *   build/tests/viz_model                     built-ins and hand-written traces
  *   DTVIZ_TRACES=DIR build/tests/viz_model    also DIR/NN_lesson-N.trace, DIR/train-*.trace
@@ -23,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "draw.h"
 #include "model.h"
 #include "schedule.h"
 
@@ -54,6 +58,7 @@ typedef struct {
     long long lo, hi;      /* elements of the receiver's buffer */
     int add;               /* 1: the receiver adds it in; 0: copies it */
     dv_mask carry;         /* 0: the sender's masks of [lo, hi); else this mask */
+    long long slo, shi;    /* elements of the sender's buffer it comes from */
 } ref_msg;
 
 typedef struct { const char *phase; int step, first, n; } ref_frame;
@@ -96,7 +101,7 @@ static void msg(ref *R, int src, int dst, long long lo, long long hi, int add,
         R->cap = R->cap ? 2 * R->cap : 64;
         R->msg = realloc(R->msg, (size_t)R->cap * sizeof *R->msg);
     }
-    R->msg[R->nmsg++] = (ref_msg){ src, dst, lo, hi, add, carry };
+    R->msg[R->nmsg++] = (ref_msg){ src, dst, lo, hi, add, carry, lo, hi };
     R->fr[R->nf - 1].n++;
 }
 
@@ -218,13 +223,18 @@ static void ref_build(ref *R, int algo, int N, long long count)
                 whole(R, 2 * i + 1, 2 * i, 0);
         }
         break;
-    case 7:   /* step s: r's block for r+s lands in the receiver's block r, as {r} */
+    case 7:   /* step s: r's block for r+s (send buffer block r+s) lands in the
+               * receiver's block r, as {r} */
         for (int s = 1; s < N; s++) {
             frame(R, "exchange", s);
             for (int r = 0; r < N; r++) {
-                int d = (r + s) % N;
+                int d = (r + s) % N, n = R->nmsg;
                 msg(R, r, d, blk_lo(R, r), blk_lo(R, r + 1), 0, bit(r),
                     blk_lo(R, d + 1) - blk_lo(R, d));
+                if (R->nmsg > n) {
+                    R->msg[n].slo = blk_lo(R, d);
+                    R->msg[n].shi = blk_lo(R, d + 1);
+                }
             }
         }
         break;
@@ -311,6 +321,14 @@ static void check_struct(const dv_model *m, const char *what)
             REQUIRE(C->cell_lo[i] <= C->cell_lo[i + 1], "%s: call %d: cell %d runs "
                     "backwards", what, c, i);
         REQUIRE(C->init != NULL, "%s: call %d has no init masks", what, c);
+        REQUIRE(C->members != 0 && (C->members & ~all_ranks(m->nranks)) == 0 &&
+                C->size == __builtin_popcountll(C->members), "%s: call %d: members %#llx, "
+                "size %d", what, c, (unsigned long long)C->members, C->size);
+        for (int r = 0; r < m->nranks; r++)
+            for (int i = 0; i < C->ncells && !(C->members >> r & 1); i++)
+                REQUIRE(C->init[r * C->ncells + i] == 0, "%s: call %d: rank %d is no member "
+                        "but holds %#llx", what, c, r,
+                        (unsigned long long)C->init[r * C->ncells + i]);
         REQUIRE(C->cls != DV_CLASS_ROOTED || (C->root >= 0 && C->root < m->nranks),
                 "%s: call %d is rooted at %d", what, c, C->root);
         for (int k = 0; k < C->nframes; k++, f++) {
@@ -324,8 +342,13 @@ static void check_struct(const dv_model *m, const char *what)
                 const dv_msg *M = &m->msgs[q];
                 REQUIRE(M->src >= 0 && M->src < m->nranks && M->dst >= 0 &&
                         M->dst < m->nranks && M->c0 >= 0 && M->c0 <= M->c1 &&
-                        M->c1 <= C->ncells, "%s: message %d: %d -> %d, cells [%d, %d) of "
-                        "%d", what, q, M->src, M->dst, M->c0, M->c1, C->ncells);
+                        M->c1 <= C->ncells && M->s0 >= 0 && M->s0 <= M->s1 &&
+                        M->s1 <= C->ncells, "%s: message %d: %d -> %d, cells [%d, %d) from "
+                        "[%d, %d) of %d", what, q, M->src, M->dst, M->c0, M->c1, M->s0,
+                        M->s1, C->ncells);
+                REQUIRE((C->members >> M->src & 1) && (C->members >> M->dst & 1), "%s: "
+                        "message %d: %d -> %d, but the call's members are %#llx", what, q,
+                        M->src, M->dst, (unsigned long long)C->members);
             }
         }
         pos += C->nframes + 1;
@@ -453,6 +476,13 @@ static void check_call(const dv_model *m, int c, const ref *R, double esize,
                     REQUIRE(esize == 0 || fabs(M->nbytes - (double)(hi - lo) * esize) < 0.5,
                             "%s: frame %d: %d -> %d carries %g bytes, want %g", what, k,
                             M->src, M->dst, M->nbytes, (double)(hi - lo) * esize);
+                /* where it comes from: alltoall's send buffer block for the receiver */
+                if (found && q->shi > q->slo)
+                    REQUIRE(M->s0 >= 0 && M->s0 < M->s1 && M->s1 <= C->ncells &&
+                            C->cell_lo[M->s0] == q->slo && C->cell_lo[M->s1] == q->shi,
+                            "%s: frame %d: %d -> %d comes from the sender's cells [%d, %d), "
+                            "want elements [%lld, %lld)", what, k, M->src, M->dst, M->s0,
+                            M->s1, q->slo, q->shi);
             }
             REQUIRE(found, "%s: frame %d (%s %d): unexpected message %d -> %d [%lld, %lld) "
                     "%s", what, k, G->phase, G->step, M->src, M->dst, lo, hi,
@@ -863,6 +893,316 @@ START_TEST(test_trace_order)
 }
 END_TEST
 
+/* ==== what a new user read wrong (issue 17): counters, colours, communicators ==== */
+
+/* The counters say one thing each, in the same words everywhere (dv_pos_describe): a
+ * position counted from 0 of 0..npos-1; the steps done, k of F; the step the arrows
+ * show, k+1 of F, with its phase; and the sentence under them about that same step. */
+START_TEST(test_counters)
+{
+    char s[512], want[512], text[512], err[256];
+    dv_model m;
+    REQUIRE(dv_model_algo(&m, 0, 4, 1000, err, sizeof err) == 0, "%s", err);
+    dv_pos_describe(&m, 3, s, sizeof s);
+    REQUIRE(strcmp(s, "position 3 of 0..6: call 1 of 1, allreduce_ring on ranks 0-3: 3 of 6 "
+                   "steps done, next: step 4 of 6 (allgather)") == 0, "position 3: %s", s);
+    dv_pos_describe(&m, 99, s, sizeof s);
+    REQUIRE(strcmp(s, "position 6 of 0..6: call 1 of 1, allreduce_ring on ranks 0-3: 6 of 6 "
+                   "steps done, call finished") == 0, "the last position: %s", s);
+    dv_step_text(&m, 6, text, sizeof text);
+    REQUIRE(strstr(text, "done") != NULL, "the last position says '%s'", text);
+    dv_model_free(&m);
+
+    static const int ns[] = { 1, 2, 3, 5, 16 };
+    for (int a = 0; a < NALGO; a++)
+        for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+            REQUIRE(dv_model_algo(&m, a, ns[i], 1000, err, sizeof err) == 0, "%s", err);
+            for (int p = 0; p < m.npos; p++) {
+                int c, k;
+                dv_pos_split(&m, p, &c, &k);
+                dv_pos_describe(&m, p, s, sizeof s);
+                snprintf(want, sizeof want, "position %d of 0..%d: ", p, m.npos - 1);
+                REQUIRE(strncmp(s, want, strlen(want)) == 0, "%s at %d: %s", ALGO[a], ns[i], s);
+                if (c < 0)
+                    continue;
+                const dv_call *C = &m.calls[c];
+                if (k < C->nframes)
+                    snprintf(want, sizeof want, ": %d of %d steps done, next: step %d of %d "
+                             "(%s)", k, C->nframes, k + 1, C->nframes,
+                             m.frames[C->first_frame + k].phase);
+                else
+                    snprintf(want, sizeof want, ": %d of %d steps done, call finished", k,
+                             C->nframes);
+                REQUIRE(strlen(s) > strlen(want) && strcmp(s + strlen(s) - strlen(want),
+                        want) == 0, "%s at %d ranks, position %d: '%s' does not end '%s'",
+                        ALGO[a], ns[i], p, s, want);
+                dv_step_text(&m, p, text, sizeof text);
+                REQUIRE(text[0] != '\0', "%s at %d ranks, position %d: no sentence", ALGO[a],
+                        ns[i], p);
+                if (a != 7 || k == C->nframes)
+                    continue;
+                /* alltoall: "next: step s" is the step whose arrows go a distance of s,
+                 * and the sentence names that distance */
+                const dv_frame *F = &m.frames[C->first_frame + k];
+                for (int j = 0; j < F->nmsg; j++) {
+                    const dv_msg *M = &m.msgs[F->first_msg + j];
+                    REQUIRE((M->dst - M->src + ns[i]) % ns[i] == k + 1, "alltoall at %d: step "
+                            "%d's arrow %d -> %d", ns[i], k + 1, M->src, M->dst);
+                }
+                snprintf(want, sizeof want, "block for rank r+%d ", k + 1);
+                REQUIRE(strstr(text, want) != NULL, "alltoall at %d ranks, step %d of %d: "
+                        "'%s'", ns[i], k + 1, C->nframes, text);
+            }
+            dv_model_free(&m);
+        }
+}
+END_TEST
+
+/* CIELAB (D65) of an sRGB colour, for a distance the eye agrees with. */
+static void lab_of(SDL_Color c, double *L, double *A, double *B)
+{
+    double v[3] = { c.r / 255.0, c.g / 255.0, c.b / 255.0 };
+    for (int i = 0; i < 3; i++)
+        v[i] = v[i] <= 0.04045 ? v[i] / 12.92 : pow((v[i] + 0.055) / 1.055, 2.4);
+    double x = (0.4124 * v[0] + 0.3576 * v[1] + 0.1805 * v[2]) / 0.95047;
+    double y = 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2];
+    double z = (0.0193 * v[0] + 0.1192 * v[1] + 0.9505 * v[2]) / 1.08883;
+    double f[3] = { x, y, z };
+    for (int i = 0; i < 3; i++)
+        f[i] = f[i] > 0.008856 ? cbrt(f[i]) : 7.787 * f[i] + 16.0 / 116;
+    *L = 116 * f[1] - 16;
+    *A = 500 * (f[0] - f[1]);
+    *B = 200 * (f[1] - f[2]);
+}
+
+/* Euclidean distances in RGB (*rgb) and in CIELAB (returned). */
+static double color_dist(SDL_Color a, SDL_Color b, double *rgb)
+{
+    double la[3], lb[3];
+    *rgb = sqrt((double)(a.r - b.r) * (a.r - b.r) + (double)(a.g - b.g) * (a.g - b.g) +
+                (double)(a.b - b.b) * (a.b - b.b));
+    lab_of(a, &la[0], &la[1], &la[2]);
+    lab_of(b, &lb[0], &lb[1], &lb[2]);
+    return sqrt((la[0] - lb[0]) * (la[0] - lb[0]) + (la[1] - lb[1]) * (la[1] - lb[1]) +
+                (la[2] - lb[2]) * (la[2] - lb[2]));
+}
+
+/* A rank's colour means that rank: no event kind or arrow comes near any of the 64, and
+ * no two kinds come near each other. */
+START_TEST(test_colors)
+{
+    double rgb, lab;
+    for (int k = 0; k < DV_C_N; k++) {
+        SDL_Color c = dv_kind_color((dv_color_kind)k);
+        for (int r = 0; r < DV_MAX_RANKS; r++) {
+            lab = color_dist(c, dv_rank_color(r), &rgb);
+            REQUIRE(rgb >= 60 && lab >= 20, "kind %d (%d,%d,%d) is %.0f (RGB), %.1f (Lab) "
+                    "from rank %d's colour", k, c.r, c.g, c.b, rgb, lab, r);
+        }
+        for (int j = 0; j < k; j++) {
+            lab = color_dist(c, dv_kind_color((dv_color_kind)j), &rgb);
+            REQUIRE(rgb >= 60 && lab >= 15, "kinds %d and %d are %.0f (RGB), %.1f (Lab) "
+                    "apart", j, k, rgb, lab);
+        }
+    }
+}
+END_TEST
+
+/* Pixels of colour c in box. */
+static int pixels_of(const SDL_Surface *s, SDL_Rect box, SDL_Color c)
+{
+    int n = 0;
+    for (int y = box.y; y < box.y + box.h; y++)
+        for (int x = box.x; x < box.x + box.w; x++) {
+            Uint8 r, g, b;
+            SDL_GetRGB(((const Uint32 *)((const Uint8 *)s->pixels + y * s->pitch))[x],
+                       s->format, &r, &g, &b);
+            n += r == c.r && g == c.g && b == c.b;
+        }
+    return n;
+}
+
+/* Alltoall draws each rank's send buffer beside its receive buffer: the send blocks in
+ * the rank's colour, left of the receive blocks, and the arrows start at the block for
+ * the receiver (check_call holds s0, s1 to the reference). */
+START_TEST(test_alltoall_buffers)
+{
+    char err[256];
+    static const int ns[] = { 2, 4, 7 };
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+        dv_model m;
+        REQUIRE(dv_model_algo(&m, 7, ns[i], 1000, err, sizeof err) == 0, "%s", err);
+        for (int p = 0; p < m.npos; p++) {
+            dv_layout L;
+            dv_view v = { .pos = p };
+            dv_layout_compute(&m, p, 1280, 800, &L);
+            REQUIRE(L.send_x0 > 0 && dv_layout_send_cell(&L, 0, L.ncells - 1).x +
+                    L.cell_w <= dv_layout_cell(&L, 0, 0).x, "alltoall at %d: no send buffer "
+                    "left of the receive buffer", ns[i]);
+            SDL_Surface *s = dv_render_surface(&m, &v, 1280, 800, err, sizeof err);
+            REQUIRE(s != NULL, "%s", err);
+            for (int r = 0; r < ns[i]; r++)
+                for (int c = 0; c < L.ncells; c++) {
+                    SDL_Rect b = dv_layout_send_cell(&L, r, c);
+                    REQUIRE(pixels_of(s, b, dv_rank_color(r)) > b.w * b.h / 2, "alltoall at "
+                            "%d, position %d: rank %d's send cell %d is not its colour", ns[i],
+                            p, r, c);
+                }
+            SDL_FreeSurface(s);
+        }
+        dv_model_free(&m);
+    }
+}
+END_TEST
+
+/* A hybrid run at 4 ranks: tensor-parallel pairs {0,1} and {2,3} each allreduce (rd),
+ * then the data-parallel pairs {0,2} and {1,3} each ring-allreduce 4 floats; pipeline
+ * traffic beside them, which is no call. Each call stays on its communicator. */
+static const char HYBRID[] = "# dtlab-trace 1\n# ranks 4\n# program train\n"
+    "# train mode hybrid dp 2 tp 2 pp 1\n"
+    "0.0 0.0 0 mark -1 allreduce_rd call -1 -1 0 4 16\n"
+    "0.1 0.2 0 send 1 allreduce_rd exchange 0 0 0 4 16\n"
+    "0.1 0.2 0 recv 1 allreduce_rd exchange 0 0 0 4 16\n"
+    "0.2 0.2 0 reduce -1 allreduce_rd exchange 0 0 0 4 16\n"
+    "0.3 0.4 0 compute -1 train forward 1 0 0 0 0\n"
+    "0.5 0.6 0 send 1 pipeline activations 1 0 0 1 64\n"
+    "1.0 1.0 0 mark -1 allreduce_ring call -1 -1 0 4 16\n"
+    "1.1 1.2 0 send 2 allreduce_ring reduce-scatter 0 1 2 4 8\n"
+    "1.1 1.2 0 recv 2 allreduce_ring reduce-scatter 0 0 0 2 8\n"
+    "1.2 1.2 0 reduce -1 allreduce_ring reduce-scatter 0 0 0 2 8\n"
+    "1.3 1.4 0 send 2 allreduce_ring allgather 0 0 0 2 8\n"
+    "1.3 1.4 0 recv 2 allreduce_ring allgather 0 1 2 4 8\n"
+    "0.0 0.0 1 mark -1 allreduce_rd call -1 -1 0 4 16\n"
+    "0.1 0.2 1 send 0 allreduce_rd exchange 0 0 0 4 16\n"
+    "0.1 0.2 1 recv 0 allreduce_rd exchange 0 0 0 4 16\n"
+    "0.2 0.2 1 reduce -1 allreduce_rd exchange 0 0 0 4 16\n"
+    "0.5 0.6 1 recv 0 pipeline activations 1 0 0 1 64\n"
+    "1.0 1.0 1 mark -1 allreduce_ring call -1 -1 0 4 16\n"
+    "1.1 1.2 1 send 3 allreduce_ring reduce-scatter 0 1 2 4 8\n"
+    "1.1 1.2 1 recv 3 allreduce_ring reduce-scatter 0 0 0 2 8\n"
+    "1.2 1.2 1 reduce -1 allreduce_ring reduce-scatter 0 0 0 2 8\n"
+    "1.3 1.4 1 send 3 allreduce_ring allgather 0 0 0 2 8\n"
+    "1.3 1.4 1 recv 3 allreduce_ring allgather 0 1 2 4 8\n"
+    "0.0 0.0 2 mark -1 allreduce_rd call -1 -1 0 4 16\n"
+    "0.1 0.2 2 send 3 allreduce_rd exchange 0 0 0 4 16\n"
+    "0.1 0.2 2 recv 3 allreduce_rd exchange 0 0 0 4 16\n"
+    "0.2 0.2 2 reduce -1 allreduce_rd exchange 0 0 0 4 16\n"
+    "1.0 1.0 2 mark -1 allreduce_ring call -1 -1 0 4 16\n"
+    "1.1 1.2 2 send 0 allreduce_ring reduce-scatter 0 0 0 2 8\n"
+    "1.1 1.2 2 recv 0 allreduce_ring reduce-scatter 0 1 2 4 8\n"
+    "1.2 1.2 2 reduce -1 allreduce_ring reduce-scatter 0 1 2 4 8\n"
+    "1.3 1.4 2 send 0 allreduce_ring allgather 0 1 2 4 8\n"
+    "1.3 1.4 2 recv 0 allreduce_ring allgather 0 0 0 2 8\n"
+    "0.0 0.0 3 mark -1 allreduce_rd call -1 -1 0 4 16\n"
+    "0.1 0.2 3 send 2 allreduce_rd exchange 0 0 0 4 16\n"
+    "0.1 0.2 3 recv 2 allreduce_rd exchange 0 0 0 4 16\n"
+    "0.2 0.2 3 reduce -1 allreduce_rd exchange 0 0 0 4 16\n"
+    "1.0 1.0 3 mark -1 allreduce_ring call -1 -1 0 4 16\n"
+    "1.1 1.2 3 send 1 allreduce_ring reduce-scatter 0 0 0 2 8\n"
+    "1.1 1.2 3 recv 1 allreduce_ring reduce-scatter 0 1 2 4 8\n"
+    "1.2 1.2 3 reduce -1 allreduce_ring reduce-scatter 0 1 2 4 8\n"
+    "1.3 1.4 3 send 1 allreduce_ring allgather 0 1 2 4 8\n"
+    "1.3 1.4 3 recv 1 allreduce_ring allgather 0 0 0 2 8\n";
+
+START_TEST(test_subcomms)
+{
+    static const struct { const char *coll; dv_mask members; const char *on; } want[] = {
+        { "allreduce_rd", 0x3, "on ranks 0,1:" }, { "allreduce_rd", 0xc, "on ranks 2,3:" },
+        { "allreduce_ring", 0x5, "on ranks 0,2:" }, { "allreduce_ring", 0xa, "on ranks 1,3:" },
+    };
+    char s[512];
+    dv_model m;
+    build_ok(&m, HYBRID, "hybrid");
+    REQUIRE(strcmp(m.title, "train: mode hybrid, dp 2, tp 2, pp 1") == 0, "title '%s'",
+            m.title);
+    REQUIRE(m.ncalls == 4, "hybrid: %d calls, want 4 (two per communicator kind; the "
+            "pipeline's messages are none)", m.ncalls);
+    for (int c = 0; c < 4; c++) {
+        const dv_call *C = &m.calls[c];
+        REQUIRE(strcmp(C->coll, want[c].coll) == 0 && C->members == want[c].members &&
+                C->size == 2 && C->nframes == (c < 2 ? 1 : 2), "call %d: %s on %#llx (size "
+                "%d, %d frames), want %s on %#llx", c, C->coll,
+                (unsigned long long)C->members, C->size, C->nframes, want[c].coll,
+                (unsigned long long)want[c].members);
+        dv_pos_describe(&m, C->first_pos, s, sizeof s);
+        REQUIRE(strstr(s, want[c].on) != NULL, "call %d: '%s' does not say '%s'", c, s,
+                want[c].on);
+        /* every member ends with both members' sums; the others hold nothing */
+        dv_mask st[4 * DV_MAX_CELLS];
+        dv_state(&m, c, C->nframes, st);
+        for (int r = 0; r < 4; r++)
+            for (int i = 0; i < C->ncells; i++)
+                REQUIRE(st[r * C->ncells + i] == (C->members >> r & 1 ? C->members : 0),
+                        "call %d: rank %d cell %d ends with %#llx", c, r, i,
+                        (unsigned long long)st[r * C->ncells + i]);
+        /* the cost model at N = 2: what each member sent, and nothing for the others */
+        double expect[4], sent[4];
+        char text[256];
+        REQUIRE(dv_formula(&m, c, expect, text, sizeof text) == 1 && strstr(text, "N = 2"),
+                "call %d: formula '%s'", c, text);
+        dv_bytes_sent(&m, c, C->nframes, sent);
+        for (int r = 0; r < 4; r++)
+            REQUIRE(expect[r] == (C->members >> r & 1 ? 16 : 0) && sent[r] == expect[r],
+                    "call %d: rank %d sent %g bytes, the formula (%s) says %g", c, r, sent[r],
+                    text, expect[r]);
+    }
+    dv_model_free(&m);
+
+    /* a rank alone on its communicator: a call of its own, with nothing to move */
+    static const char alone[] = "# dtlab-trace 1\n# ranks 3\n"
+        "0.0 0.0 0 mark -1 allreduce_rd call -1 -1 0 4 16\n"
+        "0.1 0.2 0 send 1 allreduce_rd exchange 0 0 0 4 16\n"
+        "0.1 0.2 0 recv 1 allreduce_rd exchange 0 0 0 4 16\n"
+        "0.2 0.2 0 reduce -1 allreduce_rd exchange 0 0 0 4 16\n"
+        "0.0 0.0 1 mark -1 allreduce_rd call -1 -1 0 4 16\n"
+        "0.1 0.2 1 send 0 allreduce_rd exchange 0 0 0 4 16\n"
+        "0.1 0.2 1 recv 0 allreduce_rd exchange 0 0 0 4 16\n"
+        "0.2 0.2 1 reduce -1 allreduce_rd exchange 0 0 0 4 16\n"
+        "0.0 0.0 2 mark -1 allreduce_rd call -1 -1 0 4 16\n";
+    build_ok(&m, alone, "alone");
+    REQUIRE(m.ncalls == 2 && m.calls[0].members == 0x3 && m.calls[0].nframes == 1 &&
+            m.calls[1].members == 0x4 && m.calls[1].size == 1 && m.calls[1].nframes == 0,
+            "alone: %d calls", m.ncalls);
+    dv_model_free(&m);
+}
+END_TEST
+
+/* In a trace that marks its calls, a training mode's own messages are no call; in one
+ * without marks (hand-written, old lessons) every transfer still counts. */
+START_TEST(test_unmarked_traffic)
+{
+    static const char pp[] =
+        "0.1 0.2 0 send 1 pipeline activations 1 0 0 1 64\n"
+        "0.1 0.2 1 recv 0 pipeline activations 1 0 0 1 64\n"
+        "0.3 0.4 1 send 0 pipeline gradients 1 0 0 1 64\n"
+        "0.3 0.4 0 recv 1 pipeline gradients 1 0 0 1 64\n";
+    static const char mark[] = "0.0 0.0 0 mark -1 reduce_tree call -1 -1 0 1 8\n"
+                               "0.0 0.0 1 mark -1 reduce_tree call -1 -1 0 1 8\n"
+                               "0.6 0.7 1 send 0 reduce_tree reduce 0 0 0 1 8\n"
+                               "0.6 0.7 0 recv 1 reduce_tree reduce 0 0 0 1 8\n";
+    char text[2048];
+    dv_model m;
+    snprintf(text, sizeof text, "%s%s", HEAD2, pp);
+    build_ok(&m, text, "pipeline traffic alone");
+    REQUIRE(m.ncalls >= 1 && strcmp(m.calls[0].coll, "pipeline") == 0, "without marks the "
+            "transfers make calls: %d calls", m.ncalls);
+    dv_model_free(&m);
+    snprintf(text, sizeof text, "%s%s%s", HEAD2, pp, mark);
+    build_ok(&m, text, "pipeline traffic and a marked reduce");
+    REQUIRE(m.ncalls == 1 && strcmp(m.calls[0].coll, "reduce_tree") == 0 &&
+            m.calls[0].nframes == 1, "with marks: %d calls, the first %s", m.ncalls,
+            m.ncalls ? m.calls[0].coll : "-");
+    REQUIRE(m.trace.n == 8, "the pipeline's events left the trace: %zu", m.trace.n);
+    dv_model_free(&m);
+    snprintf(text, sizeof text, "%s# train mode pp schedule 1f1b stages 2 micro 1\n%s", HEAD2,
+             pp);
+    build_ok(&m, text, "a training trace without marks");
+    REQUIRE(m.ncalls == 0 && strcmp(m.title, "train: mode pp, schedule 1f1b, stages 2, "
+            "micro 1") == 0, "%d calls, title '%s'", m.ncalls, m.title);
+    dv_model_free(&m);
+}
+END_TEST
+
 /* ==== traces the lessons and build/train wrote ($DTVIZ_TRACES) ==== */
 
 /* The built-ins a lesson's trace is compared with, by its number. */
@@ -945,7 +1285,8 @@ static int compare_lesson(const dv_model *m, int lesson, const char *file)
     return compared;
 }
 
-/* A DDP training trace: every ring allreduce ends with every cell holding every rank. */
+/* A DDP training trace: every ring allreduce ends with every cell of its members holding
+ * every member. */
 static int check_ddp(const dv_model *m, const char *file)
 {
     int rings = 0;
@@ -956,8 +1297,9 @@ static int check_ddp(const dv_model *m, const char *file)
         dv_mask *st = malloc((size_t)m->nranks * C->ncells * sizeof *st);
         dv_state(m, c, C->nframes, st);
         for (int i = 0; i < m->nranks * C->ncells; i++)
-            REQUIRE(st[i] == all_ranks(m->nranks), "%s: call %d (count %lld): rank %d cell "
-                    "%d ends with %#llx", file, c, C->count, i / C->ncells, i % C->ncells,
+            REQUIRE(st[i] == (C->members >> (i / C->ncells) & 1 ? C->members : 0), "%s: call "
+                    "%d (count %lld, members %#llx): rank %d cell %d ends with %#llx", file, c,
+                    C->count, (unsigned long long)C->members, i / C->ncells, i % C->ncells,
                     (unsigned long long)st[i]);
         free(st);
         rings++;
@@ -997,6 +1339,10 @@ START_TEST(test_real_traces)
             found = check_ddp(&m, e->d_name);
             REQUIRE(found > 0 || m.nranks == 1, "%s: no ring allreduce", e->d_name);
         }
+        for (int c = 0; strncmp(e->d_name, "train-", 6) == 0 && c < m.ncalls; c++)
+            REQUIRE(strcmp(m.calls[c].coll, "pipeline") != 0 && strcmp(m.calls[c].coll,
+                    "dp") != 0, "%s: call %d is a training mode's own traffic (%s)",
+                    e->d_name, c, m.calls[c].coll);
         printf("viz_model: %s: %d ranks, %d calls, %d positions", e->d_name, m.nranks,
                m.ncalls, m.npos);
         if (found >= 0)
@@ -1017,6 +1363,9 @@ int main(void)
     tcase_add_test(tc, test_algo_names);
     tcase_add_loop_test(tc, test_algo, 0, NALGO);
     tcase_add_test(tc, test_algo_empty);
+    tcase_add_test(tc, test_counters);
+    tcase_add_test(tc, test_colors);
+    tcase_add_test(tc, test_alltoall_buffers);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
     TCase *tr = tcase_create("traces");
@@ -1025,6 +1374,8 @@ int main(void)
     tcase_add_test(tr, test_trace_odd);
     tcase_add_loop_test(tr, test_trace_rules, 0, (int)(sizeof RULES / sizeof RULES[0]));
     tcase_add_test(tr, test_trace_order);
+    tcase_add_test(tr, test_subcomms);
+    tcase_add_test(tr, test_unmarked_traffic);
     tcase_add_test(tr, test_real_traces);
     tcase_set_timeout(tr, 120);
     suite_add_tcase(s, tr);

@@ -71,16 +71,16 @@ viz_pid=$!
 wid=$(timeout "$LIMIT" xdotool search --sync --name '^dtviz' | head -n 1)
 [ -n "$wid" ] || fail "no dtviz window within $LIMIT s"
 wait_line '^dtviz: size 1000x700 '
-wait_line '^dtviz: position 0/7 call 0 allreduce_ring '
+wait_line '^dtviz: position 0 of 0\.\.6: call 1 of 1, allreduce_ring '
 # keys go to the focused window; without a window manager, focus it ourselves
 timeout "$LIMIT" xdotool mousemove --window "$wid" 500 100 || fail "mousemove"
 timeout "$LIMIT" xdotool windowfocus --sync "$wid" || fail "cannot focus the window"
 pass "window $wid opened at 1000x700, position 0"
 
 # ==== keys: Right Right Left lands on 1; h shows the help ====
-timeout "$LIMIT" xdotool key Right && wait_line '^dtviz: position 1/7 '
-timeout "$LIMIT" xdotool key Right && wait_line '^dtviz: position 2/7 '
-timeout "$LIMIT" xdotool key Left && wait_line '^dtviz: position 1/7 ' 2
+timeout "$LIMIT" xdotool key Right && wait_line '^dtviz: position 1 of 0\.\.6: '
+timeout "$LIMIT" xdotool key Right && wait_line '^dtviz: position 2 of 0\.\.6: '
+timeout "$LIMIT" xdotool key Left && wait_line '^dtviz: position 1 of 0\.\.6: ' 2
 pass "Right Right Left: positions 1, 2, 1"
 timeout "$LIMIT" xdotool key h && wait_line '^dtviz: help on'
 pass "h: help on"
@@ -93,7 +93,7 @@ read -r tx ty tw th < <(sed -n 's/^dtviz: size 900x600 timeline \([0-9]*\),\([0-
 pass "resized to 900x600, timeline at $tx,$ty ${tw}x$th"
 timeout "$LIMIT" xdotool mousemove --window "$wid" $((tx + tw * 3 / 4)) $((ty + th / 2)) click 1 ||
     fail "click"
-wait_line '^dtviz: position 4/7 '
+wait_line '^dtviz: position 4 of 0\.\.6: '
 pass "click on the timeline: position 4"
 
 # ==== q quits, with status 0 ====

@@ -376,7 +376,7 @@ static double parts(long long count, int n, int i, int k)
 }
 
 /* The root of a rooted call: the viewer's, or (reduce, gather) the rank that received
- * and never sent. 0 when nothing says. */
+ * and never sent. The first member when nothing says. */
 static int call_root(const dv_model *m, const dv_call *c)
 {
     if (c->root >= 0 && c->root < m->nranks)
@@ -395,7 +395,7 @@ static int call_root(const dv_model *m, const dv_call *c)
     for (int r = 0; r < m->nranks; r++)
         if ((got >> r & 1) && !(gave >> r & 1))
             return r;
-    return 0;
+    return __builtin_ctzll(c->members | (dv_mask)1 << 63);
 }
 
 int dv_formula(const dv_model *m, int call, double *expect, char *text, size_t len)
@@ -404,13 +404,16 @@ int dv_formula(const dv_model *m, int call, double *expect, char *text, size_t l
         text[0] = '\0';
     if (m == NULL || call < 0 || call >= m->ncalls)
         return 0;
+    /* the cost model counts in the communicator: N members, rank r the r-th of them,
+     * and x[r] what it sends, copied to expect[] by rank at the end */
     const dv_call *c = &m->calls[call];
-    int N = m->nranks, root = call_root(m, c), kids[32];
+    int N = c->size > 0 ? c->size : 1, root = dv_call_index(c, call_root(m, c)), kids[32];
     long long n = c->count;
-    double E = c->esize, S = (double)n * E, nominal = 0;
-    char s[32], v[32];
+    double E = c->esize, S = (double)n * E, nominal = 0, x[DV_MAX_RANKS] = { 0 };
+    char s[32], v[32], on[64];
     const char *fmt = NULL;
-    for (int r = 0; r < N; r++)
+    root = root < 0 ? 0 : root;
+    for (int r = 0; r < m->nranks; r++)
         expect[r] = 0;
     if (strcmp(c->coll, "allreduce_ring") == 0 ||
         strcmp(c->coll, "reduce_scatter_ring") == 0 || strcmp(c->coll, "allgather_ring") == 0) {
@@ -418,57 +421,63 @@ int dv_formula(const dv_model *m, int call, double *expect, char *text, size_t l
         int rs = both || c->coll[0] == 'r', ag = both || c->coll[0] == 'a';
         for (int r = 0; r < N; r++)
             for (int st = 0; st < N - 1; st++)
-                expect[r] += E * ((rs ? parts(n, N, dt_ring_rs_send_chunk(r, N, st), 1) : 0) +
-                                  (ag ? parts(n, N, dt_ring_ag_send_chunk(r, N, st), 1) : 0));
+                x[r] += E * ((rs ? parts(n, N, dt_ring_rs_send_chunk(r, N, st), 1) : 0) +
+                             (ag ? parts(n, N, dt_ring_ag_send_chunk(r, N, st), 1) : 0));
         nominal = (rs + ag) * (N - 1) * S / N;
-        fmt = rs && ag ? "ring: each rank sends 2(N-1)/N x S = %s (S = %s)"
-                       : "ring: each rank sends (N-1)/N x S = %s (S = %s)";
+        fmt = rs && ag ? "ring: each rank sends 2(N-1)/N x S = %s (S = %s%s)"
+                       : "ring: each rank sends (N-1)/N x S = %s (S = %s%s)";
     } else if (strcmp(c->coll, "allreduce_naive") == 0 || strcmp(c->coll, "bcast_naive") == 0) {
         int bc = c->coll[0] == 'b', top = bc ? root : 0;    /* the naive allreduce: rank 0 */
         for (int r = 0; r < N; r++)
-            expect[r] = r == top ? (N - 1) * S : bc ? 0 : S;
+            x[r] = r == top ? (N - 1) * S : bc ? 0 : S;
         nominal = (N - 1) * S;
-        fmt = bc ? "naive: the root sends (N-1) x S = %s (S = %s)"
-                 : "naive: rank 0 sends (N-1) x S = %s, the others S = %s";
+        fmt = bc ? "naive: the root sends (N-1) x S = %s (S = %s%s)"
+                 : "naive: rank 0 sends (N-1) x S = %s, the others S = %s%s";
     } else if (strcmp(c->coll, "bcast_tree") == 0 || strcmp(c->coll, "reduce_tree") == 0) {
         int up = c->coll[0] == 'r';
         for (int r = 0; r < N; r++)
-            expect[r] = up ? (r == root ? 0 : S) : dt_tree_children(r, root, N, kids) * S;
+            x[r] = up ? (r == root ? 0 : S) : dt_tree_children(r, root, N, kids) * S;
         nominal = up ? S : dt_log2_ceil(N) * S;
-        fmt = up ? "tree: every rank but the root sends S once = %s (S = %s)"
-                 : "tree: S to each child; the root ceil(log2 N) x S = %s (S = %s)";
+        fmt = up ? "tree: every rank but the root sends S once = %s (S = %s%s)"
+                 : "tree: S to each child; the root ceil(log2 N) x S = %s (S = %s%s)";
     } else if (strcmp(c->coll, "gather_tree") == 0 || strcmp(c->coll, "scatter_tree") == 0) {
         int up = c->coll[0] == 'g';
         for (int r = 0; r < N; r++) {
             int v = (r - root + N) % N, nk = dt_tree_children(r, root, N, kids);
             if (up && r != root)
-                expect[r] = E * parts(n, N, v, dt_tree_subtree_size(r, root, N));
+                x[r] = E * parts(n, N, v, dt_tree_subtree_size(r, root, N));
             for (int i = 0; !up && i < nk; i++)
-                expect[r] += E * parts(n, N, (kids[i] - root + N) % N,
-                                           dt_tree_subtree_size(kids[i], root, N));
+                x[r] += E * parts(n, N, (kids[i] - root + N) % N,
+                                  dt_tree_subtree_size(kids[i], root, N));
         }
         nominal = (N - 1) * S / N;
-        fmt = up ? "tree: the root gets (N-1)/N x S = %s up the subtrees (S = %s)"
-                 : "tree: the root sends (N-1)/N x S = %s down the subtrees (S = %s)";
+        fmt = up ? "tree: the root gets (N-1)/N x S = %s up the subtrees (S = %s%s)"
+                 : "tree: the root sends (N-1)/N x S = %s down the subtrees (S = %s%s)";
     } else if (strcmp(c->coll, "allreduce_rd") == 0) {
         for (int r = 0; r < N && N > 1; r++) {
             int active = dt_rd_vrank(r, N) >= 0, folded = dt_rd_fold_peer(r, N) >= 0;
-            expect[r] = active ? (dt_rd_steps(N) + folded) * S : S;
+            x[r] = active ? (dt_rd_steps(N) + folded) * S : S;
         }
         nominal = dt_rd_steps(N) * S;
-        fmt = "rd: each of the p = 2^k <= N active ranks sends k x S = %s (S = %s)";
+        fmt = "rd: each of the p = 2^k <= N active ranks sends k x S = %s (S = %s%s)";
     } else if (strcmp(c->coll, "alltoall_pairwise") == 0) {
         for (int r = 0; r < N; r++)
-            expect[r] = S - E * parts(n, N, r, 1);
+            x[r] = S - E * parts(n, N, r, 1);
         nominal = (N - 1) * S / N;
-        fmt = "pairwise: each rank sends (N-1)/N x S = %s (S = %s)";
+        fmt = "pairwise: each rank sends (N-1)/N x S = %s (S = %s%s)";
     }
     if (fmt == NULL)
         return 0;
+    for (int r = 0; r < m->nranks; r++)
+        if (dv_call_index(c, r) >= 0)
+            expect[r] = x[dv_call_index(c, r)];
     dt_format_bytes(nominal, v, sizeof v);
     dt_format_bytes(S, s, sizeof s);
+    on[0] = '\0';
+    if (N < m->nranks)                                  /* a sub-communicator */
+        snprintf(on, sizeof on, ", N = %d", N);
     if (text != NULL && len > 0)
-        snprintf(text, len, fmt, v, s);
+        snprintf(text, len, fmt, v, s, on);
     return 1;
 }
 
@@ -500,7 +509,7 @@ static const struct { const char *coll, *phase, *text; } phase_texts[] = {
     { "scatter_tree", "scatter",
       "each rank sends a child the blocks of that child's whole subtree" },
     { "alltoall_pairwise", "exchange",
-      "at step s rank r sends its block for rank r+s and gets the one from r-s" },
+      "at step s each rank r sends its block for rank r+s to it and gets r-s's block for r" },
 };
 
 const char *dv_phase_text(const char *coll, const char *phase)
@@ -509,4 +518,52 @@ const char *dv_phase_text(const char *coll, const char *phase)
         if (strcmp(coll, phase_texts[i].coll) == 0 && strcmp(phase, phase_texts[i].phase) == 0)
             return phase_texts[i].text;
     return "";
+}
+
+/* What a finished call has done, by coll. */
+static const struct { const char *coll, *text; } done_texts[] = {
+    { "allreduce_ring", "done: every rank holds the sum of every rank's buffer" },
+    { "allreduce_naive", "done: every rank holds the sum of every rank's buffer" },
+    { "allreduce_rd", "done: every rank holds the sum of every rank's buffer" },
+    { "reduce_scatter_ring", "done: rank r's chunk r holds the sum of every rank's chunk r" },
+    { "allgather_ring", "done: every rank holds every rank's block" },
+    { "bcast_tree", "done: every rank holds the root's buffer" },
+    { "bcast_naive", "done: every rank holds the root's buffer" },
+    { "reduce_tree", "done: the root holds the sum of every rank's buffer" },
+    { "gather_tree", "done: the root holds every rank's block, in rank order" },
+    { "scatter_tree", "done: every rank holds its own block of the root's buffer" },
+    { "alltoall_pairwise", "done: block j of rank r's receive buffer is block r of rank j's "
+      "send buffer: the blocks are transposed" },
+};
+
+void dv_step_text(const dv_model *m, int pos, char *buf, size_t len)
+{
+    int call, k;
+    if (buf == NULL || len == 0)
+        return;
+    buf[0] = '\0';
+    dv_pos_split(m, pos, &call, &k);
+    if (call < 0)
+        return;
+    const dv_call *c = &m->calls[call];
+    if (k >= c->nframes) {
+        for (size_t i = 0; i < sizeof done_texts / sizeof done_texts[0]; i++)
+            if (strcmp(c->coll, done_texts[i].coll) == 0)
+                snprintf(buf, len, "%s", done_texts[i].text);
+        return;
+    }
+    const dv_frame *f = &m->frames[c->first_frame + k];
+    /* alltoall: the distance its arrows go, said in the words of the arrows themselves */
+    int N = c->size, d = -1;
+    for (int i = 0; c->from_sender && i < f->nmsg && d != -2; i++) {
+        const dv_msg *g = &m->msgs[f->first_msg + i];
+        int a = dv_call_index(c, g->src), b = dv_call_index(c, g->dst);
+        int di = a >= 0 && b >= 0 ? (b - a + N) % N : -2;
+        d = d == -1 || d == di ? di : -2;
+    }
+    if (d > 0)
+        snprintf(buf, len, "each rank r sends its block for rank r+%d to that rank, and "
+                 "gets from rank r-%d its block for r (ranks counted mod %d)", d, d, N);
+    else
+        snprintf(buf, len, "%s", dv_phase_text(c->coll, f->phase));
 }

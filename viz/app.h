@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "draw.h"
+#include "timetable.h"
 
 typedef struct {
     dv_model m;                 /* owned */
@@ -21,13 +22,38 @@ typedef struct {
     FILE *log;                  /* --verbose: a line per position change and resize */
     int logged;                 /* the position last logged; -1 none yet */
     dv_cache *cache;            /* the timeline's texture; owned */
+    /* training: the timetable (NULL for a collective's trace or a built-in collective) */
+    dv_tt *tt;                  /* owned */
+    int timetable;              /* 1: the timetable is shown; 0: the collective view */
+    int tt_step;                /* index into tt->steps of the step shown */
+    double t0, t1;              /* the timetable's window (zoom and pan) */
+    double cursor;              /* the timetable's cursor */
+    int call;                   /* the collective call picked in the timetable, -1 none */
+    int train_algo;             /* index into dv_train_algos; -1: none */
+    int stages, micro;          /* the built-in pipeline's P and M */
+    int press_x, press_y, dragged;     /* a left button held on the timetable */
+    double press_t0, press_t1;
+    char tt_logged[160];        /* the timetable's line last logged */
 } dv_app;
 
 /* Starts a at position 0, paused, taking m over (m is left empty). algo and count say
  * how to rebuild m for the a, n and N keys (algo -1: m came from a trace). log NULL is
- * silent. Set a->pos after it to start elsewhere. Returns 0, or -1 when out of memory
- * (m then freed). */
+ * silent. Set a->pos after it to start elsewhere. A training trace (dv_tt_is_training)
+ * opens on its timetable, at its last step. Returns 0, or -1 when out of memory or the
+ * timetable cannot be built (m then freed). */
 int dv_app_init(dv_app *a, dv_model *m, int algo, long long count, int w, int h, FILE *log);
+
+/* For a model of a built-in pipeline schedule (dv_train_algo_trace): which one, with P
+ * stages and M micro-batches, so that the a, n, N, m, M keys can rebuild it. */
+void dv_app_train_algo(dv_app *a, int train_algo, int stages, int micro);
+
+/* The timetable's step: index s into tt->steps (clamped), the window fitted to it and
+ * the cursor at its start. Nothing without a timetable. */
+void dv_app_tt_step(dv_app *a, int s);
+
+/* Switches to the collective view (on = 0) at the picked call, or at the cursor's
+ * time, or back to the timetable (on = 1) at the step and call of the position. */
+void dv_app_show_timetable(dv_app *a, int on);
 void dv_app_free(dv_app *a);
 
 /* Applies one event: a key (see dv_key_help), a click or drag on the timeline, a

@@ -13,27 +13,31 @@
 #include "draw.h"
 #include "units.h"
 
-/* ==== colours ==== */
+/* ==== colours ====
+ *
+ * A rank's colour means that rank's data, and nothing else does: ranks get vivid
+ * colours (far from grey), and everything that is not a rank (the kinds of events, the
+ * arrows, the interface) greys or muted tints of grey, apart from every rank colour and
+ * from each other by at least 60 in RGB and 20 in CIELAB (tests/viz_model.c checks it). */
 
 static const SDL_Color BG = { 24, 26, 32, 255 }, EMPTY = { 46, 49, 58, 255 },
     OUTLINE = { 92, 96, 108, 255 }, TEXT = { 222, 224, 230, 255 }, DIM = { 150, 154, 166, 255 },
-    NOTE = { 255, 214, 102, 255 }, COPY = { 236, 236, 236, 255 }, ADD = { 255, 168, 56, 255 },
-    TRACK = { 34, 37, 44, 255 };
+    NOTE = { 255, 214, 102, 255 }, TRACK = { 34, 37, 44, 255 }, ABSENT = { 30, 32, 39, 255 };
 
-/* Sixteen colours that stay apart on a dark background; ranks above 15 walk the hue
- * circle by the golden angle at three lightnesses, so neighbours still differ. */
+/* Sixteen vivid colours that stay apart on a dark background; ranks above 15 walk the
+ * hue circle by the golden angle at three lightnesses, so neighbours still differ. */
 static const SDL_Color palette[16] = {
     { 230, 25, 75, 255 }, { 60, 180, 75, 255 }, { 255, 225, 25, 255 }, { 67, 99, 216, 255 },
     { 245, 130, 49, 255 }, { 145, 30, 180, 255 }, { 66, 212, 244, 255 }, { 240, 50, 230, 255 },
-    { 191, 239, 69, 255 }, { 250, 190, 212, 255 }, { 70, 153, 144, 255 }, { 220, 190, 255, 255 },
-    { 154, 99, 36, 255 }, { 255, 250, 200, 255 }, { 128, 0, 0, 255 }, { 170, 255, 195, 255 },
+    { 191, 239, 69, 255 }, { 255, 110, 180, 255 }, { 0, 150, 136, 255 }, { 160, 110, 255, 255 },
+    { 154, 99, 36, 255 }, { 0, 90, 200, 255 }, { 128, 0, 0, 255 }, { 0, 220, 150, 255 },
 };
 
 SDL_Color dv_rank_color(int r)
 {
     if (r >= 0 && r < 16)
         return palette[r];
-    double h = fmod(r * 137.508, 360.0) / 60.0, v = 0.95 - 0.2 * (r % 3), s = 0.7;
+    double h = fmod(r * 137.508, 360.0) / 60.0, v = 0.98 - 0.17 * (r % 3), s = 0.85;
     int i = (int)h;
     double f = h - i, p = v * (1 - s), q = v * (1 - s * f), u = v * (1 - s * (1 - f));
     double rgb[6][3] = { { v, u, p }, { q, v, p }, { p, v, u }, { p, q, v }, { u, p, v },
@@ -111,8 +115,16 @@ void dv_layout_compute(const dv_model *m, int pos, int w, int h, dv_layout *L)
     L->grid = (SDL_Rect){ PAD, top, w - 2 * PAD - panel_w, L->row_h * n };
     L->panel = (SDL_Rect){ L->grid.x + L->grid.w + PAD, top, panel_w - PAD, L->grid.h };
     L->cell_x0 = PAD + LABEL_W;
-    if (L->ncells > 0)
-        L->cell_w = (L->grid.x + L->grid.w - L->cell_x0) / L->ncells;
+    int room = L->grid.x + L->grid.w - L->cell_x0;
+    if (L->call >= 0 && m->calls[L->call].from_sender) {
+        /* alltoall: the send buffer, a gap for the arrows to cross, the receive buffer */
+        int gap = clampi(room / 12, 12, 64);
+        L->send_x0 = L->cell_x0;
+        L->cell_w = (room - gap) / (2 * L->ncells);
+        L->cell_x0 = L->send_x0 + L->ncells * (L->cell_w > 1 ? L->cell_w : 1) + gap;
+    } else if (L->ncells > 0) {
+        L->cell_w = room / L->ncells;
+    }
     if (L->cell_w < 1)
         L->cell_w = 1;
 }
@@ -124,13 +136,24 @@ static int cell_gap(int cell_w)
     return cell_w >= 24 ? 5 : cell_w >= 10 ? 3 : 0;
 }
 
-SDL_Rect dv_layout_cell(const dv_layout *L, int r, int c)
+/* Cell c of rank r in the buffer whose cell 0 starts at x0. */
+static SDL_Rect cell_at(const dv_layout *L, int x0, int r, int c)
 {
     int gap = row_gap(L->row_h), in = L->cell_w >= 4;   /* room for an outline? */
     int cg = cell_gap(L->cell_w);
-    return (SDL_Rect){ L->cell_x0 + c * L->cell_w + in + cg / 2,
+    return (SDL_Rect){ x0 + c * L->cell_w + in + cg / 2,
                        L->grid.y + r * L->row_h + gap / 2 + 1,
                        L->cell_w - 2 * in - cg, L->row_h - gap - 2 > 1 ? L->row_h - gap - 2 : 1 };
+}
+
+SDL_Rect dv_layout_cell(const dv_layout *L, int r, int c)
+{
+    return cell_at(L, L->cell_x0, r, c);
+}
+
+SDL_Rect dv_layout_send_cell(const dv_layout *L, int r, int c)
+{
+    return cell_at(L, L->send_x0, r, c);
 }
 
 int dv_timeline_pos(const dv_model *m, const dv_layout *L, int x, int y)
@@ -155,27 +178,62 @@ static const dv_frame *pos_frame(const dv_model *m, int pos, int *call, int *k)
     return &m->frames[c->first_frame + (*k < c->nframes ? *k : c->nframes - 1)];
 }
 
+/* The ranks of mask in words, runs of three or more as ranges: "ranks 0-3", "ranks
+ * 0,1", "ranks 0,2,4-7", "rank 3". */
+static void ranks_text(dv_mask mask, char *buf, size_t len)
+{
+    size_t n = (size_t)snprintf(buf, len, "rank%s", __builtin_popcountll(mask) > 1 ? "s" : "");
+    for (int r = 0, first = 1; r < DV_MAX_RANKS && n < len; r++) {
+        if (!(mask >> r & 1))
+            continue;
+        int e = r;                                   /* the run r..e */
+        while (e + 1 < DV_MAX_RANKS && (mask >> (e + 1) & 1))
+            e++;
+        if (e - r >= 2)
+            n += (size_t)snprintf(buf + n, len - n, "%s%d-%d", first ? " " : ",", r, e);
+        else
+            for (int q = r; q <= e && n < len; q++, first = 0)
+                n += (size_t)snprintf(buf + n, len - n, "%s%d", first ? " " : ",", q);
+        first = 0;
+        r = e;
+    }
+}
+
 void dv_pos_describe(const dv_model *m, int pos, char *buf, size_t len)
 {
     int call, k;
+    char on[256];
     pos = clampi(pos, 0, m->npos - 1);
     const dv_frame *f = pos_frame(m, pos, &call, &k);
-    if (call < 0)
-        snprintf(buf, len, "position %d/%d no collective calls", pos, m->npos);
+    if (call < 0) {
+        snprintf(buf, len, "position %d of 0..%d: no collective calls", pos, m->npos - 1);
+        return;
+    }
+    const dv_call *c = &m->calls[call];
+    ranks_text(c->members, on, sizeof on);
+    if (k < c->nframes)
+        snprintf(buf, len, "position %d of 0..%d: call %d of %d, %s on %s: %d of %d steps "
+                 "done, next: step %d of %d (%s)", pos, m->npos - 1, call + 1, m->ncalls,
+                 c->coll, on, k, c->nframes, k + 1, c->nframes, f->phase);
     else
-        snprintf(buf, len, "position %d/%d call %d %s %s step %d of %d", pos, m->npos, call,
-                 m->calls[call].coll, f != NULL ? f->phase : "-", k, m->calls[call].nframes);
+        snprintf(buf, len, "position %d of 0..%d: call %d of %d, %s on %s: %d of %d steps "
+                 "done, call finished", pos, m->npos - 1, call + 1, m->ncalls, c->coll, on,
+                 k, c->nframes);
 }
 
 const char *const dv_key_help[][2] = {
     { "space", "play / pause" },
-    { "Right, Left", "one position forward / back" },
-    { "+, -", "faster / slower (also = and keypad + -)" },
-    { "Home, End", "first / last position" },
+    { "Right, Left", "one position forward / back; timetable: next / previous training step" },
+    { "+, -", "faster / slower (also = and keypad + -); timetable: zoom in / out" },
+    { ", .  wheel", "timetable: pan left / right; the wheel zooms around the pointer" },
+    { "drag", "timetable: pan the window" },
+    { "Home, End", "first / last position (timetable: first / last training step)" },
     { "r", "restart from the first position, playing" },
-    { "a", "next algorithm (built-in schedules)" },
-    { "n, N", "one rank fewer / more (built-in schedules)" },
-    { "click", "on the timeline: jump to that time" },
+    { "a", "next algorithm (built-in schedules; gpipe <-> 1f1b)" },
+    { "n, N", "one rank (stage) fewer / more (built-in schedules)" },
+    { "m, M", "one micro-batch fewer / more (built-in pipelines)" },
+    { "click", "on the timeline: jump to that time; timetable: cursor, pick a collective" },
+    { "t, Enter", "timetable: show the picked collective chunk by chunk; t: back" },
     { "h", "this help on / off" },
     { "q, Esc", "quit" },
     { NULL, NULL },
@@ -183,20 +241,75 @@ const char *const dv_key_help[][2] = {
 
 /* ==== the grid, the arrows, the moving pieces ==== */
 
+/* The rank that is member v of call c (v counted in rank order), -1 if none. */
+static int member_rank(const dv_call *c, int v)
+{
+    for (int r = 0; r < DV_MAX_RANKS; r++)
+        if ((c->members >> r & 1) && v-- == 0)
+            return r;
+    return -1;
+}
+
+/* Dark text on light fills, light text on dark ones. */
+static SDL_Color ink_on(SDL_Color c)
+{
+    return 299 * c.r + 587 * c.g + 114 * c.b > 140000 ? BG : TEXT;
+}
+
+/* Alltoall: rank q's send buffer. Every block holds q's data, so it is q's colour; it
+ * is labelled with the rank it is for, so that the receive buffers on the right read as
+ * its transpose. */
+static void draw_send_row(SDL_Renderer *r, dv_text *t, const dv_call *c, const dv_layout *L,
+                          int q)
+{
+    char s[32];
+    for (int x = 0; x < L->ncells; x++) {
+        SDL_Rect b = dv_layout_send_cell(L, q, x), o = { b.x - 1, b.y - 1, b.w + 2, b.h + 2 };
+        if (L->cell_w >= 4) {
+            set_color(r, OUTLINE);
+            SDL_RenderDrawRect(r, &o);
+        }
+        fill(r, dv_rank_color(q), b.x, b.y, b.w, b.h);
+        int v = dv_cell_block(c, x), to = member_rank(c, v);
+        if (to < 0 || (x > 0 && dv_cell_block(c, x - 1) == v) || b.h < SMALL_H)
+            continue;                                /* one label a block */
+        snprintf(s, sizeof s, "for %d", to);
+        if (dv_text_width(t, DV_FONT_SMALL, s) + 4 > b.w)
+            snprintf(s, sizeof s, "%d", to);
+        if (dv_text_width(t, DV_FONT_SMALL, s) + 2 <= b.w)
+            dv_text_draw(t, DV_FONT_SMALL, b.x + (b.w - dv_text_width(t, DV_FONT_SMALL, s)) / 2,
+                         b.y + (b.h - SMALL_H) / 2, ink_on(dv_rank_color(q)), s);
+    }
+}
+
+/* One row per rank: its name, then its cells; a rank outside the call's communicator
+ * gets a dimmed name and an empty band. */
 static void draw_grid(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_layout *L,
                       const dv_mask *st)
 {
+    const dv_call *call = &m->calls[L->call];
     char s[32];
     for (int q = 0; q < m->nranks; q++) {
         SDL_Rect c0 = dv_layout_cell(L, q, 0);
+        int member = dv_call_index(call, q) >= 0;
+        SDL_Color name = member ? dv_rank_color(q) : OUTLINE;
         if (L->row_h >= SMALL_H) {
             dv_font f = L->row_h >= BODY_H + 6 ? DV_FONT_BODY : DV_FONT_SMALL;
             snprintf(s, sizeof s, "rank %d", q);
-            dv_text_draw(t, f, PAD, c0.y + (c0.h - dv_text_height(t, f)) / 2,
-                         dv_rank_color(q), s);
+            dv_text_draw(t, f, PAD, c0.y + (c0.h - dv_text_height(t, f)) / 2, name, s);
         } else {
-            fill(r, dv_rank_color(q), PAD, c0.y, 8, c0.h);
+            fill(r, name, PAD, c0.y, 8, c0.h);
         }
+        if (!member) {
+            int x0 = L->send_x0 > 0 ? L->send_x0 : L->cell_x0;
+            fill(r, ABSENT, x0, c0.y, L->cell_x0 + L->ncells * L->cell_w - x0, c0.h);
+            if (c0.h >= SMALL_H)
+                dv_text_draw(t, DV_FONT_SMALL, x0 + PAD, c0.y + (c0.h - SMALL_H) / 2, OUTLINE,
+                             "not in this call's communicator");
+            continue;
+        }
+        if (L->send_x0 > 0)
+            draw_send_row(r, t, call, L, q);
         for (int c = 0; c < L->ncells; c++) {
             SDL_Rect b = dv_layout_cell(L, q, c), o = { b.x - 1, b.y - 1, b.w + 2, b.h + 2 };
             if (L->cell_w >= 4) {
@@ -225,8 +338,45 @@ static void arrow_geom(const dv_layout *L, const dv_msg *g, int *x, int *y0, int
     *y1 = g->src < g->dst ? b.y - 2 : b.y + b.h + 1;
 }
 
-/* Arrows go behind the cells (drawn first), so they show in the gaps between rows and
- * never hide a cell's colours; the head and the label sit in the gap at the receiver. */
+/* Alltoall: from the right edge of the sender's send block to the left edge of the
+ * receiver's receive block, at the middle of their rows. */
+static void a2a_geom(const dv_layout *L, const dv_msg *g, int *x0, int *y0, int *x1, int *y1)
+{
+    int last = clampi(g->s1 > g->s0 ? g->s1 - 1 : g->s0, 0, L->ncells - 1);
+    SDL_Rect a = dv_layout_send_cell(L, g->src, last);
+    SDL_Rect b = dv_layout_cell(L, g->dst, clampi(g->c0, 0, L->ncells - 1));
+    *x0 = a.x + a.w + 1;
+    *y0 = a.y + a.h / 2;
+    *x1 = b.x - 2;
+    *y1 = b.y + b.h / 2;
+}
+
+/* A line two pixels wide from (x0, y0) to (x1, y1), dashed when asked, and a filled head
+ * of size n at (x1, y1). */
+static void arrow_line(SDL_Renderer *r, int x0, int y0, int x1, int y1, int dashed, int n)
+{
+    double dx = x1 - x0, dy = y1 - y0, len = sqrt(dx * dx + dy * dy);
+    if (len < 1)
+        return;
+    double ux = dx / len, uy = dy / len;
+    for (double a = 0; a < len; a += dashed ? 8 : len) {
+        double b = dashed ? (a + 4 < len ? a + 4 : len) : len;
+        for (int w = 0; w < 2; w++)          /* the second pixel beside the first */
+            SDL_RenderDrawLine(r, (int)lround(x0 + ux * a - uy * w), (int)lround(y0 + uy * a + ux * w),
+                               (int)lround(x0 + ux * b - uy * w), (int)lround(y0 + uy * b + ux * w));
+    }
+    for (int j = 0; j <= n; j++) {           /* the head: lines across, widening back */
+        double bx = x1 - ux * j, by = y1 - uy * j, hw = j * 0.6;
+        SDL_RenderDrawLine(r, (int)lround(bx - uy * hw), (int)lround(by + ux * hw),
+                           (int)lround(bx + uy * hw), (int)lround(by - ux * hw));
+    }
+}
+
+/* The arrows of frame f: solid white where the receiver copies, dashed grey with a '+'
+ * where it adds. Between rows they go behind the cells (drawn first), so they show in
+ * the gaps and never hide a cell's colours, with the head and the label in the gap at
+ * the receiver; alltoall's cross from the send buffers to the receive buffers over
+ * the cells (after them: see dv_draw). */
 static void draw_arrows(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_layout *L,
                         const dv_frame *f)
 {
@@ -234,26 +384,29 @@ static void draw_arrows(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv
     int gap = row_gap(L->row_h);
     for (int i = 0; i < f->nmsg; i++) {
         const dv_msg *g = &m->msgs[f->first_msg + i];
-        int x, y0, y1, dir;
-        arrow_geom(L, g, &x, &y0, &y1);
-        dir = y1 > y0 ? 1 : -1;
-        SDL_Color c = g->add ? ADD : COPY;
+        int x, y0, y1, x1;
+        SDL_Color c = dv_kind_color(g->add ? DV_C_ADD_ARROW : DV_C_COPY_ARROW);
         set_color(r, c);
-        SDL_RenderDrawLine(r, x, y0, x, y1);
-        SDL_RenderDrawLine(r, x + 1, y0, x + 1, y1);
-        for (int j = 0; j < 6 && j < gap; j++)         /* the head: a stack of lines */
-            SDL_RenderDrawLine(r, x - j + 1 - (j > 0), y1 - dir * j, x + j, y1 - dir * j);
+        if (L->send_x0 > 0) {
+            if (g->c1 > g->c0) {                     /* an empty block moves nothing */
+                a2a_geom(L, g, &x, &y0, &x1, &y1);
+                arrow_line(r, x, y0, x1, y1, g->add, clampi(L->row_h / 8, 2, 7));
+            }
+            continue;
+        }
+        arrow_geom(L, g, &x, &y0, &y1);
+        arrow_line(r, x, y0, x, y1, g->add, gap < 6 ? gap : 6);
         if (gap >= SMALL_H - 3) {
             /* the label names the sender and the receiver as well as the cells: an
              * arrow between ranks that are not neighbours runs behind the rows between */
-            int far = g->src - g->dst > 1 || g->dst - g->src > 1;
+            int far = g->src - g->dst > 1 || g->dst - g->src > 1, dir = y1 > y0 ? 1 : -1;
             char who[24] = "";
             if (far)
                 snprintf(who, sizeof who, "%d->%d ", g->src, g->dst);
             if (g->c1 - g->c0 == 1)
-                snprintf(s, sizeof s, "%sc%d", who, g->c0);
+                snprintf(s, sizeof s, "%s%sc%d", who, g->add ? "+" : "", g->c0);
             else
-                snprintf(s, sizeof s, "%sc%d-%d", who, g->c0, g->c1 - 1);
+                snprintf(s, sizeof s, "%s%sc%d-%d", who, g->add ? "+" : "", g->c0, g->c1 - 1);
             /* labels of downward arrows to the right, upward ones to the left, so the
              * two arrows of an exchange keep their labels apart */
             int ly = dir > 0 ? y1 - gap + 2 : y1 + 1;
@@ -277,12 +430,19 @@ static void draw_pieces(SDL_Renderer *r, const dv_model *m, const dv_layout *L,
         if (c->from_sender)                 /* its block for the receiver: its own data */
             mk = (dv_mask)1 << g->src;
         SDL_Rect a = dv_layout_cell(L, g->src, g->c0), b = dv_layout_cell(L, g->dst, g->c0);
-        int x, y0, y1, pw = clampi((g->c1 - g->c0) * L->cell_w * 3 / 5, 6, 400),
-            ph = clampi(a.h * 3 / 4, 4, 40);
-        arrow_geom(L, g, &x, &y0, &y1);
-        int yc = a.y + a.h / 2 + (int)((b.y - a.y) * frac);
-        SDL_Rect box = { x - pw / 2, yc - ph / 2, pw, ph }, o = { box.x - 1, box.y - 1, pw + 2, ph + 2 };
-        set_color(r, g->add ? ADD : COPY);
+        int x, y0, y1, x1, pw = clampi((g->c1 - g->c0) * L->cell_w * 3 / 5, 6, 400),
+            ph = clampi(a.h * 3 / 4, 4, 40), xc, yc;
+        if (L->send_x0 > 0) {               /* along the line across the buffers */
+            a2a_geom(L, g, &x, &y0, &x1, &y1);
+            xc = x + (int)((x1 - x) * frac);
+            yc = y0 + (int)((y1 - y0) * frac);
+        } else {
+            arrow_geom(L, g, &x, &y0, &y1);
+            xc = x;
+            yc = a.y + a.h / 2 + (int)((b.y - a.y) * frac);
+        }
+        SDL_Rect box = { xc - pw / 2, yc - ph / 2, pw, ph }, o = { box.x - 1, box.y - 1, pw + 2, ph + 2 };
+        set_color(r, dv_kind_color(g->add ? DV_C_ADD_ARROW : DV_C_COPY_ARROW));
         SDL_RenderDrawRect(r, &o);
         if (mk == 0)
             fill(r, EMPTY, box.x, box.y, box.w, box.h);
@@ -293,41 +453,65 @@ static void draw_pieces(SDL_Renderer *r, const dv_model *m, const dv_layout *L,
 
 /* ==== header, panel, timeline, overlays ==== */
 
+/* Draws s at (x, y), cut with "..." where it would pass x + maxw. */
+static void text_fit(dv_text *t, dv_font f, int x, int y, int maxw, SDL_Color c, const char *s)
+{
+    char buf[512];
+    int n = snprintf(buf, sizeof buf, "%s", s);
+    n = n < (int)sizeof buf ? n : (int)sizeof buf - 1;
+    while (n > 0 && dv_text_width(t, f, buf) > maxw) {
+        n--;
+        snprintf(buf + n, sizeof buf - (size_t)n, "...");
+    }
+    dv_text_draw(t, f, x, y, c, buf);
+}
+
 static void draw_header(dv_text *t, const dv_model *m, const dv_view *v, const dv_layout *L,
                         int pos)
 {
-    char s[256], sp[64];
-    int call, k;
-    const dv_frame *f = pos_frame(m, pos, &call, &k);
-    dv_text_draw(t, DV_FONT_TITLE, PAD, PAD / 2, TEXT, m->title);
+    char s[512], sp[64];
+    int call, k, right = L->w - PAD;
+    pos_frame(m, pos, &call, &k);
     if (v->speed > 0) {                    /* a window; not a picture (speed 0) */
         snprintf(sp, sizeof sp, "%s, %g steps/s   h: keys",
                  v->playing ? "playing" : "paused", v->speed);
+        right -= dv_text_width(t, DV_FONT_BODY, sp) + 2 * PAD;
         dv_text_draw(t, DV_FONT_BODY, L->w - PAD - dv_text_width(t, DV_FONT_BODY, sp),
                      PAD / 2 + 3, DIM, sp);
     }
+    text_fit(t, DV_FONT_TITLE, PAD, PAD / 2, right - PAD, TEXT, m->title);
     dv_pos_describe(m, pos, s, sizeof s);
-    dv_text_draw(t, DV_FONT_BODY, PAD, PAD / 2 + TITLE_H, TEXT, s);
-    if (f != NULL)
-        dv_text_draw(t, DV_FONT_BODY, PAD, PAD / 2 + TITLE_H + BODY_H, DIM,
-                     dv_phase_text(m->calls[call].coll, f->phase));
+    text_fit(t, DV_FONT_BODY, PAD, PAD / 2 + TITLE_H, L->w - 2 * PAD, TEXT, s);
+    dv_step_text(m, pos, s, sizeof s);
+    text_fit(t, DV_FONT_BODY, PAD, PAD / 2 + TITLE_H + BODY_H, L->w - 2 * PAD, DIM, s);
     int y = L->header.h + 2;
     dv_text_draw(t, DV_FONT_SMALL, PAD, y, DIM, "rank");
-    if (call >= 0) {
-        const dv_call *c = &m->calls[call];
-        snprintf(s, sizeof s, "%lld elements in %d cell%s c0..c%d; a cell's stripes: the "
-                 "ranks whose data it holds", c->count, c->ncells, c->ncells > 1 ? "s" : "",
-                 c->ncells - 1);
+    if (call < 0)
+        return;
+    const dv_call *c = &m->calls[call];
+    if (L->send_x0 > 0) {
+        dv_text_draw(t, DV_FONT_SMALL, L->send_x0, y, DIM,
+                     "send buffer: the rank's data, a block for each rank");
+        snprintf(s, sizeof s, "receive buffer: block j comes from rank j (%lld elements, "
+                 "cells c0..c%d)", c->count, c->ncells - 1);
         dv_text_draw(t, DV_FONT_SMALL, L->cell_x0, y, DIM, s);
-        dv_text_draw(t, DV_FONT_SMALL, L->panel.x, y, DIM, "bytes sent in this call");
-        for (int i = 0; i < c->ncells; i++) {       /* each cell's name, where it fits */
-            snprintf(s, sizeof s, "c%d", i);
-            int tw = dv_text_width(t, DV_FONT_SMALL, s);
-            if (tw + 4 > L->cell_w)
-                break;
-            dv_text_draw(t, DV_FONT_SMALL, L->cell_x0 + i * L->cell_w + (L->cell_w - tw) / 2,
-                         y + SMALL_H + 2, DIM, s);
-        }
+    } else {
+        char cells[32] = "c0";
+        if (c->ncells > 1)
+            snprintf(cells, sizeof cells, "s c0..c%d", c->ncells - 1);
+        snprintf(s, sizeof s, "%lld element%s in %d cell%s%s; a cell's stripes: the ranks "
+                 "whose data it holds", c->count, c->count == 1 ? "" : "s", c->ncells,
+                 c->ncells > 1 ? "" : " ", cells);
+        dv_text_draw(t, DV_FONT_SMALL, L->cell_x0, y, DIM, s);
+    }
+    dv_text_draw(t, DV_FONT_SMALL, L->panel.x, y, DIM, "bytes sent in this call");
+    for (int i = 0; i < c->ncells; i++) {          /* each cell's name, where it fits */
+        snprintf(s, sizeof s, "c%d", i);
+        int tw = dv_text_width(t, DV_FONT_SMALL, s);
+        if (tw + 4 > L->cell_w)
+            break;
+        dv_text_draw(t, DV_FONT_SMALL, L->cell_x0 + i * L->cell_w + (L->cell_w - tw) / 2,
+                     y + SMALL_H + 2, DIM, s);
     }
 }
 
@@ -335,25 +519,32 @@ static void draw_panel(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_
 {
     double sent[DV_MAX_RANKS] = { 0 }, expect[DV_MAX_RANKS] = { 0 };
     char s[256], a[32], b[32];
+    const dv_call *c = &m->calls[L->call];
     int known = dv_formula(m, L->call, expect, s, sizeof s);
     dv_bytes_sent(m, L->call, k, sent);
     int y = L->grid.y + L->grid.h + 4;
     dv_text_draw(t, DV_FONT_BODY, PAD, y, TEXT, known ? s : "no cost model for this collective");
-    dv_text_draw(t, DV_FONT_SMALL, PAD, y + BODY_H, DIM, "arrows: white = copied into the "
-                 "receiver's cells, orange = added to them; the label names the cells");
+    dv_text_draw(t, DV_FONT_SMALL, PAD, y + BODY_H, DIM, L->send_x0 > 0
+                 ? "arrows: from the sender's block for the receiver (left) to the receiver's "
+                   "block for the sender (right); solid white: copied, dashed grey '+': added"
+                 : "arrows: solid white = copied into the receiver's cells, dashed grey '+' = "
+                   "added to them; label c0-2 = the receiver's cells c0 to c2; 3->1 = from "
+                   "rank 3 to rank 1");
     int bw = L->panel.w * 2 / 5;
     for (int q = 0; q < m->nranks; q++) {
-        SDL_Rect c = dv_layout_cell(L, q, 0);
+        SDL_Rect cq = dv_layout_cell(L, q, 0);
         double f = known && expect[q] > 0 ? sent[q] / expect[q] : 0;
-        fill(r, EMPTY, L->panel.x, c.y, bw, c.h);
+        if (dv_call_index(c, q) < 0)
+            continue;                                /* not in the call: nothing to send */
+        fill(r, EMPTY, L->panel.x, cq.y, bw, cq.h);
         if ((int)(bw * (f > 1 ? 1 : f)) > 0)
-            fill(r, dv_rank_color(q), L->panel.x, c.y, (int)(bw * (f > 1 ? 1 : f)), c.h);
-        if (c.h + 4 < SMALL_H)
+            fill(r, dv_rank_color(q), L->panel.x, cq.y, (int)(bw * (f > 1 ? 1 : f)), cq.h);
+        if (cq.h + 4 < SMALL_H)
             continue;
         dt_format_bytes(sent[q], a, sizeof a);
         dt_format_bytes(expect[q], b, sizeof b);
         snprintf(s, sizeof s, known && expect[q] > 0 ? "%s of %s" : "%s", a, b);
-        dv_text_draw(t, DV_FONT_SMALL, L->panel.x + bw + 4, c.y + (c.h - SMALL_H) / 2, TEXT, s);
+        dv_text_draw(t, DV_FONT_SMALL, L->panel.x + bw + 4, cq.y + (cq.h - SMALL_H) / 2, TEXT, s);
     }
 }
 
@@ -362,22 +553,24 @@ static void draw_panel(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_
  * reductions and copies that follow them. So the top lane is the model's work and the
  * two below the collectives': overlap and bubbles show as gaps in one against the other. */
 enum { TL_FWD, TL_BWD, TL_OPT, TL_COMPUTE, TL_SEND, TL_RECV, TL_REDUCE, TL_STAGE, TL_N };
-static const struct { const char *name; SDL_Color c; } tl_kind[TL_N] = {   /* drawn in order */
-    { "forward", { 84, 150, 230, 255 } }, { "backward", { 236, 128, 72, 255 } },
-    { "optimizer", { 180, 110, 230, 255 } }, { "other compute", { 130, 134, 146, 255 } },
-    { "send", { 224, 76, 92, 255 } }, { "recv", { 76, 200, 120, 255 } },
-    { "reduce/copy", { 232, 200, 64, 255 } }, { "d2h/h2d", { 96, 120, 170, 255 } },
+static const struct { const char *name; dv_color_kind c; } tl_kind[TL_N] = {   /* drawn in order */
+    { "forward", DV_C_FORWARD }, { "backward", DV_C_BACKWARD },
+    { "optimizer", DV_C_OPTIMIZER }, { "other compute", DV_C_COMPUTE },
+    { "send", DV_C_SEND }, { "recv", DV_C_RECV },
+    { "reduce/copy", DV_C_REDUCE }, { "d2h/h2d", DV_C_STAGE },
 };
 
+/* Muted tints of grey, each in the part of colour space the ranks' vivid colours keep
+ * out of, and apart from each other: cool for the forward, warm for the backward. */
 SDL_Color dv_kind_color(dv_color_kind k)
 {
     static const SDL_Color c[DV_C_N] = {
-        [DV_C_FORWARD] = { 84, 150, 230, 255 }, [DV_C_BACKWARD] = { 236, 128, 72, 255 },
-        [DV_C_OPTIMIZER] = { 180, 110, 230, 255 }, [DV_C_COMPUTE] = { 130, 134, 146, 255 },
-        [DV_C_SEND] = { 224, 76, 92, 255 }, [DV_C_RECV] = { 76, 200, 120, 255 },
-        [DV_C_REDUCE] = { 232, 200, 64, 255 }, [DV_C_STAGE] = { 96, 120, 170, 255 },
-        [DV_C_COMM] = { 224, 76, 92, 255 }, [DV_C_WAIT] = { 90, 60, 66, 255 },
-        [DV_C_COPY_ARROW] = { 236, 236, 236, 255 }, [DV_C_ADD_ARROW] = { 255, 168, 56, 255 },
+        [DV_C_FORWARD] = { 158, 164, 215, 255 }, [DV_C_BACKWARD] = { 228, 133, 115, 255 },
+        [DV_C_OPTIMIZER] = { 188, 108, 191, 255 }, [DV_C_COMPUTE] = { 138, 129, 138, 255 },
+        [DV_C_SEND] = { 230, 227, 129, 255 }, [DV_C_RECV] = { 123, 196, 148, 255 },
+        [DV_C_REDUCE] = { 254, 226, 193, 255 }, [DV_C_STAGE] = { 103, 118, 79, 255 },
+        [DV_C_COMM] = { 186, 219, 244, 255 }, [DV_C_WAIT] = { 74, 57, 87, 255 },
+        [DV_C_COPY_ARROW] = { 255, 255, 255, 255 }, [DV_C_ADD_ARROW] = { 189, 172, 155, 255 },
     };
     return k >= 0 && k < DV_C_N ? c[k] : c[DV_C_COMPUTE];
 }
@@ -422,7 +615,7 @@ static void timeline_bars(SDL_Renderer *r, const dv_model *m, SDL_Rect b)
             if (nb == 0 || memcmp(&box[nb - 1], &eb, sizeof eb) != 0)
                 box[nb++] = eb;
         }
-        set_color(r, tl_kind[k].c);
+        set_color(r, dv_kind_color(tl_kind[k].c));
         SDL_RenderFillRects(r, box, nb);
     }
     free(box);
@@ -482,7 +675,7 @@ static void draw_timeline(SDL_Renderer *r, dv_text *t, const dv_model *m, const 
     char s[64];
     int x = b.x, row = b.h / m->nranks;
     for (int k = 0; k < TL_N; k++) {       /* the legend */
-        fill(r, tl_kind[k].c, x, b.y - SMALL_H - 1, 9, 9);
+        fill(r, dv_kind_color(tl_kind[k].c), x, b.y - SMALL_H - 1, 9, 9);
         x += 13 + dv_text_draw(t, DV_FONT_SMALL, x + 12, b.y - SMALL_H - 4, DIM, tl_kind[k].name) + 10;
     }
     if (v->cache == NULL || timeline_cached(r, m, b, v->cache) != 0)
@@ -516,12 +709,13 @@ static void draw_timeline(SDL_Renderer *r, dv_text *t, const dv_model *m, const 
     fill(r, TEXT, b.x + (int)((tc - m->t_begin) / span * b.w) - 1, b.y - 2, 2, b.h + 4);
 }
 
-static void draw_help(SDL_Renderer *r, dv_text *t, int w, int h)
+void dv_draw_help(SDL_Renderer *r, dv_text *t, int w, int h)
 {
     int n = 0;
     while (dv_key_help[n][0] != NULL)
         n++;
-    int bw = 460, bh = (n + 2) * BODY_H + 2 * PAD, x = (w - bw) / 2, y = (h - bh) / 2;
+    int bw = w - 2 * PAD < 760 ? w - 2 * PAD : 760, bh = (n + 2) * BODY_H + 2 * PAD;
+    int x = (w - bw) / 2, y = (h - bh) / 2;
     SDL_SetRenderDrawBlendMode(r, SDL_BLENDMODE_BLEND);
     fill(r, (SDL_Color){ 8, 9, 12, 232 }, x, y, bw, bh);
     SDL_SetRenderDrawBlendMode(r, SDL_BLENDMODE_NONE);
@@ -556,9 +750,11 @@ void dv_draw(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_view *v, i
     draw_header(t, m, v, &L, pos);
     if (call >= 0) {
         dv_state(m, call, k, st);
-        if (f != NULL)
-            draw_arrows(r, t, m, &L, f);
+        if (f != NULL && L.send_x0 == 0)
+            draw_arrows(r, t, m, &L, f);             /* behind the cells */
         draw_grid(r, t, m, &L, st);
+        if (f != NULL && L.send_x0 > 0)
+            draw_arrows(r, t, m, &L, f);             /* across the two buffers */
         if (f != NULL && v->pos > pos)
             draw_pieces(r, m, &L, f, st, v->pos - pos);
         draw_panel(r, t, m, &L, k);
@@ -571,7 +767,7 @@ void dv_draw(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_view *v, i
     if (v->note != NULL)
         dv_text_draw(t, DV_FONT_BODY, PAD, h - BODY_H - 1, NOTE, v->note);
     if (v->help)
-        draw_help(r, t, w, h);
+        dv_draw_help(r, t, w, h);
 }
 
 /* ==== headless ==== */

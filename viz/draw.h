@@ -2,13 +2,22 @@
  * PNG (a software renderer on a surface) and the tests, which read pixels back.
  *
  * The picture at a position, top to bottom:
- *   header    title; coll and phase; "step k of F"; one sentence on the phase
+ *   header    title; where the position is (dv_pos_describe: "position 3 of 0..6: call
+ *             1 of 1, allreduce_ring on ranks 0-3: 3 of 6 steps done, next: step 4 of 6
+ *             (allgather)"); one sentence on that next step, or on what the call did
+ *             (dv_step_text)
  *   grid      one row per rank: "rank r", then its cells, each filled with vertical
  *             stripes in the colours of the ranks whose contributions it holds (in rank
- *             order, equal widths; an empty cell is dark with an outline)
- *   arrows    the messages of frame k, sender's row to receiver's row, labelled with
- *             the cells they carry; while the position moves between k and k+1 a copy
- *             of each moving piece slides along its arrow
+ *             order, equal widths; an empty cell is dark with an outline). Ranks outside
+ *             the call's communicator are dimmed, without cells. Alltoall shows two
+ *             buffers: each rank's send buffer on the left (block j in the rank's colour,
+ *             labelled with j, the rank it is for) and its receive buffer on the right
+ *   arrows    the messages of frame k, sender's row to receiver's row (alltoall: from
+ *             the sender's send block to the receiver's receive block); solid white: the
+ *             receiver copies what comes, dashed grey with a '+': it adds it in. The
+ *             label names the receiver's cells, "c0-2" = cells c0 to c2, and "3->1" the
+ *             ranks when they are not neighbours; while the position moves between k and
+ *             k+1 a copy of each moving piece slides along its arrow
  *   panel     bytes sent per rank in this call so far, beside the formula's total
  *   timeline  one row per rank over the trace's time (compute, comm, reduce), with a
  *             cursor at the position's time; a click there jumps (dv_timeline_pos)
@@ -63,7 +72,8 @@ typedef struct {
     int call;                      /* whose cells the grid shows; -1 none */
     int ncells;
     int row_h, cell_w;             /* grid geometry */
-    int cell_x0;                   /* x of cell 0 */
+    int cell_x0;                   /* x of cell 0 (alltoall: of the receive buffer) */
+    int send_x0;                   /* alltoall: x of the send buffer's cell 0; else 0 */
 } dv_layout;
 
 /* Lays out a w x h picture of m at position pos. */
@@ -71,6 +81,8 @@ void dv_layout_compute(const dv_model *m, int pos, int w, int h, dv_layout *L);
 
 /* The rectangle of cell c of rank r in the grid (filled area, outline excluded). */
 SDL_Rect dv_layout_cell(const dv_layout *L, int r, int c);
+/* The same in the send buffer, where the grid shows one (L->send_x0 > 0: alltoall). */
+SDL_Rect dv_layout_send_cell(const dv_layout *L, int r, int c);
 
 /* The position a click at (x, y) asks for, or -1 when it is not on the timeline. */
 int dv_timeline_pos(const dv_model *m, const dv_layout *L, int x, int y);
@@ -108,9 +120,11 @@ typedef struct {
  * dtviz's usage both list them from here. */
 extern const char *const dv_key_help[][2];
 
-/* Where position pos is, in one line: "position 3/7 call 0 allreduce_ring allgather
- * step 3 of 6" (k of the call's F frames done; the phase of the arrows shown, or of the
- * last frame at k = F). The header and dtviz --verbose print it. */
+/* Where position pos is, in one line, with the counters of model.h: "position 3 of 0..6:
+ * call 1 of 1, allreduce_ring on ranks 0-3: 3 of 6 steps done, next: step 4 of 6
+ * (allgather)", at the end of a call "... 6 of 6 steps done, call finished", without
+ * calls "position 0 of 0..0: no collective calls". The header, dtviz --png and dtviz
+ * --verbose all say where they are with it. */
 void dv_pos_describe(const dv_model *m, int pos, char *buf, size_t len);
 
 /* ==== the training timetable (tt_draw.c) ==== */
@@ -123,8 +137,14 @@ void dv_pos_describe(const dv_model *m, int pos, char *buf, size_t len);
 void dv_tt_draw(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_view *v, int w, int h);
 
 /* What a click at (x, y) on a w x h timetable hits: returns 1 and the rank, the lane
- * (0 compute, 1 comm) and the time under it, or 0 when (x, y) is outside the rows. */
+ * (0 compute, 1 comm) and the time under it, or 0 when (x, y) is on no lane (outside
+ * the rows, or in the gap between two lanes). Needs no renderer: the layout is a
+ * function of w, h, v->tt and the window. */
 int dv_tt_hit(const dv_view *v, int w, int h, int x, int y, int *rank, int *lane, double *t);
+
+/* The help overlay (every key of dv_key_help), centred on a w x h picture: dv_draw and
+ * dv_tt_draw draw it last when v->help is on. */
+void dv_draw_help(SDL_Renderer *r, dv_text *t, int w, int h);
 
 /* Draws the whole picture into r's current target, w x h. */
 void dv_draw(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_view *v, int w, int h);

@@ -1,13 +1,18 @@
-/* dtviz: watch a collective move chunk by chunk.
+/* dtviz: watch a collective move chunk by chunk, and training step by step.
  *
  *   build/dtviz --algo ring-allreduce --ranks 4     a built-in schedule, in a window
  *   build/dtviz run.trace                           replay a trace (lesson or build/train)
  *   build/dtviz --algo allgather --png a.png --step 3      one picture, no display
  *   build/dtviz run.trace --frames frames/                 every position as a PNG
+ *   build/dtviz --algo 1f1b --stages 4 --micro 8          a pipeline's timetable
+ *   build/dtviz train.trace --train-step 2 --png t.png     a training step's timetable
  *
- * Each rank's buffer is a row of cells, coloured by the ranks whose data each cell
- * holds; the messages of the step about to happen are arrows; beside them, the bytes
- * each rank has sent against the cost model; below, the timeline of every event.
+ * The collective view: each rank's buffer is a row of cells, coloured by the ranks
+ * whose data each cell holds; the messages of the step about to happen are arrows;
+ * beside them, the bytes each rank has sent against the cost model; below, the
+ * timeline of every event. The timetable (training traces, built-in pipelines): one
+ * row per rank, its compute and its communication over time, step by step (see
+ * timetable.h and tt_draw.c).
  *
  * Exit status: 0 done, 1 something failed (no display, no font, a file not written),
  * 2 a usage error or an input that cannot be shown. No MPI here: it reads files. */
@@ -28,8 +33,9 @@
 /* ==== options ==== */
 
 typedef struct {
-    const char *file, *algo, *png, *frames, *chrome;
+    const char *file, *algo, *png, *frames, *chrome, *view;
     long long ranks, count, step;   /* -1: not given */
+    long long stages, micro, train_step;
     int w, h, verbose;
 } options;
 
@@ -41,8 +47,10 @@ static void algo_names(FILE *f, const char *indent)
         int w = (int)strlen(dv_algos[i]) + 2;
         if (col + w > 79 && col > (int)strlen(indent))
             col = fprintf(f, "\n%s", indent) - 1;
-        col += fprintf(f, " %s%s", dv_algos[i], dv_algos[i + 1] != NULL ? "," : "\n");
+        col += fprintf(f, " %s,", dv_algos[i]);
     }
+    for (int i = 0; dv_train_algos[i] != NULL; i++)
+        col += fprintf(f, " %s%s", dv_train_algos[i], dv_train_algos[i + 1] != NULL ? "," : "\n");
 }
 
 static void usage(FILE *f)
@@ -51,23 +59,33 @@ static void usage(FILE *f)
         "usage: dtviz [options] [FILE]\n"
         "Animates a collective chunk by chunk: each rank's buffer as cells coloured by the\n"
         "ranks whose data they hold, each step's messages as arrows, the bytes sent beside\n"
-        "the cost model, and a timeline of every event with a cursor.\n"
+        "the cost model, and a timeline of every event with a cursor. A training trace (or\n"
+        "a built-in pipeline) opens on its timetable: a row per rank, compute and\n"
+        "communication over time, the bubble and the overlap measured beside their models.\n"
         "  FILE                  replay a trace written with --trace (a lesson, build/train)\n"
-        "  --algo ALGO           a built-in schedule instead (the default: ring-allreduce):\n");
+        "  --algo ALGO           a built-in schedule instead (the default: ring-allreduce);\n"
+        "                        gpipe and 1f1b are pipeline timetables:\n");
     algo_names(f, "                       ");
     fprintf(f,
         "  --ranks N             its ranks, 1..%d (default 4)\n"
         "  --count N             its buffer in float elements (default 1048576)\n"
-        "  --png FILE            draw one position into FILE and exit; needs no display\n"
-        "  --step K              the position --png draws, and where the window starts\n"
-        "                        (default 0)\n"
-        "  --frames DIR          draw every position into DIR/frame-NNNN.png and exit\n"
+        "  --stages P            gpipe, 1f1b: pipeline stages, 1..%d (default 4)\n"
+        "  --micro M             gpipe, 1f1b: micro-batches per step, 1..64 (default 8)\n"
+        "  --png FILE            draw one picture into FILE and exit; needs no display\n"
+        "  --step K              the collective view's position K, 0 the first: what --png\n"
+        "                        draws and where the window starts (default 0)\n"
+        "  --train-step S        the timetable's training step S, as the trace numbers it\n"
+        "                        (train counts from 1; default: the last one)\n"
+        "  --view V              timetable or collective: what a training trace opens on\n"
+        "                        (default timetable; --step picks collective)\n"
+        "  --frames DIR          draw every position (timetable: every training step) into\n"
+        "                        DIR/frame-NNNN.png and exit\n"
         "  --export-chrome FILE  write the trace (for --algo, the one it synthesises) as\n"
         "                        Chrome JSON for https://ui.perfetto.dev and exit\n"
         "  --size WxH            picture or window size (default 1280x800)\n"
         "  --verbose             print a line for each position change and window resize\n"
         "  -h, --help            print this text\n"
-        "Keys in the window:\n", DV_MAX_RANKS);
+        "Keys in the window:\n", DV_MAX_RANKS, DV_MAX_RANKS);
     for (int i = 0; dv_key_help[i][0] != NULL; i++)
         fprintf(f, "  %-12s %s\n", dv_key_help[i][0], dv_key_help[i][1]);
     fprintf(f, "The font is DejaVu Sans (fonts-dejavu-core); DTVIZ_FONT=FILE.ttf picks another.\n");
@@ -104,18 +122,22 @@ static int parse_num(const char *s, long long lo, long long hi, long long *v)
 /* Returns 0 and fills o, or the exit status of a usage error (or of --help: -1). */
 static int parse(int argc, char **argv, options *o)
 {
-    enum { O_ALGO = 256, O_RANKS, O_COUNT, O_PNG, O_STEP, O_FRAMES, O_CHROME, O_SIZE, O_VERBOSE };
+    enum { O_ALGO = 256, O_RANKS, O_COUNT, O_PNG, O_STEP, O_FRAMES, O_CHROME, O_SIZE, O_VERBOSE,
+           O_STAGES, O_MICRO, O_TSTEP, O_VIEW };
     static const struct option lo[] = {
         { "algo", required_argument, 0, O_ALGO }, { "ranks", required_argument, 0, O_RANKS },
         { "count", required_argument, 0, O_COUNT }, { "png", required_argument, 0, O_PNG },
         { "step", required_argument, 0, O_STEP }, { "frames", required_argument, 0, O_FRAMES },
         { "export-chrome", required_argument, 0, O_CHROME },
         { "size", required_argument, 0, O_SIZE }, { "verbose", no_argument, 0, O_VERBOSE },
+        { "stages", required_argument, 0, O_STAGES }, { "micro", required_argument, 0, O_MICRO },
+        { "train-step", required_argument, 0, O_TSTEP }, { "view", required_argument, 0, O_VIEW },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     long long w, h;
     int c;
-    *o = (options){ .ranks = -1, .count = -1, .step = -1, .w = 1280, .h = 800 };
+    *o = (options){ .ranks = -1, .count = -1, .step = -1, .stages = -1, .micro = -1,
+                    .train_step = -1, .w = 1280, .h = 800 };
     opterr = 0;                            /* our own messages, in our own words */
     while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
         switch (c) {
@@ -136,6 +158,23 @@ static int parse(int argc, char **argv, options *o)
         case O_STEP:
             if (parse_num(optarg, 0, INT_MAX, &o->step) != 0)
                 return bad("--step '%s': expected a position, 0 or more", optarg);
+            break;
+        case O_STAGES:
+            if (parse_num(optarg, 1, DV_MAX_RANKS, &o->stages) != 0)
+                return bad("--stages '%s': the viewer shows 1 to %d stages", optarg, DV_MAX_RANKS);
+            break;
+        case O_MICRO:
+            if (parse_num(optarg, 1, 64, &o->micro) != 0)
+                return bad("--micro '%s': expected 1 to 64 micro-batches", optarg);
+            break;
+        case O_TSTEP:
+            if (parse_num(optarg, 0, INT_MAX, &o->train_step) != 0)
+                return bad("--train-step '%s': expected a training step, 0 or more", optarg);
+            break;
+        case O_VIEW:
+            if (strcmp(optarg, "timetable") != 0 && strcmp(optarg, "collective") != 0)
+                return bad("--view '%s': expected timetable or collective", optarg);
+            o->view = optarg;
             break;
         case O_SIZE: {
             char *x = strchr(optarg, 'x'), num[32];
@@ -162,6 +201,21 @@ static int parse(int argc, char **argv, options *o)
         return bad("give a trace FILE or --algo, not both");
     if (o->file != NULL && (o->ranks >= 0 || o->count >= 0))
         return bad("--ranks and --count shape a built-in schedule; a trace has its own");
+    if (o->file != NULL && (o->stages >= 0 || o->micro >= 0))
+        return bad("--stages and --micro shape a built-in pipeline; a trace has its own");
+    int train = o->algo != NULL && dv_train_algo_index(o->algo) >= 0;
+    if (o->algo != NULL && !train && (o->stages >= 0 || o->micro >= 0))
+        return bad("--stages and --micro shape the pipelines gpipe and 1f1b, not %s", o->algo);
+    if (train && (o->ranks >= 0 || o->count >= 0))
+        return bad("%s is shaped by --stages and --micro, not --ranks or --count", o->algo);
+    if (o->step >= 0 && o->train_step >= 0)
+        return bad("--step is a position of the collective view, --train-step a step of the "
+                   "timetable: give one");
+    if (o->step >= 0 && o->view != NULL && !strcmp(o->view, "timetable"))
+        return bad("--step is a position of the collective view; the timetable takes "
+                   "--train-step");
+    if (o->train_step >= 0 && o->view != NULL && !strcmp(o->view, "collective"))
+        return bad("--train-step is a step of the timetable; the collective view takes --step");
     return 0;
 }
 
@@ -178,15 +232,16 @@ static int export_chrome(const dt_trace *t, const char *path)
     return 0;
 }
 
-/* Builds m from the trace file or the built-in algorithm (*algo: its index, or -1),
- * writing the Chrome export on the way when asked. Returns 0 or an exit status. */
-static int load(const options *o, dv_model *m, int *algo)
+/* Builds m from the trace file or the built-in algorithm (*algo: its index in dv_algos,
+ * or -1; *talgo: its index in dv_train_algos, or -1), writing the Chrome export on the
+ * way when asked. Returns 0 or an exit status. */
+static int load(const options *o, dv_model *m, int *algo, int *talgo)
 {
     char err[512];
     dt_trace t;
     int rc = 0;
+    *algo = *talgo = -1;
     if (o->file != NULL) {
-        *algo = -1;
         if (dt_trace_read(o->file, &t, err, sizeof err) != 0)
             return bad("%s", err);
         if (o->chrome != NULL && (rc = export_chrome(&t, o->chrome)) != 0) {
@@ -198,59 +253,119 @@ static int load(const options *o, dv_model *m, int *algo)
         return 0;
     }
     const char *name = o->algo != NULL ? o->algo : "ring-allreduce";
-    if ((*algo = dv_algo_index(name)) < 0)
-    {
+    *talgo = dv_train_algo_index(name);
+    if (*talgo < 0 && (*algo = dv_algo_index(name)) < 0) {
         fprintf(stderr, "dtviz: unknown algorithm '%s'; the algorithms are:\n", name);
         algo_names(stderr, " ");
         fputs("Try 'dtviz --help' for usage.\n", stderr);
         return 2;
     }
-    if (o->chrome != NULL) {               /* the events the collective would record */
-        if (dv_algo_trace(*algo, (int)o->ranks, o->count, &t, err, sizeof err) != 0)
+    if (o->chrome != NULL) {               /* the events the schedule would record */
+        if (*talgo >= 0)
+            rc = dv_train_algo_trace(*talgo, (int)o->stages, (int)o->micro, &t, err, sizeof err);
+        else
+            rc = dv_algo_trace(*algo, (int)o->ranks, o->count, &t, err, sizeof err);
+        if (rc != 0)
             return bad("%s", err);
         rc = export_chrome(&t, o->chrome);
         dt_trace_free(&t);
         if (rc != 0)
             return rc;
     }
-    if (dv_model_algo(m, *algo, (int)o->ranks, o->count, err, sizeof err) != 0)
-        return bad("%s", err);
+    if (*talgo >= 0)
+        rc = dv_model_train_algo(m, *talgo, (int)o->stages, (int)o->micro, err, sizeof err);
+    else
+        rc = dv_model_algo(m, *algo, (int)o->ranks, o->count, err, sizeof err);
+    return rc != 0 ? bad("%s", err) : 0;
+}
+
+/* Puts a where the options say: the view, the training step, the position. Returns 0 or
+ * the exit status of a usage error. */
+static int place(const options *o, dv_app *a)
+{
+    const char *what = a->m.from_trace ? "trace" : "schedule";
+    if (a->tt == NULL && o->train_step >= 0)
+        return bad("--train-step: this %s has no training steps (it is not a training trace)",
+                   what);
+    if (a->tt == NULL && o->view != NULL && !strcmp(o->view, "timetable"))
+        return bad("--view timetable: this %s is not a training trace", what);
+    if (o->step >= a->m.npos)
+        return bad("--step %lld is past the end: this %s has positions 0..%d", o->step, what,
+                   a->m.npos - 1);
+    if (a->tt != NULL && o->train_step >= 0) {
+        int s = 0;
+        while (s < a->tt->nsteps && a->tt->steps[s].step != o->train_step)
+            s++;
+        if (s == a->tt->nsteps)
+            return bad("--train-step %lld: this %s has training steps %d..%d", o->train_step,
+                       what, a->tt->nsteps > 0 ? a->tt->steps[0].step : 0,
+                       a->tt->nsteps > 0 ? a->tt->steps[a->tt->nsteps - 1].step : 0);
+        dv_app_tt_step(a, s);
+    }
+    if (o->step >= 0 || (o->view != NULL && !strcmp(o->view, "collective"))) {
+        if (a->tt != NULL && a->m.ncalls == 0)
+            return bad("this %s has no collective calls: only its timetable", what);
+        dv_app_show_timetable(a, 0);
+        a->pos = o->step > 0 ? (double)o->step : 0;
+    }
     return 0;
+}
+
+/* What the picture shows, in the words the window uses. */
+static void describe(dv_app *a, char *s, size_t len)
+{
+    if (a->tt != NULL && a->timetable) {
+        int st = a->tt->nsteps > 0 ? a->tt->steps[a->tt_step].step : 0;
+        snprintf(s, len, "the timetable of training step %d (%d of %d)", st,
+                 a->tt->nsteps > 0 ? a->tt_step + 1 : 0, a->tt->nsteps);
+    } else {
+        dv_pos_describe(&a->m, (int)a->pos, s, len);
+    }
 }
 
 /* ==== without a display ==== */
 
-static int headless(const options *o, const dv_model *m)
+static int headless(const options *o, dv_app *a)
 {
-    char err[512], path[4096];
-    dv_view v = { .pos = o->step > 0 ? (double)o->step : 0 };
+    char err[512], path[4096], what[256];
+    dv_view v;
     SDL_Init(0);                           /* no video: a software renderer on a surface */
     IMG_Init(IMG_INIT_PNG);
     if (o->png != NULL) {
-        if (dv_render_png(m, &v, o->w, o->h, o->png, err, sizeof err) != 0) {
+        dv_app_view(a, &v);
+        v.cache = NULL;
+        if (dv_render_png(&a->m, &v, o->w, o->h, o->png, err, sizeof err) != 0) {
             fprintf(stderr, "dtviz: %s\n", err);
             return 1;
         }
-        printf("dtviz: wrote %s (position %d of 0..%d)\n", o->png, (int)v.pos, m->npos - 1);
+        describe(a, what, sizeof what);
+        printf("dtviz: wrote %s: %s\n", o->png, what);
     }
     if (o->frames != NULL) {
-        int n = (int)strlen(o->frames);
+        int n = (int)strlen(o->frames), tt = a->tt != NULL && a->timetable;
+        int nf = tt ? (a->tt->nsteps > 0 ? a->tt->nsteps : 1) : a->m.npos;
         while (n > 1 && o->frames[n - 1] == '/')      /* "dir/" names dir */
             n--;
         if (mkdir(o->frames, 0777) != 0 && errno != EEXIST) {
             fprintf(stderr, "dtviz: cannot make the folder %s: %s\n", o->frames, strerror(errno));
             return 1;
         }
-        for (int p = 0; p < m->npos; p++) {
-            v.pos = p;
+        for (int p = 0; p < nf; p++) {
+            if (tt)
+                dv_app_tt_step(a, p);
+            else
+                a->pos = p;
+            dv_app_view(a, &v);
+            v.cache = NULL;
             snprintf(path, sizeof path, "%.*s/frame-%04d.png", n, o->frames, p);
-            if (dv_render_png(m, &v, o->w, o->h, path, err, sizeof err) != 0) {
+            if (dv_render_png(&a->m, &v, o->w, o->h, path, err, sizeof err) != 0) {
                 fprintf(stderr, "dtviz: %s\n", err);
                 return 1;
             }
         }
-        printf("dtviz: wrote %d frame%s, %.*s/frame-0000.png to frame-%04d.png\n", m->npos,
-               m->npos == 1 ? "" : "s", n, o->frames, m->npos - 1);
+        printf("dtviz: wrote %d frame%s (%s), %.*s/frame-0000.png to frame-%04d.png\n", nf,
+               nf == 1 ? "" : "s", tt ? "one per training step" : "one per position", n,
+               o->frames, nf - 1);
     }
     IMG_Quit();
     SDL_Quit();
@@ -273,7 +388,7 @@ static int has_display(void)
              (want == NULL || strcmp(want, drv) != 0));
 }
 
-static int window(const options *o, dv_model *m, int algo)
+static int window(const options *o, dv_app *a)
 {
     char err[512];
     if (!has_display()) {
@@ -298,20 +413,17 @@ static int window(const options *o, dv_model *m, int algo)
         SDL_Quit();
         return 1;
     }
-    int rc = 1, w, h;
-    dv_app a;
+    int rc = 1;
     dv_text *t = dv_text_open(r, NULL, err, sizeof err);
-    SDL_GetWindowSize(win, &w, &h);
+    SDL_GetWindowSize(win, &a->w, &a->h);
+    a->log = o->verbose ? stdout : NULL;
     if (t == NULL)
         fprintf(stderr, "dtviz: %s\n", err);
-    else if (dv_app_init(&a, m, algo, o->count, w, h, o->verbose ? stdout : NULL) != 0)
-        fprintf(stderr, "dtviz: out of memory\n");
     else {
-        a.pos = o->step > 0 ? (double)o->step : 0;
-        dv_app_run(&a, r, t);
-        dv_app_free(&a);                   /* its texture, before the renderer goes */
+        dv_app_run(a, r, t);
         rc = 0;
     }
+    dv_cache_clear(a->cache);              /* its texture, before the renderer goes */
     dv_text_close(t);
     SDL_DestroyRenderer(r);
     SDL_DestroyWindow(win);
@@ -323,23 +435,32 @@ int main(int argc, char **argv)
 {
     options o;
     dv_model m;
-    int algo, rc = parse(argc, argv, &o);
+    dv_app a;
+    int algo, talgo, rc = parse(argc, argv, &o);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
     if (o.ranks < 0)
         o.ranks = 4;
     if (o.count < 0)
         o.count = 1048576;
-    if ((rc = load(&o, &m, &algo)) != 0)
+    if (o.stages < 0)
+        o.stages = 4;
+    if (o.micro < 0)
+        o.micro = 8;
+    if ((rc = load(&o, &m, &algo, &talgo)) != 0)
         return rc;
-    if (o.step >= m.npos) {
-        rc = bad("--step %lld is past the end: this %s has positions 0..%d", o.step,
-                 algo >= 0 ? "schedule" : "trace", m.npos - 1);
-    } else if (o.png != NULL || o.frames != NULL || o.chrome != NULL) {
-        rc = headless(&o, &m);
-    } else {
-        rc = window(&o, &m, algo);
+    if (dv_app_init(&a, &m, algo, o.count, o.w, o.h, NULL) != 0) {
+        fprintf(stderr, "dtviz: out of memory, or the trace's timetable cannot be built\n");
+        return 1;
     }
-    dv_model_free(&m);
+    if (talgo >= 0)
+        dv_app_train_algo(&a, talgo, (int)o.stages, (int)o.micro);
+    if ((rc = place(&o, &a)) == 0) {
+        if (o.png != NULL || o.frames != NULL || o.chrome != NULL)
+            rc = headless(&o, &a);
+        else
+            rc = window(&o, &a);
+    }
+    dv_app_free(&a);
     return rc;
 }

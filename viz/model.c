@@ -6,11 +6,15 @@
  *   1. names     every coll and phase is interned to a small integer
  *   2. segments  each rank's events are cut into its calls: a "call" mark opens one;
  *                without marks a change of coll, or a (phase, step) that goes back,
- *                does. Compute events and other marks belong to no call.
- *   3. calls     rank r's j-th segment of a coll meets every other rank's j-th one;
- *                calls are sorted by their earliest event
- *   4. one call  frames (phase, step), messages (receives merged per sender, receiver
- *                and chunk), cells (the boundaries of what moved) and the masks before
+ *                does. Compute events and other marks belong to no call, and neither
+ *                do the transfers of colls without marks in a trace that has some.
+ *   3. calls     rank r's j-th segment of a coll meets the other ranks' j-th ones that
+ *                it exchanges messages with (a union-find over the peers: one call per
+ *                communicator); calls are sorted by their earliest event
+ *   4. one call  its members (the ranks with events in it and their peers), frames
+ *                (phase, step), messages (receives merged per sender, receiver and
+ *                chunk, each with the sender's cells it comes from), cells (the
+ *                boundaries of what moved) and the masks before
  *
  * The trace is never trusted: ranks and peers are checked, ranges are clipped to the
  * call's buffer, byte counts are summed in double, and no value is used as a size. */
@@ -110,6 +114,7 @@ static int intern(names *t, const char *s)
 typedef struct {
     int rank, coll, j, call;
     double t0;              /* its earliest event */
+    dv_mask peers;          /* the ranks its sends and receives name */
 } seg;
 
 typedef struct {
@@ -148,7 +153,9 @@ static void advance(open_seg *o, int phase, int step)
 
 typedef struct {
     const dt_trace *t;
-    names nm;
+    names nm;               /* the colls with call marks first: names 0 .. ncallcolls-1 */
+    int ncallcolls;
+    int by_marks;           /* only the colls with call marks make calls */
     int *ev_seg;            /* per event: its segment, -1 none */
     int *ev_phase;          /* per event in a call: its phase name */
     seg *segs;
@@ -165,12 +172,25 @@ static int new_seg(builder *b, open_seg *o, int rank, int coll, double t0)
     return 0;
 }
 
-/* Pass 2: walks each rank's events in time order and gives each its segment. */
+/* Pass 2: walks each rank's events in time order and gives each its segment. A trace
+ * that marks its calls (or is a training run's) cuts only the marked colls: the rest is
+ * a program's own point-to-point traffic (pp's activations, dp's weights). */
 static int cut_segments(builder *b)
 {
     const dt_trace *t = b->t;
     open_seg marked[MAX_OPEN], cur = { .seg = -1 };
-    int nmarked = 0, rank = -1;
+    int nmarked = 0, rank = -1, train = t->train[0] != '\0';
+    for (size_t i = 0; i < t->n; i++) {
+        const dt_event *e = &t->ev[i];
+        if (e->kind == DT_EV_MARK && strncmp(e->phase, "call", 32) == 0) {
+            if (intern(&b->nm, e->coll) < 0)
+                return -1;
+        } else if (e->kind == DT_EV_COMPUTE && strncmp(e->coll, "train", 32) == 0) {
+            train = 1;
+        }
+    }
+    b->ncallcolls = (int)b->nm.n;
+    b->by_marks = b->ncallcolls > 0 || train;
     for (size_t i = 0; i < t->n; i++) {
         const dt_event *e = &t->ev[i];
         b->ev_seg[i] = -1;
@@ -184,6 +204,8 @@ static int cut_segments(builder *b)
         int coll = intern(&b->nm, e->coll), phase = intern(&b->nm, e->phase);
         if (coll < 0 || phase < 0)
             return -1;
+        if (b->by_marks && coll >= b->ncallcolls)
+            continue;                                   /* not a collective's */
         b->ev_phase[i] = phase;
         open_seg *o = NULL;
         if (e->kind == DT_EV_MARK) {
@@ -222,11 +244,14 @@ static int cut_segments(builder *b)
         seg *s = &b->segs[o->seg];
         if (e->t0 < s->t0)
             s->t0 = e->t0;
+        if ((e->kind == DT_EV_SEND || e->kind == DT_EV_RECV) && e->peer >= 0 &&
+            e->peer < t->nranks && e->peer != rank)
+            s->peers |= (dv_mask)1 << e->peer;
     }
     return 0;
 }
 
-/* ==== 3. calls: the j-th segments of a coll, one from each rank ==== */
+/* ==== 3. calls: the j-th segments of a coll that talk to each other ==== */
 
 static const seg *sort_segs;     /* qsort has no context argument */
 
@@ -255,11 +280,22 @@ static int by_time(const void *a, const void *b)
     CMP(x->t0, y->t0);
     CMP(x->coll, y->coll);
     CMP(x->j, y->j);
+    CMP(x->id, y->id);
     return 0;
 }
 
-/* Pass 3: numbers each coll's segments per rank (j), groups them by (coll, j) into
- * calls, and orders the calls by time. Returns the number of calls, or -1. */
+/* The set of rank r in a union-find over ranks (up[r] == r: r leads it). */
+static int find(int *up, int r)
+{
+    while (up[r] != r)
+        r = up[r] = up[up[r]];
+    return r;
+}
+
+/* Pass 3: numbers each coll's segments per rank (j), groups them by (coll, j), splits
+ * each group into the sets of ranks that exchange messages (one call per communicator:
+ * the j-th allreduce of rank 0 on {0, 1} is not the one of rank 2 on {2, 3}), and orders
+ * the calls by time. Returns the number of calls, or -1. */
 static int group_calls(builder *b)
 {
     int n = (int)b->nsegs, ncalls = 0, rc = -1;
@@ -279,17 +315,37 @@ static int group_calls(builder *b)
         s->j = j;
     }
     qsort(idx, (size_t)n, sizeof *idx, by_coll_j);
-    for (int i = 0; i < n; i++) {
-        seg *s = &b->segs[idx[i]], *p = i ? &b->segs[idx[i - 1]] : NULL;
-        if (!p || p->coll != s->coll || p->j != s->j)
-            keys[ncalls++] = (call_key){ .t0 = s->t0, .coll = s->coll, .j = s->j };
-        call_key *k = &keys[ncalls - 1];
-        if (s->t0 < k->t0)
-            k->t0 = s->t0;
-        s->call = ncalls - 1;
+    for (int i = 0, end; i < n; i = end) {
+        const seg *g = &b->segs[idx[i]];
+        int up[DV_MAX_RANKS], segof[DV_MAX_RANKS], callof[DV_MAX_RANKS];
+        for (end = i; end < n && b->segs[idx[end]].coll == g->coll &&
+                      b->segs[idx[end]].j == g->j; end++)
+            ;
+        for (int r = 0; r < DV_MAX_RANKS; r++)
+            up[r] = r, segof[r] = -1, callof[r] = -1;
+        for (int q = i; q < end; q++)
+            segof[b->segs[idx[q]].rank] = idx[q];
+        for (int q = i; q < end; q++) {            /* a message joins its two ranks */
+            const seg *s = &b->segs[idx[q]];
+            for (int p = 0; p < DV_MAX_RANKS; p++)
+                if ((s->peers >> p & 1) && segof[p] >= 0)
+                    up[find(up, s->rank)] = find(up, p);
+        }
+        for (int q = i; q < end; q++) {            /* a call per set, in rank order */
+            seg *s = &b->segs[idx[q]];
+            int r = find(up, s->rank);
+            if (callof[r] < 0) {
+                callof[r] = ncalls;
+                keys[ncalls] = (call_key){ .t0 = s->t0, .coll = s->coll, .j = s->j,
+                                           .id = ncalls };
+                ncalls++;
+            }
+            call_key *k = &keys[callof[r]];
+            if (s->t0 < k->t0)
+                k->t0 = s->t0;
+            s->call = callof[r];
+        }
     }
-    for (int c = 0; c < ncalls; c++)
-        keys[c].id = c;
     qsort(keys, (size_t)ncalls, sizeof *keys, by_time);
     for (int c = 0; c < ncalls; c++)
         order[keys[c].id] = c;
@@ -485,8 +541,9 @@ static dv_class class_of(const char *coll)
     return DV_CLASS_OTHER;
 }
 
-/* The buffer's cells: every boundary of what moved, in [0, count]. */
-static void make_cells(dv_call *c, long long count, int nranks, scratch *s, size_t nrecv,
+/* The buffer's cells: every boundary of what moved, in [0, count], and of the N
+ * members' blocks. */
+static void make_cells(dv_call *c, long long count, int N, scratch *s, size_t nrecv,
                        size_t nsend)
 {
     if (count <= 0) {                /* nothing known of the buffer: one cell */
@@ -507,8 +564,8 @@ static void make_cells(dv_call *c, long long count, int nranks, scratch *s, size
         }
     }
     if (c->cls == DV_CLASS_BLOCKS)
-        for (int r = 1; r < nranks; r++)
-            s->bound[nb++] = part_lo(count, nranks, r);
+        for (int v = 1; v < N; v++)
+            s->bound[nb++] = part_lo(count, N, v);
     qsort(s->bound, nb, sizeof *s->bound, cmp_ll);
     size_t k = 0;
     for (size_t i = 0; i < nb; i++)
@@ -525,11 +582,11 @@ static void make_cells(dv_call *c, long long count, int nranks, scratch *s, size
     c->count = c->cell_lo[c->ncells];
 }
 
-/* The masks before the call (model.h: "mask"). */
+/* The masks before the call (model.h: "mask"); blocks are counted among the members. */
 static void init_masks(dv_call *c, int nranks, dv_mask part, scratch *s, const rng *recv,
                        size_t nrecv, const rng *send, size_t nsend)
 {
-    int nc = c->ncells;
+    int nc = c->ncells, N = c->size;
     dv_mask *m = c->init;
     memset(m, 0, (size_t)nranks * nc * sizeof *m);
     dv_mask receivers = 0, senders = 0;
@@ -544,21 +601,22 @@ static void init_masks(dv_call *c, int nranks, dv_mask part, scratch *s, const r
                 c->root = r;
     if (c->cls == DV_CLASS_REDUCE) {
         for (int r = 0; r < nranks; r++)
-            for (int k = 0; k < nc; k++)
+            for (int k = 0; k < nc && (c->members >> r & 1); k++)
                 m[r * nc + k] = (dv_mask)1 << r;
     } else if (c->cls == DV_CLASS_ROOTED && c->root >= 0) {
         for (int k = 0; k < nc; k++)
             m[c->root * nc + k] = (dv_mask)1 << c->root;
     } else if (c->cls == DV_CLASS_BLOCKS) {
         /* a gather's ranges are in virtual order, v = rank - root, root = sends nothing */
-        int root = 0;
-        if (strncmp(c->coll, "gather", 6) == 0)
-            for (int r = nranks - 1; r >= 0; r--)
-                if ((part >> r & 1) && !(senders >> r & 1))
-                    root = r;
+        int root = 0, gather = strncmp(c->coll, "gather", 6) == 0;
+        for (int r = nranks - 1; r >= 0 && gather; r--)
+            if ((part >> r & 1) && !(senders >> r & 1))
+                root = dv_call_index(c, r);
         for (int r = 0; r < nranks; r++) {
-            int v = strncmp(c->coll, "gather", 6) == 0 ? (r - root + nranks) % nranks : r;
-            long long lo = part_lo(c->count, nranks, v), hi = part_lo(c->count, nranks, v + 1);
+            int i = dv_call_index(c, r), v = gather ? (i - root + N) % N : i;
+            if (i < 0)
+                continue;                           /* not a member */
+            long long lo = part_lo(c->count, N, v), hi = part_lo(c->count, N, v + 1);
             for (int k = 0; k < nc && hi > lo; k++)
                 if (c->cell_lo[k] < hi && c->cell_lo[k + 1] > lo)
                     m[r * nc + k] = (dv_mask)1 << r;
@@ -645,6 +703,26 @@ static void order_phases(const dt_trace *t, const int *ev, size_t nev, scratch *
     }
 }
 
+/* The cells [*s0, *s1) that rank a sent to rank p in frame f, from send[0..n) sorted by
+ * frame, rank and peer (merge_ranges); left alone when it recorded no such send. */
+static void sent_cells(const rng *send, size_t n, int f, int a, int p, int *s0, int *s1)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {                    /* the first at or after (f, a, p) */
+        size_t mid = lo + (hi - lo) / 2;
+        const rng *x = &send[mid];
+        if (x->f < f || (x->f == f && (x->a < a || (x->a == a && x->p < p))))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (int found = 0; lo < n && send[lo].f == f && send[lo].a == a && send[lo].p == p;
+         lo++, found = 1) {
+        *s0 = found && *s0 < send[lo].c0 ? *s0 : send[lo].c0;
+        *s1 = found && *s1 > send[lo].c1 ? *s1 : send[lo].c1;
+    }
+}
+
 /* Pass 4 for call ci, whose events are ev[0..nev) (indices into the trace). */
 static int build_call(builder *b, dv_model *m, size_t *capf, size_t *capm, int ci,
                       const int *ev, size_t nev, scratch *s)
@@ -663,11 +741,13 @@ static int build_call(builder *b, dv_model *m, size_t *capf, size_t *capm, int c
     /* the marks say the buffer; the other events make the frames */
     long long mark_count = -1;
     double esize = 0;
-    dv_mask part = 0;
+    dv_mask part = 0, members = 0;
     size_t nfk = 0;
     for (size_t i = 0; i < nev; i++) {
         const dt_event *e = &t->ev[ev[i]];
         part |= (dv_mask)1 << e->rank;
+        if ((e->kind == DT_EV_SEND || e->kind == DT_EV_RECV) && e->peer >= 0 && e->peer < nr)
+            members |= (dv_mask)1 << e->peer;
         c->t0 = e->t0 < c->t0 ? e->t0 : c->t0;
         c->t1 = e->t1 > c->t1 ? e->t1 : c->t1;
         if (e->kind == DT_EV_MARK) {
@@ -680,6 +760,9 @@ static int build_call(builder *b, dv_model *m, size_t *capf, size_t *capm, int c
         s->fk[nfk++] = (fkey){ .phase = b->ev_phase[ev[i]], .step = e->step,
                                .li = (int)i, .t0 = e->t0 };
     }
+
+    c->members = members | part;
+    c->size = __builtin_popcountll(c->members);
 
     /* frames: phases in order (order_phases), steps ascending within a phase */
     qsort(s->fk, nfk, sizeof *s->fk, by_phase);
@@ -749,7 +832,7 @@ static int build_call(builder *b, dv_model *m, size_t *capf, size_t *capm, int c
             count = s->send[i].hi > count ? s->send[i].hi : count;
     }
     c->esize = esize;
-    make_cells(c, count, nr, s, nrecv, nsend);
+    make_cells(c, count, c->size, s, nrecv, nsend);
     for (int pass = 0; pass < 2; pass++) {
         rng *r = pass ? s->send : s->recv;
         for (size_t i = 0, n = pass ? nsend : nrecv; i < n; i++) {
@@ -803,9 +886,11 @@ static int build_call(builder *b, dv_model *m, size_t *capf, size_t *capm, int c
         fr->first_msg = m->nmsgs;
         for (; next < k && s->recv[next].f == f; next++) {
             const rng *r = &s->recv[next];
-            m->msgs[m->nmsgs++] = (dv_msg){ .src = r->p, .dst = r->a, .c0 = r->c0,
-                                            .c1 = r->c1, .add = (int)(s->red[f] >> r->a & 1),
-                                            .nbytes = r->nbytes };
+            dv_msg *g = &m->msgs[m->nmsgs++];
+            *g = (dv_msg){ .src = r->p, .dst = r->a, .c0 = r->c0, .c1 = r->c1, .s0 = r->c0,
+                           .s1 = r->c1, .add = (int)(s->red[f] >> r->a & 1),
+                           .nbytes = r->nbytes };
+            sent_cells(s->send, nsend, f, r->p, r->a, &g->s0, &g->s1);
             fr->nmsg++;
         }
     }
@@ -825,6 +910,22 @@ static int fail(dv_model *m, char *err, size_t errlen, const char *fmt, ...)
         va_end(ap);
     }
     return -1;
+}
+
+/* A training run's settings, "mode pp schedule 1f1b stages 4" (the "# train" line), as
+ * the title "train: mode pp, schedule 1f1b, stages 4": the words in pairs. */
+static void train_title(char *buf, size_t len, const char *s)
+{
+    size_t n = (size_t)snprintf(buf, len, "train:");
+    for (int word = 0; n < len; word++) {
+        s += strspn(s, " \t");
+        int w = (int)strcspn(s, " \t");
+        if (w == 0)
+            break;
+        n += (size_t)snprintf(buf + n, len - n, "%s%.*s", word % 2 || word == 0 ? " " : ", ",
+                              w, s);
+        s += w;
+    }
 }
 
 int dv_model_build(dv_model *m, dt_trace *t, char *err, size_t errlen)
@@ -848,8 +949,11 @@ int dv_model_build(dv_model *m, dt_trace *t, char *err, size_t errlen)
                         i, tr->ev[i].rank, tr->nranks);
     m->nranks = tr->nranks;
     m->from_trace = 1;
-    snprintf(m->title, sizeof m->title, "%s",
-             tr->program[0] && strcmp(tr->program, "-") != 0 ? tr->program : "trace");
+    if (tr->train[0] != '\0')
+        train_title(m->title, sizeof m->title, tr->train);
+    else
+        snprintf(m->title, sizeof m->title, "%s",
+                 tr->program[0] && strcmp(tr->program, "-") != 0 ? tr->program : "trace");
 
     /* the span of every event, never empty */
     m->t_begin = 0;

@@ -5,35 +5,55 @@
  * go through the same code. The trace is cut into collective calls, each call into
  * frames (one step: the messages that cross at once), and each rank's buffer into cells.
  *
- *   call   one collective call, e.g. one ring allreduce. Found by the "call" marks that
- *          every collective records on entry (dt_trace_call); in traces without them,
- *          a rank's events start a new call when coll changes or its (phase, step) goes
- *          back. Rank r's j-th call of a coll is matched with every other rank's j-th
- *          call of that coll; calls are ordered by their earliest event.
+ *   call   one collective call, e.g. one ring allreduce, on one communicator. Found by
+ *          the "call" marks that every collective records on entry (dt_trace_call).
+ *          In a trace with such marks (or a "# train" header, or compute of coll
+ *          "train": everything the lessons and build/train write now) only the colls
+ *          that have them are cut into calls: a training mode's own point-to-point
+ *          traffic (coll "pipeline", "dp") stays in the trace, for the timeline, and is
+ *          no call. In traces without them (hand-written, old lessons) every transfer
+ *          counts, and a rank's events start a new call when coll changes or its
+ *          (phase, step) goes back. Rank r's j-th call of a coll is matched with every
+ *          other rank's j-th call of that coll that it exchanges messages with, directly
+ *          or through others: so calls on sub-communicators (tensor-parallel pairs, the
+ *          data-parallel groups of a hybrid run) stay apart, and a rank alone on its
+ *          communicator makes a call of its own. Calls are ordered by their earliest event.
+ *   members the ranks of a call: those with events in it, and the peers they exchange
+ *          with. N (dv_call.size) is their number, and member r's index among them, in
+ *          rank order (dv_call_index), is its rank in the communicator: the one the
+ *          algorithm's chunks, blocks, trees and cost model are counted in.
  *   frame  one (phase, step) of a call: phases in the order each rank runs them (the
- *          earliest begin breaks ties), steps ascending within a phase. Its messages come from the receive events (sender
- *          = peer, cells = the receiver's [lo, hi)); segments of one chunk are merged
- *          into one message per (sender, receiver, cell range). A receiver that also
- *          recorded a reduce event in the same frame adds what arrives; otherwise it
- *          copies it.
+ *          earliest begin breaks ties), steps ascending within a phase. Its messages
+ *          come from the receive events (sender = peer, cells = the receiver's [lo,
+ *          hi)); segments of one chunk are merged into one message per (sender,
+ *          receiver, cell range). A receiver that also recorded a reduce event in the
+ *          same frame adds what arrives; otherwise it copies it.
  *   cell   a piece of the call's buffer: the boundaries of every chunk moved in the
- *          call (and, for gather, allgather and alltoall, of each rank's block), at most
- *          DV_MAX_CELLS of them (more are replaced by DV_MAX_CELLS even cells).
+ *          call (and, for gather, allgather and alltoall, of each member's block), at
+ *          most DV_MAX_CELLS of them (more are replaced by DV_MAX_CELLS even cells).
+ *          Alltoall has two buffers of that layout: the send buffer, whose block j holds
+ *          the member's data for member j, and the receive buffer, whose block j gets
+ *          member j's data for it; the cells and masks are the receive buffer's.
  *   mask   which ranks' contributions a cell holds: bit r for rank r. Before a call:
- *          reductions (allreduce, reduce, reduce-scatter): every cell of rank r holds
- *          {r}; bcast and scatter: the root (the rank that receives nothing) holds {root}
- *          everywhere, the others nothing; gather, allgather, alltoall: rank r holds {r}
- *          in its own block r (for a gather or scatter rooted elsewhere, blocks in the
- *          tree's order, counted from the root); anything else: a cell holds {r} when rank r sends it
- *          before it receives it. A message carries the sender's masks of its cells (in
- *          alltoall, {sender}: its block for the receiver). Every frame reads the masks
- *          from before the frame, so an exchange is simultaneous.
+ *          reductions (allreduce, reduce, reduce-scatter): every cell of member r holds
+ *          {r}; bcast and scatter: the root (the member that receives nothing) holds
+ *          {root} everywhere, the others nothing; gather, allgather, alltoall: member r
+ *          holds {r} in its own block (for a gather or scatter rooted elsewhere, blocks
+ *          in the tree's order, counted from the root); anything else: a cell holds {r}
+ *          when rank r sends it before it receives it. Ranks outside the call hold
+ *          nothing. A message carries the sender's masks of its cells (in alltoall,
+ *          {sender}: its block for the receiver). Every frame reads the masks from
+ *          before the frame, so an exchange is simultaneous.
  *
- * Positions. Call c with F frames has F+1 positions k = 0..F: position k shows the
- * masks after k frames and the arrows of frame k (the step about to happen; none at
- * k = F). Positions are numbered across calls, 0 .. dv_npos()-1, so one number says
- * where the viewer is. A model without calls (one rank; a trace of compute only) has
- * one position. */
+ * Positions and steps, the two counters the viewer shows (dv_pos_describe words them):
+ *   position  Call c with F frames has F+1 positions k = 0..F: position k shows the masks
+ *             after k frames and the arrows of frame k (none at k = F). Positions are
+ *             numbered across calls from 0 to npos-1, so one number says where
+ *             the viewer is: "position 3 of 0..6", as dtviz --step takes it. A model
+ *             without calls (one rank; a trace of compute only) has one position.
+ *   step      a frame, counted from 1 within its call: at position k, k of the call's F
+ *             steps are done and the arrows show the next one, step k+1 of F (none at
+ *             k = F, when the call is finished). */
 #ifndef DV_MODEL_H
 #define DV_MODEL_H
 
@@ -50,6 +70,9 @@ typedef uint64_t dv_mask;
 typedef struct {
     int src, dst;           /* sending and receiving rank */
     int c0, c1;             /* the cells [c0, c1) it carries (receiver's buffer) */
+    int s0, s1;             /* the cells of the sender's buffer it comes from: its send
+                             * events to dst in the frame (alltoall: its send buffer's
+                             * block for dst); [c0, c1) when it recorded none */
     int add;                /* 1: the receiver adds it in; 0: it copies it */
     double nbytes;          /* bytes of its receive events */
 } dv_msg;
@@ -76,6 +99,8 @@ typedef struct {
     int from_sender;        /* alltoall: a message carries {sender} (its block for the
                              * receiver), not the sender's masks of those cells */
     int root;               /* DV_CLASS_ROOTED: the rank that received nothing; else -1 */
+    dv_mask members;        /* its communicator's ranks (never 0) */
+    int size;               /* their number, N of the algorithm */
     int first_frame, nframes;
     int first_pos;          /* its position k = 0 */
     int ncells;             /* 1..DV_MAX_CELLS */
@@ -91,7 +116,9 @@ typedef struct {
 typedef struct {
     int nranks;             /* 1..DV_MAX_RANKS */
     int from_trace;         /* 0: built-in schedule (times are step numbers) */
-    char title[96];         /* "ring-allreduce, 4 ranks, 4 MiB" or the trace's program */
+    char title[224];        /* "ring-allreduce, 4 ranks, 4 MiB"; a training trace's settings,
+                             * "train: mode pp, schedule 1f1b, stages 4, ..."; or the
+                             * trace's program */
     dt_trace trace;         /* every event, for the timeline; owned */
     dv_call *calls;
     int ncalls;
@@ -133,6 +160,15 @@ int dv_model_algo(dv_model *m, int algo, int nranks, long long count, char *err,
 
 /* ==== positions ==== */
 
+/* Rank's index among call c's members (its rank in the communicator), -1 if it is none. */
+int dv_call_index(const dv_call *c, int rank);
+
+/* For a call of blocks (gather, allgather, alltoall): the block v (0..size-1) that holds
+ * cell `cell`, block v being part v of the buffer cut into size parts (dt_chunk_bounds);
+ * -1 for other calls or a cell out of range. In alltoall, send block v of a rank is its
+ * data for the v-th member. */
+int dv_cell_block(const dv_call *c, int cell);
+
 /* The call and k of position pos (clamped to 0..npos-1); *call = -1 without calls. */
 void dv_pos_split(const dv_model *m, int pos, int *call, int *k);
 /* The time position pos stands for: its frame's t0, or the call's t1 at k = nframes. */
@@ -156,5 +192,10 @@ int dv_formula(const dv_model *m, int call, double *expect, char *text, size_t l
 
 /* One sentence on what a phase of a collective does, for the header; "" if unknown. */
 const char *dv_phase_text(const char *coll, const char *phase);
+
+/* The sentence under the header at position pos, into buf: what the next step does (for
+ * alltoall with its distance, "each rank r sends its block for rank r+2 ..."), or at the
+ * end of a call what it has done; "" when the model has no calls or the coll is unknown. */
+void dv_step_text(const dv_model *m, int pos, char *buf, size_t len);
 
 #endif /* DV_MODEL_H */

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Redraws the README's pictures with the viewer itself: `make pictures` (or
-# `bash viz/pictures.sh BUILD`). The built-in ring needs nothing else; the two training
-# pictures come from traces that build/train writes here first, so their timings are
-# this machine's.
+# `bash viz/pictures.sh BUILD`). Each command below is the one the README shows under
+# its picture. The built-in schedules need nothing else; the training timetables come
+# from traces that build/train writes first, so their timings are this machine's.
 set -eu
 BUILD=${1:-build}
 MPIEXEC=${MPIEXEC:-mpiexec}
@@ -17,13 +17,23 @@ viz() { "$BUILD/dtviz" --size 1200x680 "$@"; }
 viz --algo ring-allreduce --ranks 4 --step 1 --png "$out/ring-4-step1.png"
 viz --algo ring-allreduce --ranks 4 --step 3 --png "$out/ring-4-step3.png"
 
-# pipeline parallelism, 1F1B over 4 stages and 8 micro-batches: the bubble on the timeline
+# the two pipeline schedules as lib/schedule lays them out: the same bubble, not the
+# same stash
+viz --algo gpipe --stages 4 --micro 8 --png "$out/pp-gpipe.png"
+viz --algo 1f1b --stages 4 --micro 8 --png "$out/pp-1f1b.png"
+
+# a real pipeline run, 1F1B over 4 stages and 8 micro-batches: its second step
 "$MPIEXEC" -n 4 "$BUILD/train" --mode pp --schedule 1f1b --micro 8 --steps 2 --hidden 1024 \
     --layers 8 --batch 512 --quiet --trace "$tmp/pp.trace" >/dev/null
-viz --step 2 --png "$out/train-pp-1f1b.png" "$tmp/pp.trace"
+viz "$tmp/pp.trace" --train-step 2 --png "$out/train-pp-1f1b.png"
 
-# DDP at 3 ranks: buckets allreduced while backward still runs
-"$MPIEXEC" -n 3 "$BUILD/train" --mode ddp --steps 2 --hidden 512 --batch 384 --bucket-kb 256 \
-    --quiet --trace "$tmp/ddp.trace" >/dev/null
-viz --step 4 --png "$out/train-ddp.png" "$tmp/ddp.trace"
+# DDP at 3 ranks: the buckets' allreduces under the backward
+"$MPIEXEC" -n 3 "$BUILD/train" --mode ddp --steps 2 --hidden 1024 --layers 4 --batch 384 \
+    --bucket-kb 1024 --quiet --trace "$tmp/ddp.trace" >/dev/null
+viz "$tmp/ddp.trace" --train-step 2 --png "$out/train-ddp.png"
+
+# FSDP at 3 ranks: each layer gathered before its forward and backward, freed after
+"$MPIEXEC" -n 3 "$BUILD/train" --mode fsdp --steps 2 --hidden 1024 --layers 4 --batch 384 \
+    --quiet --trace "$tmp/fsdp.trace" >/dev/null
+viz "$tmp/fsdp.trace" --train-step 2 --png "$out/train-fsdp.png"
 echo "pictures written to $out/"

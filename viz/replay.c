@@ -5,6 +5,31 @@
 
 #include <string.h>
 
+#include "schedule.h"
+
+/* ==== members ==== */
+
+int dv_call_index(const dv_call *c, int rank)
+{
+    if (rank < 0 || rank >= DV_MAX_RANKS || !(c->members >> rank & 1))
+        return -1;
+    return __builtin_popcountll(c->members & (((dv_mask)1 << rank) - 1));
+}
+
+int dv_cell_block(const dv_call *c, int cell)
+{
+    if (c->cls != DV_CLASS_BLOCKS || cell < 0 || cell >= c->ncells || c->size < 1)
+        return -1;
+    int a = 0, z = c->size;                     /* last block that starts by the cell */
+    while (z - a > 1) {
+        int mid = a + (z - a) / 2;
+        size_t lo, hi;
+        dt_chunk_bounds((size_t)c->count, c->size, mid, &lo, &hi);
+        if ((long long)lo <= c->cell_lo[cell]) a = mid; else z = mid;
+    }
+    return a;
+}
+
 /* ==== positions ==== */
 
 void dv_pos_split(const dv_model *m, int pos, int *call, int *k)

@@ -2,31 +2,55 @@
  * SDL, no MPI: built from the events of a dv_model (a trace that build/train or a lesson
  * wrote, or one synthesised from lib/schedule for a built-in pipeline schedule).
  *
- * One row per rank (per stage for pp), time left to right, two lanes per row:
- *   compute  blocks labelled by what they are: "F3" (forward of micro-batch 3), "B2",
- *            "F L1" (forward of layer 1, no micro-batches), "B L1", "opt", "loss"
+ * One row per rank (a pp stage is a rank), time left to right, two lanes per row:
+ *   compute  one block per compute event, labelled by what it is: "F3" (forward of
+ *            micro-batch 3: pp, and hybrid with stages; a stage of several layers
+ *            shows a run of "F3" blocks), "B2", "F L1" (forward of layer 1, no
+ *            micro-batches), "F2 L1" (micro-batch 2 of layer 1: ddp's --accum), "B L1",
+ *            "opt", "loss", other phases by name ("sum")
  *   comm     one block per piece of communication, named by what it is for:
  *            "bucket 2" (a DDP bucket's allreduce), "AG L1" / "RS L1" (FSDP's allgather
  *            and reduce-scatter of layer 1), "free L1" (FSDP drops the gathered layer:
- *            an instant), "f L1" / "g L1" (tensor parallel's two allreduces), "act 3" /
- *            "grad 3" (pp's activations and gradients of micro-batch 3), "weights",
- *            "gradients" (the parameter server), or the collective's name
- *            ("allreduce_rd") when nothing more is known. The part of a block spent
- *            waiting for a peer is kept apart (dv_tt.waits) from the part moving bytes.
- * Between rows, pp's messages are arrows from the sending stage to the receiving one.
+ *            an instant), "AG upd L1" (ZeRO-1/2 gathers the updated shards), "f L1" /
+ *            "g L1" / "gather L1" (tensor parallel), "dispatch", "combine" ... (moe),
+ *            "act 3" / "grad 3" (pp's activations and gradients of micro-batch 3; an
+ *            exchange, one sendrecv, is one block "grad 0 + act 2": what it received,
+ *            then what it sent), "weights", "gradients" (the parameter server), or the
+ *            collective's name ("allreduce_rd") when nothing more is known.
+ *            A mark that spans communication is the block, and the collective calls
+ *            inside it on its rank are part of it; an instant mark with no call inside
+ *            (older traces' "ddp bucket") names the call that follows it. Without
+ *            marks, one collective call on one rank is one block. Blocks of the comm
+ *            lane may overlap: hybrid's DDP thread reduces a bucket while tp's
+ *            allreduces run.
+ * Waiting. The k-th send from a to b of a coll is matched with the k-th receive on b
+ * from a of that coll (MPI keeps order per pair). A receive whose send began later
+ * waits from its begin to the send's begin (or its own end); a send whose receive was
+ * posted later waits likewise. Those stretches, merged per block, are dv_tt.waits, and
+ * their length each block's wait.
+ * Between rows, pp's messages are arrows from the sending rank to the receiving one.
  * Anything not covered is idle.
  *
  * Steps. Every block belongs to one training step: the step its compute events record;
- * communication takes the step of the span mark that names it (ddp, fsdp, tp), else
- * the step whose compute surrounds it on that rank by time. Steps are numbered as the
- * trace numbers them (train counts from 1); dv_tt.steps[] lists those present, in
- * order, with the measures below.
+ * communication takes the step of the mark that names it (ddp, fsdp, tp, moe), else
+ * the step of the last event on its rank, begun at or before it, that records one
+ * (compute, a pipeline operation, a step mark, a named mark; before any, the first of
+ * them; a rank with none uses every rank's; a trace with none: step 1). So the loss's
+ * reduce after the optimizer stays in its step, and broadcasts before the first step
+ * join it. Steps are numbered as the trace numbers them (train counts from 1);
+ * dv_tt.steps[] lists those present, in order, with the measures below.
  *
  * The training mode comes from the trace's "# train ..." header (dt_trace.train) when
- * there is one, else from what its events look like (pipeline marks: pp; ddp marks: ddp;
- * fsdp marks or allgather calls beside compute: fsdp; ...), else "". */
+ * there is one, else from what its events look like: pipeline messages, or pipeline
+ * marks of two stages or more: pp; ddp marks: ddp; tp marks, or allreduce_rd calls
+ * beside train compute: tp; two of these three: hybrid; moe marks, or alltoall calls
+ * beside compute: moe; fsdp marks, or allgather and reduce_scatter calls beside
+ * compute: fsdp; events of coll dp: dp; else "". */
 #ifndef DV_TIMETABLE_H
 #define DV_TIMETABLE_H
+
+#include <limits.h>
+#include <string.h>
 
 #include "model.h"
 
@@ -36,17 +60,24 @@ typedef enum {
     DV_TT_NKINDS
 } dv_tt_kind;
 
+/* What a comm block is for, where the measures need to know (dv_tt_step.hidden_best). */
+typedef enum {
+    DV_TT_ROLE_OTHER, DV_TT_ROLE_BUCKET,    /* a DDP bucket's allreduce */
+    DV_TT_ROLE_GATHER, DV_TT_ROLE_RS        /* FSDP: a layer's allgather, reduce-scatter */
+} dv_tt_role;
+
 typedef struct {
     int rank;
     int lane;               /* 0 compute, 1 communication */
     dv_tt_kind kind;
     double t0, t1;          /* t1 == t0 for an instant (FSDP's free) */
     int step;               /* the training step, as the trace numbers it */
-    int micro;              /* the micro-batch (pp), -1 none */
+    int micro;              /* the micro-batch (pp; ddp --accum; tp's marks), -1 none */
     int layer;              /* the layer, the bucket (ddp) or -1 */
     int call;               /* the dv_model call this communication belongs to, -1 none */
     double nbytes;          /* bytes this rank sent in it (comm), 0 for compute */
     double wait;            /* seconds of [t0, t1] spent waiting for a peer (comm) */
+    dv_tt_role role;        /* comm: what it is for; compute: DV_TT_ROLE_OTHER */
     char label[24];         /* as drawn, e.g. "F3", "bucket 2", "AG L1" */
 } dv_tt_block;
 
@@ -58,8 +89,12 @@ typedef struct {
 typedef struct {
     int src, dst;           /* sending and receiving rank (stage) */
     double t0, t1;          /* the send's begin, the receive's end */
-    int step, micro;
-    char what;              /* 'A' activations (forward), 'G' gradients (backward) */
+    int step, micro;        /* the sending block's step; the micro-batch, -1 unknown */
+    char what;              /* 'A' activations (forward), 'G' gradients (backward). An
+                             * exchange is read from the pipeline operation around it on
+                             * its rank: inside a forward what arrives is activations
+                             * and what leaves gradients, inside a backward the reverse;
+                             * without one, activations are those sent to a higher rank */
 } dv_tt_arrow;
 
 typedef struct {
@@ -69,22 +104,43 @@ typedef struct {
     double comm;            /* seconds of comm blocks, summed over ranks */
     double hidden;          /* seconds of comm that overlap compute on the same rank */
     double waiting;         /* seconds of comm spent waiting, summed over ranks */
-    double bubble;          /* pp: the share of the stages' time in the step that is not
-                             * compute, 1 - compute / (P (t1 - t0)); -1 for other modes */
+    double c0, c1;          /* its first compute block's begin, its last one's end */
+    double bubble;          /* pp (and hybrid with stages): the share of the ranks' time
+                             * in the step that is not compute, 1 - compute / (N (c1 -
+                             * c0)) with N ranks (P for pp): the pipeline's flush to
+                             * flush, from stage 0's first forward to its last backward,
+                             * so that waiting for the step before does not count;
+                             * -1 for other modes */
     double bubble_model;    /* pp: (P-1)/(M+P-1), dt_pp_bubble; -1 otherwise */
     double hidden_share;    /* hidden / comm; -1 without communication */
-    double hidden_best;     /* the share an overlap could hide at best, -1 unknown:
-                             * ddp: every bucket but the last one reduced (whose
-                             * backward ends the step), at most the backward's time;
-                             * fsdp: every gather but the first (prefetched one layer
-                             * ahead), at most the compute's time */
+    double hidden_best;     /* the share an overlap could hide at best, -1 unknown;
+                             * summed over ranks, each rank's: ddp: every bucket but the
+                             * last one reduced (whose backward ends the step), at most
+                             * the backward's time; fsdp: every gather but the first
+                             * (prefetched one layer ahead) and every reduce-scatter but
+                             * the last (behind the next layer's backward), at most the
+                             * compute's time. Without marks, ddp's allreduce calls are
+                             * its buckets, fsdp's allgather and reduce_scatter calls its
+                             * gathers and reduce-scatters */
 } dv_tt_step;
+
+/* pp: from time t on, rank holds the activations of `held` micro-batches of step `step`
+ * (an index into dv_tt.steps). dv_tt_stash searches these. */
+typedef struct {
+    int rank, step;
+    double t;
+    int held;
+} dv_tt_held;
 
 typedef struct dv_tt {
     char mode[16];          /* "pp", "ddp", "fsdp", "tp", "dp", "hybrid", "moe", "" */
     char settings[160];     /* the trace's "# train" line after the mode, "" if none */
-    int schedule;           /* pp: 0 GPipe, 1 1F1B, -1 unknown */
-    int stages, micro;      /* pp: P and M (from the header, else from the events), or 0 */
+    int schedule;           /* pp: 0 GPipe, 1 1F1B, -1 unknown (from the header, else
+                             * 1F1B when a rank runs a forward after a backward of its
+                             * step, GPipe when none does and M >= P) */
+    int stages, micro;      /* pp, hybrid: P and M (from the header, hybrid's "pp P",
+                             * else the distinct stages of the pipeline marks and their
+                             * distinct micro-batches), else 0 */
     int nranks;
     dv_tt_block *blocks;    /* grouped by rank, then lane, ordered by t0 */
     int nblocks;
@@ -95,30 +151,49 @@ typedef struct dv_tt {
     dv_tt_step *steps;      /* in step order */
     int nsteps;
     double t_begin, t_end;  /* the span of every block (t_end > t_begin) */
+    /* built with the rest for the queries below (owned; read them through those) */
+    int *lane_first;        /* rank r's lane l: blocks [lane_first[2r+l], lane_first[2r+l+1]) */
+    int *lane_reach;        /* per block: the block of its lane, up to it, that ends last */
+    int *step_order;        /* step indexes by t0 */
+    int *step_reach;        /* per step_order entry: the step up to it that ends last */
+    dv_tt_held *held;       /* by rank, then t */
+    int nheld;
 } dv_tt;
 
 /* 1 when t is a training trace: a "# train" header, or compute events of coll "train". */
 int dv_tt_is_training(const dt_trace *t);
 
-/* Builds tt from m's trace and calls. Returns 0, or -1 with a sentence in err (out of
- * memory; not a training trace). Never crashes on any trace dv_model_build accepted. */
+/* Builds tt from m's trace and calls; tt keeps no pointer into m. A comm block's call is the dv_model call of its collective whose span holds its
+ * events on that rank. Returns 0, or -1 with a sentence in err (out of memory; not a
+ * training trace), tt then empty. Never crashes on any trace dv_model_build accepted;
+ * O(E log E) for E events. */
 int dv_tt_build(dv_tt *tt, const dv_model *m, char *err, size_t errlen);
 void dv_tt_free(dv_tt *tt);
 
-/* The index into tt->steps of the step whose span holds time t (the nearest when none
- * does), -1 when there are no steps. */
+/* The index into tt->steps of the step whose span holds time t (the one begun last
+ * where several do; the nearest when none does), -1 when there are no steps. */
 int dv_tt_step_at(const dv_tt *tt, double t);
 
-/* The micro-batches whose activations rank (a pp stage) holds at time t: forwards begun
- * minus backwards finished, within the step at t. 0 for other modes. */
+/* The micro-batches whose activations rank (a pp stage) holds at time t, in the step
+ * that rank is running at t (steps overlap across ranks: the last stage may begin step
+ * 2 while the first finishes step 1): those whose first forward block has begun by t,
+ * less those whose last backward block has also ended by t. 0 for modes other than pp
+ * and hybrid with stages. */
 int dv_tt_stash(const dv_tt *tt, int rank, double t);
 
-/* The block of rank's lane that covers time t, or -1. */
+/* The block of rank's lane (0 compute, 1 comm) that covers time t ([t0, t1], the one
+ * begun last where several do), or -1. */
 int dv_tt_block_at(const dv_tt *tt, int rank, int lane, double t);
 
-/* One line with the step's measures beside their models, e.g.
- * "bubble 41% measured, 27% = (P-1)/(M+P-1) with P=4, M=8" or
- * "communication 2.1 ms, 64% hidden behind compute (at best 88%)". */
+/* One line with step s's measures (s indexes tt->steps) beside their models, into buf
+ * (always terminated, cut to len), e.g.
+ *   pp:        "step 2 of 2: bubble 41% measured, 27% = (P-1)/(M+P-1) at P=4, M=8"
+ *   ddp, fsdp: "step 2 of 2: communication 2.1 ms (38% of it waiting), 64% hidden
+ *               behind compute; at best 88%"
+ *   others:    "step 2 of 2: compute 3.2 ms, communication 1.1 ms (20% of it waiting),
+ *               5% hidden behind compute"
+ * (hybrid with stages: the bubble, then its communication). Times are summed over
+ * ranks; "of 2" is the last step's number. "" for an s out of range. */
 void dv_tt_describe_step(const dv_tt *tt, int s, char *buf, size_t len);
 
 /* ==== built-in training schedules ==== */
@@ -130,10 +205,49 @@ int dv_train_algo_index(const char *name);      /* -1 if unknown */
 /* Synthesises into t what `train --mode pp --schedule S --stages P --micro M` records for
  * one training step (step 1), on the clock of dt_pp_timetable with a backward of 2 slots
  * (one slot = one time unit): a "# train mode pp schedule S stages P micro M" header,
- * pipeline marks and compute events for every operation of lib/schedule's order, and
- * the activations and gradients as sends and receives at the slot boundaries. Returns 0,
- * or -1 with a sentence in err (P outside 1..DV_MAX_RANKS, M outside 1..64). */
+ * program S, a step mark at 0 on every stage, a pipeline mark and a compute event (layer
+ * = the stage) over every operation of lib/schedule's order, its input received (an
+ * instant) as it begins and its output sent (an instant) as it ends; grouped by rank,
+ * ordered by t0. No communication time: the measured bubble is dt_pp_bubble's. Returns
+ * 0, or -1 with a sentence in err (algo not 0..1, P outside 1..DV_MAX_RANKS, M outside
+ * 1..64); t is then empty. */
 int dv_train_algo_trace(int algo, int stages, int micro, dt_trace *t, char *err,
                         size_t errlen);
+
+/* dv_train_algo_trace, then dv_model_build, with times counted in slots (from_trace 0)
+ * and a title ("1f1b, 4 stages, 8 micro-batches"). Returns 0, or -1 with err. */
+int dv_model_train_algo(dv_model *m, int algo, int stages, int micro, char *err,
+                        size_t errlen);
+
+/* ==== internal: shared by timetable.c and train_algos.c ==== */
+
+/* Reads into tt the mode, settings, schedule, stages and micro-batches of t: the "# train"
+ * line, else what the events look like (see the top); scratch holds t->n ints.
+ * *micro_labels = 1 when compute events name several micro-batches. Returns 1 when
+ * compute is labelled as pp's ("F3"): pp, and hybrid with more than one stage. */
+int dvi_tt_mode(dv_tt *tt, const dt_trace *t, int *scratch, int *micro_labels);
+
+/* From tt->blocks (in their order): tt->steps with their measures, and what the
+ * queries search (lane_first ... held). 0, or -1 out of memory. */
+int dvi_tt_measure(dv_tt *tt);
+
+/* A sort key: by k0, k1, k2, then t, then idx (which also makes qsort stable). */
+typedef struct { int k0, k1, k2, idx; double t; } dvi_key;
+int dvi_key_cmp(const void *a, const void *b);
+
+/* A coll or phase field (char[32]) equal to lit. */
+static inline int dvi_is(const char *name, const char *lit) { return strncmp(name, lit, 32) == 0; }
+
+/* The micro-batch e names (lo..hi = m..m+1), -1 none. */
+static inline int dvi_micro(const dt_event *e)
+{ return e->lo >= 0 && e->lo < INT_MAX && e->hi == e->lo + 1 ? (int)e->lo : -1; }
+
+/* A mark of one pipeline operation (coll pipeline, phase forward or backward). */
+static inline int dvi_pipe_op(const dt_event *e)
+{ return e->kind == DT_EV_MARK && dvi_is(e->coll, "pipeline") && (dvi_is(e->phase, "forward") || dvi_is(e->phase, "backward")); }
+
+/* A mark that names communication: not a call, a pipeline operation or a step. */
+static inline int dvi_named_mark(const dt_event *e)
+{ return e->kind == DT_EV_MARK && !dvi_is(e->phase, "call") && !dvi_is(e->coll, "pipeline") && !dvi_is(e->coll, "train"); }
 
 #endif /* DV_TIMETABLE_H */

@@ -1,0 +1,599 @@
+/* The training side of the timetable (timetable.h): the "# train" line read (a trace's
+ * mode, stages and schedule) and written (the built-in pipeline schedules, synthesised
+ * from lib/schedule), what a step measures, and the questions the viewer asks of a
+ * timetable. The built-in schedules are the reference the measures are held to: with
+ * no communication time their measured bubble is dt_pp_bubble's (P-1)/(M+P-1), and each
+ * stage's stash peaks at dt_pp_peak_stash's, to rounding.
+ *
+ * timetable.c turns events into blocks; everything here reads blocks, not events,
+ * except the mode, which reads the trace before there are blocks. */
+#include "timetable.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "schedule.h"
+
+static double fin(double x, double dflt) { return isfinite(x) ? x : dflt; }
+
+static int cmp_int(const void *x, const void *y)
+{
+    int a = *(const int *)x, b = *(const int *)y;
+    return (a > b) - (a < b);
+}
+
+/* pp's picture: pipeline, or a hybrid with more than one stage. */
+static int pp_like(const dv_tt *tt)
+{
+    return strcmp(tt->mode, "pp") == 0 || (strcmp(tt->mode, "hybrid") == 0 && tt->stages > 1);
+}
+
+/* ==== the "# train" line, read: the mode ==== */
+
+int dv_tt_is_training(const dt_trace *t)
+{
+    if (t == NULL)
+        return 0;
+    if (t->train[0])
+        return 1;
+    for (size_t i = 0; i < t->n; i++)
+        if (t->ev[i].kind == DT_EV_COMPUTE && dvi_is(t->ev[i].coll, "train"))
+            return 1;
+    return 0;
+}
+
+static int header_int(const char *v)
+{
+    char *end;
+    long x = strtol(v, &end, 10);
+    return *end == '\0' && x >= 1 && x <= (1 << 20) ? (int)x : 0;
+}
+
+/* Reads "mode M key value ..." into tt; *P, *M from "stages" (hybrid: "pp"), "micro". */
+static void read_header(dv_tt *tt, const char *train, int *P, int *M)
+{
+    char buf[sizeof ((dt_trace *)0)->train], *save = NULL;
+    snprintf(buf, sizeof buf, "%.*s", (int)sizeof buf - 1, train);
+    if (strncmp(buf, "mode ", 5) != 0)
+        return;
+    size_t len = strcspn(buf + 5, " ");
+    snprintf(tt->mode, sizeof tt->mode, "%.*s", (int)(len < 15 ? len : 15), buf + 5);
+    snprintf(tt->settings, sizeof tt->settings, "%s", buf[5 + len] ? buf + 6 + len : "");
+    for (char *k = strtok_r(buf + 5 + len, " ", &save); k; k = strtok_r(NULL, " ", &save)) {
+        char *v = strtok_r(NULL, " ", &save);
+        if (v == NULL)
+            break;
+        if (strcmp(k, "stages") == 0 || (strcmp(k, "pp") == 0 && strcmp(tt->mode, "hybrid") == 0))
+            *P = header_int(v);
+        else if (strcmp(k, "micro") == 0)
+            *M = header_int(v);
+        else if (strcmp(k, "schedule") == 0)
+            tt->schedule = strcmp(v, "gpipe") == 0 ? 0 : strcmp(v, "1f1b") == 0 ? 1 : -1;
+    }
+}
+
+/* How many distinct values v[0..n) holds (sorts v). */
+static int distinct(int *v, size_t n)
+{
+    int k = 0;
+    qsort(v, n, sizeof *v, cmp_int);
+    for (size_t i = 0; i < n; i++)
+        k += i == 0 || v[i] != v[i - 1];
+    return k;
+}
+
+int dvi_tt_mode(dv_tt *tt, const dt_trace *t, int *scratch, int *micro_labels)
+{
+    int P = 0, M = 0, pipe_msgs = 0, ddp = 0, fsdp = 0, tp = 0, moe = 0, dp = 0, ag = 0,
+        rs = 0, rd = 0, a2a = 0, compute = 0, interleave = 0, back_step = INT_MIN, rank = -1;
+    size_t ns = 0, nm = 0, nc = 0;
+    tt->schedule = -1;
+    read_header(tt, t->train, &P, &M);
+    for (size_t i = 0; i < t->n; i++) {
+        const dt_event *e = &t->ev[i];
+        if (e->rank != rank)
+            rank = e->rank, back_step = INT_MIN;
+        compute |= e->kind == DT_EV_COMPUTE && dvi_is(e->coll, "train");
+        pipe_msgs |= (e->kind == DT_EV_SEND || e->kind == DT_EV_RECV) && dvi_is(e->coll, "pipeline");
+        ddp |= dvi_named_mark(e) && dvi_is(e->coll, "ddp");
+        fsdp |= dvi_named_mark(e) && dvi_is(e->coll, "fsdp");
+        tp |= dvi_named_mark(e) && dvi_is(e->coll, "tp");
+        moe |= dvi_named_mark(e) && dvi_is(e->coll, "moe");
+        dp |= dvi_is(e->coll, "dp");
+        ag |= strncmp(e->coll, "allgather", 9) == 0;
+        rs |= strncmp(e->coll, "reduce_scatter", 14) == 0;
+        rd |= dvi_is(e->coll, "allreduce_rd");
+        a2a |= strncmp(e->coll, "alltoall", 8) == 0;
+        if (dvi_pipe_op(e)) {
+            if (e->chunk >= 0)
+                scratch[ns++] = e->chunk;
+            if (dvi_is(e->phase, "backward"))
+                back_step = e->step;
+            else                /* a forward after a backward of its step: 1F1B */
+                interleave |= e->step == back_step;
+        }
+    }
+    /* stages: the pipeline marks' distinct chunks; micro-batches: their distinct lo,
+     * else compute's */
+    int stages = distinct(scratch, ns);
+    for (size_t i = 0; i < t->n; i++)
+        if (dvi_pipe_op(&t->ev[i]) && dvi_micro(&t->ev[i]) >= 0)
+            scratch[nm++] = dvi_micro(&t->ev[i]);
+    for (size_t i = 0; i < t->n; i++)
+        if (t->ev[i].kind == DT_EV_COMPUTE && dvi_micro(&t->ev[i]) >= 0)
+            scratch[nm + nc++] = dvi_micro(&t->ev[i]);
+    int micros = distinct(scratch, nm), cmicros = distinct(scratch + nm, nc);
+    micros = micros ? micros : cmicros;
+    if (!tt->mode[0]) {
+        int pp = pipe_msgs || stages >= 2, tpx = tp || (rd && compute);
+        const char *mode = pp + ddp + tpx >= 2 ? "hybrid" : pp ? "pp"
+                         : moe || (a2a && compute) ? "moe" : ddp ? "ddp"
+                         : fsdp || (ag && rs && compute) ? "fsdp" : tpx ? "tp" : dp ? "dp" : "";
+        snprintf(tt->mode, sizeof tt->mode, "%s", mode);
+    }
+    if (strcmp(tt->mode, "pp") == 0 || strcmp(tt->mode, "hybrid") == 0) {
+        tt->stages = P > 0 ? P : stages > 0 ? stages : 1;
+        tt->micro = M > 0 ? M : micros > 0 ? micros : 1;
+        if (tt->schedule < 0 && tt->stages > 1)    /* GPipe shows once M >= P */
+            tt->schedule = interleave ? 1 : tt->micro >= tt->stages ? 0 : -1;
+    }
+    *micro_labels = cmicros > 1;
+    return pp_like(tt);
+}
+
+/* ==== the "# train" line, written: the built-in schedules ==== */
+
+const char *const dv_train_algos[] = { "gpipe", "1f1b", NULL };
+
+int dv_train_algo_index(const char *name)
+{
+    for (int i = 0; name != NULL && dv_train_algos[i] != NULL; i++)
+        if (strcmp(name, dv_train_algos[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* One event of stage (rank) r, step 1. */
+static void put(dt_trace *t, int r, dt_event_kind kind, int peer, const char *coll,
+                const char *phase, int chunk, int micro, double t0, double t1)
+{
+    dt_event *e = &t->ev[t->n++];
+    memset(e, 0, sizeof *e);
+    *e = (dt_event){ .t0 = t0, .t1 = t1, .rank = r, .peer = peer, .kind = kind, .step = 1,
+                     .chunk = chunk, .lo = micro < 0 ? 0 : micro, .hi = micro < 0 ? 0 : micro + 1 };
+    snprintf(e->coll, sizeof e->coll, "%s", coll);
+    snprintf(e->phase, sizeof e->phase, "%s", phase);
+}
+
+int dv_train_algo_trace(int algo, int stages, int micro, dt_trace *t, char *err, size_t errlen)
+{
+    int P = stages, M = micro, n = 2 * micro, tb = 2;
+    memset(t, 0, sizeof *t);
+    if (algo < 0 || algo > 1) {
+        snprintf(err, errlen, "there is no built-in training schedule number %d (0..1)", algo);
+        return -1;
+    }
+    if (P < 1 || P > DV_MAX_RANKS || M < 1 || M > 64) {
+        snprintf(err, errlen, "%s needs 1 to %d stages and 1 to 64 micro-batches, not %d "
+                 "and %d", dv_train_algos[algo], DV_MAX_RANKS, P, M);
+        return -1;
+    }
+    int *start = malloc((size_t)P * n * sizeof *start);
+    dt_pp_op *ops = malloc((size_t)n * sizeof *ops);
+    t->ev = malloc((size_t)P * (1 + 4 * n) * sizeof *t->ev);
+    if (start == NULL || ops == NULL || t->ev == NULL) {
+        free(start);
+        free(ops);
+        dt_trace_free(t);
+        snprintf(err, errlen, "out of memory writing the schedule of %s", dv_train_algos[algo]);
+        return -1;
+    }
+    t->version = DT_TRACE_VERSION;
+    t->nranks = P;
+    snprintf(t->program, sizeof t->program, "%s", dv_train_algos[algo]);
+    snprintf(t->train, sizeof t->train, "mode pp schedule %s stages %d micro %d",
+             dv_train_algos[algo], P, M);
+    dt_pp_timetable(algo, P, M, tb, start);
+    /* what pp.c records, on the slot clock: each operation's mark and compute over its
+     * slots, its input received as it begins, its output sent as it ends */
+    for (int s = 0; s < P; s++) {
+        put(t, s, DT_EV_MARK, -1, "train", "step", -1, -1, 0, 0);
+        dt_pp_order(algo, P, M, s, ops);
+        for (int k = 0; k < n; k++) {
+            int f = ops[k].kind == 'F', m = ops[k].micro, from = f ? s - 1 : s + 1,
+                to = f ? s + 1 : s - 1;
+            double t0 = start[s * n + k], t1 = t0 + (f ? 1 : tb);
+            const char *what = f ? "activations" : "gradients", *phase = f ? "forward" : "backward";
+            put(t, s, DT_EV_MARK, -1, "pipeline", phase, s, m, t0, t1);
+            if (from >= 0 && from < P)
+                put(t, s, DT_EV_RECV, from, "pipeline", what, m, m, t0, t0);
+            put(t, s, DT_EV_COMPUTE, -1, "train", phase, s, m, t0, t1);
+            if (to >= 0 && to < P)
+                put(t, s, DT_EV_SEND, to, "pipeline", what, m, m, t1, t1);
+        }
+    }
+    free(start);
+    free(ops);
+    return 0;
+}
+
+int dv_model_train_algo(dv_model *m, int algo, int stages, int micro, char *err,
+                        size_t errlen)
+{
+    dt_trace t;
+    memset(m, 0, sizeof *m);
+    if (dv_train_algo_trace(algo, stages, micro, &t, err, errlen) != 0)
+        return -1;
+    if (dv_model_build(m, &t, err, errlen) != 0)
+        return -1;
+    m->from_trace = 0;
+    snprintf(m->title, sizeof m->title, "%s, %d stage%s, %d micro-batch%s", dv_train_algos[algo],
+             stages, stages == 1 ? "" : "s", micro, micro == 1 ? "" : "es");
+    return 0;
+}
+
+/* ==== what a step measures ==== */
+
+int dvi_key_cmp(const void *x, const void *y)
+{
+    const dvi_key *a = x, *b = y;
+    if (a->k0 != b->k0) return a->k0 < b->k0 ? -1 : 1;
+    if (a->k1 != b->k1) return a->k1 < b->k1 ? -1 : 1;
+    if (a->k2 != b->k2) return a->k2 < b->k2 ? -1 : 1;
+    if (a->t != b->t) return a->t < b->t ? -1 : 1;
+    return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+/* The index of step number v in tt->steps (listed in order), -1. */
+static int step_index(const dv_tt *tt, int v)
+{
+    int lo = 0, hi = tt->nsteps;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (tt->steps[mid].step < v) lo = mid + 1; else hi = mid;
+    }
+    return lo < tt->nsteps && tt->steps[lo].step == v ? lo : -1;
+}
+
+/* Seconds of rank r's compute before x: u[i] = (t0, t1, seconds before it), rank r's
+ * union of compute blocks at u[first[r] .. first[r+1]). */
+static double covered(const double (*u)[3], const int *first, int r, double x)
+{
+    int lo = first[r], hi = first[r + 1];
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (u[mid][0] <= x) lo = mid + 1; else hi = mid;
+    }
+    return lo == first[r] ? 0 : u[lo - 1][2] + fmin(x, u[lo - 1][1]) - u[lo - 1][0];
+}
+
+/* Sums, hidden time and the spans of the steps; o[k] = (step, rank) of block k. */
+static void sums(dv_tt *tt, const double (*u)[3], const int *first, dvi_key *o)
+{
+    for (int s = 0; s < tt->nsteps; s++)
+        tt->steps[s].t0 = INFINITY, tt->steps[s].t1 = -INFINITY;
+    for (int k = 0; k < tt->nblocks; k++) {
+        const dv_tt_block *c = &tt->blocks[k];
+        int s = step_index(tt, c->step);
+        dv_tt_step *st = &tt->steps[s < 0 ? 0 : s];
+        double d = c->t1 - c->t0;
+        st->t0 = fmin(st->t0, c->t0);
+        st->t1 = fmax(st->t1, c->t1);
+        if (c->lane == 0) {
+            st->compute += d;
+        } else {
+            st->comm += d;
+            st->waiting += c->wait;
+            st->hidden += covered(u, first, c->rank, c->t1) - covered(u, first, c->rank, c->t0);
+        }
+        o[k] = (dvi_key){ s < 0 ? 0 : s, c->rank, 0, k, 0 };
+    }
+}
+
+/* What overlap could hide at best (timetable.h), step by step: per rank, every bucket
+ * but the last one (ddp: at most the backward's time); every gather but the first and
+ * every reduce-scatter but the last one (fsdp: at most the compute's time). o as sums
+ * wrote it. */
+static void best_overlap(dv_tt *tt, dvi_key *o)
+{
+    int n = tt->nblocks, ddp = strcmp(tt->mode, "ddp") == 0, fsdp = strcmp(tt->mode, "fsdp") == 0;
+    double best = 0;
+    int any = 0;
+    qsort(o, (size_t)n, sizeof *o, dvi_key_cmp);
+    for (int i = 0; i < n;) {
+        double sum[4] = { 0 }, edge[4] = { 0 }, t_edge[4] = { 0 }, back = 0, comp = 0;
+        int i0 = i, seen[4] = { 0 };
+        for (; i < n && o[i].k0 == o[i0].k0 && o[i].k1 == o[i0].k1; i++) {
+            const dv_tt_block *c = &tt->blocks[o[i].idx];
+            unsigned ro = c->role;
+            double d = c->t1 - c->t0;
+            comp += c->lane == 0 ? d : 0;
+            back += c->kind == DV_TT_BACKWARD ? d : 0;
+            if (c->lane == 0 || ro == DV_TT_ROLE_OTHER || ro > DV_TT_ROLE_RS)
+                continue;
+            sum[ro] += d;
+            if (!seen[ro] || (ro == DV_TT_ROLE_GATHER ? c->t0 < t_edge[ro] : c->t0 >= t_edge[ro]))
+                edge[ro] = d, t_edge[ro] = c->t0;
+            seen[ro] = 1;
+        }
+        double g = sum[DV_TT_ROLE_GATHER] - edge[DV_TT_ROLE_GATHER], r = sum[DV_TT_ROLE_RS] - edge[DV_TT_ROLE_RS];
+        best += fmax(ddp ? fmin(sum[DV_TT_ROLE_BUCKET] - edge[DV_TT_ROLE_BUCKET], back)
+                         : fmin(g + r, comp), 0);
+        any |= ddp ? seen[DV_TT_ROLE_BUCKET] : fsdp && (seen[DV_TT_ROLE_GATHER] || seen[DV_TT_ROLE_RS]);
+        if (i == n || o[i].k0 != o[i0].k0) {
+            dv_tt_step *st = &tt->steps[o[i0].k0];
+            st->hidden_best = (ddp || fsdp) && any && st->comm > 0 ? fin(fmin(best / st->comm, 1), -1) : -1;
+            best = 0, any = 0;
+        }
+    }
+}
+
+/* pp's stash: per rank, step and micro-batch, its first forward's begin (+1) and its
+ * last backward's end (-1), summed in time order within the step; the points then
+ * ordered by rank and time, so that a rank's last point by t says what it holds in the
+ * step it is running. o holds nblocks keys. */
+static int stash_points(dv_tt *tt, dvi_key *o)
+{
+    int n = 0, m = 0;
+    for (int k = 0; k < tt->nblocks; k++) {
+        const dv_tt_block *c = &tt->blocks[k];
+        if ((c->kind == DV_TT_FORWARD || c->kind == DV_TT_BACKWARD) && c->micro >= 0)
+            o[n++] = (dvi_key){ c->rank, step_index(tt, c->step), c->micro, k, 0 };
+    }
+    qsort(o, (size_t)n, sizeof *o, dvi_key_cmp);
+    tt->held = malloc((size_t)(2 * n + 1) * sizeof *tt->held);
+    if (tt->held == NULL)
+        return -1;
+    for (int i = 0; i < n;) {
+        double fb = INFINITY, be = -INFINITY;
+        int i0 = i;
+        for (; i < n && o[i].k0 == o[i0].k0 && o[i].k1 == o[i0].k1 && o[i].k2 == o[i0].k2; i++) {
+            const dv_tt_block *c = &tt->blocks[o[i].idx];
+            if (c->kind == DV_TT_FORWARD)
+                fb = fmin(fb, c->t0);
+            else
+                be = fmax(be, c->t1);
+        }
+        if (fb < INFINITY)
+            tt->held[m++] = (dv_tt_held){ o[i0].k0, o[i0].k1, fb, 1 };
+        if (fb < INFINITY && be > -INFINITY)
+            tt->held[m++] = (dv_tt_held){ o[i0].k0, o[i0].k1, be, -1 };
+    }
+    for (int i = 0; i < m; i++)                    /* counted within (rank, step) ... */
+        o[i] = (dvi_key){ tt->held[i].rank, tt->held[i].step, 0, tt->held[i].held, tt->held[i].t };
+    qsort(o, (size_t)m, sizeof *o, dvi_key_cmp);
+    for (int i = 0; i < m; i++) {
+        int same = i > 0 && o[i].k0 == o[i - 1].k0 && o[i].k1 == o[i - 1].k1;
+        tt->held[i] = (dv_tt_held){ o[i].k0, o[i].k1, o[i].t, (same ? tt->held[i - 1].held : 0) + o[i].idx };
+    }
+    for (int i = 0; i < m; i++)                    /* ... then ordered by rank, t */
+        o[i] = (dvi_key){ tt->held[i].rank, 0, 0, i, tt->held[i].t };
+    qsort(o, (size_t)m, sizeof *o, dvi_key_cmp);
+    dv_tt_held *h = malloc((size_t)(m ? m : 1) * sizeof *h);
+    if (h == NULL)
+        return -1;
+    for (int i = 0; i < m; i++)
+        h[i] = tt->held[o[i].idx];
+    free(tt->held);
+    tt->held = h;
+    tt->nheld = m;
+    return 0;
+}
+
+/* Where each lane's blocks begin, and which block of a lane up to each ends last;
+ * the steps by begin, and which up to each ends last. */
+static int indexes(dv_tt *tt)
+{
+    int n = tt->nblocks, S = tt->nsteps, L = 2 * tt->nranks;
+    tt->lane_first = calloc((size_t)L + 1, sizeof *tt->lane_first);
+    tt->lane_reach = malloc((size_t)(n ? n : 1) * sizeof *tt->lane_reach);
+    tt->step_order = malloc((size_t)(S ? S : 1) * sizeof *tt->step_order);
+    tt->step_reach = malloc((size_t)(S ? S : 1) * sizeof *tt->step_reach);
+    dvi_key *o = malloc((size_t)(S ? S : 1) * sizeof *o);
+    if (!tt->lane_first || !tt->lane_reach || !tt->step_order || !tt->step_reach || !o) {
+        free(o);
+        return -1;
+    }
+    for (int k = 0; k < n; k++) {
+        const dv_tt_block *c = &tt->blocks[k];
+        tt->lane_first[2 * c->rank + (c->lane != 0) + 1]++;
+        int prev = k > 0 ? tt->lane_reach[k - 1] : 0;
+        int same = k > 0 && c->rank == tt->blocks[k - 1].rank && c->lane == tt->blocks[k - 1].lane;
+        tt->lane_reach[k] = same && tt->blocks[prev].t1 > c->t1 ? prev : k;
+    }
+    for (int l = 0; l < L; l++)
+        tt->lane_first[l + 1] += tt->lane_first[l];
+    for (int s = 0; s < S; s++)
+        o[s] = (dvi_key){ 0, 0, 0, s, tt->steps[s].t0 };
+    qsort(o, (size_t)S, sizeof *o, dvi_key_cmp);
+    for (int i = 0; i < S; i++) {
+        int s = tt->step_order[i] = o[i].idx, prev = i ? tt->step_reach[i - 1] : s;
+        tt->step_reach[i] = i && tt->steps[prev].t1 > tt->steps[s].t1 ? prev : s;
+    }
+    free(o);
+    return 0;
+}
+
+int dvi_tt_measure(dv_tt *tt)
+{
+    int n = tt->nblocks, R = tt->nranks, nu = 0, rc = -1;
+    double (*u)[3] = malloc((size_t)(n ? n : 1) * sizeof *u);
+    int *first = malloc(((size_t)R + 1) * sizeof *first);
+    dvi_key *o = malloc((size_t)(n ? n : 1) * sizeof *o);
+    tt->steps = calloc((size_t)(n ? n : 1), sizeof *tt->steps);
+    if (u == NULL || first == NULL || o == NULL || tt->steps == NULL)
+        goto out;
+    for (int k = 0; k < n; k++)                    /* the steps present, in order */
+        o[k] = (dvi_key){ tt->blocks[k].step, 0, 0, k, 0 };
+    qsort(o, (size_t)n, sizeof *o, dvi_key_cmp);
+    tt->nsteps = 0;
+    for (int k = 0; k < n; k++)
+        if (k == 0 || o[k].k0 != o[k - 1].k0)
+            tt->steps[tt->nsteps++].step = o[k].k0;
+    for (int r = 0; r <= R; r++)
+        first[r] = -1;
+    for (int k = 0; k < n; k++) {                  /* each rank's compute, as a union */
+        const dv_tt_block *c = &tt->blocks[k];
+        if (c->lane != 0)
+            continue;
+        if (first[c->rank] < 0)
+            first[c->rank] = nu;
+        if (nu > first[c->rank] && c->t0 <= u[nu - 1][1]) {
+            u[nu - 1][1] = fmax(u[nu - 1][1], c->t1);
+        } else {
+            double before = nu > first[c->rank] ? u[nu - 1][2] + u[nu - 1][1] - u[nu - 1][0] : 0;
+            u[nu][0] = c->t0, u[nu][1] = c->t1, u[nu][2] = before;
+            nu++;
+        }
+    }
+    first[R] = nu;
+    for (int r = R - 1; r >= 0; r--)               /* ranks without compute: empty */
+        first[r] = first[r] < 0 ? first[r + 1] : first[r];
+    sums(tt, (const double (*)[3])u, first, o);
+    best_overlap(tt, o);
+    int pp = pp_like(tt);
+    for (int s = 0; s < tt->nsteps; s++)
+        tt->steps[s].c0 = INFINITY, tt->steps[s].c1 = -INFINITY;
+    for (int k = 0; k < n; k++) {                  /* each step's compute span */
+        const dv_tt_block *c = &tt->blocks[k];
+        int lo = 0, hi = tt->nsteps;
+        while (lo < hi) {
+            int mid = lo + (hi - lo) / 2;
+            if (tt->steps[mid].step < c->step)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (c->lane == 0 && lo < tt->nsteps && tt->steps[lo].step == c->step) {
+            tt->steps[lo].c0 = fmin(tt->steps[lo].c0, c->t0);
+            tt->steps[lo].c1 = fmax(tt->steps[lo].c1, c->t1);
+        }
+    }
+    for (int s = 0; s < tt->nsteps; s++) {
+        dv_tt_step *st = &tt->steps[s];
+        if (!(st->c1 >= st->c0))                   /* no compute: the step's span */
+            st->c0 = st->t0, st->c1 = st->t1;
+        st->compute = fin(st->compute, 0);
+        st->comm = fin(st->comm, 0);
+        st->waiting = fin(fmin(st->waiting, st->comm), 0);
+        st->hidden = fin(fmin(st->hidden, st->comm), 0);
+        st->hidden_share = st->comm > 0 ? fin(st->hidden / st->comm, -1) : -1;
+        st->bubble = pp && st->c1 > st->c0 ? fin(1 - st->compute / (R * (st->c1 - st->c0)), -1)
+                                          : -1;
+        st->bubble_model = pp ? dt_pp_bubble(tt->stages, tt->micro) : -1;
+    }
+    if ((pp && stash_points(tt, o)) || indexes(tt))
+        goto out;
+    rc = 0;
+out:
+    free(u);
+    free(first);
+    free(o);
+    return rc;
+}
+
+/* ==== questions ==== */
+
+int dv_tt_step_at(const dv_tt *tt, double t)
+{
+    if (tt == NULL || tt->nsteps < 1 || tt->step_order == NULL)
+        return -1;
+    int lo = 0, hi = tt->nsteps;                   /* steps begun by t: order[0 .. lo) */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (tt->steps[tt->step_order[mid]].t0 <= t) lo = mid + 1; else hi = mid;
+    }
+    if (lo == 0)
+        return tt->step_order[0];
+    int last = tt->step_order[lo - 1], reach = tt->step_reach[lo - 1];
+    if (tt->steps[last].t1 >= t)                   /* the latest begun holds t */
+        return last;
+    if (tt->steps[reach].t1 >= t || lo == tt->nsteps)
+        return reach;
+    int next = tt->step_order[lo];                 /* between steps: the nearer */
+    return t - tt->steps[reach].t1 <= tt->steps[next].t0 - t ? reach : next;
+}
+
+int dv_tt_stash(const dv_tt *tt, int rank, double t)
+{
+    if (tt == NULL || tt->held == NULL)
+        return 0;
+    int lo = 0, hi = tt->nheld;                    /* points up to (rank, t): [0, lo) */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        const dv_tt_held *h = &tt->held[mid];
+        if (h->rank < rank || (h->rank == rank && h->t <= t)) lo = mid + 1; else hi = mid;
+    }
+    const dv_tt_held *h = lo ? &tt->held[lo - 1] : NULL;
+    return h && h->rank == rank && h->held > 0 ? h->held : 0;
+}
+
+int dv_tt_block_at(const dv_tt *tt, int rank, int lane, double t)
+{
+    if (tt == NULL || tt->lane_first == NULL || rank < 0 || rank >= tt->nranks || lane < 0 || lane > 1)
+        return -1;
+    int a = tt->lane_first[2 * rank + lane], lo = a, hi = tt->lane_first[2 * rank + lane + 1];
+    while (lo < hi) {                              /* blocks begun by t: [a, lo) */
+        int mid = lo + (hi - lo) / 2;
+        if (tt->blocks[mid].t0 <= t) lo = mid + 1; else hi = mid;
+    }
+    if (lo == a)
+        return -1;
+    if (tt->blocks[lo - 1].t1 >= t)                /* the latest begun, when it holds t */
+        return lo - 1;
+    return tt->blocks[tt->lane_reach[lo - 1]].t1 >= t ? tt->lane_reach[lo - 1] : -1;
+}
+
+/* Seconds for people: "850 us", "2.1 ms", "14 s". */
+static const char *secs(double s, char *buf, size_t len)
+{
+    static const char *const unit[] = { "s", "ms", "us", "ns" };
+    int u = 0;
+    for (; u < 3 && fabs(s) < 1 && s != 0; u++)
+        s *= 1000;
+    snprintf(buf, len, fabs(s) < 10 ? "%.1f %s" : "%.0f %s", s, unit[u]);
+    return buf;
+}
+
+static int pct(double x) { return (int)lround(100 * fmin(fmax(x, -1), 1)); }
+
+void dv_tt_describe_step(const dv_tt *tt, int s, char *buf, size_t len)
+{
+    if (buf == NULL || len == 0)
+        return;
+    buf[0] = '\0';
+    if (tt == NULL || s < 0 || s >= tt->nsteps)
+        return;
+    const dv_tt_step *st = &tt->steps[s];
+    char a[32], c[32];
+    size_t at = (size_t)snprintf(buf, len, "step %d of %d: ", st->step, tt->steps[tt->nsteps - 1].step);
+    if (at >= len)
+        return;
+    buf += at, len -= at;
+    if (st->bubble >= 0) {
+        at = (size_t)snprintf(buf, len, "bubble %d%% measured", pct(st->bubble));
+        if (at < len && st->bubble_model >= 0)
+            at += (size_t)snprintf(buf + at, len - at, ", %d%% = (P-1)/(M+P-1) at P=%d, M=%d",
+                                   pct(st->bubble_model), tt->stages, tt->micro);
+        if (at >= len || strcmp(tt->mode, "pp") == 0 || st->comm <= 0)
+            return;
+        buf += at, len -= at;                      /* hybrid: its communication too */
+        at = (size_t)snprintf(buf, len, "; ");
+        buf += at, len -= at;
+    } else if (strcmp(tt->mode, "ddp") != 0 && strcmp(tt->mode, "fsdp") != 0) {
+        at = (size_t)snprintf(buf, len, "compute %s, ", secs(st->compute, a, sizeof a));
+        if (at >= len)
+            return;
+        buf += at, len -= at;
+    }
+    if (st->comm <= 0) {
+        snprintf(buf, len, "no communication");
+        return;
+    }
+    at = (size_t)snprintf(buf, len, "communication %s (%d%% of it waiting), %d%% hidden behind compute",
+                          secs(st->comm, c, sizeof c), pct(st->waiting / st->comm), pct(st->hidden_share));
+    if (at < len && st->hidden_best >= 0)
+        snprintf(buf + at, len - at, "; at best %d%%", pct(st->hidden_best));
+}
