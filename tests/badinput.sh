@@ -226,6 +226,16 @@ badinput_tests() {
         "--size 1280x" "--algo ring-alreduce --png $png" \
         "--algo ring-allreduce --ranks 4 --step 1000 --png $png"
     bad_group "dtviz: stray argument" "0" "$BUILD/dtviz" "a b"
+    bad_group "dtviz: timetable options" "0" "$BUILD/dtviz" \
+        "--stages 0" "--stages 65" "--micro 0" "--micro 65" "--micro x" "--train-step x" \
+        "--train-step -1" "--view bogus" "--cursor x" "--cursor inf" "--cursor 1e99" \
+        "--algo ring-allreduce --stages 3 --png $png" "--algo gpipe --ranks 3 --png $png" \
+        "--algo gpipe --count 3 --png $png" "--algo gpipe --train-step 2 --png $png" \
+        "--algo ring-allreduce --train-step 1 --png $png" \
+        "--algo ring-allreduce --view timetable --png $png" \
+        "--algo ring-allreduce --cursor 1 --png $png" "--algo gpipe --step 1 --png $png" \
+        "--algo 1f1b --view collective --png $png" "--step 1 --train-step 1" \
+        "--step 1 --cursor 2" "--train-step 1 --view collective"
 
     # ---- the grader: make grade's settings, and each exercise's grading program
     bad_name=grade

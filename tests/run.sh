@@ -468,6 +468,68 @@ viz_tests() {
     "$MPIEXEC" -n 4 "$train" --mode pp --micro 4 "${small[@]}" --trace "$pp" \
         >"$log" 2>&1 </dev/null || report "train pp --trace (for the viewer)" 0 "failed"
 
+    # the training timetable's traces: every mode of train, each run in a second or less
+    # (2 steps of a small model), at 1 and odd rank counts where the mode allows, counts
+    # that do not divide evenly (batch 21: 7 rows per rank, 4 or 5 rows per micro-batch)
+    # and buckets small enough that ddp has several (and once micro-batches, --accum).
+    # Named MODE[-WHAT].trace, pp-SCHEDULE-M.trace or hybrid-ppP-SCHEDULE-M.trace: the
+    # suite reads what train was given from the name.
+    local tt=$tmp/timetable np name spec t0 ntt
+    local tiny=(--steps 2 --hidden 16 --layers 4 --quiet)
+    mkdir -p "$tt"
+    t0=$(now)
+    while read -r np name spec; do
+        [ "$name" != moe ] || "$train" --help 2>/dev/null | grep -q 'moe' || continue
+        "$MPIEXEC" -n "$np" "$train" $spec "${tiny[@]}" --trace "$tt/$name.trace" \
+            >"$log" 2>&1 </dev/null ||
+            report "train $spec -n $np --trace (for the timetable)" 0 "$(status_words $?)"
+    done <<END
+3 pp-gpipe-4 --mode pp --schedule gpipe --micro 4 --batch 20
+3 pp-1f1b-5 --mode pp --schedule 1f1b --micro 5 --batch 20
+3 ddp --mode ddp --bucket-kb 1 --batch 21
+3 ddp-accum --mode ddp --bucket-kb 1 --accum 2 --batch 42
+3 fsdp --mode fsdp --batch 21
+1 fsdp-1 --mode fsdp --batch 21
+2 tp --mode tp --batch 21
+4 hybrid --mode hybrid --tp 2 --batch 22
+4 hybrid-pp2-1f1b-3 --mode hybrid --pp 2 --dp 2 --schedule 1f1b --micro 3 --batch 30
+3 dp --mode dp --batch 21
+3 moe --mode moe --batch 21
+END
+    ntt=$(ls "$tt" | grep -c '\.trace$')
+    if [ -x "$BUILD/tests/viz_timetable" ]; then
+        run "viz_timetable (built-ins, $ntt traces of train, pixels)" 0 \
+            env DTVIZ_TT_TRACES="$tt" SDL_VIDEODRIVER=dummy ${limit[@]+"${limit[@]}"} \
+            "$BUILD/tests/viz_timetable"
+        n=$(grep -c '^viz_timetable: .*\.trace: ' "$log")
+        if [ "$n" = "$ntt" ] && [ "$n" -gt 0 ]; then
+            report "viz_timetable checked every trace of train" 1 "$n traces  [$(since "$t0")]"
+        else
+            : >"$log"               # (the suite's failures are above)
+            report "viz_timetable checked every trace of train" 0 "$n of $ntt traces passed"
+        fi
+    else
+        missing viz_timetable "$BUILD/tests/viz_timetable"
+    fi
+    # dtviz draws each of them, its last step as a PNG; a step past the last is refused
+    local ok=1 detail="" f
+    for f in "$tt"/*.trace; do
+        rm -f "$tmp/tt.png"
+        "${viz[@]}" --png "$tmp/tt.png" --view timetable --train-step 2 "$f" >"$log" 2>&1 </dev/null
+        rc=$?
+        if [ "$rc" != 0 ] || [ ! -s "$tmp/tt.png" ]; then
+            ok=0 detail="$(basename "$f") --train-step 2: $(status_words $rc) or no PNG"
+            break
+        fi
+        "${viz[@]}" --png "$tmp/tt.png" --train-step 3 "$f" >"$log" 2>&1 </dev/null
+        rc=$?
+        if [ "$rc" != 2 ] || ! grep -q '^dtviz: ' "$log"; then
+            ok=0 detail="$(basename "$f") --train-step 3: $(status_words $rc), not a usage error"
+            break
+        fi
+    done
+    report "dtviz --view timetable --png, every mode" "$ok" "${detail:-$ntt traces: step 2 drawn, step 3 refused}"
+
     local suite
     for suite in viz_model viz_app; do
         if [ -x "$BUILD/tests/$suite" ]; then
@@ -562,12 +624,18 @@ EOF
 
     # corrupted traces, as an outside check makes them; then the fuzzer, from real seeds
     run "dtviz on 200 corrupted traces" 0 env BUILD="$BUILD" bash tests/viz_corrupt.sh \
-        "$traces"/0[3-8]*-4.trace "$ddp" "$pp"
+        "$traces"/0[3-8]*-4.trace "$ddp" "$pp" "$tt/fsdp.trace" "$tt/hybrid.trace"
     tail -n 1 "$log" | grep -q ' 0 crashed' || report "viz_corrupt summary" 0 "$(tail -n 1 "$log")"
+    # the training traces' mutations draw their timetables too: some must draw
+    tail -n 1 "$log" | grep -Eq ' timetables: [1-9][0-9]* drawn' ||
+        report "viz_corrupt drew timetables" 0 "$(tail -n 2 "$log" | tr '\n' ' ')"
     local fuzz=$BUILD/fuzz/fuzz_trace
     if [ -x "$fuzz" ]; then
         mkdir -p "$tmp/corpus"
-        cp "$traces"/0*-3.trace "$ddp" "$pp" "$tmp/corpus/"
+        cp "$traces"/0*-3.trace "$ddp" "$pp" "$tt"/*.trace "$tmp/corpus/"
+        # built-in pipelines (fuzz_trace.c's TRAIN_BYTE, schedule, stages, micro-batches)
+        printf '\246\000\004\010' >"$tmp/corpus/gpipe-4-8"
+        printf '\246\001\003\005' >"$tmp/corpus/1f1b-3-5"
         run "libFuzzer: trace reader and model (${FUZZ_SECONDS:-20} s)" 0 \
             ${limit[@]+"${limit[@]}"} "$fuzz" \
             -dict=tests/fuzz_trace.dict -max_total_time="${FUZZ_SECONDS:-20}" -timeout=10 \

@@ -13,12 +13,20 @@
 # the call marks, splices in another trace's lines, or does several of these at once.
 # Line edits usually drop the "# events" line too, since otherwise the reader refuses
 # every file whose count of lines changed and the model is never reached.
-# Each mutated file is shown with
+# Mutations of a training trace (build/train's) also edit its "# train" line and its
+# training events' names. Each mutated file is shown with
 #
 #     timeout 20 $DTVIZ --png OUT.png --step 0 FILE
 #
-# Prints one line per crash (the mutation, the status, the end of the output), then
-# "N mutated traces: A rendered, B refused (exit 2), C crashed"; exits 1 on a crash.
+# and, when it comes from a training trace, its timetable (timetable.h, tt_draw.c) with
+#
+#     timeout 20 $DTVIZ --png OUT.png --view timetable FILE
+#
+# which must draw it or refuse it in the same way (exit 2 with a "dtviz:" message: a
+# file no longer read as training). Prints one line per crash (the mutation, the view,
+# the status, the end of the output), then "N mutated traces: A rendered, B refused
+# (exit 2), C crashed; T timetables: D drawn, E refused" (C counts both views); exits 1
+# on a crash.
 # Knobs (environment): BUILD, DTVIZ (default $BUILD/dtviz), MUTATIONS, SEED, KEEP (a
 # directory to copy the traces that crashed into, to reproduce them), VERBOSE=1 (a line
 # per mutation).
@@ -64,7 +72,17 @@ ODD_RANKS=(0 1 2 3 5 63 64 65 100 1000 1048576 1048577 -1 x 99999999999999999999
 NAMES=(allreduce_ring reduce_scatter_ring allgather_ring allreduce_naive bcast_tree
     reduce_tree allreduce_rd alltoall_pairwise gather_tree scatter_tree bcast_naive call
     reduce-scatter allgather reduce bcast fold exchange unfold gather scatter forward - x
-    train ddp)
+    train ddp fsdp tp pipeline moe dp step backward optimizer loss bucket free f g
+    activations gradients gather-updated dispatch combine weights)
+# What a "# train" line becomes (training traces): another mode, sizes out of range or
+# missing, a schedule that does not exist, no mode, nothing.
+TRAIN_LINES=("mode pp schedule gpipe stages 0 micro 0"
+    "mode pp schedule 1f1b stages 65 micro 1000000"
+    "mode pp schedule bogus stages 3 micro 4" "mode pp stages -1 micro -1" "mode pp"
+    "mode pp schedule gpipe stages 1e308 micro 2" "mode ddp" "mode fsdp zero 9"
+    "mode pp schedule gpipe stages 99999999999999999999 micro 2"
+    "mode tp tp 0" "mode hybrid dp 0 tp 0 pp 0 schedule 1f1b micro 0" "mode moe" "mode dp"
+    "mode serial" "mode bogus" "mode" "schedule gpipe stages 3 micro 4" "x")
 KINDS=(send recv reduce copy d2h h2d compute mark)
 FIELDS=(1 2 3 5 8 9 10 11 12)           # the numbers of an event line
 
@@ -110,7 +128,7 @@ mutate() {
     size=$(wc -c <"$in")
     nl=$(wc -l <"$in")
     what=""
-    rnd 10
+    rnd $((training ? 12 : 10))
     case $R in
     0)  rnd "$size"; head -c "$R" "$in" >"$out"; what="cut at byte $R" ;;
     1)  cp "$in" "$out"
@@ -133,6 +151,14 @@ mutate() {
         { head -n "$k" "$in"; grep -av '^#' "$other" | head -n "$((R + 1))"
           tail -n "+$((k + 1))" "$in"; } >"$out"
         what="splice $((R + 1)) lines of $(basename "$other") after line $k" ;;
+    10) pick "${TRAIN_LINES[@]}"
+        if grep -aq '^# train ' "$in"; then
+            awk -v t="$P" '/^# train / { print "# train " t; next } { print }' "$in" >"$out"
+        else
+            awk -v t="$P" '{ print } /^# program / { print "# train " t }' "$in" >"$out"
+        fi
+        what="# train $P" ;;
+    11) grep -av '^# train ' "$in" >"$out"; what="no # train line" ;;
     8|9) local a=$tmp/a b=$tmp/b j n
         cp "$in" "$a"
         rnd 4; n=$((R + 2))
@@ -151,21 +177,34 @@ mutate() {
     fi
 }
 
-rendered=0
-refused=0
-crashed=0
-for ((i = 0; i < MUTATIONS; i++)); do
-    src=${traces[$(( i % ${#traces[@]} ))]}
-    f=$tmp/m$i.trace
-    mutate "$src" "$f"
+# Which traces are training traces: a "# train" line, or train's compute events.
+is_training=()
+for f in "${traces[@]}"; do
+    if grep -aq -e '^# train ' -e ' compute -1 train ' "$f"; then
+        is_training+=(1)
+    else
+        is_training+=(0)
+    fi
+done
+# The timetable view needs a dtviz that has it (--view); without it, say so once.
+tt_view=1
+"$DTVIZ" --help 2>&1 | grep -q -- '--view' || tt_view=0
+
+# show VIEW FILE ARGS...: draws FILE with dtviz ARGS; counts the outcome into
+# ok_VIEW, no_VIEW or crashed (one CRASH line for a crash).
+ok_collective=0 no_collective=0 ok_timetable=0 no_timetable=0 crashed=0
+show() {
+    local view=$1 f=$2 rc why
+    shift 2
     rm -f "$tmp/out.png"
-    timeout 20 "$DTVIZ" --png "$tmp/out.png" --step 0 "$f" >"$tmp/log" 2>&1 </dev/null
+    timeout 20 "$DTVIZ" --png "$tmp/out.png" "$@" "$f" >"$tmp/log" 2>&1 </dev/null
     rc=$?
-    [ -z "${VERBOSE:-}" ] || echo "mutation $i of $(basename "$src"): $what: exit $rc"
+    [ -z "${VERBOSE:-}" ] ||
+        echo "mutation $i of $(basename "$src"), $view: $what: exit $rc"
     if [ "$rc" = 0 ] && [ -s "$tmp/out.png" ]; then
-        rendered=$((rendered + 1))
+        eval "ok_$view=\$((ok_$view + 1))"
     elif [ "$rc" = 2 ] && grep -aq 'dtviz:' "$tmp/log"; then
-        refused=$((refused + 1))
+        eval "no_$view=\$((no_$view + 1))"
     else
         crashed=$((crashed + 1))
         case $rc in
@@ -175,14 +214,27 @@ for ((i = 0; i < MUTATIONS; i++)); do
             1[3-9][0-9]) why="killed by signal $((rc - 128))" ;;
             *) why="exit $rc" ;;
         esac
-        echo "CRASH  mutation $i of $(basename "$src") (SEED=$SEED): $what: $why"
+        echo "CRASH  mutation $i of $(basename "$src") (SEED=$SEED), $view: $what: $why"
         tail -n 5 "$tmp/log" | sed 's/^/      | /'
         if [ -n "$KEEP" ]; then
             mkdir -p "$KEEP" && cp "$f" "$KEEP/crash-$SEED-$i.trace"
         fi
     fi
+}
+
+for ((i = 0; i < MUTATIONS; i++)); do
+    src=${traces[$(( i % ${#traces[@]} ))]}
+    training=${is_training[$(( i % ${#traces[@]} ))]}
+    f=$tmp/m$i.trace
+    mutate "$src" "$f"
+    show collective "$f" --step 0
+    if [ "$training" = 1 ] && [ "$tt_view" = 1 ]; then
+        show timetable "$f" --view timetable
+    fi
     rm -f "$f"
 done
-echo "$MUTATIONS mutated traces: $rendered rendered, $refused refused (exit 2)," \
-    "$crashed crashed"
+[ "$tt_view" = 1 ] || echo "viz_corrupt: $DTVIZ has no --view: timetables not drawn"
+echo "$MUTATIONS mutated traces: $ok_collective rendered, $no_collective refused" \
+    "(exit 2), $crashed crashed; $((ok_timetable + no_timetable)) timetables:" \
+    "$ok_timetable drawn, $no_timetable refused"
 [ "$crashed" -eq 0 ]

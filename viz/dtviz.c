@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,7 @@ typedef struct {
     const char *file, *algo, *png, *frames, *chrome, *view;
     long long ranks, count, step;   /* -1: not given */
     long long stages, micro, train_step;
+    double cursor;                  /* NAN: not given */
     int w, h, verbose;
 } options;
 
@@ -76,6 +78,10 @@ static void usage(FILE *f)
         "                        draws and where the window starts (default 0)\n"
         "  --train-step S        the timetable's training step S, as the trace numbers it\n"
         "                        (train counts from 1; default: the last one)\n"
+        "  --cursor T            the timetable's cursor at T, in the axis' units (ms of the\n"
+        "                        trace, or slots of a built-in pipeline); a pipeline's\n"
+        "                        stashed activations there are shown (default: the step's\n"
+        "                        start)\n"
         "  --view V              timetable or collective: what a training trace opens on\n"
         "                        (default timetable; --step picks collective)\n"
         "  --frames DIR          draw every position (timetable: every training step) into\n"
@@ -123,7 +129,7 @@ static int parse_num(const char *s, long long lo, long long hi, long long *v)
 static int parse(int argc, char **argv, options *o)
 {
     enum { O_ALGO = 256, O_RANKS, O_COUNT, O_PNG, O_STEP, O_FRAMES, O_CHROME, O_SIZE, O_VERBOSE,
-           O_STAGES, O_MICRO, O_TSTEP, O_VIEW };
+           O_STAGES, O_MICRO, O_TSTEP, O_VIEW, O_CURSOR };
     static const struct option lo[] = {
         { "algo", required_argument, 0, O_ALGO }, { "ranks", required_argument, 0, O_RANKS },
         { "count", required_argument, 0, O_COUNT }, { "png", required_argument, 0, O_PNG },
@@ -132,12 +138,13 @@ static int parse(int argc, char **argv, options *o)
         { "size", required_argument, 0, O_SIZE }, { "verbose", no_argument, 0, O_VERBOSE },
         { "stages", required_argument, 0, O_STAGES }, { "micro", required_argument, 0, O_MICRO },
         { "train-step", required_argument, 0, O_TSTEP }, { "view", required_argument, 0, O_VIEW },
+        { "cursor", required_argument, 0, O_CURSOR },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     long long w, h;
     int c;
     *o = (options){ .ranks = -1, .count = -1, .step = -1, .stages = -1, .micro = -1,
-                    .train_step = -1, .w = 1280, .h = 800 };
+                    .train_step = -1, .cursor = NAN, .w = 1280, .h = 800 };
     opterr = 0;                            /* our own messages, in our own words */
     while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
         switch (c) {
@@ -171,6 +178,16 @@ static int parse(int argc, char **argv, options *o)
             if (parse_num(optarg, 0, INT_MAX, &o->train_step) != 0)
                 return bad("--train-step '%s': expected a training step, 0 or more", optarg);
             break;
+        case O_CURSOR: {
+            char *end;
+            errno = 0;
+            o->cursor = strtod(optarg, &end);
+            if (!(isdigit((unsigned char)optarg[0]) || optarg[0] == '-' || optarg[0] == '.') ||
+                errno != 0 || *end != '\0' || !isfinite(o->cursor) || fabs(o->cursor) > 1e12)
+                return bad("--cursor '%s': expected a time, e.g. 11 (slots) or 1250.5 (ms)",
+                           optarg);
+            break;
+        }
         case O_VIEW:
             if (strcmp(optarg, "timetable") != 0 && strcmp(optarg, "collective") != 0)
                 return bad("--view '%s': expected timetable or collective", optarg);
@@ -216,6 +233,8 @@ static int parse(int argc, char **argv, options *o)
                    "--train-step");
     if (o->train_step >= 0 && o->view != NULL && !strcmp(o->view, "collective"))
         return bad("--train-step is a step of the timetable; the collective view takes --step");
+    if (!isnan(o->cursor) && (o->step >= 0 || (o->view != NULL && !strcmp(o->view, "collective"))))
+        return bad("--cursor is the timetable's; the collective view takes --step");
     return 0;
 }
 
@@ -302,6 +321,10 @@ static int place(const options *o, dv_app *a)
                        a->tt->nsteps > 0 ? a->tt->steps[a->tt->nsteps - 1].step : 0);
         dv_app_tt_step(a, s);
     }
+    if (a->tt == NULL && !isnan(o->cursor))
+        return bad("--cursor: this %s has no timetable (it is not a training trace)", what);
+    if (a->tt != NULL && !isnan(o->cursor))
+        a->cursor = (a->m.from_trace ? a->tt->t_begin + o->cursor / 1e3 : o->cursor);
     if (o->step >= 0 || (o->view != NULL && !strcmp(o->view, "collective"))) {
         if (a->tt != NULL && a->m.ncalls == 0)
             return bad("this %s has no collective calls: only its timetable", what);

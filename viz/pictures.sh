@@ -19,8 +19,8 @@ viz --algo ring-allreduce --ranks 4 --step 3 --png "$out/ring-4-step3.png"
 
 # the two pipeline schedules as lib/schedule lays them out: the same bubble, not the
 # same stash
-viz --algo gpipe --stages 4 --micro 8 --png "$out/pp-gpipe.png"
-viz --algo 1f1b --stages 4 --micro 8 --png "$out/pp-1f1b.png"
+viz --algo gpipe --stages 4 --micro 8 --cursor 11 --png "$out/pp-gpipe.png"
+viz --algo 1f1b --stages 4 --micro 8 --cursor 10 --png "$out/pp-1f1b.png"
 
 # a real pipeline run, 1F1B over 4 stages and 8 micro-batches: its second step
 "$MPIEXEC" -n 4 "$BUILD/train" --mode pp --schedule 1f1b --micro 8 --steps 2 --hidden 1024 \

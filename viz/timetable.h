@@ -4,8 +4,8 @@
  *
  * One row per rank (a pp stage is a rank), time left to right, two lanes per row:
  *   compute  one block per compute event, labelled by what it is: "F3" (forward of
- *            micro-batch 3: pp, and hybrid with stages; a stage of several layers
- *            shows a run of "F3" blocks), "B2", "F L1" (forward of layer 1, no
+ *            micro-batch 3: pp, and hybrid with stages, where the events of a stage's
+ *            layers in one operation, one right after the other, make one block), "B2", "F L1" (forward of layer 1, no
  *            micro-batches), "F2 L1" (micro-batch 2 of layer 1: ddp's --accum), "B L1",
  *            "opt", "loss", other phases by name ("sum")
  *   comm     one block per piece of communication, named by what it is for:

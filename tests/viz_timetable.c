@@ -1,0 +1,1368 @@
+/* Tests of dtviz's training timetable (viz/timetable.h, tt_draw.c): no window, no MPI.
+ *
+ * The timetable is held to yardsticks it shares no code with:
+ *   builtin   GPipe and 1F1B at P = 1..8 stages and M = 1..12 micro-batches against
+ *             lib/schedule: each stage's compute blocks are dt_pp_order's operations at
+ *             dt_pp_timetable's slots (backward 2 slots), the measured bubble is
+ *             dt_pp_bubble, the stash at every slot is counted from the slots and peaks
+ *             at dt_pp_peak_stash, every activation and gradient is one arrow from the
+ *             operation that makes it to the one that needs it; bad P and M refused.
+ *   traces    build/train's, one per training mode (DTVIZ_TT_TRACES=DIR, which
+ *             tests/run.sh fills), against the trace's own events read here: every
+ *             compute event exactly one compute block, with its times, that names it;
+ *             every span mark of ddp, fsdp and tp one comm block with its times; every
+ *             message inside a comm block; every pp message one arrow; each pipeline
+ *             rank's operations in dt_pp_order's order and its stash counted from the
+ *             events; steps those of the compute events, comm in the step its rank had
+ *             begun; the measures summed again, and described; the same timetable from
+ *             the trace without its "# train" line.
+ *   odd       "# train" lines that lie: built or refused, never broken.
+ *   pixels    the built-in pipelines drawn headless: stage s's compute lane is filled
+ *             with the forward or backward colour exactly where dt_pp_timetable says it
+ *             computes, and shows its background where it idles; zooming moves a block's
+ *             edge where the arithmetic says; odd sizes and rank counts draw.
+ * Rows and times on the picture are found with dv_tt_hit, not the layout's constants.
+ *
+ *   build/tests/viz_timetable
+ *   DTVIZ_TT_TRACES=DIR build/tests/viz_timetable   also every .trace file in DIR, named
+ *        MODE[-ANYTHING].trace (the --mode given), pp-SCHEDULE-M.trace (--schedule,
+ *        --micro) or hybrid-ppP-SCHEDULE-M.trace (--pp P, --schedule, --micro)
+ *   (CK_FORK=no to debug under gdb)
+ */
+#include <check.h>
+#include "unit.h"
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "draw.h"
+#include "model.h"
+#include "schedule.h"
+#include "timetable.h"
+
+/* Fails with a message only when cond is false (ck_assert_msg is slow inside loops). */
+#define REQUIRE(cond, ...) do { if (!(cond)) ck_abort_msg(__VA_ARGS__); } while (0)
+
+#define EPS 1e-9                 /* times: traces print 9 decimals, built-ins are slots */
+#define TB 2                     /* a built-in backward takes 2 slots (timetable.h) */
+#define MAX_M 12
+
+static const char *const SCHED[2] = { "gpipe", "1f1b" };
+
+static int near(double a, double b) { return fabs(a - b) <= EPS; }
+
+/* ==== the contract every timetable keeps (timetable.h) ==== */
+
+/* Arrays in the promised order, fields in range, the compute lane's blocks apart (the
+ * comm lane's may overlap: a DDP thread beside the main thread), waits inside comm
+ * blocks, every block in a listed step. */
+static void check_contract(const dv_tt *tt, const char *what)
+{
+    REQUIRE(tt->nranks >= 1 && tt->nranks <= DV_MAX_RANKS, "%s: nranks %d", what, tt->nranks);
+    REQUIRE(tt->t_end > tt->t_begin, "%s: t_end %g <= t_begin %g", what, tt->t_end,
+            tt->t_begin);
+    for (int i = 1; i < tt->nsteps; i++)
+        REQUIRE(tt->steps[i].step > tt->steps[i - 1].step, "%s: steps[%d] = %d after %d",
+                what, i, tt->steps[i].step, tt->steps[i - 1].step);
+    double end = -INFINITY;
+    for (int i = 0; i < tt->nblocks; i++) {
+        const dv_tt_block *b = &tt->blocks[i];
+        REQUIRE(b->rank >= 0 && b->rank < tt->nranks && (b->lane == 0 || b->lane == 1),
+                "%s: block %d rank %d lane %d", what, i, b->rank, b->lane);
+        REQUIRE((b->lane == 1) == (b->kind == DV_TT_COMM), "%s: block %d '%s' kind %d in "
+                "lane %d", what, i, b->label, b->kind, b->lane);
+        REQUIRE(b->t1 >= b->t0 && b->t0 >= tt->t_begin - EPS && b->t1 <= tt->t_end + EPS,
+                "%s: block %d '%s' [%.9f, %.9f], the timetable [%.9f, %.9f]", what, i,
+                b->label, b->t0, b->t1, tt->t_begin, tt->t_end);
+        REQUIRE(memchr(b->label, '\0', sizeof b->label) != NULL && b->label[0] != '\0',
+                "%s: block %d has no label", what, i);
+        REQUIRE(b->wait >= 0 && b->wait <= b->t1 - b->t0 + EPS, "%s: block %d '%s' waits "
+                "%g of %g s", what, i, b->label, b->wait, b->t1 - b->t0);
+        int s = 0;
+        while (s < tt->nsteps && tt->steps[s].step != b->step)
+            s++;
+        REQUIRE(s < tt->nsteps, "%s: block %d '%s' in step %d, not a step of the list", what,
+                i, b->label, b->step);
+        if (i > 0) {
+            const dv_tt_block *a = &tt->blocks[i - 1];
+            int same = a->rank == b->rank && a->lane == b->lane;
+            REQUIRE(a->rank < b->rank || (a->rank == b->rank && a->lane <= b->lane),
+                    "%s: block %d (rank %d lane %d) after rank %d lane %d", what, i, b->rank,
+                    b->lane, a->rank, a->lane);
+            REQUIRE(!same || a->t0 <= b->t0, "%s: rank %d lane %d: block %d '%s' at %.9f "
+                    "after '%s' at %.9f", what, b->rank, b->lane, i, b->label, b->t0,
+                    a->label, a->t0);
+            if (!same)
+                end = -INFINITY;
+        }
+        if (b->lane == 0 && b->t1 > b->t0) {     /* instants (free) may sit anywhere */
+            REQUIRE(b->t0 >= end - EPS, "%s: rank %d lane %d: block %d '%s' [%.9f, %.9f] "
+                    "overlaps one ending at %.9f", what, b->rank, b->lane, i, b->label,
+                    b->t0, b->t1, end);
+            end = fmax(end, b->t1);
+        }
+    }
+    for (int i = 0; i < tt->nwaits; i++) {
+        const dv_tt_wait *w = &tt->waits[i];
+        REQUIRE(i == 0 || tt->waits[i - 1].rank < w->rank ||
+                (tt->waits[i - 1].rank == w->rank && tt->waits[i - 1].t0 <= w->t0),
+                "%s: waits out of order at %d", what, i);
+        int in = 0;
+        for (int j = 0; j < tt->nblocks && !in; j++) {
+            const dv_tt_block *b = &tt->blocks[j];
+            in = b->rank == w->rank && b->lane == 1 && b->t0 <= w->t0 + EPS &&
+                 w->t1 <= b->t1 + EPS;
+        }
+        REQUIRE(w->t1 >= w->t0 && in, "%s: wait %d of rank %d [%.9f, %.9f] is inside no "
+                "comm block of its rank", what, i, w->rank, w->t0, w->t1);
+    }
+    for (int i = 0; i < tt->narrows; i++) {
+        const dv_tt_arrow *a = &tt->arrows[i];
+        REQUIRE(a->src >= 0 && a->src < tt->nranks && a->dst >= 0 && a->dst < tt->nranks &&
+                a->src != a->dst && (a->what == 'A' || a->what == 'G'),
+                "%s: arrow %d %d -> %d '%c'", what, i, a->src, a->dst, a->what);
+        REQUIRE(i == 0 || tt->arrows[i - 1].t0 <= a->t0, "%s: arrows out of order at %d",
+                what, i);
+    }
+    for (int s = 0; s < tt->nsteps; s++) {
+        const dv_tt_step *S = &tt->steps[s];
+        REQUIRE(S->hidden_share == -1 || (S->hidden_share >= 0 && S->hidden_share <= 1),
+                "%s: step %d hidden_share %g", what, S->step, S->hidden_share);
+        REQUIRE(S->hidden_best == -1 || (S->hidden_best >= 0 && S->hidden_best <= 1),
+                "%s: step %d hidden_best %g", what, S->step, S->hidden_best);
+        char buf[256], tiny[6];
+        dv_tt_describe_step(tt, s, buf, sizeof buf);
+        REQUIRE(memchr(buf, '\0', sizeof buf) && buf[0] != '\0', "%s: step %d: no description",
+                what, S->step);
+        dv_tt_describe_step(tt, s, tiny, sizeof tiny);
+        REQUIRE(memchr(tiny, '\0', sizeof tiny) && !strncmp(tiny, buf, sizeof tiny - 1),
+                "%s: step %d: the description cut to 6 bytes is '%.6s', of '%s'", what,
+                S->step, tiny, buf);
+    }
+}
+
+/* The description of step s says the step's own measures (timetable.h's examples):
+ * "bubble 41% measured ... P=4, M=8" in a pipeline, "...64% hidden behind compute..."
+ * where there is communication outside pp; percentages to +-1. */
+static void check_describe(const dv_tt *tt, int s, const char *what)
+{
+    const dv_tt_step *S = &tt->steps[s];
+    char buf[512], want[32];
+    const char *p;
+    int got;
+    dv_tt_describe_step(tt, s, buf, sizeof buf);
+    if (S->bubble >= 0) {
+        p = strstr(buf, "bubble ");
+        REQUIRE(p && sscanf(p, "bubble %d%%", &got) == 1 &&
+                abs(got - (int)lround(100 * S->bubble)) <= 1, "%s: step %d: bubble %.3f, "
+                "described as '%s'", what, S->step, S->bubble, buf);
+        snprintf(want, sizeof want, "P=%d", tt->stages);
+        REQUIRE(strstr(buf, want) != NULL, "%s: step %d: '%s' does not say %s", what,
+                S->step, buf, want);
+        snprintf(want, sizeof want, "M=%d", tt->micro);
+        REQUIRE(strstr(buf, want) != NULL, "%s: step %d: '%s' does not say %s", what,
+                S->step, buf, want);
+    }
+    if (strcmp(tt->mode, "pp") != 0 && S->comm > 0) {
+        p = strstr(buf, "% hidden");
+        while (p && p > buf && p[-1] >= '0' && p[-1] <= '9')
+            p--;
+        REQUIRE(p && sscanf(p, "%d%% hidden", &got) == 1 &&
+                abs(got - (int)lround(100 * S->hidden_share)) <= 1, "%s: step %d: hidden "
+                "share %.3f, described as '%s'", what, S->step, S->hidden_share, buf);
+    }
+}
+
+/* ==== built-in schedules against lib/schedule ==== */
+
+static void builtin(int algo, int P, int M, dv_model *m, dv_tt *tt)
+{
+    dt_trace t;
+    char err[256] = "";
+    REQUIRE(dv_train_algo_trace(algo, P, M, &t, err, sizeof err) == 0,
+            "dv_train_algo_trace(%d, P=%d, M=%d): %s", algo, P, M, err);
+    REQUIRE(dv_tt_is_training(&t), "%s P=%d M=%d: dv_tt_is_training says it is not training",
+            SCHED[algo], P, M);
+    REQUIRE(dv_model_build(m, &t, err, sizeof err) == 0, "%s P=%d M=%d: dv_model_build: %s",
+            SCHED[algo], P, M, err);
+    REQUIRE(dv_tt_build(tt, m, err, sizeof err) == 0, "%s P=%d M=%d: dv_tt_build: %s",
+            SCHED[algo], P, M, err);
+}
+
+/* The index of the block of rank, lane 0, labelled label; -1 if none. */
+static int find_compute(const dv_tt *tt, int rank, const char *label)
+{
+    for (int i = 0; i < tt->nblocks; i++)
+        if (tt->blocks[i].rank == rank && tt->blocks[i].lane == 0 &&
+            !strcmp(tt->blocks[i].label, label))
+            return i;
+    return -1;
+}
+
+static void check_builtin(int algo, int P, int M)
+{
+    dv_model m;
+    dv_tt tt;
+    builtin(algo, P, M, &m, &tt);
+    char what[64];
+    snprintf(what, sizeof what, "%s P=%d M=%d", SCHED[algo], P, M);
+    check_contract(&tt, what);
+    REQUIRE(!strcmp(tt.mode, "pp") && tt.schedule == algo && tt.stages == P && tt.micro == M &&
+            tt.nranks == P, "%s: mode '%s' schedule %d stages %d micro %d nranks %d", what,
+            tt.mode, tt.schedule, tt.stages, tt.micro, tt.nranks);
+    REQUIRE(tt.nsteps == 1 && tt.steps[0].step == 1, "%s: %d steps, the first %d, want one, "
+            "step 1", what, tt.nsteps, tt.nsteps > 0 ? tt.steps[0].step : -1);
+
+    /* the yardstick: every stage's order and slots */
+    int n = 2 * M, T = (M + P - 1) * (1 + TB);
+    int *start = malloc((size_t)P * n * sizeof *start);
+    dt_pp_op *ops = malloc((size_t)P * n * sizeof *ops);
+    REQUIRE(start && ops, "out of memory");
+    REQUIRE(dt_pp_timetable(algo, P, M, TB, start) == T, "lib/schedule: not %d slots", T);
+    for (int s = 0; s < P; s++)
+        dt_pp_order(algo, P, M, s, ops + s * n);
+
+    /* compute blocks: dt_pp_order's operations at dt_pp_timetable's slots, one clock */
+    double off = NAN;
+    for (int s = 0; s < P; s++) {
+        int k = 0;
+        for (int i = 0; i < tt.nblocks; i++) {
+            const dv_tt_block *b = &tt.blocks[i];
+            if (b->rank != s || b->lane != 0)
+                continue;
+            REQUIRE(k < n, "%s: stage %d has more than %d compute blocks ('%s')", what, s, n,
+                    b->label);
+            dt_pp_op op = ops[s * n + k];
+            char want[24];
+            snprintf(want, sizeof want, "%c%d", op.kind, op.micro);
+            REQUIRE(!strcmp(b->label, want) && b->micro == op.micro && b->step == 1 &&
+                    b->kind == (op.kind == 'F' ? DV_TT_FORWARD : DV_TT_BACKWARD),
+                    "%s: stage %d operation %d is '%s' (micro %d, kind %d, step %d), "
+                    "dt_pp_order says %s", what, s, k, b->label, b->micro, b->kind, b->step,
+                    want);
+            if (isnan(off))
+                off = b->t0 - start[s * n + k];
+            double len = op.kind == 'F' ? 1 : TB;
+            REQUIRE(near(b->t0, off + start[s * n + k]) && near(b->t1 - b->t0, len),
+                    "%s: stage %d %s at [%g, %g], dt_pp_timetable says [%d, %g] (+%g)", what,
+                    s, want, b->t0 - off, b->t1 - off, start[s * n + k],
+                    start[s * n + k] + len, off);
+            k++;
+        }
+        REQUIRE(k == n, "%s: stage %d has %d compute blocks, dt_pp_order %d", what, s, k, n);
+    }
+
+    /* the step's measures beside the formula */
+    const dv_tt_step *S = &tt.steps[0];
+    REQUIRE(near(S->t0, off) && near(S->t1, off + T), "%s: step at [%g, %g], want [0, %d]",
+            what, S->t0 - off, S->t1 - off, T);
+    REQUIRE(fabs(S->compute - (double)(1 + TB) * M * P) <= EPS, "%s: compute %g, want %d",
+            what, S->compute, (1 + TB) * M * P);
+    REQUIRE(fabs(S->bubble - dt_pp_bubble(P, M)) <= EPS &&
+            fabs(S->bubble_model - dt_pp_bubble(P, M)) <= EPS,
+            "%s: bubble %.12f measured, %.12f model; dt_pp_bubble %.12f", what, S->bubble,
+            S->bubble_model, dt_pp_bubble(P, M));
+    check_describe(&tt, 0, what);
+
+    /* at every slot's centre: the block there, the stash (counted from the slots) */
+    for (int s = 0; s < P; s++) {
+        int peak = 0;
+        for (int u = 0; u < T; u++) {
+            double c = u + 0.5;
+            int stash = 0, want = -1;
+            for (int k = 0; k < n; k++) {
+                dt_pp_op op = ops[s * n + k];
+                int b = start[s * n + k], e = b + (op.kind == 'F' ? 1 : TB);
+                if (op.kind == 'F' && b < c)
+                    stash++;
+                if (op.kind == 'B' && e <= c)
+                    stash--;
+                if (b < c && c < e) {
+                    char label[24];
+                    snprintf(label, sizeof label, "%c%d", op.kind, op.micro);
+                    want = find_compute(&tt, s, label);
+                }
+            }
+            peak = stash > peak ? stash : peak;
+            int got = dv_tt_stash(&tt, s, off + c);
+            REQUIRE(got == stash, "%s: stage %d at slot %d: stash %d, the slots say %d", what,
+                    s, u, got, stash);
+            got = dv_tt_block_at(&tt, s, 0, off + c);
+            REQUIRE(got == want, "%s: stage %d at slot %d: block %d ('%s'), want %d ('%s')",
+                    what, s, u, got, got >= 0 && got < tt.nblocks ? tt.blocks[got].label : "",
+                    want, want >= 0 ? tt.blocks[want].label : "idle");
+            got = dv_tt_block_at(&tt, s, 1, off + c);
+            REQUIRE(got == -1 || (got >= 0 && got < tt.nblocks && tt.blocks[got].rank == s &&
+                                  tt.blocks[got].lane == 1 && tt.blocks[got].t0 <= off + c &&
+                                  off + c <= tt.blocks[got].t1),
+                    "%s: stage %d comm lane at slot %d: block %d", what, s, u, got);
+        }
+        REQUIRE(peak == dt_pp_peak_stash(algo, P, M, s), "%s: stage %d: the slots peak at %d "
+                "stashed, dt_pp_peak_stash says %d", what, s, peak,
+                dt_pp_peak_stash(algo, P, M, s));
+        int most = 0;
+        for (int u = 0; u < 4 * T; u++) {    /* quarter slots: the maximum over time */
+            int k = dv_tt_stash(&tt, s, off + u * 0.25 + 0.125);
+            most = k > most ? k : most;
+        }
+        REQUIRE(most == dt_pp_peak_stash(algo, P, M, s), "%s: stage %d: dv_tt_stash peaks at "
+                "%d, dt_pp_peak_stash says %d", what, s, most, dt_pp_peak_stash(algo, P, M, s));
+    }
+    REQUIRE(dv_tt_step_at(&tt, off - 100) == 0 && dv_tt_step_at(&tt, off) == 0 &&
+            dv_tt_step_at(&tt, off + T / 2.0) == 0 && dv_tt_step_at(&tt, off + T + 100) == 0,
+            "%s: dv_tt_step_at is not step 0 everywhere", what);
+    REQUIRE(dv_tt_block_at(&tt, 0, 0, off - 100) == -1 &&
+            dv_tt_block_at(&tt, P - 1, 0, off + T + 100) == -1,
+            "%s: a block outside the step", what);
+
+    /* arrows: one per (micro, s -> s+1) of activations and (micro, s+1 -> s) of
+     * gradients, leaving after the producer ends and arriving before the consumer starts */
+    REQUIRE(tt.narrows == 2 * M * (P - 1), "%s: %d arrows, want 2 M (P-1) = %d", what,
+            tt.narrows, 2 * M * (P - 1));
+    char *seen = calloc((size_t)2 * M * P, 1);
+    REQUIRE(seen, "out of memory");
+    for (int i = 0; i < tt.narrows; i++) {
+        const dv_tt_arrow *a = &tt.arrows[i];
+        int fwd = a->what == 'A', lo = fwd ? a->src : a->dst;
+        REQUIRE(a->dst - a->src == (fwd ? 1 : -1) && a->micro >= 0 && a->micro < M &&
+                a->step == 1, "%s: arrow %d: '%c' %d -> %d micro %d step %d", what, i,
+                a->what, a->src, a->dst, a->micro, a->step);
+        REQUIRE(!seen[(fwd * M + a->micro) * P + lo]++, "%s: two '%c' arrows of micro %d "
+                "between stages %d and %d", what, a->what, a->micro, lo, lo + 1);
+        char kind = fwd ? 'F' : 'B';
+        int kp = dt_pp_index(algo, P, M, a->src, kind, a->micro);
+        int kc = dt_pp_index(algo, P, M, a->dst, kind, a->micro);
+        double made = start[a->src * n + kp] + (fwd ? 1 : TB), used = start[a->dst * n + kc];
+        REQUIRE(a->t0 >= off + made - EPS && a->t1 <= off + used + EPS && a->t0 <= a->t1,
+                "%s: '%c' arrow of micro %d %d -> %d at [%g, %g]: made at %g, needed at %g",
+                what, a->what, a->micro, a->src, a->dst, a->t0 - off, a->t1 - off, made, used);
+    }
+    free(seen);
+    free(start);
+    free(ops);
+    dv_tt_free(&tt);
+    dv_model_free(&m);
+}
+
+/* _i: schedule i / 8, P = i % 8 + 1; every M in 1..12 (P > M, P = M, M > P, odd). */
+START_TEST(test_builtin)
+{
+    int algo = _i / 8, P = _i % 8 + 1;
+    for (int M = 1; M <= MAX_M; M++)
+        check_builtin(algo, P, M);
+}
+END_TEST
+
+START_TEST(test_builtin_names)
+{
+    REQUIRE(dv_train_algos[0] && !strcmp(dv_train_algos[0], "gpipe") && dv_train_algos[1] &&
+            !strcmp(dv_train_algos[1], "1f1b") && dv_train_algos[2] == NULL,
+            "dv_train_algos is not {gpipe, 1f1b, NULL}");
+    REQUIRE(dv_train_algo_index("gpipe") == 0 && dv_train_algo_index("1f1b") == 1,
+            "dv_train_algo_index: gpipe %d, 1f1b %d", dv_train_algo_index("gpipe"),
+            dv_train_algo_index("1f1b"));
+    const char *bad[] = { "bogus", "", "gpipe ", "1f1", "ring-allreduce" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        REQUIRE(dv_train_algo_index(bad[i]) == -1, "dv_train_algo_index('%s') = %d", bad[i],
+                dv_train_algo_index(bad[i]));
+
+    /* out of range: -1 and a sentence */
+    const int refused[][3] = { { -1, 4, 4 }, { 2, 4, 4 }, { 0, 0, 4 }, { 1, -3, 4 },
+                               { 0, DV_MAX_RANKS + 1, 4 }, { 1, 4, 0 }, { 0, 4, -1 },
+                               { 1, 4, 65 }, { 0, 1000000, 1000000 } };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        dt_trace t;
+        char err[256] = "";
+        int rc = dv_train_algo_trace(refused[i][0], refused[i][1], refused[i][2], &t, err,
+                                     sizeof err);
+        REQUIRE(rc == -1 && strlen(err) > 10, "dv_train_algo_trace(%d, P=%d, M=%d): %d, '%s'",
+                refused[i][0], refused[i][1], refused[i][2], rc, err);
+    }
+    /* the largest accepted: 64 stages, 64 micro-batches */
+    dv_model m;
+    dv_tt tt;
+    builtin(1, DV_MAX_RANKS, 64, &m, &tt);
+    check_contract(&tt, "1f1b P=64 M=64");
+    REQUIRE(fabs(tt.steps[0].bubble - dt_pp_bubble(DV_MAX_RANKS, 64)) <= EPS,
+            "1f1b P=64 M=64: bubble %g, want %g", tt.steps[0].bubble,
+            dt_pp_bubble(DV_MAX_RANKS, 64));
+    dv_tt_free(&tt);
+    dv_model_free(&m);
+
+    /* a collective's trace is no training trace: refused with a sentence */
+    dt_trace t;
+    char err[256] = "";
+    REQUIRE(dv_algo_trace(dv_algo_index("ring-allreduce"), 4, 1000, &t, err, sizeof err) == 0,
+            "%s", err);
+    REQUIRE(!dv_tt_is_training(&t), "a ring allreduce is taken for training");
+    REQUIRE(dv_model_build(&m, &t, err, sizeof err) == 0, "%s", err);
+    err[0] = '\0';
+    REQUIRE(dv_tt_build(&tt, &m, err, sizeof err) == -1 && strlen(err) > 10,
+            "dv_tt_build on a ring allreduce: not refused with a sentence ('%s')", err);
+    dv_model_free(&m);
+}
+END_TEST
+
+/* A "# train" line that lies about the events (another mode, stages and micro-batches
+ * out of range or missing, a schedule that does not exist): the timetable builds or
+ * refuses with a sentence, keeps its contract, and draws. */
+START_TEST(test_odd_headers)
+{
+    static const char *const lines[] = {
+        "mode pp schedule gpipe stages 0 micro 0",
+        "mode pp schedule 1f1b stages 65 micro 1000000",
+        "mode pp schedule bogus stages 3 micro 4", "mode pp stages -1 micro -1", "mode pp",
+        "mode pp schedule gpipe stages 99999999999999999999 micro 2", "mode ddp",
+        "mode hybrid dp 0 tp 0 pp 9 schedule 1f1b micro 2147483647", "mode fsdp zero 9",
+        "mode bogus", "mode", "stages 3 micro 4", "x", "mode pp schedule 1f1b stages 1 micro 1",
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        dt_trace t;
+        dv_model m;
+        dv_tt tt;
+        char err[256] = "", what[96];
+        snprintf(what, sizeof what, "gpipe P=3 M=4 with '# train %s'", lines[i]);
+        REQUIRE(dv_train_algo_trace(0, 3, 4, &t, err, sizeof err) == 0, "%s", err);
+        snprintf(t.train, sizeof t.train, "%s", lines[i]);
+        REQUIRE(dv_model_build(&m, &t, err, sizeof err) == 0, "%s: %s", what, err);
+        if (dv_tt_build(&tt, &m, err, sizeof err) != 0) {
+            REQUIRE(strlen(err) > 10, "%s: refused without a sentence", what);
+            dv_model_free(&m);
+            continue;
+        }
+        check_contract(&tt, what);
+        for (int r = 0; r < tt.nranks; r++)
+            REQUIRE(dv_tt_stash(&tt, r, 2.5) >= 0, "%s: stash < 0", what);
+        dv_view v = { .tt = &tt, .t0 = tt.t_begin, .t1 = tt.t_end, .cursor = 2.5, .call = -1 };
+        SDL_Surface *p = dv_render_surface(&m, &v, 640, 400, err, sizeof err);
+        REQUIRE(p != NULL, "%s: %s", what, err);
+        SDL_FreeSurface(p);
+        dv_tt_free(&tt);
+        dv_model_free(&m);
+    }
+}
+END_TEST
+
+/* ==== real traces against their own events ==== */
+
+/* What the file name says was given to train. */
+typedef struct {
+    char mode[16];
+    int stages;              /* pipeline stages: pp's ranks, hybrid's --pp; 0 none */
+    int schedule, micro;     /* with stages: --schedule (0 gpipe, 1 1f1b), --micro */
+} given;
+
+static void parse_name(const char *name, int nranks, given *g)
+{
+    char sched[16] = "";
+    g->stages = 0;
+    g->schedule = -1;
+    g->micro = 0;
+    size_t k = strcspn(name, "-.");
+    REQUIRE(k > 0 && k < sizeof g->mode, "%s: no mode in the name", name);
+    memcpy(g->mode, name, k);
+    g->mode[k] = '\0';
+    if (!strcmp(g->mode, "pp")) {
+        REQUIRE(sscanf(name, "pp-%15[^-]-%d", sched, &g->micro) == 2,
+                "%s: a pp trace is named pp-SCHEDULE-M.trace", name);
+        g->stages = nranks;
+    } else if (!strncmp(name, "hybrid-pp", 9)) {
+        REQUIRE(sscanf(name, "hybrid-pp%d-%15[^-]-%d", &g->stages, sched, &g->micro) == 3 &&
+                g->stages >= 1 && nranks % g->stages == 0,
+                "%s: a pipelined hybrid trace is named hybrid-ppP-SCHEDULE-M.trace", name);
+    }
+    if (g->stages > 0) {
+        g->schedule = !strcmp(sched, "gpipe") ? 0 : !strcmp(sched, "1f1b") ? 1 : -1;
+        REQUIRE(g->schedule >= 0 && g->micro >= 1 && g->micro <= 64, "%s: schedule '%s', "
+                "%d micro-batches", name, sched, g->micro);
+    }
+}
+
+static int is_compute(const dt_event *e)
+{
+    return e->kind == DT_EV_COMPUTE && !strcmp(e->coll, "train");
+}
+
+/* The micro-batch an event records (lo..hi = m..m+1), or -1. */
+static int micro_of(const dt_event *e)
+{
+    return e->hi == e->lo + 1 && e->lo >= 0 && e->lo < 1000000 ? (int)e->lo : -1;
+}
+
+/* The comm block a mark names ("bucket 2", "AG L1"), or 0 for a mark that names none. */
+static int span_label(const dt_event *e, char *label, size_t len)
+{
+    static const char *const map[][3] = {
+        { "ddp", "bucket", "bucket %d" }, { "fsdp", "gather", "AG L%d" },
+        { "fsdp", "reduce-scatter", "RS L%d" }, { "fsdp", "free", "free L%d" },
+        { "tp", "f", "f L%d" }, { "tp", "g", "g L%d" },
+    };
+    if (e->kind != DT_EV_MARK)
+        return 0;
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(e->coll, map[i][0]) && !strcmp(e->phase, map[i][1])) {
+            snprintf(label, len, map[i][2], e->chunk);
+            return 1;
+        }
+    return 0;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* The seconds [t0, t1] shares with rank's compute blocks (check_compute holds them to
+ * the compute events). */
+static double overlap_compute(const dv_tt *tt, int rank, double t0, double t1)
+{
+    double sum = 0;
+    for (int j = 0; j < tt->nblocks; j++) {
+        const dv_tt_block *b = &tt->blocks[j];
+        if (b->rank == rank && b->lane == 0)
+            sum += fmax(0, fmin(t1, b->t1) - fmax(t0, b->t0));
+    }
+    return sum;
+}
+
+/* The label and kind of the block that shows compute event e: "F3" in a pipeline (pp),
+ * "F2 L1" with micro-batches elsewhere (accum: ddp's --accum), else "F L1"; prefix: the
+ * label need only start with *label ("opt", "loss"; "" for any). */
+static void compute_want(const dt_event *e, int pp, int accum, char *label, size_t len,
+                         dv_tt_kind *kind, int *prefix)
+{
+    *prefix = 0;
+    *kind = DV_TT_OTHER;
+    label[0] = '\0';
+    if (!strcmp(e->phase, "forward") || !strcmp(e->phase, "backward")) {
+        char c = e->phase[0] == 'f' ? 'F' : 'B';
+        *kind = c == 'F' ? DV_TT_FORWARD : DV_TT_BACKWARD;
+        if (pp)
+            snprintf(label, len, "%c%d", c, micro_of(e));
+        else if (accum && micro_of(e) >= 0)
+            snprintf(label, len, "%c%d L%d", c, micro_of(e), e->chunk);
+        else
+            snprintf(label, len, "%c L%d", c, e->chunk);
+        return;
+    }
+    *prefix = 1;
+    if (!strcmp(e->phase, "optimizer")) {
+        *kind = DV_TT_OPTIMIZER;
+        snprintf(label, len, "opt");
+    } else if (!strcmp(e->phase, "loss")) {
+        snprintf(label, len, "loss");
+    }                                 /* "sum" and others: any label */
+}
+
+/* Every compute event lies in exactly one compute block of its rank, which shows it
+ * (its label, kind, step; pp: its micro-batch, else its layer), and a block spans its
+ * events: one event, or in a pipeline the events of one operation (a stage's layers of
+ * F3, in a row, with nothing else between them on that rank). */
+static void check_compute(const dt_trace *t, const dv_tt *tt, const given *g,
+                          const char *name)
+{
+    int pp = g->stages > 0, accum = 0, micro0 = -1;
+    char *in = calloc(t->n + 1, 1);
+    REQUIRE(in, "out of memory");
+    for (size_t i = 0; i < t->n; i++) {     /* more than one micro-batch in the run */
+        int mi = is_compute(&t->ev[i]) ? micro_of(&t->ev[i]) : -1;
+        accum |= mi >= 0 && micro0 >= 0 && mi != micro0;
+        micro0 = mi >= 0 && micro0 < 0 ? mi : micro0;
+    }
+    for (int j = 0; j < tt->nblocks; j++) {
+        const dv_tt_block *b = &tt->blocks[j];
+        if (b->lane != 0)
+            continue;
+        double lo = INFINITY, hi = -INFINITY;
+        int held = 0;
+        for (size_t i = 0; i < t->n; i++) {
+            const dt_event *e = &t->ev[i];
+            if (!is_compute(e) || e->rank != b->rank || e->t0 < b->t0 - EPS ||
+                e->t1 > b->t1 + EPS)
+                continue;
+            char want[24];
+            dv_tt_kind kind;
+            int prefix;
+            compute_want(e, pp, accum, want, sizeof want, &kind, &prefix);
+            REQUIRE(!pp || kind == DV_TT_OTHER || kind == DV_TT_OPTIMIZER || micro_of(e) >= 0,
+                    "%s: a pp compute event without a micro-batch", name);
+            int named = prefix ? !strncmp(b->label, want, strlen(want))
+                               : !strcmp(b->label, want);
+            int ok = b->step == e->step && b->kind == kind && named;
+            if (ok && pp && (kind == DV_TT_FORWARD || kind == DV_TT_BACKWARD))
+                ok = b->micro == micro_of(e);
+            if (ok && !pp && !prefix)
+                ok = b->layer == e->chunk;
+            REQUIRE(ok, "%s: rank %d's compute event %s (step %d, layer %d, micro %d) "
+                    "[%.9f, %.9f] lies in block %d '%s' (kind %d, step %d, micro %d, layer "
+                    "%d), want '%s' (kind %d)", name, e->rank, e->phase, e->step, e->chunk,
+                    micro_of(e), e->t0, e->t1, j, b->label, b->kind, b->step, b->micro,
+                    b->layer, want, kind);
+            REQUIRE(!in[i]++, "%s: rank %d's compute event %s [%.9f, %.9f] lies in two "
+                    "compute blocks", name, e->rank, e->phase, e->t0, e->t1);
+            lo = fmin(lo, e->t0);
+            hi = fmax(hi, e->t1);
+            held++;
+        }
+        REQUIRE((held == 1 || (pp && held > 1)) && near(lo, b->t0) && near(hi, b->t1),
+                "%s: compute block %d '%s' of rank %d [%.9f, %.9f] holds %d compute events "
+                "(spanning [%.9f, %.9f]), not one (pp: one operation's) at its times", name, j,
+                b->label, b->rank, b->t0, b->t1, held, lo, hi);
+        for (size_t i = 0; pp && held > 1 && i < t->n; i++) {  /* nothing else between */
+            const dt_event *e = &t->ev[i];
+            REQUIRE(e->rank != b->rank || is_compute(e) || e->t0 <= b->t0 + EPS ||
+                    e->t0 >= b->t1 - EPS || (e->kind == DT_EV_MARK && e->t1 <= e->t0),
+                    "%s: compute block %d '%s' of rank %d [%.9f, %.9f] spans a %s event of "
+                    "%s at %.9f", name, j, b->label, b->rank, b->t0, b->t1,
+                    dt_event_kind_name(e->kind), e->coll, e->t0);
+        }
+    }
+    for (size_t i = 0; i < t->n; i++) {
+        const dt_event *e = &t->ev[i];
+        REQUIRE(!is_compute(e) || in[i], "%s: rank %d's compute event %s (step %d, layer %d, "
+                "micro %d) [%.9f, %.9f] is in no compute block", name, e->rank, e->phase,
+                e->step, e->chunk, micro_of(e), e->t0, e->t1);
+    }
+    free(in);
+}
+
+/* Every span mark of ddp, fsdp and tp is exactly one comm block of its rank, with its
+ * times and step; returns how many marks of each kind: [0] buckets (distinct), [1] AG,
+ * [2] RS, [3] f or g. */
+static void check_marks(const dt_trace *t, const dv_tt *tt, const char *name, int *count)
+{
+    char *used = calloc((size_t)tt->nblocks + 1, 1);
+    int buckets[64] = { 0 };
+    REQUIRE(used, "out of memory");
+    memset(count, 0, 4 * sizeof *count);
+    for (size_t i = 0; i < t->n; i++) {
+        const dt_event *e = &t->ev[i];
+        char want[24];
+        if (!span_label(e, want, sizeof want))
+            continue;
+        int found = -1;
+        for (int j = 0; j < tt->nblocks && found < 0; j++) {
+            const dv_tt_block *b = &tt->blocks[j];
+            if (!used[j] && b->rank == e->rank && b->lane == 1 && !strcmp(b->label, want) &&
+                b->step == e->step && near(b->t0, e->t0) && near(b->t1, e->t1))
+                found = j;
+        }
+        REQUIRE(found >= 0, "%s: rank %d's mark %s %s (chunk %d, step %d) [%.9f, %.9f] has no "
+                "comm block '%s' at its times", name, e->rank, e->coll, e->phase, e->chunk,
+                e->step, e->t0, e->t1, want);
+        used[found] = 1;
+        if (!strcmp(e->coll, "ddp") && e->chunk >= 0 && e->chunk < 64)
+            buckets[e->chunk] = 1;
+        count[1] += !strcmp(e->phase, "gather");
+        count[2] += !strcmp(e->phase, "reduce-scatter");
+        count[3] += !strcmp(e->coll, "tp");
+    }
+    for (int b = 0; b < 64; b++)
+        count[0] += buckets[b];
+    /* comm that no mark names: the step its rank had begun by its start (the last
+     * "train step" mark of that rank at or before it) */
+    for (int j = 0; j < tt->nblocks; j++) {
+        const dv_tt_block *b = &tt->blocks[j];
+        if (b->lane != 1 || used[j])
+            continue;
+        int want = -1;
+        for (size_t i = 0; i < t->n; i++) {
+            const dt_event *e = &t->ev[i];
+            if (e->kind == DT_EV_MARK && e->rank == b->rank && !strcmp(e->coll, "train") &&
+                !strcmp(e->phase, "step") && e->t0 <= b->t0)
+                want = e->step;       /* a rank's events are in time order */
+        }
+        REQUIRE(want < 0 || b->step == want, "%s: rank %d's comm block %d '%s' at %.9f is "
+                "in step %d; its rank began step %d before it", name, b->rank, j, b->label,
+                b->t0, b->step, want);
+    }
+    free(used);
+}
+
+/* Every pp message (a send matched with its receive, in order per pair of ranks) is one
+ * arrow from the sender to the receiver; and no other arrows. */
+static void check_arrows(const dt_trace *t, const dv_tt *tt, const char *name)
+{
+    int N = t->nranks, pairs = 0;
+    char *used = calloc((size_t)tt->narrows + 1, 1);
+    REQUIRE(used, "out of memory");
+    for (int a = 0; a < N; a++)
+        for (int b = 0; b < N; b++) {
+            size_t si = 0, ri = 0;
+            for (;;) {
+                const dt_event *s = NULL, *r = NULL;
+                for (; si < t->n && !s; si++)
+                    if (t->ev[si].rank == a && t->ev[si].kind == DT_EV_SEND &&
+                        t->ev[si].peer == b && !strcmp(t->ev[si].coll, "pipeline"))
+                        s = &t->ev[si];
+                for (; ri < t->n && !r; ri++)
+                    if (t->ev[ri].rank == b && t->ev[ri].kind == DT_EV_RECV &&
+                        t->ev[ri].peer == a && !strcmp(t->ev[ri].coll, "pipeline"))
+                        r = &t->ev[ri];
+                if (!s || !r) {
+                    REQUIRE(!s && !r, "%s: pp messages %d -> %d: a %s without its match",
+                            name, a, b, s ? "send" : "receive");
+                    break;
+                }
+                pairs++;
+                int found = -1;
+                for (int k = 0; k < tt->narrows && found < 0; k++) {
+                    const dv_tt_arrow *w = &tt->arrows[k];
+                    if (!used[k] && w->src == a && w->dst == b && near(w->t0, s->t0) &&
+                        near(w->t1, r->t1))
+                        found = k;
+                }
+                REQUIRE(found >= 0, "%s: the message %d -> %d sent at %.9f, received by "
+                        "%.9f, has no arrow", name, a, b, s->t0, r->t1);
+                const dv_tt_arrow *w = &tt->arrows[found];
+                REQUIRE(w->what == (b > a ? 'A' : 'G') && w->micro == s->chunk &&
+                        w->step == s->step, "%s: arrow %d -> %d at %.9f: '%c' micro %d step "
+                        "%d, the send says micro %d step %d", name, a, b, s->t0, w->what,
+                        w->micro, w->step, s->chunk, s->step);
+                used[found] = 1;
+            }
+        }
+    REQUIRE(tt->narrows == pairs, "%s: %d arrows, %d pp messages", name, tt->narrows, pairs);
+    free(used);
+}
+
+/* Every message (send or receive, any coll) lies in a comm block of its rank; the
+ * parameter server's in one named by its phase ("weights", "gradients"), pp's in one
+ * naming activations or gradients ("act 3", "grad 2 + act 4"). */
+static void check_comm(const dt_trace *t, const dv_tt *tt, const char *name)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        const dt_event *e = &t->ev[i];
+        if (e->kind != DT_EV_SEND && e->kind != DT_EV_RECV)
+            continue;
+        int dp = !strcmp(e->coll, "dp"), pipe = !strcmp(e->coll, "pipeline"), found = -1;
+        for (int j = 0; j < tt->nblocks && found < 0; j++) {
+            const dv_tt_block *b = &tt->blocks[j];
+            if (b->rank != e->rank || b->lane != 1 || b->t0 > e->t0 + EPS ||
+                b->t1 < e->t1 - EPS)
+                continue;
+            if (dp && strcmp(b->label, e->phase) != 0)
+                continue;
+            if (pipe && strncmp(b->label, "act", 3) != 0 && strncmp(b->label, "grad", 4) != 0)
+                continue;
+            found = j;
+        }
+        REQUIRE(found >= 0, "%s: rank %d's %s of %s %s [%.9f, %.9f] is in no comm block of "
+                "its rank%s", name, e->rank, dt_event_kind_name(e->kind), e->coll, e->phase,
+                e->t0, e->t1, dp || pipe ? " named for it" : "");
+    }
+}
+
+/* The pipeline stage of rank: the chunk of its "pipeline" forward and backward marks
+ * (trace.h), which must agree; -1 without any. */
+static int stage_of(const dt_trace *t, int rank, const char *name)
+{
+    int s = -1;
+    for (size_t i = 0; i < t->n; i++) {
+        const dt_event *e = &t->ev[i];
+        if (e->rank != rank || e->kind != DT_EV_MARK || strcmp(e->coll, "pipeline") != 0)
+            continue;
+        REQUIRE(s < 0 || e->chunk == s, "%s: rank %d's pipeline marks name stages %d and %d",
+                name, rank, s, e->chunk);
+        s = e->chunk;
+    }
+    return s;
+}
+
+/* Pipelines (pp, hybrid with --pp): each rank's operations in each step in dt_pp_order's
+ * order for its stage; the stash at every compute block's middle counted from the compute
+ * events, peaking at dt_pp_peak_stash; the bubble the share of the ranks' time in the step
+ * not computing (pp: P ranks, one per stage). */
+static void check_pp(const dt_trace *t, const dv_tt *tt, const given *g, const char *name)
+{
+    int P = g->stages, M = g->micro, n = 2 * M, R = t->nranks;
+    REQUIRE(tt->schedule == g->schedule && tt->stages == P && tt->micro == M,
+            "%s: schedule %d stages %d micro %d, train was given %s, %d, %d", name,
+            tt->schedule, tt->stages, tt->micro, SCHED[g->schedule], P, M);
+    dt_pp_op ops[2 * 64];
+    for (int si = 0; si < tt->nsteps; si++) {
+        int step = tt->steps[si].step;
+        double c0 = INFINITY, c1 = -INFINITY;   /* flush to flush: the step's compute */
+        for (size_t i = 0; i < t->n; i++)
+            if (is_compute(&t->ev[i]) && t->ev[i].step == step) {
+                c0 = fmin(c0, t->ev[i].t0);
+                c1 = fmax(c1, t->ev[i].t1);
+            }
+        double R_span = R * (c1 - c0);
+        REQUIRE(fabs(tt->steps[si].bubble - (1 - tt->steps[si].compute / R_span)) <= 1e-6 &&
+                tt->steps[si].bubble >= 0 && tt->steps[si].bubble <= 1,
+                "%s: step %d: bubble %g, 1 - compute / (%d ranks x the span of its compute) "
+                "= %g", name, step, tt->steps[si].bubble, R, 1 - tt->steps[si].compute / R_span);
+        REQUIRE(fabs(tt->steps[si].bubble_model - dt_pp_bubble(P, M)) <= EPS,
+                "%s: step %d: bubble_model %g, dt_pp_bubble %g", name, step,
+                tt->steps[si].bubble_model, dt_pp_bubble(P, M));
+        for (int r = 0; r < R; r++) {
+            int s = stage_of(t, r, name);
+            REQUIRE(s >= 0 && s < P && (strcmp(g->mode, "pp") != 0 || s == r),
+                    "%s: rank %d is stage %d of %d", name, r, s, P);
+            dt_pp_order(g->schedule, P, M, s, ops);
+            int k = 0, peak = 0;
+            char last[24] = "";
+            for (int j = 0; j < tt->nblocks; j++) {
+                const dv_tt_block *b = &tt->blocks[j];
+                if (b->rank != r || b->lane != 0 || b->step != step ||
+                    (b->kind != DV_TT_FORWARD && b->kind != DV_TT_BACKWARD))
+                    continue;
+                if (strcmp(b->label, last) != 0) {      /* a new operation */
+                    char want[24];
+                    REQUIRE(k < n, "%s: step %d rank %d: more than %d operations ('%s')",
+                            name, step, r, n, b->label);
+                    snprintf(want, sizeof want, "%c%d", ops[k].kind, ops[k].micro);
+                    REQUIRE(!strcmp(b->label, want), "%s: step %d rank %d (stage %d): "
+                            "operation %d is '%s', dt_pp_order (%s) says '%s'", name, step, r,
+                            s, k, b->label, SCHED[g->schedule], want);
+                    snprintf(last, sizeof last, "%s", b->label);
+                    k++;
+                }
+                /* the stash at the block's middle, from this stage's compute events */
+                double c = (b->t0 + b->t1) / 2;
+                int stash = 0;
+                for (int mi = 0; mi < M; mi++) {
+                    double f0 = INFINITY, b1 = -INFINITY;
+                    for (size_t i = 0; i < t->n; i++) {
+                        const dt_event *e = &t->ev[i];
+                        if (e->rank != r || !is_compute(e) || e->step != step ||
+                            micro_of(e) != mi)
+                            continue;
+                        if (!strcmp(e->phase, "forward"))
+                            f0 = fmin(f0, e->t0);
+                        if (!strcmp(e->phase, "backward"))
+                            b1 = fmax(b1, e->t1);
+                    }
+                    stash += (f0 <= c) - (b1 > -INFINITY && b1 <= c);
+                }
+                peak = stash > peak ? stash : peak;
+                int got = dv_tt_stash(tt, r, c);
+                REQUIRE(got == stash, "%s: step %d rank %d at %.9f (in '%s'): stash %d, the "
+                        "events say %d", name, step, r, c, b->label, got, stash);
+            }
+            REQUIRE(k == n, "%s: step %d rank %d: %d operations, dt_pp_order %d", name, step,
+                    r, k, n);
+            REQUIRE(peak == dt_pp_peak_stash(g->schedule, P, M, s), "%s: step %d rank %d "
+                    "(stage %d): stash peaks at %d, dt_pp_peak_stash %d", name, step, r, s,
+                    peak, dt_pp_peak_stash(g->schedule, P, M, s));
+        }
+    }
+}
+
+/* Steps: those of the compute events, in order; their measures summed from the trace's
+ * compute events and the timetable's comm blocks. */
+static void check_steps(const dt_trace *t, const dv_tt *tt, const char *name)
+{
+    int *st = malloc((t->n + 1) * sizeof *st), ns = 0;
+    REQUIRE(st, "out of memory");
+    for (size_t i = 0; i < t->n; i++)
+        if (is_compute(&t->ev[i]))
+            st[ns++] = t->ev[i].step;
+    qsort(st, (size_t)ns, sizeof *st, cmp_int);
+    int k = 0;
+    for (int i = 0; i < ns; i++)
+        if (i == 0 || st[i] != st[i - 1])
+            st[k++] = st[i];
+    REQUIRE(tt->nsteps == k, "%s: %d steps, the compute events have %d", name, tt->nsteps, k);
+    for (int s = 0; s < k; s++) {
+        const dv_tt_step *S = &tt->steps[s];
+        REQUIRE(S->step == st[s], "%s: steps[%d] is step %d, want %d", name, s, S->step, st[s]);
+        double compute = 0, first = INFINITY, lastend = -INFINITY, comm = 0, hidden = 0,
+               waiting = 0;
+        int ne = 0;
+        for (size_t i = 0; i < t->n; i++) {
+            const dt_event *e = &t->ev[i];
+            if (is_compute(e) && e->step == S->step) {
+                compute += e->t1 - e->t0;
+                first = fmin(first, e->t0);
+                lastend = fmax(lastend, e->t1);
+                ne++;
+            }
+        }
+        double blocks = 0, gaps = 0;    /* the compute blocks: those events, and the
+                                         * gaps between a pp operation's layers */
+        for (int j = 0; j < tt->nblocks; j++) {
+            const dv_tt_block *b = &tt->blocks[j];
+            if (b->step != S->step)
+                continue;
+            if (b->lane == 0) {
+                double held = 0;
+                for (size_t i = 0; i < t->n; i++) {
+                    const dt_event *e = &t->ev[i];
+                    if (is_compute(e) && e->rank == b->rank && e->t0 >= b->t0 - EPS &&
+                        e->t1 <= b->t1 + EPS)
+                        held += e->t1 - e->t0;
+                }
+                blocks += b->t1 - b->t0;
+                gaps += (b->t1 - b->t0) - held;
+                continue;
+            }
+            comm += b->t1 - b->t0;
+            waiting += b->wait;
+            hidden += overlap_compute(tt, b->rank, b->t0, b->t1);
+        }
+        double tol = 1e-9 * (ne + tt->nblocks + 1);
+        REQUIRE(fabs(S->compute - blocks) <= tol && fabs(S->compute - compute - gaps) <= tol,
+                "%s: step %d: compute %.9f s, its compute blocks last %.9f, its compute events "
+                "%.9f", name, S->step, S->compute, blocks, compute);
+        REQUIRE(S->t0 <= first + EPS && S->t1 >= lastend - EPS, "%s: step %d at [%.9f, %.9f] "
+                "leaves out compute in [%.9f, %.9f]", name, S->step, S->t0, S->t1, first,
+                lastend);
+        REQUIRE(fabs(S->comm - comm) <= tol && fabs(S->hidden - hidden) <= tol &&
+                fabs(S->waiting - waiting) <= tol, "%s: step %d: comm %.9f hidden %.9f waiting "
+                "%.9f; its comm blocks say %.9f, %.9f (overlapping the compute events), %.9f",
+                name, S->step, S->comm, S->hidden, S->waiting, comm, hidden, waiting);
+        if (comm > 0)
+            REQUIRE(fabs(S->hidden_share - hidden / comm) <= 1e-6, "%s: step %d: hidden_share "
+                    "%g, hidden / comm = %g", name, S->step, S->hidden_share, hidden / comm);
+        else
+            REQUIRE(S->hidden_share == -1, "%s: step %d: no comm, hidden_share %g", name,
+                    S->step, S->hidden_share);
+        check_describe(tt, s, name);
+        /* dv_tt_step_at: inside a step, a step whose span holds the time */
+        double mid = (first + lastend) / 2;
+        int got = dv_tt_step_at(tt, mid);
+        REQUIRE(got >= 0 && got < tt->nsteps && tt->steps[got].t0 <= mid &&
+                mid <= tt->steps[got].t1, "%s: dv_tt_step_at(%.9f) = %d", name, mid, got);
+    }
+    REQUIRE(dv_tt_step_at(tt, tt->t_begin - 1e3) == 0 &&
+            dv_tt_step_at(tt, tt->t_end + 1e3) == tt->nsteps - 1,
+            "%s: dv_tt_step_at before and after: %d, %d", name,
+            dv_tt_step_at(tt, tt->t_begin - 1e3), dv_tt_step_at(tt, tt->t_end + 1e3));
+    for (int j = 0; j < tt->nblocks; j++) {       /* dv_tt_block_at in every block */
+        const dv_tt_block *b = &tt->blocks[j];
+        if (b->t1 <= b->t0)
+            continue;
+        double c = (b->t0 + b->t1) / 2;
+        int got = dv_tt_block_at(tt, b->rank, b->lane, c);
+        REQUIRE(got >= 0 && got < tt->nblocks && tt->blocks[got].rank == b->rank &&
+                tt->blocks[got].lane == b->lane && tt->blocks[got].t0 <= c &&
+                c <= tt->blocks[got].t1, "%s: dv_tt_block_at(rank %d, lane %d, %.9f) = %d, "
+                "inside block %d '%s'", name, b->rank, b->lane, c, got, j, b->label);
+    }
+    free(st);
+}
+
+/* Draws each step of tt headless: a picture, no crash. */
+static void draw_steps(const dv_model *m, const dv_tt *tt, const char *name)
+{
+    for (int s = 0; s < tt->nsteps; s++) {
+        dv_view v = { .tt = tt, .tt_step = s, .t0 = tt->steps[s].t0,
+                      .t1 = tt->steps[s].t1 > tt->steps[s].t0 ? tt->steps[s].t1
+                                                              : tt->steps[s].t0 + 1,
+                      .cursor = (tt->steps[s].t0 + tt->steps[s].t1) / 2, .call = -1 };
+        char err[256];
+        SDL_Surface *p = dv_render_surface(m, &v, 900, 560, err, sizeof err);
+        REQUIRE(p != NULL, "%s: step %d: %s", name, tt->steps[s].step, err);
+        SDL_FreeSurface(p);
+    }
+}
+
+/* The same trace without its "# train" line (as traces were before it): the mode, the
+ * pipeline's P and M (the schedule, or -1) come from the events, and the timetable is
+ * the same block for block. */
+static void check_headerless(const char *path, const dv_tt *tt, const char *file)
+{
+    dt_trace t;
+    dv_model m;
+    dv_tt u;
+    char err[512];
+    REQUIRE(dt_trace_read(path, &t, err, sizeof err) == 0, "%s", err);
+    t.train[0] = '\0';
+    REQUIRE(dv_tt_is_training(&t), "%s without '# train': not a training trace", file);
+    REQUIRE(dv_model_build(&m, &t, err, sizeof err) == 0, "%s: %s", file, err);
+    REQUIRE(dv_tt_build(&u, &m, err, sizeof err) == 0, "%s without '# train': %s", file, err);
+    REQUIRE(!strcmp(u.mode, tt->mode) && u.settings[0] == '\0' && u.stages == tt->stages &&
+            u.micro == tt->micro && (u.schedule == tt->schedule || u.schedule == -1),
+            "%s without '# train': mode '%s' settings '%s' stages %d micro %d schedule %d; "
+            "with it '%s', %d, %d, %d", file, u.mode, u.settings, u.stages, u.micro,
+            u.schedule, tt->mode, tt->stages, tt->micro, tt->schedule);
+    REQUIRE(u.nblocks == tt->nblocks && u.narrows == tt->narrows && u.nsteps == tt->nsteps,
+            "%s without '# train': %d blocks, %d arrows, %d steps; with it %d, %d, %d", file,
+            u.nblocks, u.narrows, u.nsteps, tt->nblocks, tt->narrows, tt->nsteps);
+    for (int i = 0; i < u.nblocks; i++)
+        REQUIRE(!strcmp(u.blocks[i].label, tt->blocks[i].label) &&
+                u.blocks[i].t0 == tt->blocks[i].t0 && u.blocks[i].t1 == tt->blocks[i].t1 &&
+                u.blocks[i].step == tt->blocks[i].step, "%s without '# train': block %d is "
+                "'%s' [%.9f, %.9f] step %d; with it '%s' [%.9f, %.9f] step %d", file, i,
+                u.blocks[i].label, u.blocks[i].t0, u.blocks[i].t1, u.blocks[i].step,
+                tt->blocks[i].label, tt->blocks[i].t0, tt->blocks[i].t1, tt->blocks[i].step);
+    dv_tt_free(&u);
+    dv_model_free(&m);
+}
+
+static void check_trace(const char *dir, const char *file)
+{
+    char path[4096], err[512];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    given g;
+    dt_trace t, mine;                       /* the model takes t; mine is read here */
+    REQUIRE(dt_trace_read(path, &t, err, sizeof err) == 0, "%s", err);
+    REQUIRE(dt_trace_read(path, &mine, err, sizeof err) == 0, "%s", err);
+    parse_name(file, mine.nranks, &g);
+    char head[32];
+    snprintf(head, sizeof head, "mode %s", g.mode);
+    size_t hl = strlen(head);
+    REQUIRE(!strncmp(mine.train, head, hl) && (mine.train[hl] == ' ' || !mine.train[hl]),
+            "%s: the header says '# train %s', train was given --mode %s", file, mine.train,
+            g.mode);
+    REQUIRE(dv_tt_is_training(&t), "%s: dv_tt_is_training says no", file);
+    dv_model m;
+    dv_tt tt;
+    REQUIRE(dv_model_build(&m, &t, err, sizeof err) == 0, "%s: %s", file, err);
+    REQUIRE(dv_tt_build(&tt, &m, err, sizeof err) == 0, "%s: dv_tt_build: %s", file, err);
+    REQUIRE(!strcmp(tt.mode, g.mode), "%s: mode '%s', train was given --mode %s", file, tt.mode,
+            g.mode);
+    REQUIRE(tt.nranks == mine.nranks, "%s: %d ranks, the trace %d", file, tt.nranks,
+            mine.nranks);
+    const char *rest = mine.train + hl + (mine.train[hl] == ' ');
+    REQUIRE(!strcmp(tt.settings, rest), "%s: settings '%s', the header's rest '%s'", file,
+            tt.settings, rest);
+    check_contract(&tt, file);
+    check_compute(&mine, &tt, &g, file);
+    int count[4];
+    check_marks(&mine, &tt, file, count);
+    check_arrows(&mine, &tt, file);
+    check_comm(&mine, &tt, file);
+    check_steps(&mine, &tt, file);
+    /* the trace holds what the test needs (run.sh chose the settings for it) */
+    if (g.stages > 0) {
+        check_pp(&mine, &tt, &g, file);
+        REQUIRE(tt.narrows > 0 || g.stages == 1, "%s: no arrows", file);
+    } else {
+        for (int s = 0; s < tt.nsteps; s++)
+            REQUIRE(tt.steps[s].bubble == -1 && tt.steps[s].bubble_model == -1,
+                    "%s: step %d: bubble %g, model %g outside pp", file, tt.steps[s].step,
+                    tt.steps[s].bubble, tt.steps[s].bubble_model);
+        for (int r = 0; r < tt.nranks; r++)
+            REQUIRE(dv_tt_stash(&tt, r, (tt.t_begin + tt.t_end) / 2) == 0,
+                    "%s: a stash outside pp", file);
+    }
+    if (!strcmp(g.mode, "ddp"))
+        REQUIRE(count[0] >= 2, "%s: %d buckets: give train a smaller --bucket-kb", file,
+                count[0]);
+    if (!strcmp(g.mode, "fsdp"))
+        REQUIRE(count[1] > 0 && count[2] > 0, "%s: %d gathers, %d reduce-scatters", file,
+                count[1], count[2]);
+    if (!strcmp(g.mode, "tp") || (!strcmp(g.mode, "hybrid") && g.stages == 0))
+        REQUIRE(count[3] > 0, "%s: no f or g marks", file);
+    if (!strcmp(g.mode, "hybrid"))
+        REQUIRE(count[0] > 0, "%s: no ddp buckets (hybrid's data-parallel part)", file);
+    check_headerless(path, &tt, file);
+    draw_steps(&m, &tt, file);
+    printf("viz_timetable: %s: %d ranks, %d steps, %d blocks, %d waits, %d arrows; "
+           "%d buckets, %d AG, %d RS, %d f/g\n", file, tt.nranks, tt.nsteps, tt.nblocks,
+           tt.nwaits, tt.narrows, count[0], count[1], count[2], count[3]);
+    dv_tt_free(&tt);
+    dv_model_free(&m);
+    dt_trace_free(&mine);
+}
+
+/* The traces of $DTVIZ_TT_TRACES, in name order (main finds them; one test each, so
+ * that one trace's failure hides no other's). */
+static const char *tt_dir;
+static struct dirent **tt_files;
+static int tt_nfiles = -1;            /* -1: DTVIZ_TT_TRACES unset or unreadable */
+
+static int is_trace(const struct dirent *e)
+{
+    size_t len = strlen(e->d_name);
+    return len >= 7 && strcmp(e->d_name + len - 6, ".trace") == 0;
+}
+
+START_TEST(test_real_traces_found)
+{
+    if (tt_dir == NULL || tt_dir[0] == '\0') {
+        printf("viz_timetable: DTVIZ_TT_TRACES is not set: skipping train's traces\n");
+        return;
+    }
+    REQUIRE(tt_nfiles >= 0, "DTVIZ_TT_TRACES=%s: cannot read the directory", tt_dir);
+    REQUIRE(tt_nfiles > 0, "DTVIZ_TT_TRACES=%s holds no .trace file", tt_dir);
+}
+END_TEST
+
+START_TEST(test_real_trace)
+{
+    check_trace(tt_dir, tt_files[_i]->d_name);
+}
+END_TEST
+
+/* ==== pixels ==== */
+
+#define W 1280
+#define H 800
+#define TOL 12            /* per channel: the software renderer draws exact colours */
+
+static Uint32 rgb_at(const SDL_Surface *s, int x, int y)
+{
+    Uint8 r, g, b;
+    Uint32 p = ((const Uint32 *)((const Uint8 *)s->pixels + y * s->pitch))[x];
+    SDL_GetRGB(p, s->format, &r, &g, &b);
+    return (Uint32)r << 16 | (Uint32)g << 8 | b;
+}
+
+static Uint32 kind_rgb(dv_color_kind k)
+{
+    SDL_Color c = dv_kind_color(k);
+    return (Uint32)c.r << 16 | (Uint32)c.g << 8 | c.b;
+}
+
+static int close_rgb(Uint32 a, Uint32 b)
+{
+    for (int sh = 0; sh <= 16; sh += 8) {
+        int d = (int)((a >> sh) & 255) - (int)((b >> sh) & 255);
+        if (d > TOL || d < -TOL)
+            return 0;
+    }
+    return 1;
+}
+
+/* Where the rows are, as dv_tt_hit says: y0[r][lane] .. y1[r][lane], and the x range
+ * [x0, x1] of a lane with the time at each x. */
+typedef struct {
+    int y0[DV_MAX_RANKS][2], y1[DV_MAX_RANKS][2];
+    int x0, x1;
+    double tx[W];
+} geom;
+
+static void find_geom(const dv_view *v, int w, int h, int nranks, geom *G)
+{
+    int rank, lane, xs = -1;
+    double t;
+    for (int r = 0; r < nranks; r++)
+        for (int l = 0; l < 2; l++)
+            G->y0[r][l] = h, G->y1[r][l] = -1;
+    for (int x = w / 2; x < w && xs < 0; x += 7)     /* an x over the rows */
+        for (int y = 0; y < h && xs < 0; y += 2)
+            if (dv_tt_hit(v, w, h, x, y, &rank, &lane, &t))
+                xs = x;
+    REQUIRE(xs >= 0, "dv_tt_hit finds no row at %dx%d", w, h);
+    for (int y = 0; y < h; y++)
+        if (dv_tt_hit(v, w, h, xs, y, &rank, &lane, &t)) {
+            REQUIRE(rank >= 0 && rank < nranks && (lane == 0 || lane == 1),
+                    "dv_tt_hit(%d, %d): rank %d lane %d", xs, y, rank, lane);
+            if (y < G->y0[rank][lane])
+                G->y0[rank][lane] = y;
+            G->y1[rank][lane] = y;
+        }
+    for (int r = 0; r < nranks; r++)
+        for (int l = 0; l < 2; l++)
+            REQUIRE(G->y1[r][l] >= G->y0[r][l], "dv_tt_hit: rank %d lane %d has no row at "
+                    "x = %d", r, l, xs);
+    int y = (G->y0[0][0] + G->y1[0][0]) / 2;
+    G->x0 = -1;
+    G->x1 = -1;
+    for (int x = 0; x < w && x < W; x++) {
+        G->tx[x] = NAN;
+        if (dv_tt_hit(v, w, h, x, y, &rank, &lane, &t) && rank == 0 && lane == 0) {
+            REQUIRE(G->x1 < 0 || G->x1 == x - 1, "dv_tt_hit: the lane has a gap at x = %d", x);
+            REQUIRE(G->x1 < 0 || t >= G->tx[G->x1], "dv_tt_hit: time goes back at x = %d", x);
+            G->tx[x] = t;
+            if (G->x0 < 0)
+                G->x0 = x;
+            G->x1 = x;
+        }
+    }
+    REQUIRE(G->x0 >= 0 && G->x1 > G->x0 + 10, "dv_tt_hit: the lane is %d..%d", G->x0, G->x1);
+    double px = (v->t1 - v->t0) / (G->x1 - G->x0);
+    REQUIRE(fabs(G->tx[G->x0] - v->t0) <= 2 * px && fabs(G->tx[G->x1] - v->t1) <= 2 * px,
+            "dv_tt_hit: the lane shows [%g, %g], the window is [%g, %g]", G->tx[G->x0],
+            G->tx[G->x1], v->t0, v->t1);
+}
+
+/* The first x whose time is >= t. */
+static int x_of(const geom *G, double t)
+{
+    for (int x = G->x0; x <= G->x1; x++)
+        if (G->tx[x] >= t)
+            return x;
+    return G->x1;
+}
+
+/* How many of 15 samples over [ta, tb] x the middle of the lane's rows are close to c
+ * (5 across the middle 60% of the time, 3 down the middle half of the rows). */
+static int samples_like(const SDL_Surface *p, const geom *G, int r, int lane, double ta,
+                        double tb, Uint32 c, Uint32 *first)
+{
+    int n = 0;
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 3; j++) {
+            int x = x_of(G, ta + (tb - ta) * (0.2 + 0.15 * i));
+            int y = G->y0[r][lane] + (G->y1[r][lane] - G->y0[r][lane]) * (j + 1) / 4;
+            Uint32 got = rgb_at(p, x, y);
+            if (i == 2 && j == 1 && first)
+                *first = got;
+            n += close_rgb(got, c);
+        }
+    return n;
+}
+
+/* gpipe or 1f1b at P stages, M micro-batches: every slot of every stage's compute lane
+ * is its operation's colour or the lane's background as dt_pp_timetable says; zooming
+ * moves the last stage's first block as the arithmetic says; a window past the trace
+ * draws no block. */
+static void check_pixels(int algo, int P, int M)
+{
+    dv_model m;
+    dv_tt tt;
+    builtin(algo, P, M, &m, &tt);
+    int n = 2 * M, T = (M + P - 1) * (1 + TB), start[8 * 2 * MAX_M];
+    dt_pp_op ops[2 * MAX_M];
+    REQUIRE(P <= 8 && M <= MAX_M && dt_pp_timetable(algo, P, M, TB, start) == T, "yardstick");
+    double off = tt.steps[0].t0;            /* slot 0 (checked by test_builtin) */
+    Uint32 fwd = kind_rgb(DV_C_FORWARD), bwd = kind_rgb(DV_C_BACKWARD);
+    REQUIRE(!close_rgb(fwd, bwd), "forward and backward share a colour: %06x, %06x", fwd, bwd);
+
+    dv_view v = { .tt = &tt, .tt_step = 0, .t0 = off - 1, .t1 = off + T + 1,
+                  .cursor = off + T + 1e6, .call = -1 };
+    char err[256];
+    SDL_Surface *p = dv_render_surface(&m, &v, W, H, err, sizeof err);
+    REQUIRE(p != NULL, "%s", err);
+    geom *G = malloc(sizeof *G);
+    REQUIRE(G, "out of memory");
+    find_geom(&v, W, H, P, G);
+    for (int s = 0; s < P; s++) {
+        /* the lane's background: before the step begins */
+        Uint32 bg = 0;
+        samples_like(p, G, s, 0, off - 0.9, off - 0.1, 0, &bg);
+        REQUIRE(samples_like(p, G, s, 0, off - 0.9, off - 0.1, bg, NULL) >= 12 &&
+                !close_rgb(bg, fwd) && !close_rgb(bg, bwd), "%s P=%d M=%d: stage %d's lane "
+                "before the step is not one background colour (%06x)", SCHED[algo], P, M, s,
+                bg);
+        dt_pp_order(algo, P, M, s, ops);
+        for (int u = 0; u < T; u++) {
+            int k = 0;
+            while (k < n && !(start[s * n + k] <= u &&
+                              u < start[s * n + k] + (ops[k].kind == 'F' ? 1 : TB)))
+                k++;
+            Uint32 want = k == n ? bg : ops[k].kind == 'F' ? fwd : bwd, seen = 0;
+            int like = samples_like(p, G, s, 0, off + u, off + u + 1, want, &seen);
+            int wrong = k < n ? 0 : samples_like(p, G, s, 0, off + u, off + u + 1, fwd, NULL) +
+                                    samples_like(p, G, s, 0, off + u, off + u + 1, bwd, NULL);
+            REQUIRE(like >= 8 && wrong == 0, "%s P=%d M=%d: stage %d slot %d (%s): %d of 15 "
+                    "samples are %06x, %d forward or backward; the middle is %06x",
+                    SCHED[algo], P, M, s, u, k == n ? "idle" : ops[k].kind == 'F' ? "forward"
+                    : "backward", like, want, wrong, seen);
+        }
+    }
+
+    /* zoom: the last stage's first forward starts at slot P-1, idle before it (P > 1) */
+    int s = P - 1, y = (G->y0[s][0] + G->y1[s][0]) / 2;
+    double a = off + P - 1;
+    for (int z = 0; z < 2 && P > 1; z++) {
+        dv_view vz = v;
+        if (z == 1) {
+            vz.t0 = a - 1.5;
+            vz.t1 = a + 2.5;
+        }
+        SDL_Surface *q = z == 0 ? p : dv_render_surface(&m, &vz, W, H, err, sizeof err);
+        REQUIRE(q != NULL, "%s", err);
+        double want = G->x0 + (a - vz.t0) / (vz.t1 - vz.t0) * (G->x1 - G->x0);
+        int edge = -1;
+        for (int x = G->x0; x <= G->x1 && edge < 0; x++)
+            if (close_rgb(rgb_at(q, x, y), fwd))
+                edge = x;
+        REQUIRE(edge >= 0 && fabs(edge - want) <= 3, "%s P=%d M=%d window [%g, %g]: stage %d's "
+                "F0 starts at x = %d, want %.1f", SCHED[algo], P, M, vz.t0 - off, vz.t1 - off,
+                s, edge, want);
+        if (q != p)
+            SDL_FreeSurface(q);
+    }
+
+    /* a window past the end of the trace: no block in any lane */
+    dv_view vp = v;
+    vp.t0 = tt.t_end + 10;
+    vp.t1 = tt.t_end + 20;
+    SDL_Surface *q = dv_render_surface(&m, &vp, W, H, err, sizeof err);
+    REQUIRE(q != NULL, "%s", err);
+    Uint32 comm = kind_rgb(DV_C_COMM);
+    for (int r = 0; r < P; r++)
+        for (int l = 0; l < 2; l++) {
+            int yy = (G->y0[r][l] + G->y1[r][l]) / 2;
+            for (int x = G->x0; x <= G->x1; x++) {
+                Uint32 c = rgb_at(q, x, yy);
+                REQUIRE(!close_rgb(c, fwd) && !close_rgb(c, bwd) && !close_rgb(c, comm),
+                        "%s P=%d M=%d: a window past the trace shows a block's colour %06x at "
+                        "(%d, %d), stage %d lane %d", SCHED[algo], P, M, c, x, yy, r, l);
+            }
+        }
+    SDL_FreeSurface(q);
+    free(G);
+    SDL_FreeSurface(p);
+    dv_tt_free(&tt);
+    dv_model_free(&m);
+}
+
+START_TEST(test_pixels)
+{
+    check_pixels(_i, 4, 4);
+    check_pixels(_i, 3, 5);
+    check_pixels(_i, 5, 2);
+}
+END_TEST
+
+/* Odd sizes and the ends of the rank range: a picture of the right size, no crash
+ * (ASan watches in the sanitized build); dv_tt_hit outside the picture hits nothing. */
+START_TEST(test_sizes)
+{
+    const int P[] = { 1, 2, 7, DV_MAX_RANKS }, size[][2] = { { 200, 150 }, { 1280, 800 },
+                                                            { 321, 967 } };
+    for (int a = 0; a < 2; a++)
+        for (size_t i = 0; i < sizeof P / sizeof P[0]; i++) {
+            dv_model m;
+            dv_tt tt;
+            builtin(a, P[i], 3, &m, &tt);
+            for (size_t j = 0; j < sizeof size / sizeof size[0]; j++) {
+                int w = size[j][0], h = size[j][1], rank, lane;
+                double t;
+                dv_view v = { .tt = &tt, .t0 = tt.t_begin, .t1 = tt.t_end,
+                              .cursor = (tt.t_begin + tt.t_end) / 2, .call = -1 };
+                char err[256];
+                SDL_Surface *p = dv_render_surface(&m, &v, w, h, err, sizeof err);
+                REQUIRE(p != NULL && p->w == w && p->h == h, "%s P=%d at %dx%d: %s", SCHED[a],
+                        P[i], w, h, p ? "wrong size" : err);
+                SDL_FreeSurface(p);
+                REQUIRE(!dv_tt_hit(&v, w, h, -5, -5, &rank, &lane, &t) &&
+                        !dv_tt_hit(&v, w, h, w + 5, h / 2, &rank, &lane, &t) &&
+                        !dv_tt_hit(&v, w, h, w / 2, h + 5, &rank, &lane, &t),
+                        "%s P=%d at %dx%d: dv_tt_hit outside the picture", SCHED[a], P[i], w,
+                        h);
+            }
+            dv_tt_free(&tt);
+            dv_model_free(&m);
+        }
+}
+END_TEST
+
+int main(void)
+{
+    tt_dir = getenv("DTVIZ_TT_TRACES");
+    if (tt_dir != NULL && tt_dir[0] != '\0')
+        tt_nfiles = scandir(tt_dir, &tt_files, is_trace, alphasort);
+    Suite *s = suite_create("viz_timetable");
+    TCase *tc = tcase_create("builtin");
+    tcase_add_loop_test(tc, test_builtin, 0, 16);
+    tcase_add_test(tc, test_builtin_names);
+    tcase_add_test(tc, test_odd_headers);
+    tcase_set_timeout(tc, 120);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("traces");
+    tcase_add_test(tc, test_real_traces_found);
+    tcase_add_loop_test(tc, test_real_trace, 0, tt_nfiles > 0 ? tt_nfiles : 0);
+    tcase_set_timeout(tc, 120);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("pixels");
+    tcase_add_loop_test(tc, test_pixels, 0, 2);
+    tcase_add_test(tc, test_sizes);
+    tcase_set_timeout(tc, 120);
+    suite_add_tcase(s, tc);
+    int rc = unit_run(s);
+    for (int i = 0; i < tt_nfiles; i++)
+        free(tt_files[i]);
+    free(tt_files);
+    return rc;
+}
