@@ -235,7 +235,10 @@ badinput_tests() {
         "--algo ring-allreduce --view timetable --png $png" \
         "--algo ring-allreduce --cursor 1 --png $png" "--algo gpipe --step 1 --png $png" \
         "--algo 1f1b --view collective --png $png" "--step 1 --train-step 1" \
-        "--step 1 --cursor 2" "--train-step 1 --view collective"
+        "--step 1 --cursor 2" "--train-step 1 --view collective" "--window x" \
+        "--window 5,1" "--window 1" "--window 1,inf" "--algo gpipe --window 100,200 --png $png" \
+        "--algo ring-allreduce --window 1,2 --png $png" "--algo 1f1b --cursor 99 --png $png" \
+        "--algo 1f1b --window 2,5 --cursor 9 --png $png"
 
     # ---- the grader: make grade's settings, and each exercise's grading program
     bad_name=grade

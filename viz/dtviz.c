@@ -38,6 +38,7 @@ typedef struct {
     long long ranks, count, step;   /* -1: not given */
     long long stages, micro, train_step;
     double cursor;                  /* NAN: not given */
+    double win0, win1;              /* --window A,B; NAN: not given */
     int w, h, verbose;
 } options;
 
@@ -82,6 +83,8 @@ static void usage(FILE *f)
         "                        trace, or slots of a built-in pipeline); a pipeline's\n"
         "                        stashed activations there are shown (default: the step's\n"
         "                        start)\n"
+        "  --window A,B          the timetable's window (zoom): from A to B in the axis'\n"
+        "                        units (default: the training step)\n"
         "  --view V              timetable or collective: what a training trace opens on\n"
         "                        (default timetable; --step picks collective)\n"
         "  --frames DIR          draw every position (timetable: every training step) into\n"
@@ -125,11 +128,28 @@ static int parse_num(const char *s, long long lo, long long hi, long long *v)
     return 0;
 }
 
+/* s (up to stop, or its end when stop is NULL) as a finite time within +-1e12: 0, or -1.
+ * A sign, digits and a point, as the axis prints them; no spaces, no "inf". */
+static int parse_time(const char *s, double *v, const char *stop)
+{
+    char buf[64], *end;
+    size_t n = stop != NULL ? (size_t)(stop - s) : strlen(s);
+    if (n == 0 || n >= sizeof buf)
+        return -1;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    if (!(isdigit((unsigned char)buf[0]) || buf[0] == '-' || buf[0] == '.'))
+        return -1;
+    errno = 0;
+    *v = strtod(buf, &end);
+    return errno != 0 || *end != '\0' || !isfinite(*v) || fabs(*v) > 1e12 ? -1 : 0;
+}
+
 /* Returns 0 and fills o, or the exit status of a usage error (or of --help: -1). */
 static int parse(int argc, char **argv, options *o)
 {
     enum { O_ALGO = 256, O_RANKS, O_COUNT, O_PNG, O_STEP, O_FRAMES, O_CHROME, O_SIZE, O_VERBOSE,
-           O_STAGES, O_MICRO, O_TSTEP, O_VIEW, O_CURSOR };
+           O_STAGES, O_MICRO, O_TSTEP, O_VIEW, O_CURSOR, O_WINDOW };
     static const struct option lo[] = {
         { "algo", required_argument, 0, O_ALGO }, { "ranks", required_argument, 0, O_RANKS },
         { "count", required_argument, 0, O_COUNT }, { "png", required_argument, 0, O_PNG },
@@ -138,13 +158,14 @@ static int parse(int argc, char **argv, options *o)
         { "size", required_argument, 0, O_SIZE }, { "verbose", no_argument, 0, O_VERBOSE },
         { "stages", required_argument, 0, O_STAGES }, { "micro", required_argument, 0, O_MICRO },
         { "train-step", required_argument, 0, O_TSTEP }, { "view", required_argument, 0, O_VIEW },
-        { "cursor", required_argument, 0, O_CURSOR },
+        { "cursor", required_argument, 0, O_CURSOR }, { "window", required_argument, 0, O_WINDOW },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     long long w, h;
     int c;
     *o = (options){ .ranks = -1, .count = -1, .step = -1, .stages = -1, .micro = -1,
-                    .train_step = -1, .cursor = NAN, .w = 1280, .h = 800 };
+                    .train_step = -1, .cursor = NAN, .win0 = NAN, .win1 = NAN,
+                    .w = 1280, .h = 800 };
     opterr = 0;                            /* our own messages, in our own words */
     while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
         switch (c) {
@@ -176,16 +197,20 @@ static int parse(int argc, char **argv, options *o)
             break;
         case O_TSTEP:
             if (parse_num(optarg, 0, INT_MAX, &o->train_step) != 0)
-                return bad("--train-step '%s': expected a training step, 0 or more", optarg);
+                return bad("--train-step '%s': expected a training step's number, as the "
+                           "trace counts them (train from 1)", optarg);
             break;
-        case O_CURSOR: {
-            char *end;
-            errno = 0;
-            o->cursor = strtod(optarg, &end);
-            if (!(isdigit((unsigned char)optarg[0]) || optarg[0] == '-' || optarg[0] == '.') ||
-                errno != 0 || *end != '\0' || !isfinite(o->cursor) || fabs(o->cursor) > 1e12)
+        case O_CURSOR:
+            if (parse_time(optarg, &o->cursor, NULL) != 0)
                 return bad("--cursor '%s': expected a time, e.g. 11 (slots) or 1250.5 (ms)",
                            optarg);
+            break;
+        case O_WINDOW: {
+            char *comma = strchr(optarg, ',');
+            if (comma == NULL || parse_time(optarg, &o->win0, comma) != 0 ||
+                parse_time(comma + 1, &o->win1, NULL) != 0 || !(o->win1 > o->win0))
+                return bad("--window '%s': expected A,B with A < B, times as the axis counts "
+                           "them, e.g. 10,20 (slots) or 1250,1400 (ms)", optarg);
             break;
         }
         case O_VIEW:
@@ -233,8 +258,9 @@ static int parse(int argc, char **argv, options *o)
                    "--train-step");
     if (o->train_step >= 0 && o->view != NULL && !strcmp(o->view, "collective"))
         return bad("--train-step is a step of the timetable; the collective view takes --step");
-    if (!isnan(o->cursor) && (o->step >= 0 || (o->view != NULL && !strcmp(o->view, "collective"))))
-        return bad("--cursor is the timetable's; the collective view takes --step");
+    if ((!isnan(o->cursor) || !isnan(o->win0)) &&
+        (o->step >= 0 || (o->view != NULL && !strcmp(o->view, "collective"))))
+        return bad("--cursor and --window are the timetable's; the collective view takes --step");
     return 0;
 }
 
@@ -308,6 +334,9 @@ static int place(const options *o, dv_app *a)
                    what);
     if (a->tt == NULL && o->view != NULL && !strcmp(o->view, "timetable"))
         return bad("--view timetable: this %s is not a training trace", what);
+    if (o->step >= 0 && a->tt != NULL && a->m.ncalls == 0)
+        return bad("--step: this %s has no collective calls, only its timetable "
+                   "(--train-step picks a step)", what);
     if (o->step >= a->m.npos)
         return bad("--step %lld is past the end: this %s has positions 0..%d", o->step, what,
                    a->m.npos - 1);
@@ -321,10 +350,29 @@ static int place(const options *o, dv_app *a)
                        a->tt->nsteps > 0 ? a->tt->steps[a->tt->nsteps - 1].step : 0);
         dv_app_tt_step(a, s);
     }
-    if (a->tt == NULL && !isnan(o->cursor))
-        return bad("--cursor: this %s has no timetable (it is not a training trace)", what);
-    if (a->tt != NULL && !isnan(o->cursor))
-        a->cursor = (a->m.from_trace ? a->tt->t_begin + o->cursor / 1e3 : o->cursor);
+    if (a->tt == NULL && (!isnan(o->cursor) || !isnan(o->win0)))
+        return bad("--cursor, --window: this %s has no timetable (it is not a training trace)",
+                   what);
+    /* times as the axis counts them: ms from the trace's start, or slots */
+    double base = a->tt != NULL && a->m.from_trace ? a->tt->t_begin : 0;
+    double unit = a->m.from_trace ? 1e-3 : 1;
+    const char *un = a->m.from_trace ? "ms" : "slots";
+    if (a->tt != NULL && !isnan(o->win0)) {
+        double t0 = base + o->win0 * unit, t1 = base + o->win1 * unit;
+        if (t1 <= a->tt->t_begin || t0 >= a->tt->t_end)
+            return bad("--window %g,%g: this %s runs from 0 to %.4g %s", o->win0, o->win1,
+                       what, (a->tt->t_end - base) / unit, un);
+        a->t0 = t0;
+        a->t1 = t1;
+        a->cursor = t0;
+    }
+    if (a->tt != NULL && !isnan(o->cursor)) {
+        double c = base + o->cursor * unit;
+        if (!(c >= a->t0 && c <= a->t1))
+            return bad("--cursor %g: the window shows %.4g to %.4g %s (--train-step, --window "
+                       "move it)", o->cursor, (a->t0 - base) / unit, (a->t1 - base) / unit, un);
+        a->cursor = c;
+    }
     if (o->step >= 0 || (o->view != NULL && !strcmp(o->view, "collective"))) {
         if (a->tt != NULL && a->m.ncalls == 0)
             return bad("this %s has no collective calls: only its timetable", what);

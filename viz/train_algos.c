@@ -573,7 +573,8 @@ void dv_tt_describe_step(const dv_tt *tt, int s, char *buf, size_t len)
         return;
     buf += at, len -= at;
     if (st->bubble >= 0) {
-        at = (size_t)snprintf(buf, len, "bubble %d%% measured", pct(st->bubble));
+        at = (size_t)snprintf(buf, len, "bubble %d%% measured over %d %s", pct(st->bubble),
+                              tt->nranks, strcmp(tt->mode, "pp") == 0 ? "stages" : "ranks");
         if (at < len && st->bubble_model >= 0)
             at += (size_t)snprintf(buf + at, len - at, ", %d%% = (P-1)/(M+P-1) at P=%d, M=%d",
                                    pct(st->bubble_model), tt->stages, tt->micro);
@@ -592,8 +593,11 @@ void dv_tt_describe_step(const dv_tt *tt, int s, char *buf, size_t len)
         snprintf(buf, len, "no communication");
         return;
     }
-    at = (size_t)snprintf(buf, len, "communication %s (%d%% of it waiting), %d%% hidden behind compute",
-                          secs(st->comm, c, sizeof c), pct(st->waiting / st->comm), pct(st->hidden_share));
+    at = (size_t)snprintf(buf, len, "communication %s (%d%% of it waiting), %d%% hidden "
+                          "behind compute", secs(st->comm, c, sizeof c),
+                          pct(st->waiting / st->comm), pct(st->hidden_share));
     if (at < len && st->hidden_best >= 0)
-        snprintf(buf + at, len - at, "; at best %d%%", pct(st->hidden_best));
+        at += (size_t)snprintf(buf + at, len - at, "; at best %d%%", pct(st->hidden_best));
+    if (at < len && tt->nranks > 1)                /* the times add up every rank's */
+        snprintf(buf + at, len - at, " (times summed over %d ranks)", tt->nranks);
 }

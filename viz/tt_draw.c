@@ -109,12 +109,13 @@ static SDL_Color arrow_color(char what, Uint8 alpha)
 
 typedef struct {
     int n;                  /* rows: one per rank (stage), 1..DV_MAX_RANKS */
-    int pp;                 /* tt->mode is "pp": stages, arrows, the stash column */
+    int pp;                 /* pp, or hybrid with stages: arrows, the stash column */
     int label_w;            /* the rows' names left of the lanes */
     SDL_Rect area;          /* the lanes: x..x+w is the window, y..y+h the n rows */
     int row;                /* a row's height: gap/2, compute lane, sep, comm lane, gap/2 */
     int gap, lc, sep, lm;
     int stash_x;            /* pp: x of each row's "stash k"; 0 none */
+    int stage_rows;         /* rows are named "stage s" (pp) rather than "rank r" */
     int axis_y, legend_y, nlegend, keys_y;
     double t0, t1;          /* the window, t1 > t0 */
 } tt_layout;
@@ -130,7 +131,8 @@ static void tt_layout_compute(const dv_view *v, int w, int h, tt_layout *L)
     const dv_tt *tt = v->tt;
     memset(L, 0, sizeof *L);
     L->n = clampi(tt->nranks, 1, DV_MAX_RANKS);
-    L->pp = strcmp(tt->mode, "pp") == 0;
+    L->pp = strcmp(tt->mode, "pp") == 0 || tt->stages > 1;   /* hybrid with stages too */
+    L->stage_rows = strcmp(tt->mode, "pp") == 0;
     L->t0 = v->t0;
     L->t1 = v->t1;
     if (!(L->t1 > L->t0) || !isfinite(L->t0) || !isfinite(L->t1)) {   /* no window: all */
@@ -452,6 +454,8 @@ static void draw_edges(SDL_Renderer *r, dv_text *t, const dv_tt *tt, const tt_la
             /* one font per lane, so that labels read alike: the compute lane's larger */
             dv_font f = lane == 0 && lh >= BODY_H + 6 ? DV_FONT_BODY : DV_FONT_SMALL;
             lane_range(tt, L, reach, q, lane, &i0, &i1);
+            int label_end = INT_MIN;       /* blocks can overlap (hybrid: a bucket beside
+                                            * a pipeline message): no label over another */
             for (int i = i0; i < i1; i++) {
                 const dv_tt_block *k = &tt->blocks[i];
                 if (!span_px(L, k->t0, k->t1, &x0, &x1))
@@ -469,9 +473,11 @@ static void draw_edges(SDL_Renderer *r, dv_text *t, const dv_tt *tt, const tt_la
                     batch_add(r, &e[kind], (SDL_Rect){ x0, y, 1, lh });
                 if (x1 - x0 >= 6 && time_x(L, k->t1) <= L->area.x + L->area.w)
                     batch_add(r, &e[kind], (SDL_Rect){ x1 - 1, y, 1, lh });
-                if (x1 - x0 >= 8 && lh >= SMALL_H - 2)
+                if (x1 - x0 >= 8 && lh >= SMALL_H - 2 && x0 >= label_end) {
                     label_in(t, f, (SDL_Rect){ x0 + 1, y, x1 - x0 - 2, lh },
                              k->step == step ? kind_color(kind) : faded(kind), k->label);
+                    label_end = x1;
+                }
             }
         }
     for (int k = 0; k < DV_TT_NKINDS; k++)
@@ -695,7 +701,7 @@ static void draw_row_names(SDL_Renderer *r, dv_text *t, const tt_layout *L)
         if (q % every != 0)
             continue;
         dv_font f = L->lc >= BODY_H ? DV_FONT_BODY : DV_FONT_SMALL;
-        snprintf(s, sizeof s, "%s %d", L->pp ? "stage" : "rank", q);
+        snprintf(s, sizeof s, "%s %d", L->stage_rows ? "stage" : "rank", q);
         if (PAD + 8 + dv_text_width(t, f, s) > L->area.x - 2)
             snprintf(s, sizeof s, "%d", q);
         int ty = L->lc >= SMALL_H ? y + (L->lc - dv_text_height(t, f)) / 2
@@ -731,7 +737,7 @@ static void draw_legend(SDL_Renderer *r, dv_text *t, const tt_layout *L, int w)
         { "forward", DV_C_FORWARD }, { "backward", DV_C_BACKWARD },
         { "optimizer", DV_C_OPTIMIZER }, { "other compute", DV_C_COMPUTE },
         { "communication", DV_C_COMM }, { "waiting for a peer", DV_C_WAIT },
-        { "idle", -1 },
+        { "idle", -1 }, { "faded: another training step", -2 },
     };
     static const struct { const char *name; char what; } arrows[] = {
         { "activations", 'A' }, { "gradients", 'G' },
@@ -739,6 +745,10 @@ static void draw_legend(SDL_Renderer *r, dv_text *t, const tt_layout *L, int w)
     int x = PAD, y = L->legend_y;
     for (size_t i = 0; i < sizeof items / sizeof items[0]; i++) {
         SDL_Rect sw = { legend_item(t, L, &x, &y, w, 10, items[i].name), y + 2, 10, 10 };
+        if (items[i].kind == -2) {        /* faded: as draw_fills fades a backward */
+            fill(r, faded(DV_TT_BACKWARD), sw.x, sw.y, sw.w, sw.h);
+            continue;
+        }
         if (items[i].kind < 0) {
             fill(r, LANE, sw.x, sw.y, sw.w, sw.h);
             set_color(r, OUTLINE);
