@@ -652,6 +652,11 @@ START_TEST(tt_steps_and_calls)
     ck_assert_msg(fabs(a.cursor - tc) < (a.t1 - a.t0) / 100, "cursor %g", a.cursor);
     press(&a, SDLK_t, 0);                        /* that call, chunk by chunk */
     ck_assert(!a.timetable && (int)a.pos == a.m.calls[1].first_pos);
+    dv_view cv;
+    dv_app_view(&a, &cv);                        /* the header says what it was for */
+    ck_assert_msg(cv.tt == NULL && cv.context != NULL &&
+                  strncmp(cv.context, "training step 2, ", 17) == 0, "context %s",
+                  cv.context != NULL ? cv.context : "(none)");
     press(&a, SDLK_RIGHT, 0);
     press(&a, SDLK_t, 0);                        /* back, on the same step */
     ck_assert(a.timetable && a.tt_step == 1 && a.call == 1);

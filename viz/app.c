@@ -581,6 +581,17 @@ void dv_app_view(dv_app *a, dv_view *v)
     *v = (dv_view){ .pos = a->pos, .help = a->help, .playing = a->playing,
                     .speed = a->speed, .note = a->note[0] ? a->note : NULL,
                     .cache = a->cache, .call = a->call };
+    if (a->tt != NULL && !a->timetable) {    /* what the call shown was for */
+        int call, k, b = 0;
+        dv_pos_split(&a->m, (int)a->pos, &call, &k);
+        while (b < a->tt->nblocks && (call < 0 || a->tt->blocks[b].call != call))
+            b++;
+        if (b < a->tt->nblocks) {
+            snprintf(a->context, sizeof a->context, "training step %d, %s (t: the timetable)",
+                     a->tt->blocks[b].step, a->tt->blocks[b].label);
+            v->context = a->context;
+        }
+    }
     if (a->tt != NULL && a->timetable) {
         v->tt = a->tt;
         v->tt_step = a->tt_step;

@@ -34,6 +34,7 @@ typedef struct {
     int press_x, press_y, dragged;     /* a left button held on the timetable */
     double press_t0, press_t1;
     char tt_logged[160];        /* the timetable's line last logged */
+    char context[96];           /* the collective view's "training step 2, bucket 1" */
 } dv_app;
 
 /* Starts a at position 0, paused, taking m over (m is left empty). algo and count say

@@ -479,7 +479,12 @@ static void draw_header(dv_text *t, const dv_model *m, const dv_view *v, const d
         dv_text_draw(t, DV_FONT_BODY, L->w - PAD - dv_text_width(t, DV_FONT_BODY, sp),
                      PAD / 2 + 3, DIM, sp);
     }
-    text_fit(t, DV_FONT_TITLE, PAD, PAD / 2, right - PAD, TEXT, m->title);
+    if (v->context != NULL) {              /* what this call was for, then the title */
+        snprintf(s, sizeof s, "%s  \xc2\xb7  %s", v->context, m->title);
+        text_fit(t, DV_FONT_TITLE, PAD, PAD / 2, right - PAD, TEXT, s);
+    } else {
+        text_fit(t, DV_FONT_TITLE, PAD, PAD / 2, right - PAD, TEXT, m->title);
+    }
     dv_pos_describe(m, pos, s, sizeof s);
     text_fit(t, DV_FONT_BODY, PAD, PAD / 2 + TITLE_H, L->w - 2 * PAD, TEXT, s);
     dv_step_text(m, pos, s, sizeof s);

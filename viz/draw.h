@@ -114,6 +114,9 @@ typedef struct {
                                     * outside [t0, t1]: none */
     int call;                      /* a collective call picked in the timetable, drawn
                                     * highlighted; -1 none */
+    const char *context;           /* the collective view of a training trace: what the
+                                    * call was for ("training step 2, bucket 1"), put
+                                    * before the title; NULL none */
 } dv_view;
 
 /* The keys, {key, what it does} pairs ending with {NULL, NULL}: the help overlay and

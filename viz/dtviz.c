@@ -405,6 +405,7 @@ static int headless(const options *o, dv_app *a)
     if (o->png != NULL) {
         dv_app_view(a, &v);
         v.cache = NULL;
+        v.speed = 0;                       /* a picture: no "playing" corner */
         if (dv_render_png(&a->m, &v, o->w, o->h, o->png, err, sizeof err) != 0) {
             fprintf(stderr, "dtviz: %s\n", err);
             return 1;
@@ -428,6 +429,7 @@ static int headless(const options *o, dv_app *a)
                 a->pos = p;
             dv_app_view(a, &v);
             v.cache = NULL;
+            v.speed = 0;
             snprintf(path, sizeof path, "%.*s/frame-%04d.png", n, o->frames, p);
             if (dv_render_png(&a->m, &v, o->w, o->h, path, err, sizeof err) != 0) {
                 fprintf(stderr, "dtviz: %s\n", err);
