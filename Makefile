@@ -196,7 +196,7 @@ $(BUILD)/tests/viz_%: $(BUILD)/obj/tests/viz_%.o $(VIZ_OBJ)
 	@mkdir -p $(dir $@)
 	$(VCC) $(VCFLAGS) $^ $(CHECK_LIBS) $(VLIBS) -o $@
 
-# libFuzzer on the trace reader and the viewer's model (tests/run.sh runs it for a
+# libFuzzer on the trace reader, the viewer's model and its timetable (tests/run.sh runs it for a
 # bounded time); built from the sources with clang, AddressSanitizer and UBSan.
 FUZZ_SRC := tests/fuzz_trace.c viz/model.c viz/replay.c viz/algos.c viz/timetable.c \
             viz/train_algos.c lib/trace_read.c lib/schedule.c lib/units.c

@@ -11,10 +11,12 @@
 #      0), with --help (exit 0) and with --bogus (a usage error: exit 2)
 #   4. $BUILD/dttrace on a trace that a lesson wrote with --trace
 #   5. the training driver, $BUILD/train: every mode, impossible combinations, a trace
-#   6. the viewer, $BUILD/dtviz: its model against lesson traces, pictures read back
-#      pixel by pixel, keys under SDL's dummy driver and in a real window under Xvfb,
-#      every algorithm drawn headless, bad input, corrupted traces, libFuzzer on the
-#      trace reader and the model for a bounded time, and `make demo` without a display
+#   6. the viewer, $BUILD/dtviz: its model against lesson traces, the training
+#      timetable against every mode's trace and lib/schedule, pictures read back pixel
+#      by pixel, keys under SDL's dummy driver and in a real window under Xvfb, every
+#      algorithm drawn headless, bad input, corrupted traces, libFuzzer on the trace
+#      reader, the model and the timetable for a bounded time, and `make demo` without
+#      a display
 #   7. the grader (tests/grade/grade.sh): full marks for dtlab's reference, zero for the
 #      untouched exercises, planted mistakes losing points with the right message,
 #      hidden tests, bad settings
