@@ -339,7 +339,8 @@ static void train_text(const dt_train_config *c, int n, char *s, size_t len)
     if (c->mode == DT_MODE_PP || (hybrid && P > 1)) {
         pair(s, len, "schedule %s", c->schedule == DT_PP_GPIPE ? "gpipe" : "1f1b");
         pair(s, len, "stages %d", P);
-        pair(s, len, "micro %d", c->micro * c->accum);      /* per step */
+        /* per step, as the run cuts it: one stage runs the batch whole, M = 1 */
+        pair(s, len, "micro %d", (P > 1 ? c->micro : 1) * c->accum);
     }
     if (c->mode == DT_MODE_DDP || (hybrid && D > 1)) {
         pair(s, len, "bucket_kb %d", c->bucket_kb);
