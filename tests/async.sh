@@ -15,7 +15,7 @@
 #      bound says one run is faster than the other
 #   3. a straggler that cannot be: --slow-rank without --slow-ms, a slow rank out of
 #      range, a negative delay; and the lesson's own bad values: exit 2 on every rank
-#   4. the lesson's trace replays in dtviz (--png --step 1)
+#   4. the lesson's trace replays in dtviz: its timetable, step 2 (--png --train-step 2)
 #
 # run.sh sources this file and calls async_tests; it uses run.sh's run, report, now,
 # since, missing, $tmp, $log, $BUILD and $MPIEXEC, and bad_run from tests/badinput.sh.
@@ -94,8 +94,8 @@ async_tests() {
     local trace=$tmp/async.trace png=$tmp/async.png
     run "lesson 21_async --trace (3 ranks)" 0 env MPIEXEC_TIMEOUT=60 "$MPIEXEC" -n 3 \
         "$lesson" --steps 4 --trace "$trace"
-    run "dtviz --png --step 1 on its trace" 0 ${limit[@]+"${limit[@]}"} \
-        "$BUILD/dtviz" --png "$png" --step 1 "$trace"
+    run "dtviz --png --train-step 2 on its trace" 0 ${limit[@]+"${limit[@]}"} \
+        "$BUILD/dtviz" --png "$png" --train-step 2 "$trace"
     head -c 4 "$png" 2>/dev/null | grep -q PNG &&
         report "dtviz drew the async trace" 1 "$(wc -c <"$png") bytes" ||
         report "dtviz drew the async trace" 0 "no PNG at $png"
