@@ -315,3 +315,80 @@ int dt_pp_draw(int schedule, int P, int M, int tb, char *buf, size_t len)
     free(start);
     return at > (size_t)INT_MAX ? -1 : (int)at;
 }
+
+/* ==== DDP buckets ==== */
+
+/* Bad input, or a step that would not fit in an int (its length is at most 3L + cL + 1). */
+static int ddp_bad(int L, int B, int c)
+{
+    return L < 1 || B < 1 || B > L || c < 0 || (3LL + c) * L + 1 > INT_MAX / 2;
+}
+
+void dt_ddp_bucket_layers(int L, int B, int b, int *lo, int *hi)
+{
+    size_t p, q;              /* positions in backward order: layer L-1 is position 0 */
+    if (ddp_bad(L, B, 0) || b < 0 || b >= B) {
+        *lo = *hi = -1;
+        return;
+    }
+    dt_chunk_bounds((size_t)L, B, b, &p, &q);
+    *lo = L - (int)q;
+    *hi = L - (int)p;
+}
+
+/* The thread in bucket order: bucket b starts when it is ready (the backward of its
+ * lowest layer lo has ended, at L + 2 (L - lo); without overlap, backward's end 3L) and
+ * the thread is free. */
+int dt_ddp_timetable(int L, int B, int c, int overlap, int *fwd, int *bwd, int *ar0,
+                     int *ar1, int *opt)
+{
+    if (ddp_bad(L, B, c) || (overlap != 0 && overlap != 1))
+        return -1;
+    for (int i = 0; i < L; i++) {
+        if (fwd)
+            fwd[i] = i;
+        if (bwd)
+            bwd[i] = L + 2 * (L - 1 - i);
+    }
+    int free_at = 0;
+    for (int b = 0; b < B; b++) {
+        int lo, hi;
+        dt_ddp_bucket_layers(L, B, b, &lo, &hi);
+        int ready = overlap ? L + 2 * (L - lo) : 3 * L;
+        int t = ready > free_at ? ready : free_at;
+        free_at = t + c * (hi - lo);
+        if (ar0)
+            ar0[b] = t;
+        if (ar1)
+            ar1[b] = free_at;
+    }
+    if (opt)                  /* the last bucket, layer 0's, is ready when backward ends */
+        *opt = free_at;
+    return free_at + 1;
+}
+
+/* In layers: bucket k holds [lo, hi), so p_k = L - hi (the layers above it) and
+ * L - q_k = lo (the layers below it, whose backward is still to come). */
+int dt_ddp_hidden(int L, int B, int c, int overlap)
+{
+    if (ddp_bad(L, B, c) || (overlap != 0 && overlap != 1))
+        return -1;
+    int hidden = overlap ? INT_MAX : 0;
+    for (int k = 0; overlap && k < B; k++) {
+        int lo, hi;
+        dt_ddp_bucket_layers(L, B, k, &lo, &hi);
+        int bound = c * (L - hi) + 2 * lo;
+        hidden = bound < hidden ? bound : hidden;
+    }
+    return hidden;
+}
+
+int dt_ddp_hidden_best(int L, int B, int c)
+{
+    if (ddp_bad(L, B, c))
+        return -1;
+    int lo, hi;
+    dt_ddp_bucket_layers(L, B, B - 1, &lo, &hi);
+    int all_but_last = c * (L - (hi - lo));
+    return all_but_last < 2 * L ? all_but_last : 2 * L;
+}

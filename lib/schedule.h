@@ -139,4 +139,71 @@ int dt_pp_timetable(int schedule, int P, int M, int tb, int *start);
  * Returns the length the whole drawing needs (as snprintf does), or -1 on bad input. */
 int dt_pp_draw(int schedule, int P, int M, int tb, char *buf, size_t len);
 
+/* ==== DDP buckets ====
+ * One data-parallel step of L layers on a clock of slots, as lib/parallel/ddp.c runs it
+ * with its communication thread. Every rank computes the same, so one rank's timetable
+ * is every rank's:
+ *   compute  the forwards of layers 0 .. L-1 (1 slot each, slots 0 .. L), then the
+ *            backwards of layers L-1 .. 0 (2 slots each, dW and dx, as dt_pp_timetable's
+ *            tb = 2; slots L .. 3L), then the optimizer (1 slot), once backward has ended
+ *            and the last bucket is reduced.
+ *   buckets  B runs of consecutive layers in backward order: bucket b holds part b of
+ *            the layers L-1, L-2, .. 0 cut as dt_chunk_bounds cuts elements, so bucket 0
+ *            holds the last layers (the ones backward reaches first) and, when L does not
+ *            divide by B, the first L % B buckets one layer more. (ddp.c cuts by bytes,
+ *            --bucket-kb: a bucket closes when the next layer would overflow it, so with
+ *            equal layers the odd-sized bucket is the last one, layer 0's. Both put the
+ *            larger buckets first; here B is chosen instead of a size.)
+ *   comm     bucket b's allreduce takes c slots per layer it holds (c >= 0: cheap or dear
+ *            communication; c does not depend on the ranks, as a ring's bytes per rank,
+ *            2(N-1)/N of the bucket, hardly do). One thread runs the allreduces in
+ *            bucket order: with overlap, bucket b starts when the backward of its last
+ *            layer (its lowest) has ended and bucket b-1's allreduce is done; without,
+ *            when backward has ended and bucket b-1 is done.
+ *
+ *     L = 6, B = 3, c = 1, overlap on: buckets {5,4} {3,2} {1,0}, ready at 10, 14, 18
+ *     slot     0  1  2  3  4  5  6  7  8  9  10 11 12 13 14 15 16 17 18 19 20
+ *     compute  F0 F1 F2 F3 F4 F5 B5 B5 B4 B4 B3 B3 B2 B2 B1 B1 B0 B0 .  .  opt
+ *     comm     .  .  .  .  .  .  .  .  .  .  b0 b0 .  .  b1 b1 .  .  b2 b2 .
+ *     21 slots, 4 of the 6 allreduce slots under backward; without overlap b0 b1 b2
+ *     run at 18, 20, 22, none hidden, and the step takes 25 = 3L + cL + 1.
+ *
+ * The length. Without overlap it is the serial sum, 3L + cL + 1. With overlap, write
+ * p_k for the layers of the buckets before bucket k and q_k = p_k + (bucket k's layers):
+ * bucket k is ready at L + 2 q_k and the thread still has c (L - p_k) slots to run from
+ * then, so the last allreduce ends at max over k of L + 2 q_k + c (L - p_k) (the k = B-1
+ * term, 3L + c * (the last bucket's layers), is at least backward's end), and the
+ * optimizer's slot follows.
+ * What overlap hides (the allreduce slots that run under backward, which ends at 3L): no
+ * more, for every k, than the buckets before k (c p_k, all the thread may run before
+ * bucket k is ready) plus the backward still to come after it (2 (L - q_k)); a thread
+ * that never idles while a bucket waits reaches the least of these:
+ *     hidden = min over k of  c p_k + 2 (L - q_k)      (0 without overlap)
+ * (in layers, bucket k holding [lo, hi): the allreduces of the layers above it plus the
+ * backward of those below it, c (L - hi) + 2 lo).
+ * k = B-1 gives c (L - n_last), every bucket but the last; k = 0 gives 2 (L - n_0), the
+ * backward left once bucket 0 is ready. The viewer's yardstick, "at best" (viz
+ * timetable.h, hidden_best), is every bucket but the last, at most the whole backward:
+ *     best = min(c (L - n_last), 2L)
+ * hidden reaches it when the buckets are equal and c <= 2 (communication keeps up with
+ * backward). The shares are hidden / (cL) and best / (cL).
+ * The int functions below return -1 for L < 1, B < 1, B > L, c < 0, overlap not 0 or
+ * 1, or a step longer than INT_MAX / 2 slots. */
+
+/* Bucket b holds layers [*lo, *hi): consecutive, bucket 0 ending at L and bucket B-1
+ * starting at 0. *lo = *hi = -1 on bad input or b outside 0..B-1. */
+void dt_ddp_bucket_layers(int L, int B, int b, int *lo, int *hi);
+
+/* Lays one step on the clock. Writes fwd[i] and bwd[i] (L entries each): the slots where
+ * layer i's forward and backward start; ar0[b] and ar1[b] (B entries each): where bucket
+ * b's allreduce starts and ends (ar1 = ar0 + c * its layers); *opt: where the optimizer
+ * starts. Any of them may be NULL. Returns the step's length in slots, *opt + 1. */
+int dt_ddp_timetable(int L, int B, int c, int overlap, int *fwd, int *bwd, int *ar0,
+                     int *ar1, int *opt);
+
+/* The allreduce slots under backward, min over k of c p_k + 2 (L - q_k), 0 without
+ * overlap; and the viewer's best, min(c (L - n_last), 2L), whatever the overlap. */
+int dt_ddp_hidden(int L, int B, int c, int overlap);
+int dt_ddp_hidden_best(int L, int B, int c);
+
 #endif /* DT_SCHEDULE_H */

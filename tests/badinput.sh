@@ -238,7 +238,14 @@ badinput_tests() {
         "--step 1 --cursor 2" "--train-step 1 --view collective" "--window x" \
         "--window 5,1" "--window 1" "--window 1,inf" "--algo gpipe --window 100,200 --png $png" \
         "--algo ring-allreduce --window 1,2 --png $png" "--algo 1f1b --cursor 99 --png $png" \
-        "--algo 1f1b --window 2,5 --cursor 9 --png $png"
+        "--algo 1f1b --window 2,5 --cursor 9 --png $png" \
+        "--layers 0" "--layers 65" "--layers x" "--buckets 0" "--buckets 65" "--comm 0" \
+        "--comm 17" "--comm -1" "--algo ddp --buckets 7 --png $png" \
+        "--algo ddp --layers 4 --buckets 5 --png $png" "--algo ddp --stages 3 --png $png" \
+        "--algo ddp --micro 3 --png $png" "--algo ddp --count 3 --png $png" \
+        "--algo ddp --ranks 65 --png $png" "--algo gpipe --layers 3 --png $png" \
+        "--algo 1f1b --buckets 2 --png $png" "--algo ring-allreduce --comm 2 --png $png" \
+        "--no-overlap --png $png" "--stages 3 --png $png" "$tmp/a-file --buckets 2"
 
     # ---- the grader: make grade's settings, and each exercise's grading program
     bad_name=grade

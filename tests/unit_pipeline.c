@@ -9,6 +9,10 @@
  * where GPipe stashes M, and both lose (P-1)/(M+P-1) of the step to the bubble (GPipe
  * paper, section 2.3).
  *
+ * The DDP bucket timetable is played the same way: a slot-by-slot simulation of ddp.c's
+ * two threads (backward reports layers, ready buckets leave in order, one thread reduces
+ * them) against dt_ddp_timetable, and its closed forms against the simulation.
+ *
  *   build/tests/unit_pipeline            (CK_FORK=no to debug under gdb)
  */
 #include <check.h>
@@ -277,6 +281,190 @@ START_TEST(test_draw)
 }
 END_TEST
 
+/* ==== DDP buckets ==== */
+
+enum { LMAX = 13, CMAX = 5 };
+
+/* What the simulation saw: the bucket of each layer, and the clock. */
+typedef struct {
+    int bucket_of[LMAX], size[LMAX];
+    int fwd[LMAX], bwd[LMAX], ar0[LMAX], ar1[LMAX], opt, T;
+} ddp_ref;
+
+/* Plays one step slot by slot, as ddp.c runs it: the main thread runs F0 .. F(L-1),
+ * B(L-1) .. B0 and reports each layer when its backward ends; with overlap the ready
+ * buckets are launched in order (bucket b only after bucket b-1), without overlap all of
+ * them when backward ends; the communication thread takes the launched buckets one at a
+ * time; the optimizer waits for both. Buckets are cut here on their own: walking from
+ * the last layer, L / B layers each, one more for the first L % B. */
+static void ddp_simulate(int L, int B, int c, int overlap, ddp_ref *r)
+{
+    int left[LMAX], layer = L - 1, op = 0, op_end = 0, launched = 0, reduced = 0,
+        busy_until = -1;
+    memset(r, 0, sizeof *r);
+    for (int b = 0; b < B; b++) {
+        r->size[b] = L / B + (b < L % B);
+        for (int k = 0; k < r->size[b]; k++)
+            r->bucket_of[layer--] = b;
+        left[b] = r->size[b];
+    }
+    r->opt = -1;
+    for (int t = 0; r->opt < 0; t++) {
+        /* main thread: an operation ends at t, the next begins */
+        if (t == op_end) {
+            if (op >= L && op < 2 * L)                 /* B of layer 2L-1-op ended */
+                left[r->bucket_of[2 * L - 1 - op]]--;
+            op += t > 0;                                /* F0 begins at t = 0 */
+            if (op < L)
+                r->fwd[op] = t, op_end = t + 1;
+            else if (op < 2 * L)
+                r->bwd[2 * L - 1 - op] = t, op_end = t + 2;
+            else
+                op_end = -1;                            /* backward over: the optimizer */
+        }
+        while (launched < B && left[launched] == 0 && (overlap || op == 2 * L))
+            launched++;
+        /* the communication thread: finish, then start (c = 0 takes no time) */
+        for (;;) {
+            if (busy_until == t)
+                r->ar1[reduced++] = t, busy_until = -1;
+            if (busy_until < 0 && reduced < launched) {
+                r->ar0[reduced] = t;
+                busy_until = t + c * r->size[reduced];
+                continue;
+            }
+            break;
+        }
+        if (op == 2 * L && reduced == B)
+            r->opt = t, r->T = t + 1;
+    }
+}
+
+START_TEST(test_ddp_timetable)
+{
+    int fwd[LMAX], bwd[LMAX], ar0[LMAX], ar1[LMAX], opt;
+    for (int L = 1; L <= LMAX; L++)
+        for (int B = 1; B <= L; B++)
+            for (int c = 0; c <= CMAX; c++)
+                for (int ov = 0; ov < 2; ov++) {
+                    ddp_ref r;
+                    ddp_simulate(L, B, c, ov, &r);
+                    int T = dt_ddp_timetable(L, B, c, ov, fwd, bwd, ar0, ar1, &opt);
+                    REQUIRE(T == r.T && opt == r.opt, "ddp L %d B %d c %d overlap %d: %d "
+                            "slots, optimizer at %d; the simulation: %d, %d", L, B, c, ov,
+                            T, opt, r.T, r.opt);
+                    for (int i = 0; i < L; i++)
+                        REQUIRE(fwd[i] == r.fwd[i] && bwd[i] == r.bwd[i], "ddp L %d B %d c "
+                                "%d overlap %d: layer %d F at %d, B at %d; the simulation: "
+                                "%d, %d", L, B, c, ov, i, fwd[i], bwd[i], r.fwd[i], r.bwd[i]);
+                    int hidden = 0, last = 0;
+                    for (int b = 0; b < B; b++) {
+                        int lo, hi;
+                        dt_ddp_bucket_layers(L, B, b, &lo, &hi);
+                        for (int i = 0; i < L; i++)
+                            REQUIRE((i >= lo && i < hi) == (r.bucket_of[i] == b), "ddp L %d "
+                                    "B %d: bucket %d is layers [%d, %d), layer %d is in "
+                                    "bucket %d", L, B, b, lo, hi, i, r.bucket_of[i]);
+                        REQUIRE(ar0[b] == r.ar0[b] && ar1[b] == r.ar1[b], "ddp L %d B %d c "
+                                "%d overlap %d: bucket %d at [%d, %d); the simulation: "
+                                "[%d, %d)", L, B, c, ov, b, ar0[b], ar1[b], r.ar0[b],
+                                r.ar1[b]);
+                        /* under backward, [L, 3L): nothing is sent before L */
+                        int e = ar1[b] < 3 * L ? ar1[b] : 3 * L;
+                        hidden += e > ar0[b] ? e - ar0[b] : 0;
+                        last = r.size[b];
+                    }
+                    REQUIRE(dt_ddp_hidden(L, B, c, ov) == hidden, "ddp L %d B %d c %d "
+                            "overlap %d: dt_ddp_hidden %d, the timetable hides %d", L, B, c,
+                            ov, dt_ddp_hidden(L, B, c, ov), hidden);
+                    int best = imin(c * (L - last), 2 * L);
+                    REQUIRE(dt_ddp_hidden_best(L, B, c) == best && hidden <= best,
+                            "ddp L %d B %d c %d: best %d, want min(c (L - %d), 2L) = %d, "
+                            "hidden %d", L, B, c, dt_ddp_hidden_best(L, B, c), last, best,
+                            hidden);
+                    if (ov && L % B == 0 && c <= 2)
+                        REQUIRE(hidden == best, "ddp L %d B %d c %d: equal buckets, cheap "
+                                "communication, hidden %d, not the best %d", L, B, c,
+                                hidden, best);
+                    /* the length's closed form (schedule.h) */
+                    int want = 3 * L + c * L + 1;
+                    for (int k = 0, p = 0; ov && k < B; p += r.size[k++]) {
+                        int end = L + 2 * (p + r.size[k]) + c * (L - p);
+                        want = k == 0 || end + 1 > want ? end + 1 : want;
+                    }
+                    REQUIRE(T == want, "ddp L %d B %d c %d overlap %d: %d slots, the closed "
+                            "form says %d", L, B, c, ov, T, want);
+                }
+}
+END_TEST
+
+/* Cases worked by hand (the picture in schedule.h; one bucket; a bucket per layer; free
+ * communication; uneven buckets), then bad input. */
+START_TEST(test_ddp_cases)
+{
+    int fwd[8], bwd[8], ar0[8], ar1[8], opt, lo, hi;
+    static const struct {
+        int L, B, c, ov, T, opt, ar0[4], ar1[4], hidden, best;
+    } cases[] = {
+        { 6, 3, 1, 1, 21, 20, { 10, 14, 18 }, { 12, 16, 20 }, 4, 4 },
+        { 6, 3, 1, 0, 25, 24, { 18, 20, 22 }, { 20, 22, 24 }, 0, 4 },
+        { 1, 1, 3, 1, 7, 6, { 3 }, { 6 }, 0, 0 },
+        { 4, 1, 2, 1, 21, 20, { 12 }, { 20 }, 0, 0 },
+        { 4, 4, 1, 1, 14, 13, { 6, 8, 10, 12 }, { 7, 9, 11, 13 }, 3, 3 },
+        { 4, 4, 3, 1, 19, 18, { 6, 9, 12, 15 }, { 9, 12, 15, 18 }, 6, 8 },
+        { 5, 2, 0, 1, 16, 15, { 11, 15 }, { 11, 15 }, 0, 0 },
+        { 5, 2, 0, 0, 16, 15, { 15, 15 }, { 15, 15 }, 0, 0 },
+        { 7, 3, 2, 1, 28, 27, { 13, 19, 23 }, { 19, 23, 27 }, 8, 10 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int L = cases[i].L, B = cases[i].B, c = cases[i].c, ov = cases[i].ov;
+        int T = dt_ddp_timetable(L, B, c, ov, fwd, bwd, ar0, ar1, &opt);
+        REQUIRE(T == cases[i].T && opt == cases[i].opt, "ddp L %d B %d c %d overlap %d: %d "
+                "slots, optimizer at %d; want %d, %d", L, B, c, ov, T, opt, cases[i].T,
+                cases[i].opt);
+        for (int b = 0; b < B; b++)
+            REQUIRE(ar0[b] == cases[i].ar0[b] && ar1[b] == cases[i].ar1[b], "ddp L %d B %d "
+                    "c %d overlap %d: bucket %d at [%d, %d), want [%d, %d)", L, B, c, ov, b,
+                    ar0[b], ar1[b], cases[i].ar0[b], cases[i].ar1[b]);
+        for (int l = 0; l < L; l++)
+            REQUIRE(fwd[l] == l && bwd[l] == L + 2 * (L - 1 - l), "ddp L %d: layer %d F at "
+                    "%d, B at %d", L, l, fwd[l], bwd[l]);
+        REQUIRE(dt_ddp_hidden(L, B, c, ov) == cases[i].hidden &&
+                dt_ddp_hidden_best(L, B, c) == cases[i].best, "ddp L %d B %d c %d overlap "
+                "%d: hidden %d, best %d; want %d, %d", L, B, c, ov, dt_ddp_hidden(L, B, c, ov),
+                dt_ddp_hidden_best(L, B, c), cases[i].hidden, cases[i].best);
+    }
+    /* without overlap, the serial sum: 3L + cL + 1 */
+    for (int L = 1; L <= LMAX; L++)
+        for (int B = 1; B <= L; B++)
+            REQUIRE(dt_ddp_timetable(L, B, 2, 0, NULL, NULL, NULL, NULL, NULL) == 5 * L + 1,
+                    "ddp L %d B %d c 2 without overlap: not 5L + 1 slots", L, B);
+    /* the cut: 7 layers in 3 buckets are {6,5,4} {3,2} {1,0}; a bucket per layer */
+    dt_ddp_bucket_layers(7, 3, 0, &lo, &hi);
+    ck_assert(lo == 4 && hi == 7);
+    dt_ddp_bucket_layers(7, 3, 2, &lo, &hi);
+    ck_assert(lo == 0 && hi == 2);
+    dt_ddp_bucket_layers(5, 5, 1, &lo, &hi);
+    ck_assert(lo == 3 && hi == 4);
+    /* bad input */
+    static const int bad[][4] = { { 0, 1, 1, 1 }, { 3, 0, 1, 1 }, { 3, 4, 1, 1 },
+                                  { 3, 3, -1, 1 }, { 3, 3, 1, 2 }, { 3, 3, 1, -1 },
+                                  { 1 << 20, 1, 1 << 20, 1 } };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const int *x = bad[i];
+        REQUIRE(dt_ddp_timetable(x[0], x[1], x[2], x[3], fwd, bwd, ar0, ar1, &opt) == -1 &&
+                dt_ddp_hidden(x[0], x[1], x[2], x[3]) == -1, "ddp L %d B %d c %d overlap "
+                "%d: not refused", x[0], x[1], x[2], x[3]);
+        REQUIRE((x[3] != 0 && x[3] != 1) || dt_ddp_hidden_best(x[0], x[1], x[2]) == -1,
+                "ddp L %d B %d c %d: best not refused", x[0], x[1], x[2]);
+    }
+    dt_ddp_bucket_layers(3, 3, 3, &lo, &hi);
+    ck_assert(lo == -1 && hi == -1);
+    dt_ddp_bucket_layers(3, 3, -1, &lo, &hi);
+    ck_assert(lo == -1 && hi == -1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("pipeline");
@@ -287,6 +475,8 @@ int main(void)
     tcase_add_test(tc, test_bubble);
     tcase_add_test(tc, test_edges);
     tcase_add_test(tc, test_draw);
+    tcase_add_test(tc, test_ddp_timetable);
+    tcase_add_test(tc, test_ddp_cases);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return unit_run(s);

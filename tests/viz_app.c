@@ -572,8 +572,17 @@ START_TEST(tt_keys_window)
     press(&a, SDLK_m, 1);
     press(&a, SDLK_m, 1);
     ck_assert(a.micro == 6 && a.tt->micro == 6);
-    press(&a, SDLK_a, 0);                        /* and back */
-    ck_assert(a.tt->schedule == 0 && a.train_algo == 0);
+    press(&a, SDLK_a, 0);                        /* 1f1b -> ddp, in its default shape */
+    ck_assert(a.train_algo == DV_TRAIN_DDP && a.tt != NULL && !strcmp(a.tt->mode, "ddp"));
+    ck_assert(a.m.nranks == 3 && a.ddp.layers == 6 && a.ddp.buckets == 3);
+    press(&a, SDLK_n, 0);                        /* n, m: its ranks and buckets */
+    press(&a, SDLK_m, 1);
+    ck_assert(a.ddp.ranks == 2 && a.m.nranks == 2 && a.ddp.buckets == 4 && a.m.ncalls == 4);
+    for (int i = 0; i < 3; i++)                  /* 6 layers: 6 buckets at most, then a note */
+        press(&a, SDLK_m, 1);
+    ck_assert(a.ddp.buckets == 6 && a.m.ncalls == 6 && a.note[0] != '\0');
+    press(&a, SDLK_a, 0);                        /* and back, the pipeline as it was */
+    ck_assert(a.tt->schedule == 0 && a.train_algo == 0 && a.stages == 4 && a.micro == 6);
     dv_app_free(&a);
 }
 END_TEST
@@ -678,6 +687,38 @@ START_TEST(tt_steps_and_calls)
 }
 END_TEST
 
+/* The built-in ddp: a click on a bucket picks its ring allreduce, and t shows it chunk by
+ * chunk, named as the bucket it reduces. */
+START_TEST(tt_ddp_click)
+{
+    dv_app a;
+    dv_model m;
+    char err[256];
+    dv_ddp_shape d = DV_DDP_DEFAULT;
+    ck_assert_msg(dv_model_train_ddp(&m, d, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(dv_app_init(&a, &m, -1, 0, W, H, NULL), 0);
+    dv_app_train_ddp(&a, d);
+    ck_assert(a.tt != NULL && a.timetable && a.m.ncalls == 3);
+    int x, y, b;
+    double tc = 15;                              /* bucket 1 runs over slots 14 .. 16 */
+    ck_assert_msg(tt_point(&a, 2, 1, tc, &x, &y), "no pixel for rank 2's comm lane");
+    b = dv_tt_block_at(a.tt, 2, 1, tc);
+    ck_assert_msg(b >= 0 && !strcmp(a.tt->blocks[b].label, "bucket 1"), "block %d", b);
+    push_button(SDL_MOUSEBUTTONDOWN, x, y);
+    push_button(SDL_MOUSEBUTTONUP, x, y);
+    dv_app_pump(&a);
+    ck_assert_msg(a.call == 1, "the click picked call %d", a.call);
+    press(&a, SDLK_t, 0);
+    ck_assert(!a.timetable && (int)a.pos == a.m.calls[1].first_pos);
+    ck_assert_int_eq(a.m.calls[1].nframes, 4);   /* 2(N-1) ring steps */
+    dv_view cv;
+    dv_app_view(&a, &cv);
+    ck_assert_msg(cv.context != NULL && strstr(cv.context, "bucket 1") != NULL, "context %s",
+                  cv.context != NULL ? cv.context : "(none)");
+    dv_app_free(&a);
+}
+END_TEST
+
 /* The timetable drawn: a compute block shows its kind's colour, idle shows none of the
  * kinds', and the picture changes with the window. */
 START_TEST(tt_draw_pixels)
@@ -732,6 +773,7 @@ int main(void)
     tcase_add_test(tc, run_loop);
     tcase_add_test(tc, tt_keys_window);
     tcase_add_test(tc, tt_steps_and_calls);
+    tcase_add_test(tc, tt_ddp_click);
     tcase_add_test(tc, tt_draw_pixels);
     suite_add_tcase(s, tc);
     return unit_run(s);

@@ -16,6 +16,13 @@
  *             events; steps those of the compute events, comm in the step its rank had
  *             begun; the measures summed again, and described; the same timetable from
  *             the trace without its "# train" line.
+ *   ddp       the built-in ddp at N = 1, 2, 3, 5 ranks, L = 1..9 layers, B = 1..L buckets
+ *             (uneven too), C = 1..3 slots a layer, with and without overlap, against
+ *             lib/schedule: each rank's compute blocks at dt_ddp_timetable's slots in
+ *             forward then backward order, one "bucket b" block per bucket at its
+ *             allreduce's slots, picking a ring allreduce over the N ranks that leaves
+ *             every rank with the sum; the hidden share and its best are dt_ddp_hidden's
+ *             and dt_ddp_hidden_best's over CL; bad shapes refused.
  *   odd       "# train" lines that lie: built or refused, never broken.
  *   pixels    the built-in pipelines drawn headless: stage s's compute lane is filled
  *             with the forward or backward colour exactly where dt_pp_timetable says it
@@ -358,12 +365,14 @@ END_TEST
 START_TEST(test_builtin_names)
 {
     REQUIRE(dv_train_algos[0] && !strcmp(dv_train_algos[0], "gpipe") && dv_train_algos[1] &&
-            !strcmp(dv_train_algos[1], "1f1b") && dv_train_algos[2] == NULL,
-            "dv_train_algos is not {gpipe, 1f1b, NULL}");
-    REQUIRE(dv_train_algo_index("gpipe") == 0 && dv_train_algo_index("1f1b") == 1,
-            "dv_train_algo_index: gpipe %d, 1f1b %d", dv_train_algo_index("gpipe"),
-            dv_train_algo_index("1f1b"));
-    const char *bad[] = { "bogus", "", "gpipe ", "1f1", "ring-allreduce" };
+            !strcmp(dv_train_algos[1], "1f1b") && dv_train_algos[2] &&
+            !strcmp(dv_train_algos[2], "ddp") && dv_train_algos[3] == NULL,
+            "dv_train_algos is not {gpipe, 1f1b, ddp, NULL}");
+    REQUIRE(dv_train_algo_index("gpipe") == 0 && dv_train_algo_index("1f1b") == 1 &&
+            dv_train_algo_index("ddp") == DV_TRAIN_DDP && DV_TRAIN_DDP == 2,
+            "dv_train_algo_index: gpipe %d, 1f1b %d, ddp %d", dv_train_algo_index("gpipe"),
+            dv_train_algo_index("1f1b"), dv_train_algo_index("ddp"));
+    const char *bad[] = { "bogus", "", "gpipe ", "1f1", "ring-allreduce", "DDP", "ddp " };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         REQUIRE(dv_train_algo_index(bad[i]) == -1, "dv_train_algo_index('%s') = %d", bad[i],
                 dv_train_algo_index(bad[i]));
@@ -402,6 +411,210 @@ START_TEST(test_builtin_names)
     REQUIRE(dv_tt_build(&tt, &m, err, sizeof err) == -1 && strlen(err) > 10,
             "dv_tt_build on a ring allreduce: not refused with a sentence ('%s')", err);
     dv_model_free(&m);
+}
+END_TEST
+
+/* ==== the built-in ddp against lib/schedule ==== */
+
+static void builtin_ddp(dv_ddp_shape d, dv_model *m, dv_tt *tt, char *what, size_t len)
+{
+    dt_trace t;
+    char err[256] = "";
+    snprintf(what, len, "ddp N=%d L=%d B=%d C=%d overlap %s", d.ranks, d.layers, d.buckets,
+             d.comm, d.overlap ? "on" : "off");
+    REQUIRE(dv_train_ddp_trace(d, &t, err, sizeof err) == 0, "%s: %s", what, err);
+    REQUIRE(dv_tt_is_training(&t), "%s: not a training trace", what);
+    REQUIRE(dv_model_build(m, &t, err, sizeof err) == 0, "%s: dv_model_build: %s", what, err);
+    m->from_trace = 0;
+    REQUIRE(dv_tt_build(tt, m, err, sizeof err) == 0, "%s: dv_tt_build: %s", what, err);
+}
+
+static void check_ddp(dv_ddp_shape d)
+{
+    int N = d.ranks, L = d.layers, B = d.buckets, C = d.comm, ov = d.overlap;
+    int fwd[64], bwd[64], ar0[64], ar1[64], opt;
+    char what[96], want[24];
+    dv_model m;
+    dv_tt tt;
+    builtin_ddp(d, &m, &tt, what, sizeof what);
+    check_contract(&tt, what);
+    int T = dt_ddp_timetable(L, B, C, ov, fwd, bwd, ar0, ar1, &opt);
+    REQUIRE(T > 0, "%s: lib/schedule refuses it", what);
+    REQUIRE(!strcmp(tt.mode, "ddp") && tt.nranks == N && tt.nsteps == 1 &&
+            tt.steps[0].step == 1 && tt.stages == 0, "%s: mode '%s', %d ranks, %d steps "
+            "(the first %d), stages %d", what, tt.mode, tt.nranks, tt.nsteps,
+            tt.nsteps ? tt.steps[0].step : -1, tt.stages);
+    snprintf(want, sizeof want, "buckets %d ", B);
+    REQUIRE(strncmp(tt.settings, want, strlen(want)) == 0 &&
+            strstr(tt.settings, ov ? "overlap on" : "overlap off"), "%s: settings '%s'",
+            what, tt.settings);
+    REQUIRE(m.ncalls == B, "%s: %d collective calls, want one a bucket", what, m.ncalls);
+    for (int r = 0; r < N; r++) {
+        int k = 0, nb = 0;
+        for (int i = 0; i < tt.nblocks; i++) {
+            const dv_tt_block *b = &tt.blocks[i];
+            if (b->rank != r)
+                continue;
+            REQUIRE(b->step == 1 && b->micro == -1, "%s: rank %d block '%s' step %d micro "
+                    "%d", what, r, b->label, b->step, b->micro);
+            if (b->lane == 0) {     /* F L0 .. F L(L-1), B L(L-1) .. B L0, opt */
+                int f = k < L, l = f ? k : 2 * L - 1 - k;
+                double t0 = k < L ? fwd[l] : k < 2 * L ? bwd[l] : opt;
+                double t1 = t0 + (k >= L && k < 2 * L ? 2 : 1);
+                dv_tt_kind kind = k < L ? DV_TT_FORWARD : k < 2 * L ? DV_TT_BACKWARD
+                                                                    : DV_TT_OPTIMIZER;
+                if (k < 2 * L)
+                    snprintf(want, sizeof want, "%c L%d", f ? 'F' : 'B', l);
+                else
+                    snprintf(want, sizeof want, "opt");
+                REQUIRE(k <= 2 * L && !strcmp(b->label, want) && b->kind == kind &&
+                        near(b->t0, t0) && near(b->t1, t1), "%s: rank %d compute block %d "
+                        "is '%s' (kind %d) at [%g, %g], want '%s' at [%g, %g]", what, r, k,
+                        b->label, b->kind, b->t0, b->t1, k <= 2 * L ? want : "nothing", t0,
+                        t1);
+                k++;
+                continue;
+            }
+            /* bucket nb at its allreduce's slots, its call a ring over the N ranks */
+            snprintf(want, sizeof want, "bucket %d", nb);
+            REQUIRE(nb < B && !strcmp(b->label, want) && b->role == DV_TT_ROLE_BUCKET &&
+                    b->layer == nb && near(b->t0, ar0[nb]) && near(b->t1, ar1[nb]) &&
+                    b->wait == 0, "%s: rank %d comm block %d is '%s' (role %d, layer %d) at "
+                    "[%g, %g] waiting %g, want '%s' at [%d, %d]", what, r, nb, b->label,
+                    b->role, b->layer, b->t0, b->t1, b->wait, want, nb < B ? ar0[nb] : -1,
+                    nb < B ? ar1[nb] : -1);
+            REQUIRE(b->call == nb, "%s: rank %d bucket %d picks call %d, want %d (calls in "
+                    "time order)", what, r, nb, b->call, nb);
+            const dv_call *c = &m.calls[b->call];
+            REQUIRE(!strcmp(c->coll, "allreduce_ring") && c->size == N &&
+                    c->nframes == 2 * (N - 1) && near(c->t0, ar0[nb]) &&
+                    near(c->t1, N > 1 ? ar1[nb] : ar0[nb]), "%s: bucket %d's call is %s on %d "
+                    "ranks, %d steps at [%g, %g]; want allreduce_ring on %d, %d steps at [%d, "
+                    "%d]", what, nb, c->coll, c->size, c->nframes, c->t0, c->t1, N,
+                    2 * (N - 1), ar0[nb], N > 1 ? ar1[nb] : ar0[nb]);
+            int lo, hi;                  /* 65536 floats a layer (timetable.h) */
+            dt_ddp_bucket_layers(L, B, nb, &lo, &hi);
+            REQUIRE(c->count == (long long)(hi - lo) * 65536 && (b->nbytes > 0) == (N > 1),
+                    "%s: rank %d bucket %d (layers %d..%d) reduces %lld elements and sends %g "
+                    "bytes", what, r, nb, lo, hi - 1, c->count, b->nbytes);
+            nb++;
+        }
+        REQUIRE(k == 2 * L + 1 && nb == B, "%s: rank %d has %d compute blocks and %d "
+                "buckets, want %d and %d", what, r, k, nb, 2 * L + 1, B);
+        /* at every half slot: the block there is the one the slots say */
+        for (int u = 0; u < 2 * T; u++) {
+            double x = u * 0.5 + 0.25;
+            int c = dv_tt_block_at(&tt, r, 0, x), w = dv_tt_block_at(&tt, r, 1, x);
+            int want_w = -1;
+            REQUIRE((x < 3 * L || (x > opt && x < opt + 1)) == (c >= 0), "%s: rank %d at %g: "
+                    "compute block %d, but the slots say %s", what, r, x, c,
+                    c >= 0 ? "idle" : "busy");
+            for (int b = 0; b < B; b++)
+                want_w = x > ar0[b] && x < ar1[b] ? b : want_w;
+            REQUIRE((w < 0 && want_w < 0) || (w >= 0 && tt.blocks[w].layer == want_w),
+                    "%s: rank %d at %g: comm block '%s', the slots say bucket %d", what, r, x,
+                    w >= 0 ? tt.blocks[w].label : "none", want_w);
+        }
+    }
+    /* every call, played to its end, leaves every rank with every rank's sum */
+    for (int c = 0; c < m.ncalls; c++) {
+        dv_mask *out = malloc((size_t)N * m.calls[c].ncells * sizeof *out);
+        REQUIRE(out, "out of memory");
+        dv_state(&m, c, m.calls[c].nframes, out);
+        for (int i = 0; i < N * m.calls[c].ncells; i++)
+            REQUIRE(out[i] == (N == 64 ? ~(dv_mask)0 : ((dv_mask)1 << N) - 1), "%s: call %d "
+                    "cell %d of rank %d holds %llx at the end", what, c, i % m.calls[c].ncells,
+                    i / m.calls[c].ncells, (unsigned long long)out[i]);
+        free(out);
+    }
+    /* the measures: the closed forms of lib/schedule */
+    const dv_tt_step *S = &tt.steps[0];
+    double share = (double)dt_ddp_hidden(L, B, C, ov) / (C * L);
+    double best = (double)dt_ddp_hidden_best(L, B, C) / (C * L);
+    REQUIRE(near(S->t0, 0) && near(S->t1, T) && near(S->compute, (double)N * (3 * L + 1)) &&
+            near(S->comm, (double)N * C * L) && S->waiting == 0, "%s: step [%g, %g], compute "
+            "%g, comm %g, waiting %g; want [0, %d], %d, %d, 0", what, S->t0, S->t1, S->compute,
+            S->comm, S->waiting, T, N * (3 * L + 1), N * C * L);
+    REQUIRE(fabs(S->hidden_share - share) <= 1e-9 && fabs(S->hidden_best - best) <= 1e-9,
+            "%s: hidden %.12f, at best %.12f; dt_ddp_hidden %.12f, dt_ddp_hidden_best %.12f",
+            what, S->hidden_share, S->hidden_best, share, best);
+    REQUIRE(ov || S->hidden_share == 0, "%s: without overlap %g hidden", what,
+            S->hidden_share);
+    REQUIRE(S->bubble == -1 && S->bubble_model == -1, "%s: a bubble (%g, %g)", what,
+            S->bubble, S->bubble_model);
+    check_describe(&tt, 0, what);
+    dv_tt_free(&tt);
+    dv_model_free(&m);
+}
+
+/* _i: ranks {1, 2, 3, 5}[_i / 2], overlap _i % 2; L = 1..9, every B (uneven too),
+ * C = 1..3. */
+START_TEST(test_builtin_ddp)
+{
+    static const int ranks[] = { 1, 2, 3, 5 };
+    for (int L = 1; L <= 9; L++)
+        for (int B = 1; B <= L; B++)
+            for (int C = 1; C <= 3; C++)
+                check_ddp((dv_ddp_shape){ ranks[_i / 2], L, B, C, _i % 2 });
+}
+END_TEST
+
+/* The default, the largest shapes, what overlap shows; bad shapes refused. */
+START_TEST(test_builtin_ddp_edges)
+{
+    dv_ddp_shape d = DV_DDP_DEFAULT;
+    REQUIRE(d.ranks == 3 && d.layers == 6 && d.buckets == 3 && d.comm == 1 && d.overlap == 1,
+            "DV_DDP_DEFAULT is not 3 ranks, 6 layers, 3 buckets, 1 slot, overlap");
+    check_ddp(d);
+    check_ddp((dv_ddp_shape){ DV_MAX_RANKS, 64, 4, 16, 1 });
+    check_ddp((dv_ddp_shape){ 4, 64, 64, 2, 0 });
+
+    /* the default: buckets 0 and 1 wholly under backward, bucket 2 after it */
+    dv_model m;
+    dv_tt tt;
+    char what[96];
+    builtin_ddp(d, &m, &tt, what, sizeof what);
+    int under = 0;
+    for (int i = 0; i < tt.nblocks; i++) {
+        const dv_tt_block *b = &tt.blocks[i];
+        if (b->lane != 1)
+            continue;
+        int k = dv_tt_block_at(&tt, b->rank, 0, (b->t0 + b->t1) / 2);
+        REQUIRE(b->layer == 2 ? k < 0 : k >= 0 && tt.blocks[k].kind == DV_TT_BACKWARD,
+                "%s: rank %d bucket %d has block %d above it", what, b->rank, b->layer, k);
+        under += b->layer < 2;
+    }
+    REQUIRE(under == 2 * 3, "%s: %d buckets under backward, want 2 a rank", what, under);
+    REQUIRE(!strcmp(tt.settings, "buckets 3 layers 6 overlap on ranks 3"), "%s: settings "
+            "'%s'", what, tt.settings);
+    dv_tt_free(&tt);
+    dv_model_free(&m);
+    char err[256] = "";
+    REQUIRE(dv_model_train_ddp(&m, d, err, sizeof err) == 0 && !m.from_trace &&
+            !strcmp(m.title, "ddp, 3 ranks, 6 layers in 3 buckets, allreduce 1 slot a layer, "
+                    "overlap on"), "dv_model_train_ddp: '%s', from_trace %d, title '%s'", err,
+            m.from_trace, m.title);
+    dv_model_free(&m);
+
+    static const dv_ddp_shape refused[] = {
+        { 0, 6, 3, 1, 1 }, { DV_MAX_RANKS + 1, 6, 3, 1, 1 }, { -3, 6, 3, 1, 1 },
+        { 3, 0, 1, 1, 1 }, { 3, 65, 3, 1, 1 }, { 3, 6, 0, 1, 1 }, { 3, 6, 7, 1, 1 },
+        { 3, 6, 3, 0, 1 }, { 3, 6, 3, 17, 1 }, { 3, 6, 3, -1, 1 }, { 3, 6, 3, 1, 2 },
+        { 3, 6, 3, 1, -1 }, { 1000000, 1000000, 1000000, 1000000, 1 },
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        const dv_ddp_shape *x = &refused[i];
+        dt_trace t;
+        err[0] = '\0';
+        int rc = dv_train_ddp_trace(*x, &t, err, sizeof err);
+        REQUIRE(rc == -1 && strlen(err) > 10 && t.n == 0 && t.ev == NULL,
+                "dv_train_ddp_trace(N=%d, L=%d, B=%d, C=%d, overlap %d): %d, '%s'", x->ranks,
+                x->layers, x->buckets, x->comm, x->overlap, rc, err);
+        err[0] = '\0';
+        REQUIRE(dv_model_train_ddp(&m, *x, err, sizeof err) == -1 && strlen(err) > 10,
+                "dv_model_train_ddp(N=%d, L=%d, B=%d, C=%d): not refused with a sentence",
+                x->ranks, x->layers, x->buckets, x->comm);
+    }
 }
 END_TEST
 
@@ -1297,11 +1510,65 @@ static void check_pixels(int algo, int P, int M)
     dv_model_free(&m);
 }
 
+/* The built-in ddp drawn: in every rank's compute lane each slot is a forward, a
+ * backward, the optimizer or idle, and in its comm lane a bucket's allreduce or idle,
+ * as dt_ddp_timetable says; so a bucket sits under backward exactly where it overlaps. */
+static void check_pixels_ddp(dv_ddp_shape d)
+{
+    int L = d.layers, B = d.buckets, fwd[64], bwd[64], ar0[64], ar1[64], opt;
+    int T = dt_ddp_timetable(L, B, d.comm, d.overlap, fwd, bwd, ar0, ar1, &opt);
+    char what[96], err[256];
+    dv_model m;
+    dv_tt tt;
+    builtin_ddp(d, &m, &tt, what, sizeof what);
+    Uint32 col[] = { kind_rgb(DV_C_FORWARD), kind_rgb(DV_C_BACKWARD),
+                     kind_rgb(DV_C_OPTIMIZER), kind_rgb(DV_C_COMM) };
+    dv_view v = { .tt = &tt, .tt_step = 0, .t0 = -1, .t1 = T + 1, .cursor = T + 1e6,
+                  .call = -1 };
+    SDL_Surface *p = dv_render_surface(&m, &v, W, H, err, sizeof err);
+    REQUIRE(p != NULL, "%s: %s", what, err);
+    geom *G = malloc(sizeof *G);
+    REQUIRE(G, "out of memory");
+    find_geom(&v, W, H, d.ranks, G);
+    for (int r = 0; r < d.ranks; r++)
+        for (int lane = 0; lane < 2; lane++) {
+            Uint32 bg = 0;
+            samples_like(p, G, r, lane, -0.9, -0.1, 0, &bg);
+            for (int u = 0; u < T; u++) {
+                int k = -1;                      /* the colour the slots say, -1 idle */
+                for (int i = 0; i < L && lane == 0; i++)
+                    k = u == fwd[i] ? 0 : u >= bwd[i] && u < bwd[i] + 2 ? 1 : k;
+                k = lane == 0 && u == opt ? 2 : k;
+                for (int b = 0; b < B && lane == 1; b++)
+                    k = u >= ar0[b] && u < ar1[b] ? 3 : k;
+                Uint32 want = k < 0 ? bg : col[k], seen = 0;
+                int like = samples_like(p, G, r, lane, u, u + 1, want, &seen);
+                REQUIRE(like >= 8 && (k >= 0 || !close_rgb(bg, col[lane ? 3 : 1])),
+                        "%s: rank %d lane %d slot %d (%s): %d of 15 samples are %06x; the "
+                        "middle is %06x", what, r, lane, u, k < 0 ? "idle" : k == 0 ?
+                        "forward" : k == 1 ? "backward" : k == 2 ? "optimizer" : "bucket",
+                        like, want, seen);
+            }
+        }
+    free(G);
+    SDL_FreeSurface(p);
+    dv_tt_free(&tt);
+    dv_model_free(&m);
+}
+
 START_TEST(test_pixels)
 {
     check_pixels(_i, 4, 4);
     check_pixels(_i, 3, 5);
     check_pixels(_i, 5, 2);
+}
+END_TEST
+
+START_TEST(test_pixels_ddp)
+{
+    check_pixels_ddp(DV_DDP_DEFAULT);
+    check_pixels_ddp((dv_ddp_shape){ 5, 7, 3, 2, 1 });
+    check_pixels_ddp((dv_ddp_shape){ 1, 4, 4, 1, 0 });
 }
 END_TEST
 
@@ -1335,6 +1602,23 @@ START_TEST(test_sizes)
             dv_tt_free(&tt);
             dv_model_free(&m);
         }
+    for (size_t i = 0; i < sizeof P / sizeof P[0]; i++) {     /* ddp at 1 .. 64 ranks */
+        dv_model m;
+        dv_tt tt;
+        char what[96], err[256];
+        builtin_ddp((dv_ddp_shape){ P[i], 5, 2, 3, 1 }, &m, &tt, what, sizeof what);
+        for (size_t j = 0; j < sizeof size / sizeof size[0]; j++) {
+            dv_view v = { .tt = &tt, .t0 = tt.t_begin, .t1 = tt.t_end,
+                          .cursor = (tt.t_begin + tt.t_end) / 2, .call = -1 };
+            SDL_Surface *p = dv_render_surface(&m, &v, size[j][0], size[j][1], err,
+                                               sizeof err);
+            REQUIRE(p != NULL && p->w == size[j][0] && p->h == size[j][1], "%s at %dx%d: %s",
+                    what, size[j][0], size[j][1], p ? "wrong size" : err);
+            SDL_FreeSurface(p);
+        }
+        dv_tt_free(&tt);
+        dv_model_free(&m);
+    }
 }
 END_TEST
 
@@ -1347,6 +1631,8 @@ int main(void)
     TCase *tc = tcase_create("builtin");
     tcase_add_loop_test(tc, test_builtin, 0, 16);
     tcase_add_test(tc, test_builtin_names);
+    tcase_add_loop_test(tc, test_builtin_ddp, 0, 8);
+    tcase_add_test(tc, test_builtin_ddp_edges);
     tcase_add_test(tc, test_odd_headers);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
@@ -1357,6 +1643,7 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("pixels");
     tcase_add_loop_test(tc, test_pixels, 0, 2);
+    tcase_add_test(tc, test_pixels_ddp);
     tcase_add_test(tc, test_sizes);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);

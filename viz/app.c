@@ -13,7 +13,8 @@
  *   click        puts the cursor there; on a communication block, picks its collective
  *   space        the cursor sweeps the window (a pipeline's stash changes as it goes)
  *   t, Enter     the picked collective's chunks in the collective view; t comes back
- *   a, n/N, m/M  built-in pipelines: GPipe <-> 1F1B, one stage / micro-batch fewer, more
+ *   a            built-in schedules: gpipe -> 1f1b -> ddp -> gpipe, each in its last shape
+ *   n/N, m/M     gpipe, 1f1b: one stage / micro-batch fewer, more; ddp: one rank / bucket
  * Everything else is in dv_key_help (draw.c), which the help overlay shows. */
 #include <math.h>
 #include <stdlib.h>
@@ -138,6 +139,9 @@ int dv_app_init(dv_app *a, dv_model *m, int algo, long long count, int w, int h,
     a->logged = -1;
     a->call = -1;
     a->train_algo = -1;
+    a->stages = 4;                         /* dtviz's defaults, for 'a' to switch to */
+    a->micro = 8;
+    a->ddp = DV_DDP_DEFAULT;
     if (tt_open(a) != 0) {
         dv_app_free(a);
         return -1;
@@ -158,6 +162,12 @@ void dv_app_train_algo(dv_app *a, int train_algo, int stages, int micro)
     a->train_algo = train_algo;
     a->stages = stages;
     a->micro = micro;
+}
+
+void dv_app_train_ddp(dv_app *a, dv_ddp_shape s)
+{
+    a->train_algo = DV_TRAIN_DDP;
+    a->ddp = s;
 }
 
 /* ==== the timetable ==== */
@@ -320,13 +330,16 @@ static void rebuild(dv_app *a, int algo, int n)
     log_line(a, "showing", a->m.title);
 }
 
-/* Replaces the built-in pipeline by schedule ta at P stages and M micro-batches; on
- * failure keeps the old one and says why in the note. */
-static void rebuild_train(dv_app *a, int ta, int P, int M)
+/* Replaces the built-in training schedule by ta: a pipeline at P stages and M
+ * micro-batches, or ddp of shape d; on failure keeps the old one and says why in the
+ * note. The other schedules' shapes are kept for 'a'. */
+static void rebuild_train(dv_app *a, int ta, int P, int M, dv_ddp_shape d)
 {
     char err[160];
     dv_model nm;
-    if (dv_model_train_algo(&nm, ta, P, M, err, sizeof err) != 0) {
+    int rc = ta == DV_TRAIN_DDP ? dv_model_train_ddp(&nm, d, err, sizeof err)
+                                : dv_model_train_algo(&nm, ta, P, M, err, sizeof err);
+    if (rc != 0) {
         note(a, err);
         return;
     }
@@ -341,14 +354,18 @@ static void rebuild_train(dv_app *a, int ta, int P, int M)
         note(a, "out of memory");
         return;
     }
-    dv_app_train_algo(a, ta, P, M);
+    a->train_algo = ta;
+    a->stages = P;
+    a->micro = M;
+    a->ddp = d;
     log_line(a, "showing", a->m.title);
 }
 
 /* The keys of the timetable; 0 when k is not one of them (the common keys follow). */
 static int tt_key(dv_app *a, SDL_Keycode k, Uint16 mod)
 {
-    int ntrain = 0, up = (mod & KMOD_SHIFT) != 0;
+    int ntrain = 0, up = (mod & KMOD_SHIFT) != 0, step = up ? 1 : -1;
+    dv_ddp_shape d = a->ddp;
     while (dv_train_algos[ntrain] != NULL)
         ntrain++;
     switch (k) {
@@ -371,15 +388,19 @@ static int tt_key(dv_app *a, SDL_Keycode k, Uint16 mod)
         if (a->train_algo < 0)
             note(a, "a, n, N, m, M change built-in schedules only: this is a trace");
         else
-            rebuild_train(a, (a->train_algo + 1) % ntrain, a->stages, a->micro);
+            rebuild_train(a, (a->train_algo + 1) % ntrain, a->stages, a->micro, d);
         return 1;
     case SDLK_n: case SDLK_m:
-        if (a->train_algo < 0)
+        if (a->train_algo < 0) {
             note(a, "a, n, N, m, M change built-in schedules only: this is a trace");
-        else if (k == SDLK_n)
-            rebuild_train(a, a->train_algo, a->stages + (up ? 1 : -1), a->micro);
-        else
-            rebuild_train(a, a->train_algo, a->stages, a->micro + (up ? 1 : -1));
+        } else if (a->train_algo == DV_TRAIN_DDP) {    /* ranks, buckets */
+            d.ranks += k == SDLK_n ? step : 0;
+            d.buckets += k == SDLK_m ? step : 0;
+            rebuild_train(a, a->train_algo, a->stages, a->micro, d);
+        } else {                                        /* stages, micro-batches */
+            rebuild_train(a, a->train_algo, a->stages + (k == SDLK_n ? step : 0),
+                          a->micro + (k == SDLK_m ? step : 0), d);
+        }
         return 1;
     default:
         return 0;

@@ -31,6 +31,7 @@ typedef struct {
     int call;                   /* the collective call picked in the timetable, -1 none */
     int train_algo;             /* index into dv_train_algos; -1: none */
     int stages, micro;          /* the built-in pipeline's P and M */
+    dv_ddp_shape ddp;           /* the built-in ddp's shape */
     int press_x, press_y, dragged;     /* a left button held on the timetable */
     double press_t0, press_t1;
     char tt_logged[160];        /* the timetable's line last logged */
@@ -45,8 +46,14 @@ typedef struct {
 int dv_app_init(dv_app *a, dv_model *m, int algo, long long count, int w, int h, FILE *log);
 
 /* For a model of a built-in pipeline schedule (dv_train_algo_trace): which one, with P
- * stages and M micro-batches, so that the a, n, N, m, M keys can rebuild it. */
+ * stages and M micro-batches, so that the a, n, N, m, M keys can rebuild it. Until
+ * then (and for 'a' to switch to) the pipelines have 4 stages and 8 micro-batches, ddp
+ * DV_DDP_DEFAULT. */
 void dv_app_train_algo(dv_app *a, int train_algo, int stages, int micro);
+
+/* The same for a model of the built-in ddp (dv_train_ddp_trace) of shape s: n, N change
+ * its ranks, m, M its buckets. */
+void dv_app_train_ddp(dv_app *a, dv_ddp_shape s);
 
 /* The timetable's step: index s into tt->steps (clamped), the window fitted to it and
  * the cursor at its start. Nothing without a timetable. */

@@ -130,7 +130,7 @@ extern const char *const dv_key_help[][2];
  * --verbose all say where they are with it. */
 void dv_pos_describe(const dv_model *m, int pos, char *buf, size_t len);
 
-/* ==== the training timetable (tt_draw.c) ==== */
+/* ==== the training timetable (tt_draw.c; the layout and the rows: tt_rows.c) ==== */
 
 /* Draws v->tt: header (the mode and its settings, the training step k of S, the step's
  * measures beside their models), one row per rank with a compute lane and a comm lane

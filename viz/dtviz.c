@@ -5,14 +5,15 @@
  *   build/dtviz --algo allgather --png a.png --step 3      one picture, no display
  *   build/dtviz run.trace --frames frames/                 every position as a PNG
  *   build/dtviz --algo 1f1b --stages 4 --micro 8          a pipeline's timetable
+ *   build/dtviz --algo ddp --ranks 3 --layers 6 --buckets 3   DDP's buckets and overlap
  *   build/dtviz train.trace --train-step 2 --png t.png     a training step's timetable
  *
  * The collective view: each rank's buffer is a row of cells, coloured by the ranks
  * whose data each cell holds; the messages of the step about to happen are arrows;
  * beside them, the bytes each rank has sent against the cost model; below, the
- * timeline of every event. The timetable (training traces, built-in pipelines): one
- * row per rank, its compute and its communication over time, step by step (see
- * timetable.h and tt_draw.c).
+ * timeline of every event. The timetable (training traces, built-in pipelines and
+ * ddp): one row per rank, its compute and its communication over time, step by step
+ * (see timetable.h and tt_draw.c).
  *
  * Exit status: 0 done, 1 something failed (no display, no font, a file not written),
  * 2 a usage error or an input that cannot be shown. No MPI here: it reads files. */
@@ -33,10 +34,14 @@
 
 /* ==== options ==== */
 
+#define DEFAULT_ALGO "ring-allreduce"      /* without a FILE or --algo */
+
 typedef struct {
     const char *file, *algo, *png, *frames, *chrome, *view;
     long long ranks, count, step;   /* -1: not given */
     long long stages, micro, train_step;
+    long long layers, buckets, comm;  /* ddp; -1: not given */
+    int no_overlap;
     double cursor;                  /* NAN: not given */
     double win0, win1;              /* --window A,B; NAN: not given */
     int w, h, verbose;
@@ -63,24 +68,34 @@ static void usage(FILE *f)
         "Animates a collective chunk by chunk: each rank's buffer as cells coloured by the\n"
         "ranks whose data they hold, each step's messages as arrows, the bytes sent beside\n"
         "the cost model, and a timeline of every event with a cursor. A training trace (or\n"
-        "a built-in pipeline) opens on its timetable: a row per rank, compute and\n"
-        "communication over time, the bubble and the overlap measured beside their models.\n"
+        "a built-in pipeline or DDP step) opens on its timetable: a row per rank, compute\n"
+        "and communication over time, the bubble and the overlap measured beside their\n"
+        "models.\n"
         "  FILE                  replay a trace written with --trace (a lesson, build/train)\n"
         "  --algo ALGO           a built-in schedule instead (the default: ring-allreduce);\n"
-        "                        gpipe and 1f1b are pipeline timetables:\n");
+        "                        gpipe and 1f1b are pipeline timetables; ddp, DDP's\n"
+        "                        gradient buckets in one step:\n");
     algo_names(f, "                       ");
     fprintf(f,
-        "  --ranks N             its ranks, 1..%d (default 4)\n"
+        "  --ranks N             its ranks, 1..%d (default 4; ddp 3)\n"
         "  --count N             its buffer in float elements (default 1048576)\n"
         "  --stages P            gpipe, 1f1b: pipeline stages, 1..%d (default 4)\n"
         "  --micro M             gpipe, 1f1b: micro-batches per step, 1..64 (default 8)\n"
+        "  --layers L            ddp: layers, 1..64 (default 6); a forward takes 1 slot, a\n"
+        "                        backward 2\n"
+        "  --buckets B           ddp: gradient buckets, 1..L (default 3): runs of layers in\n"
+        "                        backward order, bucket 0 the last layers\n"
+        "  --comm C              ddp: slots of allreduce per layer in a bucket, 1..16\n"
+        "                        (default 1: communication keeps up with backward)\n"
+        "  --no-overlap          ddp: every allreduce after backward (default: each as soon\n"
+        "                        as its bucket is ready, on a thread of its own)\n"
         "  --png FILE            draw one picture into FILE and exit; needs no display\n"
         "  --step K              the collective view's position K, 0 the first: what --png\n"
         "                        draws and where the window starts (default 0)\n"
         "  --train-step S        the timetable's training step S, as the trace numbers it\n"
         "                        (train counts from 1; default: the last one)\n"
         "  --cursor T            the timetable's cursor at T, in the axis' units (ms of the\n"
-        "                        trace, or slots of a built-in pipeline); a pipeline's\n"
+        "                        trace, or slots of a built-in schedule); a pipeline's\n"
         "                        stashed activations there are shown (default: the step's\n"
         "                        start)\n"
         "  --window A,B          the timetable's window (zoom): from A to B in the axis'\n"
@@ -149,7 +164,8 @@ static int parse_time(const char *s, double *v, const char *stop)
 static int parse(int argc, char **argv, options *o)
 {
     enum { O_ALGO = 256, O_RANKS, O_COUNT, O_PNG, O_STEP, O_FRAMES, O_CHROME, O_SIZE, O_VERBOSE,
-           O_STAGES, O_MICRO, O_TSTEP, O_VIEW, O_CURSOR, O_WINDOW };
+           O_STAGES, O_MICRO, O_TSTEP, O_VIEW, O_CURSOR, O_WINDOW, O_LAYERS, O_BUCKETS,
+           O_COMM, O_NO_OVERLAP };
     static const struct option lo[] = {
         { "algo", required_argument, 0, O_ALGO }, { "ranks", required_argument, 0, O_RANKS },
         { "count", required_argument, 0, O_COUNT }, { "png", required_argument, 0, O_PNG },
@@ -159,13 +175,15 @@ static int parse(int argc, char **argv, options *o)
         { "stages", required_argument, 0, O_STAGES }, { "micro", required_argument, 0, O_MICRO },
         { "train-step", required_argument, 0, O_TSTEP }, { "view", required_argument, 0, O_VIEW },
         { "cursor", required_argument, 0, O_CURSOR }, { "window", required_argument, 0, O_WINDOW },
+        { "layers", required_argument, 0, O_LAYERS }, { "buckets", required_argument, 0, O_BUCKETS },
+        { "comm", required_argument, 0, O_COMM }, { "no-overlap", no_argument, 0, O_NO_OVERLAP },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     long long w, h;
     int c;
     *o = (options){ .ranks = -1, .count = -1, .step = -1, .stages = -1, .micro = -1,
-                    .train_step = -1, .cursor = NAN, .win0 = NAN, .win1 = NAN,
-                    .w = 1280, .h = 800 };
+                    .train_step = -1, .layers = -1, .buckets = -1, .comm = -1, .cursor = NAN,
+                    .win0 = NAN, .win1 = NAN, .w = 1280, .h = 800 };
     opterr = 0;                            /* our own messages, in our own words */
     while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
         switch (c) {
@@ -195,6 +213,22 @@ static int parse(int argc, char **argv, options *o)
             if (parse_num(optarg, 1, 64, &o->micro) != 0)
                 return bad("--micro '%s': expected 1 to 64 micro-batches", optarg);
             break;
+        case O_LAYERS:
+            if (parse_num(optarg, 1, 64, &o->layers) != 0)
+                return bad("--layers '%s': expected 1 to 64 layers", optarg);
+            break;
+        case O_BUCKETS:
+            if (parse_num(optarg, 1, 64, &o->buckets) != 0)
+                return bad("--buckets '%s': expected 1 to 64 buckets, at most one a layer",
+                           optarg);
+            break;
+        case O_COMM:
+            if (parse_num(optarg, 1, 16, &o->comm) != 0)
+                return bad("--comm '%s': expected 1 to 16 slots of allreduce per layer (at 0 "
+                           "communication would take no time, and there would be nothing to "
+                           "see)", optarg);
+            break;
+        case O_NO_OVERLAP: o->no_overlap = 1; break;
         case O_TSTEP:
             if (parse_num(optarg, 0, INT_MAX, &o->train_step) != 0)
                 return bad("--train-step '%s': expected a training step's number, as the "
@@ -245,11 +279,27 @@ static int parse(int argc, char **argv, options *o)
         return bad("--ranks and --count shape a built-in schedule; a trace has its own");
     if (o->file != NULL && (o->stages >= 0 || o->micro >= 0))
         return bad("--stages and --micro shape a built-in pipeline; a trace has its own");
-    int train = o->algo != NULL && dv_train_algo_index(o->algo) >= 0;
-    if (o->algo != NULL && !train && (o->stages >= 0 || o->micro >= 0))
-        return bad("--stages and --micro shape the pipelines gpipe and 1f1b, not %s", o->algo);
-    if (train && (o->ranks >= 0 || o->count >= 0))
-        return bad("%s is shaped by --stages and --micro, not --ranks or --count", o->algo);
+    int ddp_opts = o->layers >= 0 || o->buckets >= 0 || o->comm >= 0 || o->no_overlap;
+    if (o->file != NULL && ddp_opts)
+        return bad("--layers, --buckets, --comm and --no-overlap shape the built-in ddp; a "
+                   "trace has its own");
+    const char *name = o->algo != NULL ? o->algo : DEFAULT_ALGO;
+    int ta = dv_train_algo_index(name), pipe = ta >= 0 && ta != DV_TRAIN_DDP,
+        ddp = ta == DV_TRAIN_DDP;
+    if (o->file == NULL && !pipe && (o->stages >= 0 || o->micro >= 0))
+        return bad("--stages and --micro shape the pipelines gpipe and 1f1b, not %s", name);
+    if (pipe && (o->ranks >= 0 || o->count >= 0))
+        return bad("%s is shaped by --stages and --micro, not --ranks or --count", name);
+    if (o->file == NULL && !ddp && ddp_opts)
+        return bad("--layers, --buckets, --comm and --no-overlap shape the built-in ddp, not "
+                   "%s", name);
+    if (ddp && o->count >= 0)
+        return bad("ddp is shaped by --ranks, --layers, --buckets, --comm and --no-overlap, "
+                   "not --count");
+    long long L = o->layers >= 0 ? o->layers : DV_DDP_DEFAULT.layers;
+    if (ddp && o->buckets > L)
+        return bad("--buckets %lld: %lld layers make at most %lld buckets (one a layer)",
+                   o->buckets, L, L);
     if (o->step >= 0 && o->train_step >= 0)
         return bad("--step is a position of the collective view, --train-step a step of the "
                    "timetable: give one");
@@ -277,6 +327,14 @@ static int export_chrome(const dt_trace *t, const char *path)
     return 0;
 }
 
+/* The built-in ddp's shape from the options (main has put the defaults in). */
+static dv_ddp_shape ddp_shape(const options *o)
+{
+    return (dv_ddp_shape){ .ranks = (int)o->ranks, .layers = (int)o->layers,
+                           .buckets = (int)o->buckets, .comm = (int)o->comm,
+                           .overlap = !o->no_overlap };
+}
+
 /* Builds m from the trace file or the built-in algorithm (*algo: its index in dv_algos,
  * or -1; *talgo: its index in dv_train_algos, or -1), writing the Chrome export on the
  * way when asked. Returns 0 or an exit status. */
@@ -297,7 +355,7 @@ static int load(const options *o, dv_model *m, int *algo, int *talgo)
             return bad("%s", err);
         return 0;
     }
-    const char *name = o->algo != NULL ? o->algo : "ring-allreduce";
+    const char *name = o->algo != NULL ? o->algo : DEFAULT_ALGO;
     *talgo = dv_train_algo_index(name);
     if (*talgo < 0 && (*algo = dv_algo_index(name)) < 0) {
         fprintf(stderr, "dtviz: unknown algorithm '%s'; the algorithms are:\n", name);
@@ -306,7 +364,9 @@ static int load(const options *o, dv_model *m, int *algo, int *talgo)
         return 2;
     }
     if (o->chrome != NULL) {               /* the events the schedule would record */
-        if (*talgo >= 0)
+        if (*talgo == DV_TRAIN_DDP)
+            rc = dv_train_ddp_trace(ddp_shape(o), &t, err, sizeof err);
+        else if (*talgo >= 0)
             rc = dv_train_algo_trace(*talgo, (int)o->stages, (int)o->micro, &t, err, sizeof err);
         else
             rc = dv_algo_trace(*algo, (int)o->ranks, o->count, &t, err, sizeof err);
@@ -317,7 +377,9 @@ static int load(const options *o, dv_model *m, int *algo, int *talgo)
         if (rc != 0)
             return rc;
     }
-    if (*talgo >= 0)
+    if (*talgo == DV_TRAIN_DDP)
+        rc = dv_model_train_ddp(m, ddp_shape(o), err, sizeof err);
+    else if (*talgo >= 0)
         rc = dv_model_train_algo(m, *talgo, (int)o->stages, (int)o->micro, err, sizeof err);
     else
         rc = dv_model_algo(m, *algo, (int)o->ranks, o->count, err, sizeof err);
@@ -512,8 +574,16 @@ int main(int argc, char **argv)
     int algo, talgo, rc = parse(argc, argv, &o);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
+    dv_ddp_shape dflt = DV_DDP_DEFAULT;
+    int ddp = o.algo != NULL && dv_train_algo_index(o.algo) == DV_TRAIN_DDP;
     if (o.ranks < 0)
-        o.ranks = 4;
+        o.ranks = ddp ? dflt.ranks : 4;
+    if (o.layers < 0)
+        o.layers = dflt.layers;
+    if (o.buckets < 0)                     /* 3, or a bucket a layer below 3 layers */
+        o.buckets = dflt.buckets < o.layers ? dflt.buckets : o.layers;
+    if (o.comm < 0)
+        o.comm = dflt.comm;
     if (o.count < 0)
         o.count = 1048576;
     if (o.stages < 0)
@@ -526,7 +596,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "dtviz: out of memory, or the trace's timetable cannot be built\n");
         return 1;
     }
-    if (talgo >= 0)
+    if (talgo == DV_TRAIN_DDP)
+        dv_app_train_ddp(&a, ddp_shape(&o));
+    else if (talgo >= 0)
         dv_app_train_algo(&a, talgo, (int)o.stages, (int)o.micro);
     if ((rc = place(&o, &a)) == 0) {
         if (o.png != NULL || o.frames != NULL || o.chrome != NULL)

@@ -22,6 +22,9 @@ viz --algo ring-allreduce --ranks 4 --step 3 --png "$out/ring-4-step3.png"
 viz --algo gpipe --stages 4 --micro 8 --cursor 11 --png "$out/pp-gpipe.png"
 viz --algo 1f1b --stages 4 --micro 8 --cursor 10 --png "$out/pp-1f1b.png"
 
+# DDP's buckets as lib/schedule lays them out: two allreduces under backward, one after
+viz --algo ddp --ranks 3 --layers 6 --buckets 3 --png "$out/ddp-buckets.png"
+
 # a real pipeline run, 1F1B over 4 stages and 8 micro-batches: its second step
 "$MPIEXEC" -n 4 "$BUILD/train" --mode pp --schedule 1f1b --micro 8 --steps 2 --hidden 1024 \
     --layers 8 --batch 512 --quiet --trace "$tmp/pp.trace" >/dev/null

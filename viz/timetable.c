@@ -690,6 +690,7 @@ int dv_tt_build(dv_tt *tt, const dv_model *m, char *err, size_t errlen)
     bld b = { .t = t, .m = m, .tt = tt };
     int rc = -1;
     tt->nranks = m->nranks;
+    tt->slots = !m->from_trace;
     b.ev_piece = malloc(n * sizeof *b.ev_piece);
     b.ev_seg = malloc(n * sizeof *b.ev_seg);
     b.ev_op = calloc(n, 1);

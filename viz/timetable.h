@@ -1,6 +1,6 @@
 /* Training timetables: the picture the papers draw, as a pure function of a trace. No
  * SDL, no MPI: built from the events of a dv_model (a trace that build/train or a lesson
- * wrote, or one synthesised from lib/schedule for a built-in pipeline schedule).
+ * wrote, or one synthesised from lib/schedule for a built-in schedule: a pipeline, ddp).
  *
  * One row per rank (a pp stage is a rank), time left to right, two lanes per row:
  *   compute  one block per compute event, labelled by what it is: "F3" (forward of
@@ -151,6 +151,8 @@ typedef struct dv_tt {
     dv_tt_step *steps;      /* in step order */
     int nsteps;
     double t_begin, t_end;  /* the span of every block (t_end > t_begin) */
+    int slots;              /* times are slots (a built-in schedule: m->from_trace 0),
+                             * not seconds */
     /* built with the rest for the queries below (owned; read them through those) */
     int *lane_first;        /* rank r's lane l: blocks [lane_first[2r+l], lane_first[2r+l+1]) */
     int *lane_reach;        /* per block: the block of its lane, up to it, that ends last */
@@ -198,8 +200,11 @@ void dv_tt_describe_step(const dv_tt *tt, int s, char *buf, size_t len);
 
 /* ==== built-in training schedules ==== */
 
-/* The pipeline schedules dtviz draws without a trace: "gpipe", "1f1b". NULL-ended. */
+/* The training schedules dtviz draws without a trace: the pipelines "gpipe" and "1f1b"
+ * (indexes 0 and 1, lib/schedule's schedule numbers), then "ddp" (DV_TRAIN_DDP), in the
+ * order the 'a' key cycles them. NULL-ended. */
 extern const char *const dv_train_algos[];
+#define DV_TRAIN_DDP 2
 int dv_train_algo_index(const char *name);      /* -1 if unknown */
 
 /* Synthesises into t what `train --mode pp --schedule S --stages P --micro M` records for
@@ -209,8 +214,8 @@ int dv_train_algo_index(const char *name);      /* -1 if unknown */
  * = the stage) over every operation of lib/schedule's order, its input received (an
  * instant) as it begins and its output sent (an instant) as it ends; grouped by rank,
  * ordered by t0. No communication time: the measured bubble is dt_pp_bubble's. Returns
- * 0, or -1 with a sentence in err (algo not 0..1, P outside 1..DV_MAX_RANKS, M outside
- * 1..64); t is then empty. */
+ * 0, or -1 with a sentence in err (algo not 0..1 (ddp has dv_train_ddp_trace), P outside
+ * 1..DV_MAX_RANKS, M outside 1..64); t is then empty. */
 int dv_train_algo_trace(int algo, int stages, int micro, dt_trace *t, char *err,
                         size_t errlen);
 
@@ -218,6 +223,32 @@ int dv_train_algo_trace(int algo, int stages, int micro, dt_trace *t, char *err,
  * and a title ("1f1b, 4 stages, 8 micro-batches"). Returns 0, or -1 with err. */
 int dv_model_train_algo(dv_model *m, int algo, int stages, int micro, char *err,
                         size_t errlen);
+
+/* The built-in DDP step: N ranks, L layers in B buckets, C slots of allreduce per layer
+ * of a bucket, the allreduces overlapped with backward or not (lib/schedule.h, "DDP
+ * buckets"). */
+typedef struct { int ranks, layers, buckets, comm, overlap; } dv_ddp_shape;
+#define DV_DDP_DEFAULT \
+    ((dv_ddp_shape){ .ranks = 3, .layers = 6, .buckets = 3, .comm = 1, .overlap = 1 })
+
+/* Synthesises into t what `train --mode ddp` records for one step (step 1) on every
+ * rank, on the clock of dt_ddp_timetable (one slot = one time unit): a "# train mode ddp
+ * buckets B layers L overlap on|off ranks N" header, program "ddp", a step mark at 0, a
+ * compute event per layer's forward and backward (layer = the layer) and one for the
+ * optimizer; for each bucket b a "ddp bucket" mark (chunk b, lo..hi its elements, 65536
+ * floats a layer) over its allreduce's slots, holding what the library's ring allreduce
+ * over N ranks records (dv_algo_trace's ring-allreduce on the bucket, its 2(N-1) steps
+ * spread evenly over those slots). Grouped by rank, ordered by t0. The timetable built
+ * from it measures hidden_share = dt_ddp_hidden / (CL) and hidden_best =
+ * dt_ddp_hidden_best / (CL). Returns 0, or -1 with a sentence in err (N outside
+ * 1..DV_MAX_RANKS, L outside 1..64, B outside 1..L, C outside 1..16: at 0 the
+ * allreduces would be instants, nothing to see; overlap not 0 or 1); t is then empty. */
+int dv_train_ddp_trace(dv_ddp_shape s, dt_trace *t, char *err, size_t errlen);
+
+/* dv_train_ddp_trace, then dv_model_build, with times counted in slots and a title
+ * ("ddp, 3 ranks, 6 layers in 3 buckets, allreduce 1 slot a layer, overlap on"). Returns
+ * 0, or -1 with err. */
+int dv_model_train_ddp(dv_model *m, dv_ddp_shape s, char *err, size_t errlen);
 
 /* ==== internal: shared by timetable.c and train_algos.c ==== */
 

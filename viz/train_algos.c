@@ -1,9 +1,11 @@
 /* The training side of the timetable (timetable.h): the "# train" line read (a trace's
- * mode, stages and schedule) and written (the built-in pipeline schedules, synthesised
- * from lib/schedule), what a step measures, and the questions the viewer asks of a
+ * mode, stages and schedule) and written (the built-in schedules, synthesised from
+ * lib/schedule), what a step measures, and the questions the viewer asks of a
  * timetable. The built-in schedules are the reference the measures are held to: with
- * no communication time their measured bubble is dt_pp_bubble's (P-1)/(M+P-1), and each
- * stage's stash peaks at dt_pp_peak_stash's, to rounding.
+ * no communication time the pipelines' measured bubble is dt_pp_bubble's (P-1)/(M+P-1),
+ * and each stage's stash peaks at dt_pp_peak_stash's, to rounding; ddp's hidden share
+ * and its best are dt_ddp_hidden's and dt_ddp_hidden_best's over its C L slots of
+ * allreduce.
  *
  * timetable.c turns events into blocks; everything here reads blocks, not events,
  * except the mode, which reads the trace before there are blocks. */
@@ -145,7 +147,7 @@ int dvi_tt_mode(dv_tt *tt, const dt_trace *t, int *scratch, int *micro_labels)
 
 /* ==== the "# train" line, written: the built-in schedules ==== */
 
-const char *const dv_train_algos[] = { "gpipe", "1f1b", NULL };
+const char *const dv_train_algos[] = { "gpipe", "1f1b", "ddp", NULL };
 
 int dv_train_algo_index(const char *name)
 {
@@ -156,15 +158,23 @@ int dv_train_algo_index(const char *name)
 }
 
 /* One event of stage (rank) r, step 1. */
+static dt_event event(int r, dt_event_kind kind, int peer, const char *coll, const char *phase,
+                      int chunk, int micro, double t0, double t1)
+{
+    dt_event e;
+    memset(&e, 0, sizeof e);
+    e = (dt_event){ .t0 = t0, .t1 = t1, .rank = r, .peer = peer, .kind = kind, .step = 1,
+                    .chunk = chunk, .lo = micro < 0 ? 0 : micro, .hi = micro < 0 ? 0 : micro + 1 };
+    snprintf(e.coll, sizeof e.coll, "%s", coll);
+    snprintf(e.phase, sizeof e.phase, "%s", phase);
+    return e;
+}
+
+/* The same into t, which has room for it. */
 static void put(dt_trace *t, int r, dt_event_kind kind, int peer, const char *coll,
                 const char *phase, int chunk, int micro, double t0, double t1)
 {
-    dt_event *e = &t->ev[t->n++];
-    memset(e, 0, sizeof *e);
-    *e = (dt_event){ .t0 = t0, .t1 = t1, .rank = r, .peer = peer, .kind = kind, .step = 1,
-                     .chunk = chunk, .lo = micro < 0 ? 0 : micro, .hi = micro < 0 ? 0 : micro + 1 };
-    snprintf(e->coll, sizeof e->coll, "%s", coll);
-    snprintf(e->phase, sizeof e->phase, "%s", phase);
+    t->ev[t->n++] = event(r, kind, peer, coll, phase, chunk, micro, t0, t1);
 }
 
 int dv_train_algo_trace(int algo, int stages, int micro, dt_trace *t, char *err, size_t errlen)
@@ -172,7 +182,8 @@ int dv_train_algo_trace(int algo, int stages, int micro, dt_trace *t, char *err,
     int P = stages, M = micro, n = 2 * micro, tb = 2;
     memset(t, 0, sizeof *t);
     if (algo < 0 || algo > 1) {
-        snprintf(err, errlen, "there is no built-in training schedule number %d (0..1)", algo);
+        snprintf(err, errlen, "there is no built-in pipeline schedule number %d (0 gpipe, "
+                 "1 1f1b; ddp is dv_train_ddp_trace's)", algo);
         return -1;
     }
     if (P < 1 || P > DV_MAX_RANKS || M < 1 || M > 64) {
@@ -231,6 +242,120 @@ int dv_model_train_algo(dv_model *m, int algo, int stages, int micro, char *err,
     m->from_trace = 0;
     snprintf(m->title, sizeof m->title, "%s, %d stage%s, %d micro-batch%s", dv_train_algos[algo],
              stages, stages == 1 ? "" : "s", micro, micro == 1 ? "" : "es");
+    return 0;
+}
+
+/* ddp. Every rank runs dt_ddp_timetable's step; bucket b's allreduce is what
+ * ddp.c's reduce_bucket records: the ring's events (a call mark, then reduce-scatter and
+ * allgather, 2(N-1) steps) inside a "ddp bucket" mark over the same slots. The ring is
+ * dv_algo_trace's, as the collective view animates it, moved to the bucket's slots; a
+ * bucket holds one of two sizes, so two rings serve every bucket. */
+
+#define DDP_LAYER 65536                 /* floats of gradients a layer */
+
+/* The events of rank r in ring (grouped by rank; rank r's begin at `from`) moved to
+ * [a, e): each ring step (time f .. f+1 in dv_algo_trace) takes (e - a) / 2(N-1) slots.
+ * Compute events of comp[*k ..] that begin no later go first. */
+static void ring_events(dt_trace *t, const dt_trace *ring, size_t from, int r, int N, double a,
+                        double e, const dt_event *comp, int nc, int *k)
+{
+    double d = N > 1 ? (e - a) / (2.0 * (N - 1)) : 0;
+    for (size_t i = from; i < ring->n && ring->ev[i].rank == r; i++) {
+        dt_event x = ring->ev[i];
+        x.t0 = a + x.t0 * d;
+        x.t1 = a + x.t1 * d;
+        while (*k < nc && comp[*k].t0 <= x.t0)
+            t->ev[t->n++] = comp[(*k)++];
+        t->ev[t->n++] = x;
+    }
+}
+
+int dv_train_ddp_trace(dv_ddp_shape s, dt_trace *t, char *err, size_t errlen)
+{
+    int N = s.ranks, L = s.layers, B = s.buckets, C = s.comm, opt, nc;
+    int fwd[64], bwd[64], ar0[64], ar1[64], lo, hi;
+    dt_trace ring[2];                   /* the rings of the larger and the smaller bucket */
+    dt_event comp[2 * 64 + 2];          /* one rank's compute, in time order */
+    memset(t, 0, sizeof *t);
+    memset(ring, 0, sizeof ring);
+    if (N < 1 || N > DV_MAX_RANKS || L < 1 || L > 64 || B < 1 || B > L || C < 1 || C > 16 ||
+        (s.overlap != 0 && s.overlap != 1)) {
+        snprintf(err, errlen, "ddp needs 1 to %d ranks, 1 to 64 layers, 1 to that many "
+                 "buckets, 1 to 16 slots of allreduce a layer and overlap 0 or 1, not %d, %d, "
+                 "%d, %d and %d", DV_MAX_RANKS, N, L, B, C, s.overlap);
+        return -1;
+    }
+    dt_ddp_timetable(L, B, C, s.overlap, fwd, bwd, ar0, ar1, &opt);
+    int big = (L + B - 1) / B, ring_algo = dv_algo_index("ring-allreduce");
+    size_t n = (size_t)N * (2 * L + 2 + B);
+    for (int k = 0; k < 2; k++) {
+        if (dv_algo_trace(ring_algo, N, (long long)(big - k) * DDP_LAYER, &ring[k], err,
+                          errlen) != 0) {
+            dt_trace_free(&ring[0]);
+            return -1;
+        }
+        n += (size_t)B * ring[k].n;     /* at least what the buckets take */
+    }
+    t->ev = malloc(n * sizeof *t->ev);
+    if (t->ev == NULL) {
+        dt_trace_free(&ring[0]);
+        dt_trace_free(&ring[1]);
+        snprintf(err, errlen, "out of memory writing the schedule of ddp");
+        return -1;
+    }
+    t->version = DT_TRACE_VERSION;
+    t->nranks = N;
+    snprintf(t->program, sizeof t->program, "ddp");
+    snprintf(t->train, sizeof t->train, "mode ddp buckets %d layers %d overlap %s ranks %d",
+             B, L, s.overlap ? "on" : "off", N);
+    size_t at[2] = { 0, 0 };            /* where rank r's events begin in ring[0], ring[1] */
+    for (int r = 0; r < N; r++) {
+        int k = 0;
+        for (int w = 0; w < 2; w++)
+            while (at[w] < ring[w].n && ring[w].ev[at[w]].rank < r)
+                at[w]++;
+        nc = 0;
+        comp[nc++] = event(r, DT_EV_MARK, -1, "train", "step", -1, -1, 0, 0);
+        for (int i = 0; i < L; i++)                     /* forward 1 slot, backward 2 */
+            comp[nc++] = event(r, DT_EV_COMPUTE, -1, "train", "forward", i, -1, fwd[i],
+                               fwd[i] + 1);
+        for (int i = L - 1; i >= 0; i--)
+            comp[nc++] = event(r, DT_EV_COMPUTE, -1, "train", "backward", i, -1, bwd[i],
+                               bwd[i] + 2);
+        comp[nc++] = event(r, DT_EV_COMPUTE, -1, "train", "optimizer", -1, -1, opt, opt + 1);
+        for (int b = 0; b < B; b++) {
+            dt_ddp_bucket_layers(L, B, b, &lo, &hi);
+            int w = big - (hi - lo);    /* 0: the larger bucket's ring, 1: the smaller */
+            dt_event mark = event(r, DT_EV_MARK, -1, "ddp", "bucket", b, -1, ar0[b], ar1[b]);
+            mark.lo = (long long)lo * DDP_LAYER;
+            mark.hi = (long long)hi * DDP_LAYER;
+            mark.nbytes = (mark.hi - mark.lo) * (long long)sizeof(float);
+            while (k < nc && comp[k].t0 <= mark.t0)
+                t->ev[t->n++] = comp[k++];
+            t->ev[t->n++] = mark;
+            ring_events(t, &ring[w], at[w], r, N, ar0[b], ar1[b], comp, nc, &k);
+        }
+        while (k < nc)
+            t->ev[t->n++] = comp[k++];
+    }
+    dt_trace_free(&ring[0]);
+    dt_trace_free(&ring[1]);
+    return 0;
+}
+
+int dv_model_train_ddp(dv_model *m, dv_ddp_shape s, char *err, size_t errlen)
+{
+    dt_trace t;
+    memset(m, 0, sizeof *m);
+    if (dv_train_ddp_trace(s, &t, err, errlen) != 0)
+        return -1;
+    if (dv_model_build(m, &t, err, errlen) != 0)
+        return -1;
+    m->from_trace = 0;
+    snprintf(m->title, sizeof m->title, "ddp, %d rank%s, %d layer%s in %d bucket%s, allreduce "
+             "%d slot%s a layer, overlap %s", s.ranks, s.ranks == 1 ? "" : "s", s.layers,
+             s.layers == 1 ? "" : "s", s.buckets, s.buckets == 1 ? "" : "s", s.comm,
+             s.comm == 1 ? "" : "s", s.overlap ? "on" : "off");
     return 0;
 }
 
@@ -547,10 +672,14 @@ int dv_tt_block_at(const dv_tt *tt, int rank, int lane, double t)
 }
 
 /* Seconds for people: "850 us", "2.1 ms", "14 s". */
-static const char *secs(double s, char *buf, size_t len)
+static const char *secs(const dv_tt *tt, double s, char *buf, size_t len)
 {
     static const char *const unit[] = { "s", "ms", "us", "ns" };
     int u = 0;
+    if (tt->slots) {                       /* a built-in schedule counts slots */
+        snprintf(buf, len, "%g slot%s", s, s == 1 ? "" : "s");
+        return buf;
+    }
     for (; u < 3 && fabs(s) < 1 && s != 0; u++)
         s *= 1000;
     snprintf(buf, len, fabs(s) < 10 ? "%.1f %s" : "%.0f %s", s, unit[u]);
@@ -584,7 +713,7 @@ void dv_tt_describe_step(const dv_tt *tt, int s, char *buf, size_t len)
         at = (size_t)snprintf(buf, len, "; ");
         buf += at, len -= at;
     } else if (strcmp(tt->mode, "ddp") != 0 && strcmp(tt->mode, "fsdp") != 0) {
-        at = (size_t)snprintf(buf, len, "compute %s, ", secs(st->compute, a, sizeof a));
+        at = (size_t)snprintf(buf, len, "compute %s, ", secs(tt, st->compute, a, sizeof a));
         if (at >= len)
             return;
         buf += at, len -= at;
@@ -594,7 +723,7 @@ void dv_tt_describe_step(const dv_tt *tt, int s, char *buf, size_t len)
         return;
     }
     at = (size_t)snprintf(buf, len, "communication %s (%d%% of it waiting), %d%% hidden "
-                          "behind compute", secs(st->comm, c, sizeof c),
+                          "behind compute", secs(tt, st->comm, c, sizeof c),
                           pct(st->waiting / st->comm), pct(st->hidden_share));
     if (at < len && st->hidden_best >= 0)
         at += (size_t)snprintf(buf + at, len - at, "; at best %d%%", pct(st->hidden_best));

@@ -1,0 +1,92 @@
+/* Internal to the timetable's drawing: what tt_draw.c (the picture, and what frames the
+ * rows) and tt_rows.c (the layout and the rows) share. Not part of draw.h. */
+#ifndef DV_TT_DRAW_INTERNAL_H
+#define DV_TT_DRAW_INTERNAL_H
+
+#include <SDL.h>
+
+#include "draw.h"
+#include "timetable.h"
+
+/* ==== colours and sizes ==== */
+
+/* draw.c's background, text, note and outline colours, so both views look alike, and
+ * the lanes' own; the kinds' and the ranks' colours come from dv_kind_color and
+ * dv_rank_color. */
+static const SDL_Color BG = { 24, 26, 32, 255 }, LANE = { 38, 41, 50, 255 },
+    GRID = { 48, 52, 62, 255 }, OUTLINE = { 92, 96, 108, 255 }, TEXT = { 222, 224, 230, 255 },
+    DIM = { 150, 154, 166, 255 }, NOTE = { 255, 214, 102, 255 }, INK = { 16, 17, 22, 255 };
+
+/* Line heights of draw.c's fonts (text.c: DejaVu Sans 10, 13, 16 pt): the layout needs
+ * them without a font, since dv_tt_hit has none. */
+enum { PAD = 8, SMALL_H = 13, BODY_H = 17, TITLE_H = 22 };
+enum {
+    HEADER_H = PAD / 2 + TITLE_H + 2 * BODY_H + 6,  /* title, step and window, measures */
+    AXIS_H = 4 + SMALL_H + 3,                       /* ticks and their numbers */
+    LEGEND_H = SMALL_H + 4,                         /* one line of the legend */
+    ROW_MAX = 96,                                   /* a row's height at most */
+    STASH_W = 64,                                   /* pp: "stash 12" right of the rows */
+};
+
+static inline int dvi_clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+static inline void dvi_set_color(SDL_Renderer *r, SDL_Color c)
+{ SDL_SetRenderDrawColor(r, c.r, c.g, c.b, c.a); }
+
+static inline void dvi_fill(SDL_Renderer *r, SDL_Color c, int x, int y, int w, int h)
+{ dvi_set_color(r, c); SDL_RenderFillRect(r, &(SDL_Rect){ x, y, w, h }); }
+
+/* a + (b - a) f, channel by channel, opaque. */
+SDL_Color dvi_mix(SDL_Color a, SDL_Color b, double f);
+
+/* ==== the layout (tt_rows.c): the one geometry of the drawing and of dv_tt_hit ==== */
+
+typedef struct {
+    int n;                  /* rows: one per rank (stage), 1..DV_MAX_RANKS */
+    int pp;                 /* pp, or hybrid with stages: arrows, the stash column */
+    int label_w;            /* the rows' names left of the lanes */
+    SDL_Rect area;          /* the lanes: x..x+w is the window, y..y+h the n rows */
+    int row;                /* a row's height: gap/2, compute lane, sep, comm lane, gap/2 */
+    int gap, lc, sep, lm;
+    int stash_x;            /* pp: x of each row's "stash k"; 0 none */
+    int stage_rows;         /* rows are named "stage s" (pp) rather than "rank r" */
+    int axis_y, legend_y, nlegend, keys_y;
+    double t0, t1;          /* the window, t1 > t0 */
+} dvi_tt_layout;
+
+/* Lays out v->tt (not NULL) in a w x h picture over the window [v->t0, v->t1] (the
+ * whole timetable when that is empty or not finite). Needs no renderer or font. */
+void dvi_tt_layout_compute(const dv_view *v, int w, int h, dvi_tt_layout *L);
+
+/* The x of time t, as a double (t may lie far outside the window). */
+static inline double dvi_tt_time_x(const dvi_tt_layout *L, double t)
+{ return L->area.x + (t - L->t0) * L->area.w / (L->t1 - L->t0); }
+
+/* ==== the rows (tt_rows.c) ==== */
+
+/* Everything inside the rows (L->row > 0), in the order it overlaps: each row's name,
+ * the lanes with faint lines at the axis' ticks[0..nticks), the blocks (other training
+ * steps than v->tt_step faded), the cursor, the blocks' edges and labels, pp's arrows,
+ * and the outline of the collective v->call picked. */
+void dvi_tt_rows(SDL_Renderer *r, dv_text *t, const dv_view *v, const dvi_tt_layout *L,
+                 const double *ticks, int nticks);
+
+/* ==== the rows' marks (tt_rows.c), which the legend draws again ==== */
+
+/* The colour of kind k in a block of another training step than the one shown: faded
+ * into the lane, so that the step shown stands out where steps overlap (a pipeline's
+ * stages start the next step while later stages finish this one). */
+SDL_Color dvi_tt_faded(int k);
+
+/* Diagonal lines "/" 5 px apart over b, on a grid fixed to the picture so that
+ * neighbouring rectangles continue each other's lines. */
+void dvi_tt_hatch(SDL_Renderer *r, SDL_Rect b, SDL_Color c);
+
+/* The arrows' colours: the kind of block they come from, lightened so they show over it. */
+SDL_Color dvi_tt_arrow_color(char what, Uint8 alpha);
+
+/* A line from (xa, ya) to (xb, yb), dashed (4 on, 3 off) or not, with a head at b. */
+void dvi_tt_arrow_line(SDL_Renderer *r, double xa, double ya, double xb, double yb,
+                       int dashed, int head);
+
+#endif /* DV_TT_DRAW_INTERNAL_H */
