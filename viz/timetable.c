@@ -171,9 +171,11 @@ static void mark_piece(piece *q, const dt_event *e)
             sep = mark_names[i].sep;
             q->b.role = mark_names[i].role;
         }
-    if (e->chunk >= 0)
-        snprintf(q->b.label, sizeof q->b.label, "%.12s%s%d", name, sep, e->chunk);
-    else
+    if (e->chunk >= 0) {
+        char full[48];                     /* then cut to the label's 23 characters */
+        snprintf(full, sizeof full, "%.12s%.2s%d", name, sep, e->chunk);
+        snprintf(q->b.label, sizeof q->b.label, "%.23s", full);
+    } else
         snprintf(q->b.label, sizeof q->b.label, "%.23s", name);
     q->b.micro = dvi_is(e->coll, "tp") ? dvi_micro(e) : -1;
 }

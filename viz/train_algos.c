@@ -496,7 +496,7 @@ static int stash_points(dv_tt *tt, dvi_key *o)
     for (int i = 0; i < m; i++)                    /* ... then ordered by rank, t */
         o[i] = (dvi_key){ tt->held[i].rank, 0, 0, i, tt->held[i].t };
     qsort(o, (size_t)m, sizeof *o, dvi_key_cmp);
-    dv_tt_held *h = malloc((size_t)(m ? m : 1) * sizeof *h);
+    dv_tt_held *h = malloc((size_t)(m > 0 ? m : 1) * sizeof *h);
     if (h == NULL)
         return -1;
     for (int i = 0; i < m; i++)
