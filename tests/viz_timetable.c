@@ -1242,6 +1242,12 @@ static void check_trace(const char *dir, const char *file)
     check_arrows(&mine, &tt, file);
     check_comm(&mine, &tt, file);
     check_steps(&mine, &tt, file);
+    for (int j = 0; j < tt.nblocks; j++) {     /* a block's call is one its rank is in */
+        const dv_tt_block *b = &tt.blocks[j];
+        REQUIRE(b->call < 0 || (b->call < m.ncalls && (m.calls[b->call].members >> b->rank & 1)),
+                "%s: rank %d's block '%s' picks call %d, whose communicator it is not in",
+                file, b->rank, b->label, b->call);
+    }
     /* the trace holds what the test needs (run.sh chose the settings for it) */
     if (g.stages > 0) {
         check_pp(&mine, &tt, &g, file);

@@ -350,14 +350,15 @@ static void rebuild_train(dv_app *a, int ta, int P, int M, dv_ddp_shape d)
     a->pos = 0;
     a->logged = -1;
     a->tt_logged[0] = '\0';
+    a->call = -1;
+    a->train_algo = ta;                    /* what a->m now is, whatever comes next */
+    a->stages = P;
+    a->micro = M;
+    a->ddp = d;
     if (tt_open(a) != 0) {
         note(a, "out of memory");
         return;
     }
-    a->train_algo = ta;
-    a->stages = P;
-    a->micro = M;
-    a->ddp = d;
     log_line(a, "showing", a->m.title);
 }
 
@@ -410,8 +411,9 @@ static int tt_key(dv_app *a, SDL_Keycode k, Uint16 mod)
 static void key(dv_app *a, SDL_Keycode k, Uint16 mod)
 {
     a->note[0] = '\0';
-    if (a->tt != NULL && a->timetable && tt_key(a, k, mod))
-        return;
+    if (a->tt != NULL && (a->timetable || (a->train_algo >= 0 &&
+                          (k == SDLK_a || k == SDLK_n || k == SDLK_m))) && tt_key(a, k, mod))
+        return;                            /* a built-in's a, n, m rebuild it in any view */
     if (a->tt != NULL && !a->timetable && (k == SDLK_t || k == SDLK_BACKSPACE)) {
         dv_app_show_timetable(a, 1);
         return;

@@ -397,10 +397,12 @@ static int walk_rank(bld *b, size_t lo, size_t hi)
             /* a pp stage of several layers records one event per layer: the operation
              * (F3) is one block, so the events right after each other merge */
             piece *prev = prev_compute >= 0 ? &b->p[prev_compute] : NULL;
-            dv_tt_block k = { .micro = dvi_micro(e), .layer = e->chunk >= 0 ? e->chunk : -1 };
+            dv_tt_block k = { .kind = DV_TT_OTHER, .micro = dvi_micro(e),
+                              .layer = e->chunk >= 0 ? e->chunk : -1 };
             compute_label(b, e, &k);
             if (b->pp_like && prev != NULL && k.micro >= 0 && prev->b.step == e->step &&
-                prev->b.micro == k.micro && prev->b.kind == k.kind && e->t0 >= prev->b.t1) {
+                prev->b.micro == k.micro && prev->b.kind == k.kind && k.kind != DV_TT_OTHER &&
+                strcmp(prev->b.label, k.label) == 0 && e->t0 >= prev->b.t1) {
                 prev->b.t1 = e->t1;
                 last_msg = -1;
                 continue;
@@ -616,8 +618,10 @@ static int cmp_call(const void *x, const void *y)
     return c ? c : (a->t0 > b->t0) - (a->t0 < b->t0);
 }
 
-/* The call of coll whose span holds [s0, s1]: the latest-starting of CALL_LOOK. */
-static int find_call(const dv_model *m, const int *byc, const char *coll, double s0, double s1)
+/* The call of coll with rank among its members whose span holds [s0, s1]: the
+ * latest-starting of CALL_LOOK (two groups of a hybrid run reduce at once). */
+static int find_call(const dv_model *m, const int *byc, const char *coll, int rank, double s0,
+                     double s1)
 {
     int lo = 0, hi = m->ncalls;                 /* calls before (coll, s0]: [0, lo) */
     while (lo < hi) {
@@ -628,7 +632,7 @@ static int find_call(const dv_model *m, const int *byc, const char *coll, double
         const dv_call *c = &m->calls[byc[k]];
         if (strncmp(c->coll, coll, 32) != 0)
             break;
-        if (c->t1 >= s1)
+        if (c->t1 >= s1 && rank >= 0 && rank < DV_MAX_RANKS && (c->members >> rank & 1))
             return byc[k];
     }
     return -1;
@@ -658,7 +662,8 @@ static int lay_out(bld *b)
         const piece *q = &b->p[o[k].idx];
         tt->blocks[k] = q->b;
         if (q->ev >= 0)
-            tt->blocks[k].call = find_call(b->m, byc, b->t->ev[q->ev].coll, q->s0, q->s1);
+            tt->blocks[k].call = find_call(b->m, byc, b->t->ev[q->ev].coll, tt->blocks[k].rank,
+                                           q->s0, q->s1);
     }
     tt->nblocks = (int)n;
     free(o);

@@ -108,7 +108,8 @@ typedef struct {
     double bubble;          /* pp (and hybrid with stages): the share of the ranks' time
                              * in the step that is not compute, 1 - compute / (N (c1 -
                              * c0)) with N ranks (P for pp): the pipeline's flush to
-                             * flush, from stage 0's first forward to its last backward,
+                             * flush, from the step's first compute (stage 0's first
+                             * forward) to its last (its last backward and optimizer),
                              * so that waiting for the step before does not count;
                              * -1 for other modes */
     double bubble_model;    /* pp: (P-1)/(M+P-1), dt_pp_bubble; -1 otherwise */
@@ -189,13 +190,15 @@ int dv_tt_block_at(const dv_tt *tt, int rank, int lane, double t);
 
 /* One line with step s's measures (s indexes tt->steps) beside their models, into buf
  * (always terminated, cut to len), e.g.
- *   pp:        "step 2 of 2: bubble 41% measured, 27% = (P-1)/(M+P-1) at P=4, M=8"
+ *   pp:        "step 2 of 2: bubble 41% measured over 4 stages, 27% = (P-1)/(M+P-1)
+ *               at P=4, M=8"
  *   ddp, fsdp: "step 2 of 2: communication 2.1 ms (38% of it waiting), 64% hidden
- *               behind compute; at best 88%"
+ *               behind compute; at best 88% (times summed over 3 ranks)"
  *   others:    "step 2 of 2: compute 3.2 ms, communication 1.1 ms (20% of it waiting),
- *               5% hidden behind compute"
+ *               5% hidden behind compute (times summed over 2 ranks)"
  * (hybrid with stages: the bubble, then its communication). Times are summed over
- * ranks; "of 2" is the last step's number. "" for an s out of range. */
+ * ranks, and counted in slots for a built-in schedule (tt->slots); "of 2" is the last
+ * step's number. "" for an s out of range. */
 void dv_tt_describe_step(const dv_tt *tt, int s, char *buf, size_t len);
 
 /* ==== built-in training schedules ==== */

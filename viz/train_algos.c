@@ -711,6 +711,8 @@ void dv_tt_describe_step(const dv_tt *tt, int s, char *buf, size_t len)
             return;
         buf += at, len -= at;                      /* hybrid: its communication too */
         at = (size_t)snprintf(buf, len, "; ");
+        if (at >= len)
+            return;
         buf += at, len -= at;
     } else if (strcmp(tt->mode, "ddp") != 0 && strcmp(tt->mode, "fsdp") != 0) {
         at = (size_t)snprintf(buf, len, "compute %s, ", secs(tt, st->compute, a, sizeof a));

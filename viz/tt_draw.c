@@ -4,7 +4,7 @@
  *
  *   pipeline parallel (pp)   schedule gpipe stages 3 micro 2        header: the mode,
  *   training step 1 (1 of 1)   window slots 0 to 12                  the step, the window,
- *   bubble 50% measured, 50% = (P-1)/(M+P-1) at P=3, M=2             its measures
+ *   bubble 50% measured over 3 stages, 50% = (P-1)/(M+P-1) ...       its measures
  *   | stage 0  [F0][F1]            [B0  ][B1  ]   stash 2    compute lane, and at the
  *   |    comm     |   |            ^     ^                   cursor the activations held
  *   | stage 1     v[F0][F1]    [B0  ][B1  ]       stash 2    comm lane below (/// waiting)
