@@ -122,11 +122,8 @@ static void reduce_bucket(dti_ddp *d, int b, int step)
         dt_allreduce_ring(MPI_IN_PLACE, d->grads + d->lo[b] * d->esize, (int)count,
                           d->type, MPI_SUM, d->comm);
     d->sent += dt_bytes_sent() - sent0;
-    if (tracing) {
-        dt_trace_phase("ddp", "bucket");
-        dt_trace_step(step, -1, 0, 0, b, d->lo[b], d->hi[b]);
-        dt_trace_add(DT_EV_MARK, -1, count * d->esize, t0, dt_trace_now());
-    }
+    if (tracing)
+        dti_mark("ddp", "bucket", step, b, d->lo[b], d->hi[b], count * d->esize, t0);
 }
 
 /* ==== the communication thread (overlap = 1) ==== */

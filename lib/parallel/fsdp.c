@@ -65,6 +65,7 @@
  * Trace: marks under coll "fsdp", chunk = layer, span each layer's gather (stage 3),
  * reduce-scatter, and gather-updated (stages 1, 2, after the optimizer); "free" marks
  * the instant stage 3 drops a gathered layer (trace.h). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,11 +218,6 @@ static void fsdp_free(fsdp *f)
 /* ==== the trace ==== */
 
 /* Takes t0 for a mark: 0 without tracing. */
-static double mark_begin(void)
-{
-    return dt_trace_enabled() ? dt_trace_now() : 0;
-}
-
 /* The trace's mark for layer l (coll "fsdp", phase gather, free, reduce-scatter or
  * gather-updated; chunk = layer, lo..hi = its weights in the whole model; trace.h)
  * spanning [t0, now], after the collective inside recorded its own events, or at this
@@ -230,12 +226,8 @@ static double mark_begin(void)
 static void mark(const fsdp *f, const char *phase, int step, int l, double t0,
                  int instant)
 {
-    if (!dt_trace_enabled())
-        return;
-    double t1 = dt_trace_now();
-    dt_trace_phase("fsdp", phase);
-    dt_trace_step(step, -1, 0, 0, l, f->off[l], f->off[l] + f->n[l]);
-    dt_trace_add(DT_EV_MARK, -1, f->s[l] * f->N * f->ws, instant ? t1 : t0, t1);
+    dti_mark("fsdp", phase, step, l, f->off[l], f->off[l] + f->n[l], f->s[l] * f->N * f->ws,
+             instant ? NAN : t0);
 }
 
 /* ==== one layer's weights, for forward or backward ==== */
@@ -249,7 +241,7 @@ static const float *layer_acquire(fsdp *f, int l, void **held, int step)
     const void *whole = f->w[l];
     *held = NULL;
     if (f->zero == 3) {
-        double t0 = mark_begin();
+        double t0 = dti_mark_begin();
         *held = dti_alloc(f->r, DTI_PARAMS, s * f->N * f->ws, 0);
         dt_allgather(f->w[l], (int)s, f->type, *held, (int)s, f->type, f->comm);
         mark(f, "gather", step, l, t0, 0);
@@ -274,7 +266,7 @@ static void layer_release(fsdp *f, int l, void *held, int step)
 static void layer_reduce(fsdp *f, int l, void *whole, int step)
 {
     size_t s = f->s[l];
-    double t0 = mark_begin();
+    double t0 = dti_mark_begin();
     dt_reduce_scatter_block(MPI_IN_PLACE, whole, (int)s, f->type, MPI_SUM, f->comm);
     mark(f, "reduce-scatter", step, l, t0, 0);
     if (f->gs[l] != whole)
@@ -361,7 +353,7 @@ static void update(fsdp *f, int step)
     }
     if (f->zero < 3)
         for (int l = 0; l < f->L; l++) {
-            double t0 = mark_begin();
+            double t0 = dti_mark_begin();
             dt_allgather(MPI_IN_PLACE, 0, f->type, f->w[l], (int)f->s[l], f->type,
                          f->comm);
             mark(f, "gather-updated", step, l, t0, 0);

@@ -220,12 +220,9 @@ void dti_acts_free(dti_acts *a)
 static void tp_mark(const dti_model *m, const char *phase, int step, int l, int micro,
                     size_t nbytes, double t0)
 {
-    if (m->T == 1 || !dt_trace_enabled())
-        return;
-    dt_trace_phase("tp", phase);
-    dt_trace_step(step, -1, 0, 0, l, micro < 0 ? 0 : (size_t)micro,
-                  micro < 0 ? 0 : (size_t)micro + 1);
-    dt_trace_add(DT_EV_MARK, -1, nbytes, t0, dt_trace_now());
+    if (m->T > 1)
+        dti_mark("tp", phase, step, l, micro < 0 ? 0 : (size_t)micro,
+                 micro < 0 ? 0 : (size_t)micro + 1, nbytes, t0);
 }
 
 /* Layer i's weights as fp32: in place in fp32, widened into m->wf in fp16. */

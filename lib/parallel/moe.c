@@ -293,21 +293,12 @@ static float dot(const float *a, const float *b, int n)
 /* ==== forward and backward of the MoE layer ==== */
 
 /* Takes t0 for a mark: 0 without tracing. */
-static double mark_begin(void)
-{
-    return dt_trace_enabled() ? dt_trace_now() : 0;
-}
-
 /* The trace's mark for one all-to-all of slots (coll "moe", phase dispatch, combine,
  * grad-dispatch or grad-combine, chunk -1; trace.h) spanning [t0, now], after the
  * collective recorded its own events; nbytes = the send buffer, N * blk floats. */
 static void mark(const moe *m, const char *phase, int step, double t0)
 {
-    if (!dt_trace_enabled())
-        return;
-    dt_trace_phase("moe", phase);
-    dt_trace_step(step, -1, 0, 0, -1, 0, 0);
-    dt_trace_add(DT_EV_MARK, -1, m->N * m->blk * sizeof(float), t0, dt_trace_now());
+    dti_mark("moe", phase, step, -1, 0, 0, m->N * m->blk * sizeof(float), t0);
 }
 
 /* The figures of one step, summed over the ranks (dt_allreduce, doubles): first-choice
@@ -357,7 +348,7 @@ static void moe_forward(moe *m, const float *x, double *st, int step)
 
     /* dispatch */
     int nb = m->Gl * m->El;
-    double tm = mark_begin();
+    double tm = dti_mark_begin();
     dt_alltoall(m->ns, nb, MPI_INT, m->ne, nb, MPI_INT, m->r->comm);
     size_t sent0 = dt_bytes_sent();
     dt_alltoall(m->xs, (int)m->blk, MPI_FLOAT, m->xe, (int)m->blk, MPI_FLOAT, m->r->comm);
@@ -380,7 +371,7 @@ static void moe_forward(moe *m, const float *x, double *st, int step)
     dti_compute_event("forward", step, m->mid, -1, t0);
 
     /* combine: y = x + p * expert output, choices in order */
-    tm = mark_begin();
+    tm = dti_mark_begin();
     dt_alltoall(m->ye, (int)m->blk, MPI_FLOAT, m->ys, (int)m->blk, MPI_FLOAT, m->r->comm);
     mark(m, "combine", step, tm);
     t0 = dt_trace_now();
@@ -424,7 +415,7 @@ static void moe_backward(moe *m, const float *x, const float *dy, const float *a
         }
     }
     dti_compute_event("backward", step, m->mid, -1, t0);
-    double tm = mark_begin();
+    double tm = dti_mark_begin();
     dt_alltoall(m->dys, (int)m->blk, MPI_FLOAT, m->dye, (int)m->blk, MPI_FLOAT,
                 m->r->comm);
     mark(m, "grad-dispatch", step, tm);
@@ -446,7 +437,7 @@ static void moe_backward(moe *m, const float *x, const float *dy, const float *a
             }
     }
     dti_compute_event("backward", step, m->mid, -1, t0);
-    tm = mark_begin();
+    tm = dti_mark_begin();
     dt_alltoall(m->dxe, (int)m->blk, MPI_FLOAT, m->dxs, (int)m->blk, MPI_FLOAT,
                 m->r->comm);
     mark(m, "grad-combine", step, tm);

@@ -82,6 +82,14 @@ void dti_result_params(dti_run *r, const float *owned);
  * .. micro+1 (micro -1: 0 0). */
 void dti_compute_event(const char *phase, int step, int layer, int micro, double t0);
 
+/* Marks in the trace (lib/trace.h's table of training marks): dti_mark_begin is now, or 0
+ * when tracing is off; dti_mark records a mark of coll and phase for training step `step`
+ * (chunk, elements [lo, hi), nbytes) spanning [t0, now], or at this instant when t0 is NAN,
+ * after the collectives inside recorded their own events. Nothing when tracing is off. */
+double dti_mark_begin(void);
+void dti_mark(const char *coll, const char *phase, int step, int chunk, size_t lo, size_t hi,
+              size_t nbytes, double t0);
+
 /* ==== mixed precision helpers (mixed.c) ==== */
 
 /* The element type of weights and gradients that forward and backward use: MPI_FLOAT,

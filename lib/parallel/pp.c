@@ -247,11 +247,7 @@ static void receive(dti_pp *p, float *dst, size_t n, int peer, int micro, int st
 
 static void mark(int step, const char *phase, int s, int micro, double t0)
 {
-    if (!dt_trace_enabled())
-        return;
-    dt_trace_phase("pipeline", phase);
-    dt_trace_step(step, -1, 0, 0, s, (size_t)micro, (size_t)micro + 1);
-    dt_trace_add(DT_EV_MARK, -1, 0, t0, dt_trace_now());
+    dti_mark("pipeline", phase, step, s, (size_t)micro, (size_t)micro + 1, 0, t0);
 }
 
 double dti_pp_step(dti_pp *p, const float *x, const int *y, float scale, int step,

@@ -241,12 +241,7 @@ void dti_free(dti_run *r, int what, void *p, size_t nbytes)
 
 void dti_step_begin(dti_run *r, int step)
 {
-    if (dt_trace_enabled()) {                   /* the trace's step mark: an instant */
-        dt_trace_phase("train", "step");
-        dt_trace_step(step, -1, 0, 0, -1, 0, 0);
-        double t = dt_trace_now();
-        dt_trace_add(DT_EV_MARK, -1, 0, t, t);
-    }
+    dti_mark("train", "step", step, -1, 0, 0, 0, NAN);  /* the trace's step mark */
     r->t_begin = MPI_Wtime();                   /* the straggler's sleep is its step's */
     if (r->cfg->slow_ms > 0 && r->rank == r->cfg->slow_rank) {
         int ms = r->cfg->slow_ms;               /* a straggler: a slower GPU */
@@ -293,6 +288,22 @@ void dti_result_params(dti_run *r, const float *owned)
     float *dst = r->rank == 0 ? r->res->params : NULL;
     /* bookkeeping, not training: MPI's own reduce, so that it is not counted */
     DT_CHECK_MPI(MPI_Reduce(owned, dst, (int)r->nparams, MPI_FLOAT, MPI_SUM, 0, r->comm));
+}
+
+double dti_mark_begin(void)
+{
+    return dt_trace_enabled() ? dt_trace_now() : 0;
+}
+
+void dti_mark(const char *coll, const char *phase, int step, int chunk, size_t lo, size_t hi,
+              size_t nbytes, double t0)
+{
+    if (!dt_trace_enabled())
+        return;
+    double t1 = dt_trace_now();
+    dt_trace_phase(coll, phase);
+    dt_trace_step(step, -1, 0, 0, chunk, lo, hi);
+    dt_trace_add(DT_EV_MARK, -1, nbytes, isnan(t0) ? t1 : t0, t1);
 }
 
 void dti_compute_event(const char *phase, int step, int layer, int micro, double t0)
