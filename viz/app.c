@@ -69,13 +69,11 @@ static void note(dv_app *a, const char *s)
 static void tt_describe(const dv_app *a, char *s, size_t len)
 {
     const dv_tt *tt = a->tt;
-    const char *unit = a->m.from_trace ? "ms" : "slots";
-    double k = a->m.from_trace ? 1e3 : 1;
+    double k = dv_tt_axis_scale(tt), base = dv_tt_axis_base(tt);
     int step = tt->nsteps > 0 ? tt->steps[a->tt_step].step : 0;
     snprintf(s, len, "timetable step %d (%d of %d) window %.4g..%.4g %s cursor %.4g call %d",
-             step, tt->nsteps > 0 ? a->tt_step + 1 : 0, tt->nsteps,
-             (a->t0 - tt->t_begin) * k, (a->t1 - tt->t_begin) * k, unit,
-             (a->cursor - tt->t_begin) * k, a->call);
+             step, tt->nsteps > 0 ? a->tt_step + 1 : 0, tt->nsteps, (a->t0 - base) * k,
+             (a->t1 - base) * k, dv_tt_axis_unit(tt), (a->cursor - base) * k, a->call);
 }
 
 static void log_tt(dv_app *a)

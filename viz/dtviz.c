@@ -416,9 +416,9 @@ static int place(const options *o, dv_app *a)
         return bad("--cursor, --window: this %s has no timetable (it is not a training trace)",
                    what);
     /* times as the axis counts them: ms from the trace's start, or slots */
-    double base = a->tt != NULL && a->m.from_trace ? a->tt->t_begin : 0;
-    double unit = a->m.from_trace ? 1e-3 : 1;
-    const char *un = a->m.from_trace ? "ms" : "slots";
+    double base = a->tt != NULL ? dv_tt_axis_base(a->tt) : 0;
+    double unit = a->tt != NULL ? 1 / dv_tt_axis_scale(a->tt) : 1;
+    const char *un = a->tt != NULL ? dv_tt_axis_unit(a->tt) : "";
     if (a->tt != NULL && !isnan(o->win0)) {
         double t0 = base + o->win0 * unit, t1 = base + o->win1 * unit;
         if (t1 <= a->tt->t_begin || t0 >= a->tt->t_end)

@@ -173,6 +173,12 @@ int dv_tt_is_training(const dt_trace *t);
 int dv_tt_build(dv_tt *tt, const dv_model *m, char *err, size_t errlen);
 void dv_tt_free(dv_tt *tt);
 
+/* The timetable's axis: time t is shown as (t - dv_tt_axis_base(tt)) * dv_tt_axis_scale(tt)
+ * dv_tt_axis_unit(tt): ms from the trace's first block, or slots of a built-in. */
+static inline double dv_tt_axis_base(const dv_tt *tt) { return tt->slots ? 0 : tt->t_begin; }
+static inline double dv_tt_axis_scale(const dv_tt *tt) { return tt->slots ? 1 : 1e3; }
+static inline const char *dv_tt_axis_unit(const dv_tt *tt) { return tt->slots ? "slots" : "ms"; }
+
 /* The index into tt->steps of the step whose span holds time t (the one begun last
  * where several do; the nearest when none does), -1 when there are no steps. */
 int dv_tt_step_at(const dv_tt *tt, double t);

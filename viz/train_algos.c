@@ -583,17 +583,10 @@ int dvi_tt_measure(dv_tt *tt)
         tt->steps[s].c0 = INFINITY, tt->steps[s].c1 = -INFINITY;
     for (int k = 0; k < n; k++) {                  /* each step's compute span */
         const dv_tt_block *c = &tt->blocks[k];
-        int lo = 0, hi = tt->nsteps;
-        while (lo < hi) {
-            int mid = lo + (hi - lo) / 2;
-            if (tt->steps[mid].step < c->step)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        if (c->lane == 0 && lo < tt->nsteps && tt->steps[lo].step == c->step) {
-            tt->steps[lo].c0 = fmin(tt->steps[lo].c0, c->t0);
-            tt->steps[lo].c1 = fmax(tt->steps[lo].c1, c->t1);
+        int s = c->lane == 0 ? step_index(tt, c->step) : -1;
+        if (s >= 0) {
+            tt->steps[s].c0 = fmin(tt->steps[s].c0, c->t0);
+            tt->steps[s].c1 = fmax(tt->steps[s].c1, c->t1);
         }
     }
     for (int s = 0; s < tt->nsteps; s++) {

@@ -48,17 +48,6 @@ static const char *mode_name(const char *mode)
     return NULL;
 }
 
-/* Display units: ms since the trace's first block, or slots (a built-in schedule). */
-static double unit_scale(const dv_model *m)
-{
-    return m->from_trace ? 1e3 : 1;
-}
-
-static double unit_base(const dv_model *m, const dv_tt *tt)
-{
-    return m->from_trace ? tt->t_begin : 0;
-}
-
 /* Decimals enough to tell values `step` apart. */
 static int decimals(double step)
 {
@@ -82,10 +71,10 @@ static void draw_header(dv_text *t, const dv_model *m, const dv_view *v, const d
 
     dv_font f = w >= 700 ? DV_FONT_BODY : DV_FONT_SMALL;
     int y = PAD / 2 + TITLE_H;
-    double k = unit_scale(m), base = unit_base(m, tt), a = (L->t0 - base) * k,
+    double k = dv_tt_axis_scale(tt), base = dv_tt_axis_base(tt), a = (L->t0 - base) * k,
         b = (L->t1 - base) * k;
     int d = decimals((b - a) / 50);
-    if (m->from_trace)
+    if (!tt->slots)
         snprintf(win, sizeof win, "window %.*f to %.*f ms", d, a, d, b);
     else
         snprintf(win, sizeof win, "window slots %.*f to %.*f (a forward takes 1 slot, a "
@@ -107,17 +96,17 @@ static void draw_header(dv_text *t, const dv_model *m, const dv_view *v, const d
 
 /* The round numbers (1, 2 or 5 times a power of ten; whole slots for a schedule) at
  * least ~90 px apart in the window, as times, into ticks[0..max-1]; returns how many. */
-static int axis_ticks(const dv_model *m, const dv_tt *tt, const dvi_tt_layout *L, double *ticks,
-                      int max, double *step_out)
+static int axis_ticks(const dv_tt *tt, const dvi_tt_layout *L, double *ticks, int max,
+                      double *step_out)
 {
-    double k = unit_scale(m), base = unit_base(m, tt);
+    double k = dv_tt_axis_scale(tt), base = dv_tt_axis_base(tt);
     double a = (L->t0 - base) * k, b = (L->t1 - base) * k;
     double raw = (b - a) * 90 / (L->area.w > 0 ? L->area.w : 1);
     double p = pow(10, floor(log10(raw)));
     if (!(raw > 0) || !isfinite(p) || !(p > 0))
         return 0;
     double step = raw <= p ? p : raw <= 2 * p ? 2 * p : raw <= 5 * p ? 5 * p : 10 * p;
-    if (!m->from_trace && step < 1)
+    if (tt->slots && step < 1)
         step = 1;
     *step_out = step;
     int n = 0;
@@ -126,14 +115,14 @@ static int axis_ticks(const dv_model *m, const dv_tt *tt, const dvi_tt_layout *L
     return n;
 }
 
-static void draw_axis(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_tt *tt,
-                      const dvi_tt_layout *L, const double *ticks, int nticks, double step)
+static void draw_axis(SDL_Renderer *r, dv_text *t, const dv_tt *tt, const dvi_tt_layout *L,
+                      const double *ticks, int nticks, double step)
 {
     char s[48];
     int y = L->axis_y, right = -1000;
-    double k = unit_scale(m), base = unit_base(m, tt);
+    double k = dv_tt_axis_scale(tt), base = dv_tt_axis_base(tt);
     dvi_fill(r, OUTLINE, L->area.x, y, L->area.w, 1);
-    dv_text_draw(t, DV_FONT_SMALL, PAD, y + 3, DIM, m->from_trace ? "time, ms" : "slot");
+    dv_text_draw(t, DV_FONT_SMALL, PAD, y + 3, DIM, tt->slots ? "slot" : "time, ms");
     for (int i = 0; i < nticks; i++) {
         int x = (int)dvi_tt_time_x(L, ticks[i]);
         double u = (ticks[i] - base) * k;
@@ -244,10 +233,10 @@ void dv_tt_draw(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_view *v
     dvi_set_color(r, BG);
     SDL_RenderClear(r);
     draw_header(t, m, v, &L, w);
-    int nticks = L.area.w > 1 ? axis_ticks(m, tt, &L, ticks, 64, &step) : 0;
+    int nticks = L.area.w > 1 ? axis_ticks(tt, &L, ticks, 64, &step) : 0;
     if (L.row > 0) {
         dvi_tt_rows(r, t, v, &L, ticks, nticks);
-        draw_axis(r, t, m, tt, &L, ticks, nticks, step);
+        draw_axis(r, t, tt, &L, ticks, nticks, step);
         draw_legend(r, t, &L, w);
     }
     if (v->note != NULL)
