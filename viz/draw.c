@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "draw.h"
+#include "draw_internal.h"
 #include "units.h"
 
 /* ==== colours ====
@@ -20,9 +21,8 @@
  * arrows, the interface) greys or muted tints of grey, apart from every rank colour and
  * from each other by at least 60 in RGB and 20 in CIELAB (tests/viz_model.c checks it). */
 
-static const SDL_Color BG = { 24, 26, 32, 255 }, EMPTY = { 46, 49, 58, 255 },
-    OUTLINE = { 92, 96, 108, 255 }, TEXT = { 222, 224, 230, 255 }, DIM = { 150, 154, 166, 255 },
-    NOTE = { 255, 214, 102, 255 }, TRACK = { 34, 37, 44, 255 }, ABSENT = { 30, 32, 39, 255 };
+static const SDL_Color EMPTY = { 46, 49, 58, 255 }, TRACK = { 34, 37, 44, 255 },
+    ABSENT = { 30, 32, 39, 255 };                  /* and draw_internal.h's BG, TEXT, ... */
 
 /* Sixteen vivid colours that stay apart on a dark background; ranks above 15 walk the
  * hue circle by the golden angle at three lightnesses, so neighbours still differ. */
@@ -47,17 +47,6 @@ SDL_Color dv_rank_color(int r)
                         (Uint8)(rgb[i][2] * 248 + (r >> 2 & 3)), 255 };
 }
 
-static void set_color(SDL_Renderer *r, SDL_Color c)
-{
-    SDL_SetRenderDrawColor(r, c.r, c.g, c.b, c.a);
-}
-
-static void fill(SDL_Renderer *r, SDL_Color c, int x, int y, int w, int h)
-{
-    SDL_Rect box = { x, y, w, h };
-    set_color(r, c);
-    SDL_RenderFillRect(r, &box);
-}
 
 /* Fills box with one vertical stripe per rank in mask, in rank order, equal widths. */
 static void stripes(SDL_Renderer *r, SDL_Rect box, dv_mask mask)
@@ -68,7 +57,7 @@ static void stripes(SDL_Renderer *r, SDL_Rect box, dv_mask mask)
             continue;
         int x0 = box.x + box.w * i / n, x1 = box.x + box.w * (i + 1) / n;
         if (x1 > x0)                       /* more ranks than pixels: some cannot show */
-            fill(r, dv_rank_color(q), x0, box.y, x1 - x0, box.h);
+            dvi_fill(r, dv_rank_color(q), x0, box.y, x1 - x0, box.h);
         i++;
     }
 }
@@ -77,17 +66,12 @@ static void stripes(SDL_Renderer *r, SDL_Rect box, dv_mask mask)
 
 /* Line heights of the three fonts at text.c's sizes (DejaVu Sans 10, 13, 16 pt), and
  * the widths the layout reserves. */
-enum { PAD = 8, SMALL_H = 13, BODY_H = 17, TITLE_H = 22, LABEL_W = 64 };
-
-static int clampi(int v, int lo, int hi)
-{
-    return v < lo ? lo : v > hi ? hi : v;
-}
+enum { LABEL_W = 64 };
 
 /* The gap between two rows of cells, where the arrows and their labels go. */
 static int row_gap(int row_h)
 {
-    return clampi(row_h * 2 / 5, 1, 18);
+    return dvi_clampi(row_h * 2 / 5, 1, 18);
 }
 
 void dv_layout_compute(const dv_model *m, int pos, int w, int h, dv_layout *L)
@@ -103,22 +87,22 @@ void dv_layout_compute(const dv_model *m, int pos, int w, int h, dv_layout *L)
     int bottom = h - BODY_H - 2;                     /* the note line below everything */
     int tl_top = bottom;
     if (m->trace.n > 0) {                            /* legend, rows, axis labels */
-        int row = clampi(h / (m->from_trace ? 3 : 4) / n, 2, 36);
+        int row = dvi_clampi(h / (m->from_trace ? 3 : 4) / n, 2, 36);
         L->timeline = (SDL_Rect){ PAD + LABEL_W, bottom - SMALL_H - row * n,
                                   w - 2 * PAD - LABEL_W, row * n };
         tl_top = L->timeline.y - SMALL_H - 4;
     }
     int top = L->header.h + 2 * SMALL_H + 6;         /* column titles, cell names */
     int avail = tl_top - BODY_H - SMALL_H - PAD - top;
-    int panel_w = clampi(w / 5, 120, 260);
-    L->row_h = clampi(avail / n, 2, 72);
+    int panel_w = dvi_clampi(w / 5, 120, 260);
+    L->row_h = dvi_clampi(avail / n, 2, 72);
     L->grid = (SDL_Rect){ PAD, top, w - 2 * PAD - panel_w, L->row_h * n };
     L->panel = (SDL_Rect){ L->grid.x + L->grid.w + PAD, top, panel_w - PAD, L->grid.h };
     L->cell_x0 = PAD + LABEL_W;
     int room = L->grid.x + L->grid.w - L->cell_x0;
     if (L->call >= 0 && m->calls[L->call].from_sender) {
         /* alltoall: the send buffer, a gap for the arrows to cross, the receive buffer */
-        int gap = clampi(room / 12, 12, 64);
+        int gap = dvi_clampi(room / 12, 12, 64);
         L->send_x0 = L->cell_x0;
         L->cell_w = (room - gap) / (2 * L->ncells);
         L->cell_x0 = L->send_x0 + L->ncells * (L->cell_w > 1 ? L->cell_w : 1) + gap;
@@ -203,7 +187,7 @@ void dv_pos_describe(const dv_model *m, int pos, char *buf, size_t len)
 {
     int call, k;
     char on[256];
-    pos = clampi(pos, 0, m->npos - 1);
+    pos = dvi_clampi(pos, 0, m->npos - 1);
     const dv_frame *f = pos_frame(m, pos, &call, &k);
     if (call < 0) {
         snprintf(buf, len, "position %d of 0..%d: no collective calls", pos, m->npos - 1);
@@ -266,10 +250,10 @@ static void draw_send_row(SDL_Renderer *r, dv_text *t, const dv_call *c, const d
     for (int x = 0; x < L->ncells; x++) {
         SDL_Rect b = dv_layout_send_cell(L, q, x), o = { b.x - 1, b.y - 1, b.w + 2, b.h + 2 };
         if (L->cell_w >= 4) {
-            set_color(r, OUTLINE);
+            dvi_set_color(r, OUTLINE);
             SDL_RenderDrawRect(r, &o);
         }
-        fill(r, dv_rank_color(q), b.x, b.y, b.w, b.h);
+        dvi_fill(r, dv_rank_color(q), b.x, b.y, b.w, b.h);
         int v = dv_cell_block(c, x), to = member_rank(c, v);
         if (to < 0 || (x > 0 && dv_cell_block(c, x - 1) == v) || b.h < SMALL_H)
             continue;                                /* one label a block */
@@ -298,11 +282,11 @@ static void draw_grid(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_l
             snprintf(s, sizeof s, "rank %d", q);
             dv_text_draw(t, f, PAD, c0.y + (c0.h - dv_text_height(t, f)) / 2, name, s);
         } else {
-            fill(r, name, PAD, c0.y, 8, c0.h);
+            dvi_fill(r, name, PAD, c0.y, 8, c0.h);
         }
         if (!member) {
             int x0 = L->send_x0 > 0 ? L->send_x0 : L->cell_x0;
-            fill(r, ABSENT, x0, c0.y, L->cell_x0 + L->ncells * L->cell_w - x0, c0.h);
+            dvi_fill(r, ABSENT, x0, c0.y, L->cell_x0 + L->ncells * L->cell_w - x0, c0.h);
             if (c0.h >= SMALL_H)
                 dv_text_draw(t, DV_FONT_SMALL, x0 + PAD, c0.y + (c0.h - SMALL_H) / 2, OUTLINE,
                              "not in this call's communicator");
@@ -313,12 +297,12 @@ static void draw_grid(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_l
         for (int c = 0; c < L->ncells; c++) {
             SDL_Rect b = dv_layout_cell(L, q, c), o = { b.x - 1, b.y - 1, b.w + 2, b.h + 2 };
             if (L->cell_w >= 4) {
-                set_color(r, OUTLINE);
+                dvi_set_color(r, OUTLINE);
                 SDL_RenderDrawRect(r, &o);
             }
             dv_mask mk = st[q * L->ncells + c];
             if (mk == 0)
-                fill(r, EMPTY, b.x, b.y, b.w, b.h);
+                dvi_fill(r, EMPTY, b.x, b.y, b.w, b.h);
             else
                 stripes(r, b, mk);
         }
@@ -332,7 +316,7 @@ static void arrow_geom(const dv_layout *L, const dv_msg *g, int *x, int *y0, int
 {
     SDL_Rect a = dv_layout_cell(L, g->src, g->c0), b = dv_layout_cell(L, g->dst, g->c0);
     int span = (g->c1 - g->c0) * L->cell_w;
-    int side = clampi(span / 12, 0, 8) + g->src % 3;   /* down: right of centre; up: left */
+    int side = dvi_clampi(span / 12, 0, 8) + g->src % 3;   /* down: right of centre; up: left */
     *x = L->cell_x0 + g->c0 * L->cell_w + span / 2 + (g->src < g->dst ? side : -side);
     *y0 = g->src < g->dst ? a.y + a.h + 1 : a.y - 2;
     *y1 = g->src < g->dst ? b.y - 2 : b.y + b.h + 1;
@@ -342,9 +326,9 @@ static void arrow_geom(const dv_layout *L, const dv_msg *g, int *x, int *y0, int
  * receiver's receive block, at the middle of their rows. */
 static void a2a_geom(const dv_layout *L, const dv_msg *g, int *x0, int *y0, int *x1, int *y1)
 {
-    int last = clampi(g->s1 > g->s0 ? g->s1 - 1 : g->s0, 0, L->ncells - 1);
+    int last = dvi_clampi(g->s1 > g->s0 ? g->s1 - 1 : g->s0, 0, L->ncells - 1);
     SDL_Rect a = dv_layout_send_cell(L, g->src, last);
-    SDL_Rect b = dv_layout_cell(L, g->dst, clampi(g->c0, 0, L->ncells - 1));
+    SDL_Rect b = dv_layout_cell(L, g->dst, dvi_clampi(g->c0, 0, L->ncells - 1));
     *x0 = a.x + a.w + 1;
     *y0 = a.y + a.h / 2;
     *x1 = b.x - 2;
@@ -386,11 +370,11 @@ static void draw_arrows(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv
         const dv_msg *g = &m->msgs[f->first_msg + i];
         int x, y0, y1, x1;
         SDL_Color c = dv_kind_color(g->add ? DV_C_ADD_ARROW : DV_C_COPY_ARROW);
-        set_color(r, c);
+        dvi_set_color(r, c);
         if (L->send_x0 > 0) {
             if (g->c1 > g->c0) {                     /* an empty block moves nothing */
                 a2a_geom(L, g, &x, &y0, &x1, &y1);
-                arrow_line(r, x, y0, x1, y1, g->add, clampi(L->row_h / 8, 2, 7));
+                arrow_line(r, x, y0, x1, y1, g->add, dvi_clampi(L->row_h / 8, 2, 7));
             }
             continue;
         }
@@ -430,8 +414,8 @@ static void draw_pieces(SDL_Renderer *r, const dv_model *m, const dv_layout *L,
         if (c->from_sender)                 /* its block for the receiver: its own data */
             mk = (dv_mask)1 << g->src;
         SDL_Rect a = dv_layout_cell(L, g->src, g->c0), b = dv_layout_cell(L, g->dst, g->c0);
-        int x, y0, y1, x1, pw = clampi((g->c1 - g->c0) * L->cell_w * 3 / 5, 6, 400),
-            ph = clampi(a.h * 3 / 4, 4, 40), xc, yc;
+        int x, y0, y1, x1, pw = dvi_clampi((g->c1 - g->c0) * L->cell_w * 3 / 5, 6, 400),
+            ph = dvi_clampi(a.h * 3 / 4, 4, 40), xc, yc;
         if (L->send_x0 > 0) {               /* along the line across the buffers */
             a2a_geom(L, g, &x, &y0, &x1, &y1);
             xc = x + (int)((x1 - x) * frac);
@@ -442,10 +426,10 @@ static void draw_pieces(SDL_Renderer *r, const dv_model *m, const dv_layout *L,
             yc = a.y + a.h / 2 + (int)((b.y - a.y) * frac);
         }
         SDL_Rect box = { xc - pw / 2, yc - ph / 2, pw, ph }, o = { box.x - 1, box.y - 1, pw + 2, ph + 2 };
-        set_color(r, dv_kind_color(g->add ? DV_C_ADD_ARROW : DV_C_COPY_ARROW));
+        dvi_set_color(r, dv_kind_color(g->add ? DV_C_ADD_ARROW : DV_C_COPY_ARROW));
         SDL_RenderDrawRect(r, &o);
         if (mk == 0)
-            fill(r, EMPTY, box.x, box.y, box.w, box.h);
+            dvi_fill(r, EMPTY, box.x, box.y, box.w, box.h);
         else
             stripes(r, box, mk);
     }
@@ -541,9 +525,9 @@ static void draw_panel(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_
         double f = known && expect[q] > 0 ? sent[q] / expect[q] : 0;
         if (dv_call_index(c, q) < 0)
             continue;                                /* not in the call: nothing to send */
-        fill(r, EMPTY, L->panel.x, cq.y, bw, cq.h);
+        dvi_fill(r, EMPTY, L->panel.x, cq.y, bw, cq.h);
         if ((int)(bw * (f > 1 ? 1 : f)) > 0)
-            fill(r, dv_rank_color(q), L->panel.x, cq.y, (int)(bw * (f > 1 ? 1 : f)), cq.h);
+            dvi_fill(r, dv_rank_color(q), L->panel.x, cq.y, (int)(bw * (f > 1 ? 1 : f)), cq.h);
         if (cq.h + 4 < SMALL_H)
             continue;
         dt_format_bytes(sent[q], a, sizeof a);
@@ -604,9 +588,9 @@ static void timeline_bars(SDL_Renderer *r, const dv_model *m, SDL_Rect b)
     int row = b.h / m->nranks, sep = row >= 8, lh = (row - sep) / 3 > 0 ? (row - sep) / 3 : 1;
     double span = m->t_end - m->t_begin;
     SDL_Rect *box = malloc(tr->n * sizeof *box);
-    fill(r, BG, b.x, b.y, b.w, b.h);
+    dvi_fill(r, BG, b.x, b.y, b.w, b.h);
     for (int q = 0; q < m->nranks && sep; q++)
-        fill(r, TRACK, b.x, b.y + q * row + 1, b.w, row - 1);
+        dvi_fill(r, TRACK, b.x, b.y + q * row + 1, b.w, row - 1);
     for (int k = 0; k < TL_N && box != NULL; k++) {
         int nb = 0, lane;
         for (size_t i = 0; i < tr->n; i++) {
@@ -620,7 +604,7 @@ static void timeline_bars(SDL_Renderer *r, const dv_model *m, SDL_Rect b)
             if (nb == 0 || memcmp(&box[nb - 1], &eb, sizeof eb) != 0)
                 box[nb++] = eb;
         }
-        set_color(r, dv_kind_color(tl_kind[k].c));
+        dvi_set_color(r, dv_kind_color(tl_kind[k].c));
         SDL_RenderFillRects(r, box, nb);
     }
     free(box);
@@ -680,7 +664,7 @@ static void draw_timeline(SDL_Renderer *r, dv_text *t, const dv_model *m, const 
     char s[64];
     int x = b.x, row = b.h / m->nranks;
     for (int k = 0; k < TL_N; k++) {       /* the legend */
-        fill(r, dv_kind_color(tl_kind[k].c), x, b.y - SMALL_H - 1, 9, 9);
+        dvi_fill(r, dv_kind_color(tl_kind[k].c), x, b.y - SMALL_H - 1, 9, 9);
         x += 13 + dv_text_draw(t, DV_FONT_SMALL, x + 12, b.y - SMALL_H - 4, DIM, tl_kind[k].name) + 10;
     }
     if (v->cache == NULL || timeline_cached(r, m, b, v->cache) != 0)
@@ -708,10 +692,10 @@ static void draw_timeline(SDL_Renderer *r, dv_text *t, const dv_model *m, const 
     if (f != NULL && call >= 0 && k < m->calls[call].nframes) {
         int x0 = b.x + (int)((f->t0 - m->t_begin) / span * b.w);
         int x1 = b.x + (int)((f->t1 - m->t_begin) / span * b.w);
-        fill(r, (SDL_Color){ 255, 255, 255, 48 }, x0, b.y, x1 - x0 > 1 ? x1 - x0 : 1, b.h);
+        dvi_fill(r, (SDL_Color){ 255, 255, 255, 48 }, x0, b.y, x1 - x0 > 1 ? x1 - x0 : 1, b.h);
     }
     SDL_SetRenderDrawBlendMode(r, SDL_BLENDMODE_NONE);
-    fill(r, TEXT, b.x + (int)((tc - m->t_begin) / span * b.w) - 1, b.y - 2, 2, b.h + 4);
+    dvi_fill(r, TEXT, b.x + (int)((tc - m->t_begin) / span * b.w) - 1, b.y - 2, 2, b.h + 4);
 }
 
 void dv_draw_help(SDL_Renderer *r, dv_text *t, int w, int h)
@@ -722,9 +706,9 @@ void dv_draw_help(SDL_Renderer *r, dv_text *t, int w, int h)
     int bw = w - 2 * PAD < 760 ? w - 2 * PAD : 760, bh = (n + 2) * BODY_H + 2 * PAD;
     int x = (w - bw) / 2, y = (h - bh) / 2;
     SDL_SetRenderDrawBlendMode(r, SDL_BLENDMODE_BLEND);
-    fill(r, (SDL_Color){ 8, 9, 12, 232 }, x, y, bw, bh);
+    dvi_fill(r, (SDL_Color){ 8, 9, 12, 232 }, x, y, bw, bh);
     SDL_SetRenderDrawBlendMode(r, SDL_BLENDMODE_NONE);
-    set_color(r, OUTLINE);
+    dvi_set_color(r, OUTLINE);
     SDL_RenderDrawRect(r, &(SDL_Rect){ x, y, bw, bh });
     dv_text_draw(t, DV_FONT_BODY, x + PAD, y + PAD, NOTE, "keys (h hides this)");
     for (int i = 0; i < n; i++) {
@@ -743,14 +727,14 @@ void dv_draw(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_view *v, i
         return;
     }
     dv_mask st[DV_MAX_RANKS * DV_MAX_CELLS];          /* masks after k frames */
-    int pos = clampi((int)v->pos, 0, m->npos - 1), call, k;
+    int pos = dvi_clampi((int)v->pos, 0, m->npos - 1), call, k;
     dv_layout L;
     dv_layout_compute(m, pos, w, h, &L);
     const dv_frame *f = pos_frame(m, pos, &call, &k);
     if (call >= 0 && k == m->calls[call].nframes)
         f = NULL;                                    /* the call is done: no arrows */
     SDL_SetRenderDrawBlendMode(r, SDL_BLENDMODE_NONE);
-    set_color(r, BG);
+    dvi_set_color(r, BG);
     SDL_RenderClear(r);
     draw_header(t, m, v, &L, pos);
     if (call >= 0) {

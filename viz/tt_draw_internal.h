@@ -6,20 +6,15 @@
 #include <SDL.h>
 
 #include "draw.h"
+#include "draw_internal.h"
 #include "timetable.h"
 
 /* ==== colours and sizes ==== */
 
-/* draw.c's background, text, note and outline colours, so both views look alike, and
- * the lanes' own; the kinds' and the ranks' colours come from dv_kind_color and
- * dv_rank_color. */
-static const SDL_Color BG = { 24, 26, 32, 255 }, LANE = { 38, 41, 50, 255 },
-    GRID = { 48, 52, 62, 255 }, OUTLINE = { 92, 96, 108, 255 }, TEXT = { 222, 224, 230, 255 },
-    DIM = { 150, 154, 166, 255 }, NOTE = { 255, 214, 102, 255 }, INK = { 16, 17, 22, 255 };
+/* The lanes' own colours (draw_internal.h has the background, text, note, outline). */
+static const SDL_Color LANE = { 38, 41, 50, 255 }, GRID = { 48, 52, 62, 255 },
+    INK = { 16, 17, 22, 255 };
 
-/* Line heights of draw.c's fonts (text.c: DejaVu Sans 10, 13, 16 pt): the layout needs
- * them without a font, since dv_tt_hit has none. */
-enum { PAD = 8, SMALL_H = 13, BODY_H = 17, TITLE_H = 22 };
 enum {
     HEADER_H = PAD / 2 + TITLE_H + 2 * BODY_H + 6,  /* title, step and window, measures */
     AXIS_H = 4 + SMALL_H + 3,                       /* ticks and their numbers */
@@ -27,14 +22,6 @@ enum {
     ROW_MAX = 96,                                   /* a row's height at most */
     STASH_W = 64,                                   /* pp: "stash 12" right of the rows */
 };
-
-static inline int dvi_clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
-
-static inline void dvi_set_color(SDL_Renderer *r, SDL_Color c)
-{ SDL_SetRenderDrawColor(r, c.r, c.g, c.b, c.a); }
-
-static inline void dvi_fill(SDL_Renderer *r, SDL_Color c, int x, int y, int w, int h)
-{ dvi_set_color(r, c); SDL_RenderFillRect(r, &(SDL_Rect){ x, y, w, h }); }
 
 /* a + (b - a) f, channel by channel, opaque. */
 SDL_Color dvi_mix(SDL_Color a, SDL_Color b, double f);
