@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model_internal.h"
 #include "schedule.h"
 
 #define MAX_OPEN 8          /* calls of different colls a rank may have open at once */
@@ -62,18 +63,13 @@ typedef struct {
 /* ==== small tools ==== */
 
 /* A new zeroed element at the end of *arr (n elements of sz, cap allocated), or NULL. */
+/* A new zeroed element at the end of the array *arr of *n (dvi_grow's growth), or NULL
+ * out of memory. */
 static void *push(void *arr, size_t *n, size_t *cap, size_t sz)
 {
-    void **a = arr;
-    if (*n == *cap) {
-        size_t nc = *cap ? 2 * *cap : 64;
-        void *q = realloc(*a, nc * sz);
-        if (q == NULL)
-            return NULL;
-        *a = q;
-        *cap = nc;
-    }
-    void *e = (char *)*a + (*n)++ * sz;
+    if (dvi_grow(arr, cap, *n + 1, sz) != 0)
+        return NULL;
+    void *e = *(char **)arr + (*n)++ * sz;
     memset(e, 0, sz);
     return e;
 }
