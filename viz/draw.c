@@ -438,7 +438,7 @@ static void draw_pieces(SDL_Renderer *r, const dv_model *m, const dv_layout *L,
 /* ==== header, panel, timeline, overlays ==== */
 
 /* Draws s at (x, y), cut with "..." where it would pass x + maxw. */
-static void text_fit(dv_text *t, dv_font f, int x, int y, int maxw, SDL_Color c, const char *s)
+void dvi_text_fit(dv_text *t, dv_font f, int x, int y, int maxw, SDL_Color c, const char *s)
 {
     char buf[512];
     int n = snprintf(buf, sizeof buf, "%s", s);
@@ -465,14 +465,14 @@ static void draw_header(dv_text *t, const dv_model *m, const dv_view *v, const d
     }
     if (v->context != NULL) {              /* what this call was for, then the title */
         snprintf(s, sizeof s, "%s  \xc2\xb7  %s", v->context, m->title);
-        text_fit(t, DV_FONT_TITLE, PAD, PAD / 2, right - PAD, TEXT, s);
+        dvi_text_fit(t, DV_FONT_TITLE, PAD, PAD / 2, right - PAD, TEXT, s);
     } else {
-        text_fit(t, DV_FONT_TITLE, PAD, PAD / 2, right - PAD, TEXT, m->title);
+        dvi_text_fit(t, DV_FONT_TITLE, PAD, PAD / 2, right - PAD, TEXT, m->title);
     }
     dv_pos_describe(m, pos, s, sizeof s);
-    text_fit(t, DV_FONT_BODY, PAD, PAD / 2 + TITLE_H, L->w - 2 * PAD, TEXT, s);
+    dvi_text_fit(t, DV_FONT_BODY, PAD, PAD / 2 + TITLE_H, L->w - 2 * PAD, TEXT, s);
     dv_step_text(m, pos, s, sizeof s);
-    text_fit(t, DV_FONT_BODY, PAD, PAD / 2 + TITLE_H + BODY_H, L->w - 2 * PAD, DIM, s);
+    dvi_text_fit(t, DV_FONT_BODY, PAD, PAD / 2 + TITLE_H + BODY_H, L->w - 2 * PAD, DIM, s);
     int y = L->header.h + 2;
     dv_text_draw(t, DV_FONT_SMALL, PAD, y, DIM, "rank");
     if (call < 0)

@@ -5,6 +5,8 @@
 
 #include <SDL.h>
 
+#include "draw.h"
+
 /* The background, text, dimmed text, note and outline colours. The ranks' colours
  * come from dv_rank_color, the kinds' and arrows' from dv_kind_color. */
 static const SDL_Color BG = { 24, 26, 32, 255 }, OUTLINE = { 92, 96, 108, 255 },
@@ -26,5 +28,8 @@ static inline void dvi_fill(SDL_Renderer *r, SDL_Color c, int x, int y, int w, i
     dvi_set_color(r, c);
     SDL_RenderFillRect(r, &(SDL_Rect){ x, y, w, h });
 }
+
+/* Draws s at (x, y), cut to maxw pixels with "..." when it is wider (draw.c). */
+void dvi_text_fit(dv_text *t, dv_font f, int x, int y, int maxw, SDL_Color c, const char *s);
 
 #endif /* DV_DRAW_INTERNAL_H */

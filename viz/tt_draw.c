@@ -67,7 +67,7 @@ static void draw_header(dv_text *t, const dv_model *m, const dv_view *v, const d
     else
         snprintf(s, sizeof s, "%s   %s", tt->mode, tt->settings);
     dv_font tf = dv_text_width(t, DV_FONT_TITLE, s) <= w - 2 * PAD ? DV_FONT_TITLE : DV_FONT_BODY;
-    dv_text_draw(t, tf, PAD, PAD / 2, TEXT, s);
+    dvi_text_fit(t, tf, PAD, PAD / 2, w - 2 * PAD, TEXT, s);
 
     dv_font f = w >= 700 ? DV_FONT_BODY : DV_FONT_SMALL;
     int y = PAD / 2 + TITLE_H;
@@ -87,7 +87,7 @@ static void draw_header(dv_text *t, const dv_model *m, const dv_view *v, const d
         x += dv_text_draw(t, f, x, y, TEXT, s) + 24;
         dv_text_draw(t, f, x, y, DIM, win);
         dv_tt_describe_step(tt, st, s, sizeof s);
-        dv_text_draw(t, f, PAD, y + BODY_H, TEXT, s);
+        dvi_text_fit(t, f, PAD, y + BODY_H, w - 2 * PAD, TEXT, s);
     } else {
         x += dv_text_draw(t, f, x, y, TEXT, "no training steps in this trace") + 24;
         dv_text_draw(t, f, x, y, DIM, win);
