@@ -39,7 +39,7 @@
 #
 # Knobs (environment): BUILD, MPIEXEC, MPIEXEC_TIMEOUT, RANKS (default "1 2 3 4 5"),
 # SECTIONS (default "all"; e.g. SECTIONS="5 8" runs only sections 5 and 8),
-# FUZZ_SECONDS (libFuzzer's time in section 6, default 20), STRESS_SECONDS (section 11's
+# FUZZ_SECONDS (libFuzzer's time in section 6, default 10), STRESS_SECONDS (section 11's
 # time per rank count, default 4).
 set -u
 
@@ -638,9 +638,9 @@ EOF
         # built-in pipelines (fuzz_trace.c's TRAIN_BYTE, schedule, stages, micro-batches)
         printf '\246\000\004\010' >"$tmp/corpus/gpipe-4-8"
         printf '\246\001\003\005' >"$tmp/corpus/1f1b-3-5"
-        run "libFuzzer: trace reader and model (${FUZZ_SECONDS:-20} s)" 0 \
+        run "libFuzzer: trace reader, model and timetable (${FUZZ_SECONDS:-10} s)" 0 \
             ${limit[@]+"${limit[@]}"} "$fuzz" \
-            -dict=tests/fuzz_trace.dict -max_total_time="${FUZZ_SECONDS:-20}" -timeout=10 \
+            -dict=tests/fuzz_trace.dict -max_total_time="${FUZZ_SECONDS:-10}" -timeout=10 \
             -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
             -artifact_prefix="$BUILD/fuzz/" "$tmp/corpus"
     else
