@@ -24,6 +24,7 @@
  *          (counted over all ranks; MPI's row is the reference, marked "ref")
  *
  * See bench/README.md for measurements on a small machine and what limits them. */
+#include <errno.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -490,7 +491,7 @@ static void parse_options(int argc, char **argv, bench_t *b, int *which)
         DT_COMMON_LONGOPTS,
         {NULL, 0, NULL, 0}};
     int opt;
-    char why[160];
+    char why[320];
     *which = 0;                                 /* allreduce */
     opterr = 0;                                 /* dt_usage_error speaks instead */
     optind = 0;
@@ -542,8 +543,13 @@ static void parse_options(int argc, char **argv, bench_t *b, int *which)
             if (!strcmp(optarg, "all")) *which = -1;
             for (int i = 0; i < NCOLLS; i++)
                 if (!strcmp(optarg, colls[i].name)) *which = i;
-            if (*which == -2)
-                BAD("--coll '%s' is not one of the collectives above", optarg);
+            if (*which == -2) {             /* the sentence lists them: no usage text follows */
+                char names[256] = "";
+                for (int i = 0; i < NCOLLS; i++)
+                    snprintf(names + strlen(names), sizeof names - strlen(names), "%s, ",
+                             colls[i].name);
+                BAD("--coll wants one of %sor all, not '%.40s'", names, optarg);
+            }
             break;
         case 'V': b->csv_path = optarg; break;
         case 'W':
@@ -578,12 +584,16 @@ int main(int argc, char **argv)
     parse_options(argc, argv, &b, &which);
 
     int ok = 1;
+    char why[600] = "";                         /* rank 0's, which alone speaks */
     if (b.csv_path && b.rank == 0) {
         b.csv = fopen(b.csv_path, "w");
         ok = b.csv != NULL;
+        if (!ok)
+            snprintf(why, sizeof why, "--csv: cannot write %.500s: %s", b.csv_path,
+                     strerror(errno));
     }
     DT_CHECK_MPI(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
-    if (!ok) dt_usage_error(usage, "cannot open the --csv file for writing");
+    if (!ok) dt_usage_error(usage, why);
     if (b.csv)
         fprintf(b.csv, "coll,impl,size_B,count,type,redop,root,"
                        "time_us,algbw_GBps,busbw_GBps,wrong,"

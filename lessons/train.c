@@ -170,6 +170,7 @@ struct driver {
     int quiet;
     const char *data_dir, *dump;
     int examples, features, classes;
+    int first_step;              /* the first step trained (after --resume, not 1); rank 0 */
 };
 
 static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
@@ -244,8 +245,11 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
         case O_SLOW_MS: c->slow_ms = int_arg(0, 100000); break;
         case 'h': dt_usage_help(usage);
         case DT_OPT_DEVICE: case DT_OPT_TRACE: break;      /* dt_init has read them */
-        case ':': bad("option '%s' needs a value", argv[optind - 1]);
-        default: bad("unknown option '%s'", argv[optind - 1]);
+        default: {                      /* ':' a value missing, '?' an unknown option */
+            char why[160];
+            dt_bad_option(opt, argv, why, sizeof why);
+            bad("%s", why);
+        }
         }
     }
     if (optind < argc)
@@ -320,7 +324,7 @@ static void load_data(const struct driver *d, unsigned long long seed, dt_datase
     DT_CHECK_MPI(MPI_Iallreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD, &req));
     dt_waitall(1, &req);
     if (!all)              /* "train: <why, naming the file>", exit 2 on every rank */
-        dt_usage_error("", ok ? "the data could not be read on another rank" : err);
+        dt_usage_error(NULL, ok ? "the data could not be read on another rank" : err);
 }
 
 /* ==== output ==== */
@@ -355,9 +359,12 @@ static void print_wrapped(const char *text)
 
 static void print_step(const dt_step_report *r, void *ctx)
 {
+    struct driver *d = ctx;
     char line[256];
+    if (d->first_step == 0 || r->step < d->first_step)
+        d->first_step = r->step;
     snprintf(line, sizeof line, "step %d loss %.6f  %s", r->step, (double)r->loss, r->extra);
-    if (!*(const int *)ctx)
+    if (!d->quiet)
         print_wrapped(line);
 }
 
@@ -410,7 +417,7 @@ int main(int argc, char **argv)
         dt_usage_error(usage, why);
     check_sizes(&c);
     c.on_step = print_step;
-    c.ctx = &d.quiet;
+    c.ctx = &d;
 
     /* ==== the run ==== */
     char shape[64];                  /* 32-96x3-10: in, 3 hidden layers of 96, out */
@@ -432,9 +439,16 @@ int main(int argc, char **argv)
     dt_train(&c, MPI_COMM_WORLD, &res);
 
     /* ==== the summary: time, bytes, memory per rank ==== */
-    char a[32], b[32], p[32], g[32], o[32], w[32];
+    char a[32], b[32], p[32], g[32], o[32], w[32], which[64];
+    int f = d.first_step;              /* run.c times the steps after the first trained */
+    if (f + 1 < c.steps)
+        snprintf(which, sizeof which, "mean of steps %d..%d", f + 1, c.steps);
+    else if (f + 1 == c.steps)
+        snprintf(which, sizeof which, "step %d", c.steps);
+    else
+        snprintf(which, sizeof which, "one step, warm-up included");
     dt_printf0("time per step: %.3f ms (%s, slowest rank)\n", res.seconds_per_step * 1e3,
-               c.steps > 1 ? "mean of steps 2 on" : "one step, warm-up included");
+               which);
     dt_printf0("bytes sent: at most %s by a rank; per rank: sent, peak memory, and the\n"
                "seconds spent waiting for other ranks (in dtlab's waits):\n",
                dt_format_bytes((double)res.bytes_sent_max, a, sizeof a));

@@ -8,6 +8,7 @@
 #include "core.h"
 #include "cuda.h"
 #include "internal.h"
+#include "prog.h"
 #include "trace.h"
 
 static struct {
@@ -85,12 +86,39 @@ static void stop_all(int status)
 }
 
 /* Every rank parses the same argv, so every rank reaches the same verdict: a bad value
- * ends all of them with status 2. */
-static void bad_option(const char *why)
+ * ends all of them with status 2. A mistake in an option gets the two lines of any
+ * usage error (prog.h); one in an environment variable, which --help does not list, a
+ * "dtlab:" line. */
+static void bad_input(const char *why, int option)
 {
-    if (dt.rank == 0)
-        fprintf(stderr, "%s\n", why);
+    if (dt.rank == 0 && option)
+        dti_usage_say(why);
+    else if (dt.rank == 0)
+        fprintf(stderr, "dtlab: %s\n", why);
+    fflush(stderr);
     stop_all(2);
+}
+
+/* The trace is written at dt_finalize, by rank 0, whose path decides for every rank
+ * (trace.c): a path rank 0 cannot write is refused here, before the run, not found
+ * after it. dt_output_check creates nothing, so a refused run leaves the file system,
+ * an older trace at that path included, as it was. Collective. */
+static void check_trace(const char *path, int option)
+{
+    const char *what = option ? "--trace" : "DT_TRACE";
+    char why[640] = "", err[512];
+    int bad = 0;
+    if (dt.rank == 0 && path) {
+        int rc = dt_output_check(path, 0, err, sizeof err);
+        bad = rc != 0;
+        if (rc == -2)                   /* no file can have that name: show the name */
+            snprintf(why, sizeof why, "%s '%s': %s", what, path, err);
+        else if (rc)                    /* err names the path and the reason */
+            snprintf(why, sizeof why, "%s: %s", what, err);
+    }
+    DT_CHECK_MPI(MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (bad)
+        bad_input(why, option);
 }
 
 /* --device cuda (or DT_DEVICE=cuda) is a promise: every rank gets a GPU, or every rank
@@ -110,9 +138,10 @@ static void require_gpu(int count)
 }
 
 /* Reads --device and --trace with getopt_long, on a copy of argv so the program's own
- * parse later sees argv untouched. Unknown options are the program's business. */
+ * parse later sees argv untouched; *from_argv gets 1 for --device, 2 for --trace (they
+ * override DT_DEVICE and DT_TRACE). Unknown options are the program's business. */
 static void read_options(int argc, char **argv, const char **device, const char **trace,
-                         int *help)
+                         int *from_argv, int *help)
 {
     static const struct option opts[] = {
         {"device", required_argument, NULL, 'd'},
@@ -126,8 +155,8 @@ static void read_options(int argc, char **argv, const char **device, const char 
     opterr = 0;
     optind = 0;
     while ((c = getopt_long(argc, copy, "-:", opts, NULL)) != -1) {
-        if (c == 'd') *device = optarg;
-        if (c == 't') *trace = optarg;
+        if (c == 'd') { *device = optarg; *from_argv |= 1; }
+        if (c == 't') { *trace = optarg; *from_argv |= 2; }
         if (c == 'h') *help = 1;
     }
     opterr = saved_opterr;
@@ -158,22 +187,22 @@ int dt_init(int *argc, char ***argv)
     const char *device = getenv("DT_DEVICE"), *trace = getenv("DT_TRACE");
     const char *wait = getenv("DT_WAIT"), *algo = getenv("DT_ALLREDUCE_ALGO");
     const char *watch = getenv("DT_WATCH"), *limit = getenv("DT_TIMEOUT");
-    int help = 0;
+    int help = 0, from_argv = 0;
     if (argc && argv && *argv)
-        read_options(*argc, *argv, &device, &trace, &help);
+        read_options(*argc, *argv, &device, &trace, &from_argv, &help);
     if (wait && strcmp(wait, "polite") && strcmp(wait, "block"))
-        bad_option("dtlab: DT_WAIT must be 'polite' or 'block'");
+        bad_input("DT_WAIT must be 'polite' or 'block'", 0);
     if (algo && *algo && strcmp(algo, "ring") && strcmp(algo, "naive") && strcmp(algo, "rd"))
-        bad_option("dtlab: DT_ALLREDUCE_ALGO must be 'ring', 'naive' or 'rd'");
+        bad_input("DT_ALLREDUCE_ALGO must be 'ring', 'naive' or 'rd'", 0);
     if (watch && strcmp(watch, "0") && strcmp(watch, "1"))
-        bad_option("dtlab: DT_WATCH must be 1 (a watcher per rank, the default) or 0");
+        bad_input("DT_WATCH must be 1 (a watcher per rank, the default) or 0", 0);
     double per_wait = 0;
     if (limit && *limit) {
         char *end;
         per_wait = strtod(limit, &end);
         if (*end || !(per_wait >= 0 && per_wait <= 1e7))
-            bad_option("dtlab: DT_TIMEOUT must be the seconds one wait may take (such as "
-                       "30 or 2.5), or 0 for no time limits");
+            bad_input("DT_TIMEOUT must be the seconds one wait may take (such as 30 or "
+                      "2.5), or 0 for no time limits", 0);
     }
     /* MPIEXEC_TIMEOUT is mpiexec's: it applies only under a launcher */
     const char *job = getenv("MPIEXEC_TIMEOUT");
@@ -183,9 +212,16 @@ int dt_init(int *argc, char ***argv)
         job_s = 0;                  /* DT_TIMEOUT=0: no limits at all */
     dti_p2p_limits(start, job_s > 0 ? job_s : 0, per_wait);
     dt.polite = !(wait && strcmp(wait, "block") == 0);
-    if (device && strcmp(device, "cpu") && strcmp(device, "cuda"))
-        bad_option("dtlab: --device (or DT_DEVICE) must be 'cpu' or 'cuda' "
-                   "(--help lists the program's options)");
+    if (device && strcmp(device, "cpu") && strcmp(device, "cuda")) {
+        char why[160];
+        snprintf(why, sizeof why, "%s must be 'cpu' or 'cuda', not '%.40s'",
+                 from_argv & 1 ? "--device" : "DT_DEVICE", device);
+        bad_input(why, from_argv & 1);
+    }
+    if (trace && !*trace && !(from_argv & 2))
+        trace = NULL;                   /* DT_TRACE= (empty) is off; --trace '' a mistake */
+    if (!help)                          /* (--help only prints: nothing is written) */
+        check_trace(trace, from_argv & 2);
 
     /* one device per rank: GPU (local rank mod GPU count); the CPU when asked for, or
      * by default where there is no GPU (said once, on stderr) */

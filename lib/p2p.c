@@ -122,8 +122,17 @@ static void explain_failure(int err, int n, const MPI_Status *st)
  * stuck. A rank whose peer is itself waiting (the board, watch.c: ranks on the same host)
  * gives that peer up to GRACE seconds more to speak first, so the message names the end
  * of the chain. Both limits go through dti_die, so MPI_Abort ends the job.
- * DT_WAIT=block waits inside MPI_Waitall, where no limit is checked. */
+ * DT_WAIT=block waits inside MPI_Waitall, where no limit is checked.
+ *
+ * Not every wait the job's deadline ends is stuck: a job with more work than its limit
+ * (a loaded machine, a long benchmark) reaches the deadline in the middle of ordinary
+ * waits of milliseconds. A real stall keeps its peers waiting from the moment it began
+ * until the deadline, so a wait that had begun less than SHORT_WAIT seconds, and less
+ * than half the job's time, before the deadline is reported as the job running out of
+ * time, not as a deadlock. (A stall that began in those last seconds looks the same, and
+ * is called so too: raising the limit shows it.) */
 #define GRACE 1.0
+#define SHORT_WAIT 5.0
 
 static struct {
     double deadline;        /* dti_now() after which every wait stops; 0: none */
@@ -168,11 +177,14 @@ static int waited_for(int n, MPI_Request *reqs)
     return world_rank_of(what & 1 ? cur.src : what & 2 ? cur.dst : -1, cur.comm);
 }
 
+/* t0: when the wait began; now: when it stopped (the deadline, plus any GRACE). */
 __attribute__((noreturn))
-static void timed_out(int n, MPI_Request *reqs, double waited, int by_wait)
+static void timed_out(int n, MPI_Request *reqs, double t0, double now, int by_wait)
 {
     char what[200], where[96], ctx[160], whom[32] = "a rank", limit[128];
     int p = pending(n, reqs);
+    if (cur.on && p == 0)           /* done just now (the deadline came mid-way): name */
+        p = (cur.nrecv > 0) | (n > cur.nrecv) << 1;     /* what the wait was for */
     int src = p & 1 ? world_rank_of(cur.src, cur.comm) : -1;
     int dst = p & 2 ? world_rank_of(cur.dst, cur.comm) : -1;
     if (src >= 0 && dst >= 0)
@@ -196,14 +208,22 @@ static void timed_out(int n, MPI_Request *reqs, double waited, int by_wait)
         snprintf(ctx, sizeof ctx, " (%s?)", where);
     else
         snprintf(ctx, sizeof ctx, " (the last dtlab step of this thread: %s)", where);
+    double before = lim.deadline - t0;           /* waited when the deadline came */
+    if (!by_wait && before < SHORT_WAIT && before < (lim.job - lim.margin) / 2)
+        dti_die(__FILE__, __LINE__, "the job's time limit is nearly reached "
+                "(MPIEXEC_TIMEOUT=%g s; dtlab stops %g s before it, to speak before mpiexec "
+                "ends the job): this rank had waited only %.1f s for %s%s, so nothing "
+                "looks stuck; the job needs more time than the limit (a loaded machine, "
+                "or more work): raise MPIEXEC_TIMEOUT", lim.job, lim.margin,
+                before > 0 ? before : 0, what, ctx);
     if (by_wait)
         snprintf(limit, sizeof limit, "DT_TIMEOUT=%g s a wait", lim.per_wait);
     else
         snprintf(limit, sizeof limit, "dtlab stops %g s before MPIEXEC_TIMEOUT=%g would, "
                  "to say who", lim.margin, lim.job);
     dti_die(__FILE__, __LINE__, "waited %.1f s for %s%s: %s may have died, be stuck, or "
-            "the ranks disagree on the order of messages (a deadlock) [%s]", waited, what,
-            ctx, whom, limit);
+            "the ranks disagree on the order of messages (a deadlock) [%s]", now - t0,
+            what, ctx, whom, limit);
 }
 
 /* MPICH's MPI_Wait spins on the CPU until the message arrives. With one rank per core
@@ -227,7 +247,7 @@ static int wait_politely(int n, MPI_Request *reqs, MPI_Status *st)
             if (now < last && dti_watch_is_waiting(waited_for(n, reqs)))
                 stop = now + 0.05;        /* that rank waits too: let it speak first */
             else
-                timed_out(n, reqs, now - t0, by_wait);
+                timed_out(n, reqs, t0, now, by_wait);
         }
     }
     dti_watch_waiting(-1);

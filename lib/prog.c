@@ -33,13 +33,23 @@ static void finish(void)
     }
 }
 
+/* The sentence stays the last thing on the screen: a usage text after it (train's has
+ * 38 lines) would scroll it away. The wording matches dtviz's. */
+void dti_usage_say(const char *why)
+{
+    fprintf(stderr, "%s: %s\nTry '%s --help' for usage.\n", prog_name(), why, prog_name());
+    fflush(stderr);
+}
+
 void dt_usage_error(const char *usage, const char *why)
 {
     if (dt_rank() <= 0) {
-        if (why)
-            fprintf(stderr, "%s: %s\n", prog_name(), why);
-        fputs(usage, stderr);
-        fflush(stderr);
+        if (why && why[0]) {
+            dti_usage_say(why);
+        } else if (usage) {
+            fputs(usage, stderr);
+            fflush(stderr);
+        }
     }
     finish();
     exit(2);
@@ -195,31 +205,9 @@ void dt_parse_options(int argc, char **argv, const char *which, const char *usag
 
 /* ==== timing ==== */
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 double dt_time_median(void (*fn)(void *ctx), void *ctx, int iters, MPI_Comm comm)
 {
-    DT_REQUIRE(iters >= 1, "dt_time_median: iters is %d; it must be 1 or more", iters);
-    double *t = malloc(sizeof(double) * (size_t)iters);
-    DT_REQUIRE(t != NULL, "out of memory");
-    fn(ctx);                                    /* warm-up: first-touch, staging buffers */
-    for (int i = 0; i < iters; i++) {
-        dt_barrier(comm);
-        double t0 = MPI_Wtime();
-        fn(ctx);
-        t[i] = MPI_Wtime() - t0;
-    }
-    MPI_Request req;                            /* each run as long as its slowest rank */
-    DT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, t, iters, MPI_DOUBLE, MPI_MAX, comm, &req));
-    dt_waitall(1, &req);
-    qsort(t, (size_t)iters, sizeof(double), cmp_double);
-    double med = iters % 2 ? t[iters / 2] : (t[iters / 2 - 1] + t[iters / 2]) / 2;
-    free(t);
-    return med;
+    return dt_time_runs(fn, ctx, iters, comm).median;
 }
 
 /* ==== printing ==== */

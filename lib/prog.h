@@ -20,11 +20,14 @@ enum { DT_OPT_DEVICE = 0x1000, DT_OPT_TRACE };
     "  --device cpu|cuda   where the buffers live (default: a GPU if there is one)\n" \
     "  --trace FILE        record every transfer and reduction into FILE\n"
 
-/* Bad command line: rank 0 prints "program: why" and the usage text to stderr, then
- * every rank finalises MPI and exits with status 2. Every rank must call it (they all
- * parse the same argv). why may be NULL. Never returns. */
+/* Bad command line: rank 0 prints two lines to stderr, "program: why" and "Try
+ * 'program --help' for usage." (the usage text itself only when why is NULL or ""),
+ * then every rank finalises MPI and exits with status 2. Every rank must call it (they
+ * all parse the same argv). usage may be NULL when why is given. Never returns. */
 __attribute__((noreturn))
 void dt_usage_error(const char *usage, const char *why);
+/* (for lib/) Those two lines, from the caller's rank; dt_init's own refusals use it. */
+void dti_usage_say(const char *why);
 
 /* --help: rank 0 prints the usage text to stdout; every rank exits with status 0. */
 __attribute__((noreturn))
@@ -116,5 +119,44 @@ int dt_check_close(const void *got, const void *want, int count, MPI_Datatype ty
 double dt_elem(const void *buf, size_t i, MPI_Datatype type);
 /* Writes v into element i of a host buffer, converted to type. */
 void dt_elem_set(void *buf, size_t i, MPI_Datatype type, double v);
+
+/* ==== timings and their noise (timing.c) ====
+ * A lesson that times two algorithms should say how far its figures can be trusted:
+ * the spread between repeated runs, and the machine's state (ranks outnumbering cores,
+ * other work). */
+
+/* A set of timings: the median and the quartiles (lo 25%, hi 75%) of n runs. */
+typedef struct {
+    double median, lo, hi;
+    int runs;
+} dt_timing;
+/* dt_time_median's runs, kept: the same warm-up and common start, each run as long as its
+ * slowest rank; the same on every rank. Collective over comm. */
+dt_timing dt_time_runs(void (*fn)(void *ctx), void *ctx, int iters, MPI_Comm comm);
+/* The timing of n samples taken some other way (a training run's step times). */
+dt_timing dt_timing_of(const double *t, int n);
+/* Half the interquartile range over the median: 0.1 means runs spread +-10%; 0 for fewer
+ * than two runs. */
+double dt_timing_spread(dt_timing t);
+
+/* Above this spread a comparison of two timings is called noisy. */
+#define DT_NOISY 0.15
+
+/* What makes timings on this machine unreliable, on the most crowded host of the job.
+ * Collective over MPI_COMM_WORLD; the same on every rank. */
+typedef struct {
+    int ranks, cores;      /* this job's ranks on the host, and the cores they may use */
+    double load;           /* the host's 1-minute load average, -1 when unknown */
+    int crowded;           /* ranks > cores */
+    int loaded;            /* the load average exceeds this job's own share by half the cores */
+} dt_machine;
+dt_machine dt_machine_now(void);
+
+/* When ranks outnumber cores, the machine is loaded, or spread (the largest
+ * dt_timing_spread of the figures shown) exceeds DT_NOISY, rank 0 prints a "note on these
+ * timings" saying which, followed by effect: what that does to this lesson's comparison.
+ * Returns 1 when it printed (on every rank), else 0 and prints nothing. Collective over
+ * MPI_COMM_WORLD. */
+int dt_timing_note(double spread, const char *effect);
 
 #endif /* DT_PROG_H */

@@ -9,7 +9,9 @@
  *        MPI_Gather of (text bytes, events, dropped) to rank 0
  *        rank 0: opens FILE.tmp, writes the header (with "# events N", "# train" when
  *                dt_trace_train was called, and a "# note" for a rank that hit the
- *                event limit), tells everyone whether it could
+ *                event limit), tells everyone whether it could (dt_init refused a
+ *                path it could not write before the run: this fails only when
+ *                something changed since, such as its folder removed)
  *        rank r = 0, 1, 2, ...: its text goes to rank 0, which appends it
  *        rank 0: closes and renames FILE.tmp to FILE (a reader never sees half a file)
  *

@@ -1,7 +1,9 @@
 /* Traces: what p2p, the reductions and (later) the training loops did, and when.
  *
- * Turned on by `--trace FILE` or DT_TRACE=FILE (read by dt_init). Each rank keeps its
- * events in memory; dt_finalize gathers them to rank 0, which writes one text file:
+ * Turned on by `--trace FILE` or DT_TRACE=FILE (read by dt_init, which refuses a FILE
+ * rank 0 cannot write, or --trace '', with status 2 before the run; DT_TRACE= empty is
+ * off). Each rank keeps its events in memory; dt_finalize gathers them to rank 0, which
+ * writes one text file:
  *
  *     # dtlab-trace 1
  *     # ranks 4
@@ -199,7 +201,11 @@ typedef struct {
 } dt_trace;
 
 /* Reads a trace file. Returns 0, or -1 with a sentence in err (file and line) for a
- * missing, truncated or malformed file; t is then empty and needs no free. */
+ * missing, truncated or malformed file, a folder, or one that is no text; t is then
+ * empty and needs no free. Whatever the file, it ends soon: the first NUL byte or line
+ * past DTI_TRACE_LINE_MAX refuses it unread beyond, and the lines taken are capped, so a
+ * file that never ends (/dev/zero, a pipe) is refused too. A FIFO without a writer
+ * blocks in the open, as it does for cat. */
 int dt_trace_read(const char *path, dt_trace *t, char *err, size_t errlen);
 /* The same from an open stream (left open); name is what messages call it. */
 int dt_trace_read_stream(FILE *f, const char *name, dt_trace *t, char *err, size_t errlen);
@@ -211,6 +217,15 @@ void dt_trace_free(dt_trace *t);
  * sentence in err. */
 int dt_trace_write_chrome(const dt_trace *t, const char *path, char *err, size_t errlen);
 
+/* Whether a program can write its output at path, asked before the work that fills it
+ * (a trace read and exported, a picture drawn): is_dir 0 for a file, 1 for a folder
+ * that exists or will be made in an existing one. Returns 0; -2 with a sentence in err
+ * when no file can have that name ("", or a file's name ending in '/'): a usage error;
+ * -1 with a sentence in err naming path when the file system says no (its folder
+ * missing or not writable, a folder where a file goes or the reverse). Creates nothing;
+ * the write itself can still fail (a full disk). */
+int dt_output_check(const char *path, int is_dir, char *err, size_t errlen);
+
 /* ==== internal: shared by the writer (trace.c), the reader and the tests ==== */
 /* (dti_ names are for lib/ and its tests only; programs use the functions above.)
  *
@@ -218,7 +233,7 @@ int dt_trace_write_chrome(const dt_trace *t, const char *path, char *err, size_t
  * follow. The reader checks it when present, which catches a file cut at a line break;
  * files without it (written by hand) are read as before. */
 
-#define DTI_TRACE_LINE_MAX 512  /* longest line the reader takes, '\n' excluded */
+#define DTI_TRACE_LINE_MAX 512  /* longest line the reader takes, comments too, '\n' excluded */
 #define DTI_TRACE_NAME_MAX 31   /* coll, phase: 1..31 printable ASCII, no spaces */
 #define DTI_TRACE_TRAIN_MAX 191 /* "# train" text: 1..191 printable ASCII, spaces too */
 

@@ -6,6 +6,9 @@
  * (issue #4) files written by a fuzzer: it never trusts a field. Every line is read
  * into a fixed buffer, every number is checked whole and against its range, every name
  * against its size, and memory grows only with the events actually read, up to a cap.
+ * It stops reading at the first byte that refuses the file (a NUL, a line past the
+ * limit), and the lines it takes are capped too, so a file that never ends (/dev/zero,
+ * /dev/urandom, a pipe) is refused after a bounded number of bytes.
  *
  * Ownership: dt_trace_read fills a dt_trace whose event array it owns; dt_trace_free
  * releases it. On failure nothing is left to free. */
@@ -19,11 +22,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* Limits that keep absurd input from asking for absurd memory. A real trace of 1M
  * ranks or 64M events would be far beyond what the viewer can show anyway. */
 #define TRACE_MAX_RANKS  (1 << 20)
 #define TRACE_MAX_EVENTS ((size_t)1 << 26)
+/* Lines that are not events (header, comments, blank lines): with the line limit and
+ * the event cap, it bounds what the reader takes from a file that never ends. */
+#define TRACE_MAX_OTHER  (1 << 20)
 #define PROGRAM_MAX      63            /* dt_trace.program holds 63 characters + NUL */
 _Static_assert(sizeof ((dt_trace *)0)->program == PROGRAM_MAX + 1, "dt_trace.program");
 _Static_assert(sizeof ((dt_trace *)0)->train == DTI_TRACE_TRAIN_MAX + 1, "dt_trace.train");
@@ -210,31 +218,34 @@ static const char *quote(const char *s, char out[48])
 }
 
 /* Reads the next line into r->buf, without its '\n' (nor a '\r' before it). Returns 1
- * for a line, 0 at the end of the file, -1 on a read error. A line longer than the
- * buffer is consumed whole and flagged too_long; a last line without '\n' is flagged
- * no_newline (a writer always ends its lines, so the file was cut). */
+ * for a line, 0 at the end of the file, -1 on a read error. It stops at the first NUL
+ * byte (has_nul) or at character DTI_TRACE_LINE_MAX + 1 (too_long), leaving the rest of
+ * the line unread: either refuses the file, so a line that never ends (/dev/zero, a
+ * pipe with no '\n') costs at most DTI_TRACE_LINE_MAX + 1 bytes. A last line without
+ * '\n' is flagged no_newline (a writer always ends its lines, so the file was cut). */
 static int read_line(reader *r)
 {
     int c;
-    size_t seen = 0;
     r->len = 0;
     r->too_long = r->has_nul = r->no_newline = 0;
     while ((c = getc(r->f)) != EOF && c != '\n') {
-        seen++;
-        if (c == '\0')
+        if (c == '\0') {
             r->has_nul = 1;
-        if (r->len < DTI_TRACE_LINE_MAX)
-            r->buf[r->len++] = (char)c;
-        else
+            break;
+        }
+        if (r->len == DTI_TRACE_LINE_MAX) {
             r->too_long = 1;
+            break;
+        }
+        r->buf[r->len++] = (char)c;
     }
     if (c == EOF && ferror(r->f))
         return -1;
-    if (c == EOF && seen == 0)
+    if (c == EOF && r->len == 0)
         return 0;
     if (c == EOF)
         r->no_newline = 1;
-    if (r->len > 0 && r->buf[r->len - 1] == '\r' && !r->too_long)
+    if (r->len > 0 && r->buf[r->len - 1] == '\r' && c == '\n')
         r->len--;
     r->buf[r->len] = '\0';
     r->line++;
@@ -431,6 +442,11 @@ int dt_trace_read(const char *path, dt_trace *t, char *err, size_t errlen)
     FILE *f = fopen(path, "r");
     if (f == NULL)
         return fail(&r, "cannot open the trace: %s", strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return fail(&r, "a folder, not a trace file");
+    }
     int rc = dt_trace_read_stream(f, path, t, err, errlen);
     fclose(f);
     return rc;
@@ -441,7 +457,7 @@ int dt_trace_read_stream(FILE *f, const char *name, dt_trace *t, char *err, size
     reader r = { .path = name ? name : "(stream)", .err = err, .errlen = errlen, .f = f };
     dt_event *ev = NULL;
     size_t n = 0, cap = 0;
-    int nranks = 0, rc = -1;
+    int nranks = 0, nother = 0, rc = -1;
     long long nevents = -1;
     char program[PROGRAM_MAX + 1] = "-", train[DTI_TRACE_TRAIN_MAX + 1] = "", q[48];
 
@@ -480,19 +496,20 @@ int dt_trace_read_stream(FILE *f, const char *name, dt_trace *t, char *err, size
             }
             continue;
         }
-        if (r.buf[0] == '#') {
-            if (r.too_long)                 /* a long comment is fine; known keys are short */
-                continue;
-            if (parse_header(&r, &nranks, &nevents, program, train, n))
-                goto out;
-            continue;
-        }
-        if (r.too_long) {
+        if (r.too_long) {                   /* comments too: the writer never goes past */
             fail(&r, "line longer than %d characters", DTI_TRACE_LINE_MAX);
             goto out;
         }
-        if (r.len == 0)                     /* blank lines are harmless */
+        if (r.buf[0] == '#' || r.len == 0) {    /* header lines, comments, blank lines */
+            if (++nother > TRACE_MAX_OTHER) {
+                fail(&r, "more than %d comment or blank lines; the reader stops there",
+                     TRACE_MAX_OTHER);
+                goto out;
+            }
+            if (r.buf[0] == '#' && parse_header(&r, &nranks, &nevents, program, train, n))
+                goto out;
             continue;
+        }
         if (nranks == 0) {
             fail(&r, "an event before the '# ranks N' header line");
             goto out;
@@ -662,5 +679,57 @@ int dt_trace_write_chrome(const dt_trace *t, const char *path, char *err, size_t
     int bad = ferror(f);
     if (fclose(f) != 0 || bad)
         return fail(&r, "could not finish writing the Chrome trace (disk full?)");
+    return 0;
+}
+
+/* ==== output files ==== */
+
+__attribute__((format(printf, 4, 5)))
+static int say(int rc, char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err != NULL && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+int dt_output_check(const char *path, int is_dir, char *err, size_t errlen)
+{
+    struct stat st;
+    char dir[4096];
+    if (path == NULL || path[0] == '\0')
+        return say(-2, err, errlen, "the name is empty");
+    size_t n = strlen(path);
+    if (!is_dir && path[n - 1] == '/')
+        return say(-2, err, errlen, "a name ending in '/' names a folder, not a file");
+    if (stat(path, &st) == 0) {
+        if (!S_ISDIR(st.st_mode) != !is_dir)
+            return say(-1, err, errlen, "cannot write %s: it is a %s", path,
+                       is_dir ? "file, not a folder" : "folder, not a file");
+        if (access(path, is_dir ? W_OK | X_OK : W_OK) != 0)
+            return say(-1, err, errlen, "cannot write %s: %s", path, strerror(errno));
+        return 0;
+    }
+    if (errno != ENOENT || n >= sizeof dir)
+        return say(-1, err, errlen, "cannot write %s: %s", path,
+                   strerror(n >= sizeof dir ? ENAMETOOLONG : errno));
+    /* It will be made: its folder, the name up to the last '/' ("." without one), must
+     * be one this process can write into. */
+    memcpy(dir, path, n + 1);
+    while (n > 1 && dir[n - 1] == '/')
+        dir[--n] = '\0';
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL)
+        strcpy(dir, ".");
+    else
+        slash[slash == dir] = '\0';         /* "/x" keeps its "/" */
+    if (stat(dir, &st) != 0 && errno == ENOENT)
+        return say(-1, err, errlen, "cannot write %s: the folder %s does not exist", path,
+                   dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return say(-1, err, errlen, "cannot write %s: %s: %s", path, dir, strerror(errno));
     return 0;
 }

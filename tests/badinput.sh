@@ -9,9 +9,11 @@
 #   - exit status 2 for the job and for every rank (each rank runs under a small shell
 #     wrapper that prints its own status),
 #   - one "program: why" line and one usage text or pointer to --help on stderr: rank
-#     0 speaks, not every rank,
+#     0 speaks, not every rank; for the MPI programs exactly two lines, the sentence and
+#     "Try 'program --help' for usage.", so that no usage text scrolls the sentence away,
 #   - no dtlab abort line ("dtlab: rank R: ..."), no crash or sanitizer report,
-#   - within 30 s (MPIEXEC_TIMEOUT, or timeout(1) for the programs without MPI).
+#   - within 30 s (MPIEXEC_TIMEOUT, or timeout(1) for the programs without MPI), or
+#     $bad_limit s when set.
 # MPI programs run at 3 ranks, and at 1 rank for a case of each program. One line per
 # program and kind of input; a FAIL names each argument list that went wrong and why,
 # and the log below it holds those runs' output.
@@ -25,25 +27,26 @@ bad_wrap='"$0" "$@"; rc=$?; echo "rank-exit ${PMI_RANK:-${PMIX_RANK:-?}} $rc" >&
 
 # bad_run N PROG ARGS...: runs PROG ARGS at N ranks (N = 0: alone, no MPI) and sets
 # bad_why to "" when the run was a proper usage error, else to what was wrong. The
-# "why" line must start with the program's name, or with $bad_name when it is set.
+# "why" line must start with the program's name, or with $bad_name when it is set, and
+# hold $bad_want when that is set.
 bad_run() {
-    local n=$1 prog=$2 rc ranks others k lines
+    local n=$1 prog=$2 rc ranks others k lines body limit=${bad_limit:-30}
     local name=${bad_name:-${2##*/}} out=$tmp/bad.out err=$tmp/bad.err
     shift 2
     if [ "$n" = 0 ]; then
         if command -v timeout >/dev/null 2>&1; then
-            timeout 30 "$prog" "$@" >"$out" 2>"$err" </dev/null
+            timeout "$limit" "$prog" "$@" >"$out" 2>"$err" </dev/null
         else
             "$prog" "$@" >"$out" 2>"$err" </dev/null
         fi
     else
-        MPIEXEC_TIMEOUT=30 "$MPIEXEC" -n "$n" sh -c "$bad_wrap" "$prog" "$@" \
+        MPIEXEC_TIMEOUT=$limit "$MPIEXEC" -n "$n" sh -c "$bad_wrap" "$prog" "$@" \
             >"$out" 2>"$err" </dev/null
     fi
     rc=$?
     bad_why=""
     if grep -q 'APPLICATION TIMED OUT' "$out" "$err" || [ "$rc" = 124 ]; then
-        bad_why="; timed out after 30 s"
+        bad_why="; timed out after $limit s"
     elif [ "$rc" != 2 ]; then
         bad_why="; $(status_words "$rc"), not 2"
     fi
@@ -59,6 +62,17 @@ bad_run() {
     lines=$(grep -E "^($name|dtlab): " "$err" | grep -v '^dtlab: rank ' |
             grep -vc '; running on the CPU$')
     [ "$lines" = 1 ] || bad_why="$bad_why; $lines lines '$name: why', want 1"
+    if [ "$n" != 0 ]; then              # the sentence, then the Try line: nothing else
+        body=$(grep -v '^rank-exit ' "$err" | grep -v '; running on the CPU$' |
+               grep -v '^[[:space:]]*$')
+        k=$(grep -c . <<<"$body")
+        [ "$k" = 2 ] || bad_why="$bad_why; $k lines of error output, want 2"
+        [ "$(tail -n 1 <<<"$body")" = "Try '$name --help' for usage." ] ||
+            bad_why="$bad_why; the last line is not \"Try '$name --help' for usage.\""
+        if [ -n "${bad_want:-}" ] && [[ "$(head -n 1 <<<"$body")" != *"$bad_want"* ]]; then
+            bad_why="$bad_why; the sentence does not name $bad_want"
+        fi
+    fi
     if grep -q '^dtlab: rank ' "$err"; then
         bad_why="$bad_why; dtlab's abort path"
     fi
@@ -108,13 +122,14 @@ badinput_tests() {
 
     # ---- the lessons: every kind on one lesson of each option style (08 and 09 take
     # dt_parse_options' options, 13 dt_parse_int_options'), the common kinds on all
+    # (--bogus, and '3x' for the first option, on every lesson: the loop further down)
     bad_group "08_ring_allreduce: unknown option" "3" "$L/08_ring_allreduce" \
-        "--bogus" "-x" "--count 5 -qx" "--help=3"
+        "-x" "--count 5 -qx" "--help=3"
     bad_group "08_ring_allreduce: missing value" "3" "$L/08_ring_allreduce" \
         "--count" "--count --type float" "--op" "--trace" "--device"
     bad_group "08_ring_allreduce: not a number" "3" "$L/08_ring_allreduce" \
-        "--count 3x" "--count ''" "--count abc" "--count 1e3" "--count nan" \
-        "--count inf" "--iters 2.5"
+        "--count ''" "--count abc" "--count 1e3" "--count nan" "--count inf" \
+        "--iters 2.5"
     bad_group "08_ring_allreduce: negative, absurd" "3" "$L/08_ring_allreduce" \
         "--count -1" "--iters -5" "--count 99999999999" "--count 300M" \
         "--count 256M --type double" "--iters 2000000000"
@@ -125,46 +140,56 @@ badinput_tests() {
     bad_group "09_allreduce_compare: sizes" "3" "$L/09_allreduce_compare" \
         "--max-size" "--min-size abc" "--max-size 1e3" "--max-size -4" \
         "--max-size 100G" "--min-size 0" "--min-size 1M --max-size 1K"
-    bad_group "13_accum: unknown option, missing value" "3" "$L/13_accum" \
-        "--bogus" "--accum" "--steps --accum 2"
+    bad_group "13_accum: missing value" "3" "$L/13_accum" \
+        "--accum" "--steps --accum 2"
     bad_group "13_accum: not a number" "3" "$L/13_accum" \
-        "--steps 3x" "--steps ''" "--accum abc" "--steps 1e3" "--accum nan" \
-        "--steps inf"
+        "--steps ''" "--accum abc" "--steps 1e3" "--accum nan" "--steps inf"
     bad_group "13_accum: negative, absurd, out of range" "3" "$L/13_accum" \
         "--steps -1" "--steps 2000000000" "--steps 99999999999999999999" \
         "--accum 0" "--accum 49" "--accum 7"
     bad_group "13_accum: stray argument" "3" "$L/13_accum" "extra" "--steps 2 3"
 
     bad_group "01_hello: bad input" "3" "$L/01_hello" \
-        "--bogus" "--device" "extra"
+        "--device" "extra"
     for l in 02_p2p:-1 04_reduce:99999999999 05_gather_scatter:-1 \
              06_allgather:99999999999 07_reduce_scatter:-1 10_alltoall:99999999999; do
         bad_group "${l%:*}: bad input" "3" "$L/${l%:*}" \
-            "--bogus" "--count" "--count 3x" "--count ${l#*:}" "extra"
+            "--count" "--count ${l#*:}" "extra"
     done
     bad_group "03_bcast: bad input" "3" "$L/03_bcast" \
-        "--bogus" "--max-size" "--iters abc" "--max-size 100G" "extra"
+        "--max-size" "--iters abc" "--max-size 100G" "extra"
     for l in 11_dp:async:-1 12_ddp:bucket-kb:2000000000 14_fsdp:hidden:-1 \
              15_tp:hidden:2000000000 16_pp:micro:-1 17_mixed:window:2000000000 \
              18_hybrid:dp:-1; do
         set -- ${l//:/ }
         bad_group "$1: bad input" "3" "$L/$1" \
-            "--bogus" "--steps --$2 2" "--$2 3x" "--$2 $3" "extra"
+            "--steps --$2 2" "--$2 $3" "extra"
     done
-    # every lesson at 1 rank too, with an unknown option
-    local fails="" runs=0 t0
+    # every lesson at 1 and 3 ranks: an unknown option, and '3x' for the first option
+    # its --help shows with a value (--device gpu for a lesson with none)
+    local fails="" runs=0 t0 opt n
     : >"$log"
     t0=$(now)
     for l in "$L"/[0-9][0-9]_*; do
         [ -x "$l" ] || continue
-        bad_run 1 "$l" --bogus
-        runs=$((runs + 1))
-        [ -z "$bad_why" ] || fails="$fails | ${l##*/}: $bad_why"
+        opt=$(timeout 30 "$l" --help 2>/dev/null </dev/null |
+              grep -Eo '^ +(-[a-zA-Z], )?--[a-z-]+ [A-Z]+\b' |
+              grep -Ev -- '--(device|trace) | (FILE|DIR)$' | head -n 1 |
+              grep -Eo -- '--[a-z-]+')
+        for n in 1 3; do
+            bad_run "$n" "$l" --bogus
+            [ -z "$bad_why" ] || fails="$fails | ${l##*/} --bogus at $n: $bad_why"
+            if [ -n "$opt" ]; then bad_run "$n" "$l" "$opt" 3x
+            else bad_run "$n" "$l" --device gpu; fi
+            [ -z "$bad_why" ] || fails="$fails | ${l##*/} ${opt:---device} at $n: $bad_why"
+            runs=$((runs + 2))
+        done
     done
     if [ -z "$fails" ]; then
-        report "every lesson: --bogus at 1 rank" 1 "$runs lessons, exit 2  [$(since "$t0")]"
+        report "every lesson: --bogus, a bad value, at 1 and 3 ranks" 1 \
+            "$runs runs, exit 2, the sentence and the Try line  [$(since "$t0")]"
     else
-        report "every lesson: --bogus at 1 rank" 0 "${fails# | }"
+        report "every lesson: --bogus, a bad value, at 1 and 3 ranks" 0 "${fails# | }"
     fi
 
     # rank counts the options cannot use: a usage error naming what would work
@@ -196,7 +221,7 @@ badinput_tests() {
         "--mode tp --hidden 25" "--mode hybrid --dp 2 --tp 2" "--mode pp --layers 2" \
         "--mode serial" "--mode hybrid --tp 65536 --pp 65536"
     bad_group "train at 1 rank: bad input, rank counts" "1" "$T" \
-        "--bogus" "--mode dp --dedicated-server" "--mode hybrid --dp 2"
+        "--bogus" "--steps 3x" "--mode dp --dedicated-server" "--mode hybrid --dp 2"
 
     # ---- collbench: its own getopt_long, short options, sizes with suffixes
     local C=$BUILD/bench/collbench
@@ -211,6 +236,28 @@ badinput_tests() {
     bad_group "collbench: rank counts (a root past the last rank)" "1 3" "$C" \
         "--root 3"
     bad_group "collbench: stray argument" "3" "$C" "extra"
+    bad_group "collbench at 1 rank: bad input" "1" "$C" "--bogus" "--iters 3x"
+
+    # ---- --trace where no trace can be written: refused in dt_init, before work that
+    # would outlast the 10 s allowed, naming the path, and creating nothing
+    local D=$tmp/trace-dir p what
+    rm -rf "$D" "$D.tmp"
+    mkdir "$D"
+    bad_limit=10
+    for p in "in a missing folder:$D/no-such-dir/x.trace" "a folder:$D" "'':''"; do
+        what=${p%%:*}
+        p=${p#*:}
+        bad_want=$p
+        bad_group "--trace $what: lesson 08" "1 3" "$L/08_ring_allreduce" \
+            "--iters 1000000 --trace $p"
+        bad_group "--trace $what: train" "1 3" "$T" "--steps 1000000 --trace $p"
+        bad_group "--trace $what: collbench" "1 3" "$C" "-C all -n 1000000 --trace $p"
+    done
+    unset bad_limit bad_want
+    if [ -n "$(ls -A "$D")" ] || [ -e "$D.tmp" ]; then
+        report "  the refused traces left nothing behind" 0 \
+            "$(ls -A "$D" | head -n 3 | tr '\n' ' ')$([ -e "$D.tmp" ] && echo "$D.tmp")"
+    fi
 
     # ---- dttrace and dtviz: no MPI
     bad_group "dttrace: bad input" "0" "$BUILD/dttrace" \

@@ -8,7 +8,10 @@
  * Every rank runs ROUNDS allreduces of data that differs per rank, checked against
  * MPI_Allreduce. In round 1, at the first step of the ring (the step hook), the last
  * rank does what CASE says while the others wait for its messages. At 1 rank the ring
- * has no steps, so the fault happens just before the round. */
+ * has no steps, so the fault happens just before the round. Case overtime has no fault
+ * but never stops: the job's time limit ends it in the middle of short waits, and the
+ * line must say the job ran out of time, not that a rank is stuck. */
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +29,7 @@ static const struct { const char *name, *what; } cases[] = {
     {"require", "the last rank fails a DT_REQUIRE check"},
     {"exit", "the last rank calls exit(3) without dt_finalize"},
     {"stuck", "the last rank sleeps forever; the others wait for its messages"},
+    {"overtime", "no fault, but rounds without end: MPIEXEC_TIMEOUT must stop the job"},
 };
 
 static const char *fault;         /* the case being run */
@@ -79,7 +83,8 @@ int main(int argc, char **argv)
           *want = malloc(COUNT * sizeof *x);
     DT_REQUIRE(x && got && want, "out of memory");
     dt_set_step_hook(hook, NULL);
-    for (round_no = 0; round_no < ROUNDS; round_no++) {
+    int rounds = strcmp(fault, "overtime") ? ROUNDS : INT_MAX;
+    for (round_no = 0; round_no < rounds; round_no++) {
         dt_fill_test_data(x, COUNT, MPI_FLOAT, MPI_SUM, (unsigned)round_no, rank);
         if (round_no == 1 && dt_size() == 1)
             do_fault();

@@ -8,8 +8,10 @@
 # spoken first), and stderr must hold exactly one "dtlab:" line, naming the right rank:
 # the last rank, or for a stuck rank a waiting rank's line naming the stuck one. Then a
 # real training run with one rank killed from outside (kill -9), DT_TIMEOUT on a stuck
-# rank, and DT_WATCH=0. Takes about 35 s, most of it the stuck rank under
-# MPIEXEC_TIMEOUT=20 (dtlab stops at 17 s).
+# rank, and DT_WATCH=0. Case overtime never ends, with no fault: under MPIEXEC_TIMEOUT=12
+# its line must say the job ran out of time, not name a deadlock. Takes about 45 s, most
+# of it the stuck rank under MPIEXEC_TIMEOUT=20 (dtlab stops at 17 s) and overtime
+# (at 9 s).
 
 # fault_expect CASE LAST: the regex the one dtlab line must match, "" for none.
 fault_expect() {
@@ -22,6 +24,10 @@ fault_expect() {
         exit) echo "^dtlab: rank $2: the program exited \(status 3\) before dt_final" ;;
         stuck) echo "^dtlab: rank [0-9]+: .*: waited [0-9.]+ s" \
                     "for a message from rank $2 " ;;
+        # (no "stuck", no "deadlock": every wait was short)
+        overtime) echo "^dtlab: rank [0-9]+: .*: the job's time limit is nearly reached" \
+                       "\(MPIEXEC_TIMEOUT=[0-9]+ s;[^()]*\): this rank had waited only" \
+                       "[0-9.]+ s for [^;]*, so nothing looks stuck; .*raise MPIEXEC_TIMEOUT$" ;;
         *) echo "no expectation" ;;
     esac
 }
@@ -91,6 +97,13 @@ faults_tests() {
     for case in $cases; do
         if [ "$case" = stuck ]; then
             fault_run 3 "$case" 20            # dtlab stops at 20 - 3 s
+        elif [ "$case" = overtime ]; then
+            # dtlab stops at 12 - 3 s; a wait begun 4.5 s before that (half of 9 s)
+            # would count as stuck, which the short waits of this case never are
+            fault_run 3 "$case" 12
+            if grep -q 'deadlock' "$tmp/stderr"; then
+                report "  overtime's line does not speak of a deadlock" 0 "it does"
+            fi
         else
             fault_run 3 "$case" 30
         fi

@@ -4,12 +4,16 @@
  * compared field by field; then every kind of broken file must be refused with -1 and
  * a message naming the line; then cut and mutated files must never crash the reader;
  * the Chrome JSON must parse (a small JSON checker here, and python3 when present). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE                        /* fopencookie */
+#endif
 #include <check.h>
 #include "unit.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "trace.h"
@@ -287,6 +291,7 @@ START_TEST(test_bad_files)
     ck_assert_int_eq(dt_trace_read(path_of("missing.trace"), &t, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "cannot open"));
     ck_assert_int_eq(dt_trace_read(dir, &t, err, sizeof err), -1);      /* a directory */
+    ck_assert_msg(strstr(err, "a folder, not a trace file") != NULL, "%s", err);
     ck_assert_int_eq(dt_trace_read(path_of("missing.trace"), &t, NULL, 0), -1);
 
     expect_fail_s("", "empty");
@@ -347,12 +352,18 @@ START_TEST(test_bad_events)
     static const char nul[] = HEAD "0.1 0.2 0 send 1 c p\0 0 3 75 100 100\n";
     expect_fail(nul, sizeof nul - 1, ":4: a NUL byte");
 
-    /* One line longer than any event line can be; a long comment is fine. */
+    /* One line longer than any event line can be; a comment or a known header line
+     * too (the writer never goes past the limit, and a line is refused before its end
+     * is read); one at the limit is fine, and line numbers count every line. */
     char big[2048];
     snprintf(big, sizeof big, HEAD "%0900d 0.2 0 send 1 c p 0 3 75 100 100\n", 1);
-    expect_fail_s(big, ":4: line longer than");
-    snprintf(big, sizeof big, HEAD "# %0900d\n" GOOD "%s", 1, "0.1 x\n");
-    expect_fail_s(big, ":6: 2 fields");                  /* line numbers still count */
+    expect_fail_s(big, ":4: line longer than 512");
+    snprintf(big, sizeof big, HEAD "# %0900d\n" GOOD, 1);
+    expect_fail_s(big, ":4: line longer than 512");
+    snprintf(big, sizeof big, HEAD "# train %0900d\n" GOOD, 1);
+    expect_fail_s(big, ":4: line longer than 512");
+    snprintf(big, sizeof big, HEAD "# %0510d\n\n#\n" GOOD "%s", 1, "0.1 x\n");
+    expect_fail_s(big, ":8: 2 fields");
 }
 END_TEST
 
@@ -487,6 +498,140 @@ START_TEST(test_mutations)
         dt_trace_free(&t);
     }
     ck_assert_int_gt(accepted, 0);      /* some changes (a digit for a digit) are valid */
+}
+END_TEST
+
+/* ==== files that never end ==== */
+
+/* A stream that never ends, as a FILE (fopencookie): `head` bytes, then `tail` again and
+ * again (tail "" : random bytes, /dev/urandom's kind). It stops with an end of file
+ * after CAP bytes only so that a reader that takes everything fails the test instead of
+ * hanging it. given counts the bytes handed to stdio (which reads ahead a buffer). */
+#define ENDLESS_CAP ((size_t)64 << 20)
+typedef struct {
+    const char *head, *tail;
+    size_t hlen, tlen, given;
+    unsigned rnd;
+} endless;
+
+static ssize_t endless_read(void *cookie, char *buf, size_t len)
+{
+    endless *e = cookie;
+    size_t n = 0;
+    for (; n < len && e->given < ENDLESS_CAP; n++, e->given++) {
+        if (e->given < e->hlen) {
+            buf[n] = e->head[e->given];
+        } else if (e->tlen > 0) {
+            buf[n] = e->tail[(e->given - e->hlen) % e->tlen];
+        } else {
+            e->rnd = e->rnd * 1103515245u + 12345u;
+            buf[n] = (char)(e->rnd >> 16);
+        }
+    }
+    return (ssize_t)n;
+}
+
+/* Reads the endless stream head, tail... : refused, with needle in the message, after
+ * at most max_given bytes handed over. */
+static void expect_endless(const char *head, const char *tail, size_t tlen,
+                           const char *needle, size_t max_given)
+{
+    endless e = { head, tail, strlen(head), tlen, 0, 7 };
+    FILE *f = fopencookie(&e, "r", (cookie_io_functions_t){ .read = endless_read });
+    ck_assert_ptr_nonnull(f);
+    dt_trace t;
+    char err[256] = "";
+    int rc = dt_trace_read_stream(f, "endless", &t, err, sizeof err);
+    fclose(f);
+    ck_assert_msg(rc == -1, "accepted an endless stream (%s...)", head);
+    ck_assert_msg(strstr(err, needle) != NULL, "message \"%s\" lacks \"%s\"", err, needle);
+    ck_assert_msg(e.given <= max_given, "the reader took %zu bytes to refuse \"%s\" (at "
+                  "most %zu): it reads a line to its end before it looks", e.given, err,
+                  max_given);
+    ck_assert_ptr_null(t.ev);
+}
+
+/* /dev/zero, a line with no end, a comment with no end, random bytes: each refused
+ * after one line's worth (stdio reads ahead a buffer: 64 KiB of slack). Endless
+ * comments or blank lines: refused after a million lines, a few MB. */
+START_TEST(test_endless)
+{
+    const size_t one_line = 64 << 10;
+    expect_endless("", "\0", 1, ":1: a NUL byte", one_line);
+    expect_endless("", "a", 1, ":1: not a dtlab trace", one_line);
+    expect_endless("# dtlab-trace 1", "1", 1, ":1: not a dtlab trace", one_line);
+    expect_endless(HEAD, "a", 1, ":4: line longer than 512", one_line);
+    expect_endless(HEAD "# ", "a", 1, ":4: line longer than 512", one_line);
+    expect_endless(HEAD "# program ", "a", 1, ":4: line longer than 512", one_line);
+    expect_endless(HEAD GOOD "0.1 0.2", "\0", 1, ":5: a NUL byte", one_line);
+    expect_endless("", "", 0, ":1: ", one_line);                /* random bytes */
+    expect_endless(HEAD, "#\n", 2, "comment or blank lines", (size_t)8 << 20);
+    expect_endless(HEAD, "\n", 1, "comment or blank lines", (size_t)8 << 20);
+    expect_endless(HEAD, "\r\n", 2, "comment or blank lines", (size_t)8 << 20);
+
+    /* the same by name: /dev/zero itself, and a 10 MB file of 'a' with no '\n' */
+    char err[256];
+    dt_trace t;
+    ck_assert_int_eq(dt_trace_read("/dev/zero", &t, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "/dev/zero:1: a NUL byte") != NULL, "%s", err);
+    size_t n = (size_t)10 << 20;
+    char *a = malloc(n);
+    ck_assert_ptr_nonnull(a);
+    memset(a, 'a', n);
+    expect_fail(a, n, ":1: not a dtlab trace");
+    memcpy(a, HEAD, strlen(HEAD));
+    expect_fail(a, n, ":4: line longer than 512");
+    a[strlen(HEAD) + 600] = '\0';
+    expect_fail(a, n, ":4: line longer than 512");      /* the limit comes first */
+    a[strlen(HEAD) + 100] = '\0';
+    expect_fail(a, n, ":4: a NUL byte");
+    free(a);
+}
+END_TEST
+
+/* ==== output files ==== */
+
+static void expect_output(const char *path, int is_dir, int want, const char *needle)
+{
+    char err[512] = "";
+    int rc = dt_output_check(path, is_dir, err, sizeof err);
+    ck_assert_msg(rc == want, "dt_output_check(\"%s\", %d) = %d (%s), want %d", path,
+                  is_dir, rc, err, want);
+    ck_assert_msg(strstr(err, needle) != NULL, "dt_output_check(\"%s\"): \"%s\" lacks "
+                  "\"%s\"", path, err, needle);
+}
+
+START_TEST(test_output_check)
+{
+    char p[400];
+    /* names no file can have: usage errors */
+    expect_output("", 0, -2, "empty");
+    expect_output("", 1, -2, "empty");
+    expect_output(path_of("x/"), 0, -2, "ending in '/'");
+    /* what the file system refuses, naming the path */
+    snprintf(p, sizeof p, "%s/no/such/x.png", dir);
+    expect_output(p, 0, -1, "the folder");
+    expect_output(p, 0, -1, p);
+    expect_output(p, 1, -1, "does not exist");
+    expect_output(dir, 0, -1, "folder, not a file");
+    const char *file = write_file("a-file", "x", 1);
+    expect_output(file, 1, -1, "file, not a folder");
+    snprintf(p, sizeof p, "%s/a-file/x.png", dir);               /* a file as a folder */
+    expect_output(p, 0, -1, "cannot write");
+    /* what can be written; nothing is made */
+    expect_output(path_of("new.png"), 0, 0, "");
+    expect_output(path_of("new-dir"), 1, 0, "");
+    expect_output(path_of("new-dir/"), 1, 0, "");
+    expect_output(dir, 1, 0, "");
+    expect_output(file, 0, 0, "");                               /* overwritten */
+    ck_assert_int_ne(access(path_of("new.png"), F_OK), 0);
+    ck_assert_int_ne(access(path_of("new-dir"), F_OK), 0);
+    if (geteuid() != 0) {                  /* root may write anywhere */
+        snprintf(p, sizeof p, "%s/ro", dir);
+        ck_assert_int_eq(mkdir(p, 0555), 0);
+        snprintf(p, sizeof p, "%s/ro/x.png", dir);
+        expect_output(p, 0, -1, "cannot write");
+    }
 }
 END_TEST
 
@@ -714,6 +859,8 @@ int main(void)
     tcase_add_test(tc, test_bad_events);
     tcase_add_test(tc, test_truncated);
     tcase_add_test(tc, test_mutations);
+    tcase_add_test(tc, test_endless);
+    tcase_add_test(tc, test_output_check);
     tcase_add_test(tc, test_chrome);
     tcase_add_test(tc, test_chrome_escapes);
     suite_add_tcase(s, tc);

@@ -276,6 +276,44 @@ START_TEST(timeline_training)
 }
 END_TEST
 
+/* --count 0: the collective moves nothing, so the library records no event and the
+ * model has no call. The picture says "only the timeline below" and must show it: the
+ * legend's kinds, a row per rank (its track lighter than the background, a line of
+ * background between two rows), the cursor; and no cells, no rank colour anywhere. */
+START_TEST(count_zero_timeline)
+{
+    char err[256];
+    dv_model m;
+    ck_assert(dv_model_algo(&m, dv_algo_index("ring-allreduce"), 4, 0, err, sizeof err) == 0);
+    ck_assert_int_eq(m.ncalls, 0);
+    ck_assert_uint_eq(m.trace.n, 0);
+    dv_layout L;
+    dv_layout_compute(&m, 0, W, H, &L);
+    ck_assert_int_eq(L.ncells, 0);
+    ck_assert_msg(L.timeline.w > W / 2 && L.timeline.h >= 4 * 8, "timeline %dx%d",
+                  L.timeline.w, L.timeline.h);
+    ck_assert_int_eq(dv_timeline_pos(&m, &L, L.timeline.x + 1, L.timeline.y + 1), 0);
+    SDL_Surface *s = render(&m, 0);
+    Uint32 bg = rgb_at(s, W - 1, L.header.h);
+    int row = L.timeline.h / 4, x = L.timeline.x + L.timeline.w / 2;
+    for (int q = 0; q < 4; q++) {
+        int y = L.timeline.y + q * row;
+        ck_assert_msg(rgb_at(s, x, y) == bg && rgb_at(s, x, y + row / 2) != bg,
+                      "rank %d's row of the timeline: %06x at its edge, %06x inside, "
+                      "background %06x", q, rgb_at(s, x, y), rgb_at(s, x, y + row / 2), bg);
+    }
+    ck_assert_msg(rgb_at(s, x, L.timeline.y + L.timeline.h) == bg, "a fifth row");
+    int legend = 0;               /* the legend's 9-pixel swatches, 10 pixels above the rows */
+    for (int px = L.timeline.x; px < L.timeline.x + L.timeline.w; px++)
+        legend += rgb_at(s, px, L.timeline.y - 10) != bg;
+    ck_assert_msg(legend > 40, "no legend above the timeline (%d pixels)", legend);
+    ck_assert_msg(colors_in(s, (SDL_Rect){ 0, 0, W, H }, 4) == 0, "a rank's colour in a "
+                  "picture of nothing moved");
+    SDL_FreeSurface(s);
+    dv_model_free(&m);
+}
+END_TEST
+
 /* ==== the interactive state ==== */
 
 static void sdl_up(void)
@@ -762,6 +800,7 @@ int main(void)
     tcase_add_test(tc, every_algo);
     tcase_add_test(tc, describe);
     tcase_add_test(tc, timeline_training);
+    tcase_add_test(tc, count_zero_timeline);
     suite_add_tcase(s, tc);
     tc = tcase_create("app");
     tcase_set_timeout(tc, 60);

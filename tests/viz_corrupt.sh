@@ -27,20 +27,122 @@
 # the status, the end of the output), then "N mutated traces: A rendered, B refused
 # (exit 2), C crashed; T timetables: D drawn, E refused" (C counts both views); exits 1
 # on a crash.
-# Knobs (environment): BUILD, DTVIZ (default $BUILD/dtviz), MUTATIONS, SEED, KEEP (a
-# directory to copy the traces that crashed into, to reproduce them), VERBOSE=1 (a line
-# per mutation).
+#
+#     BUILD=build bash tests/viz_corrupt.sh --hostile
+#
+# gives dtviz --png and dttrace ($DTTRACE, default $BUILD/dttrace) files that are no
+# traces at all, as an outside check would: /dev/zero, /dev/urandom, 10 MB of 'a' with
+# no '\n', a NUL after 600 bytes, endless lines and endless comments through a pipe, a
+# header line of 100 KB, a folder, an empty file, a binary (dtviz itself). Each must be
+# refused within `timeout 10` (never 124): dtviz with status 2, dttrace 1, and a
+# "dtviz:"/"dttrace:" sentence. Then output names: "" or "x/" for --png, --frames,
+# --export-chrome and dttrace --chrome is a usage error (2, one sentence, then "Try
+# '... --help' for usage."); a folder that does not exist is refused (1) before any
+# work; dttrace's bad options are one sentence and the Try line. Prints a line per
+# failure, then "N hostile runs: M failed"; exits 1 on a failure.
+# Knobs (environment): BUILD, DTVIZ (default $BUILD/dtviz), DTTRACE, MUTATIONS, SEED,
+# KEEP (a directory to copy the traces that crashed into, to reproduce them), VERBOSE=1
+# (a line per mutation).
 set -u
 
 BUILD=${BUILD:-build}
 DTVIZ=${DTVIZ:-$BUILD/dtviz}
+DTTRACE=${DTTRACE:-$BUILD/dttrace}
 MUTATIONS=${MUTATIONS:-200}
 SEED=${SEED:-1}
 KEEP=${KEEP:-}
 
 if [ $# -eq 0 ]; then
-    echo "usage: BUILD=build bash tests/viz_corrupt.sh TRACE..." >&2
+    echo "usage: BUILD=build bash tests/viz_corrupt.sh TRACE... | --hostile" >&2
     exit 2
+fi
+
+# ==== --hostile: files that are no traces, output names that are no files ====
+hostile() {
+    local nrun=0 nfail=0 f
+    for f in "$DTVIZ" "$DTTRACE"; do
+        [ -x "$f" ] || { echo "viz_corrupt: $f is not built" >&2; exit 2; }
+    done
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/viz-hostile.XXXXXX") || exit 1
+    trap 'rm -rf "$tmp"' EXIT
+
+    # expect WANT WHAT RUN...: RUN (a command line for eval, stdin from /dev/null unless
+    # it pipes) must end with status WANT and one line naming the program; WHAT adds the
+    # other checks: try (the Try line and nothing else), nopng (no $tmp/out.png), quiet
+    # (nothing on stdout: refused before the work).
+    expect() {
+        local want=$1 what=$2 rc prog why=""
+        shift 2
+        prog=dtviz
+        [[ "$*" == *'$DTTRACE'* ]] && prog=dttrace
+        rm -f "$tmp/out.png"
+        eval "$*" >"$tmp/out" 2>"$tmp/err" </dev/null
+        rc=$?
+        nrun=$((nrun + 1))
+        [ "$rc" = "$want" ] || why="exit $rc, want $want"
+        [ "$rc" != 124 ] || why="timed out after 10 s (it reads a file that never ends)"
+        [ "$(grep -c "^$prog: " "$tmp/err")" = 1 ] || why="$why; not one '$prog:' sentence"
+        case $what in
+        try) [ "$(grep -c "^Try '$prog --help' for usage\.\$" "$tmp/err")" = 1 ] &&
+                 [ "$(wc -l <"$tmp/err")" = 2 ] ||
+                 why="$why; not one sentence and the Try line" ;;
+        nopng) [ ! -e "$tmp/out.png" ] || why="$why; a PNG was written" ;;
+        quiet) [ ! -s "$tmp/out" ] || why="$why; it worked before refusing" ;;
+        esac
+        if [ -n "$why" ]; then
+            nfail=$((nfail + 1))
+            echo "FAIL  $*: ${why#; }"
+            sed 's/^/      | /' "$tmp/err" | head -n 4
+        elif [ -n "${VERBOSE:-}" ]; then
+            echo "ok    $*: $(head -n 1 "$tmp/err")"
+        fi
+    }
+
+    head -c 10000000 /dev/zero | tr '\0' a >"$tmp/aaaa"
+    { head -c 600 "$tmp/aaaa"; printf '\0'; head -c 1000 "$tmp/aaaa"; } >"$tmp/nul600"
+    { printf '# dtlab-trace 1\n# ranks 2\n# program '; head -c 100000 "$tmp/aaaa"
+      printf '\n'; } >"$tmp/longhead"
+    : >"$tmp/empty"
+    mkdir "$tmp/folder"
+    printf '# dtlab-trace 1\n# ranks 1\n' >"$tmp/ok.trace"
+    local t=(timeout 10) endless_line="yes | tr -d '\\n'"
+    local endless_comments="{ printf '# dtlab-trace 1\\n'; yes '#'; }"
+    for f in /dev/zero /dev/urandom "$tmp"/{aaaa,nul600,longhead,empty,folder} "$DTVIZ"; do
+        expect 2 nopng '"${t[@]}" "$DTVIZ" --png "$tmp/out.png" "'"$f"'"'
+        expect 1 - '"${t[@]}" "$DTTRACE" "'"$f"'"'
+    done
+    for f in endless_line endless_comments; do
+        expect 2 nopng "${!f}"' | "${t[@]}" "$DTVIZ" --png "$tmp/out.png" /dev/stdin'
+        expect 1 - "${!f}"' | "${t[@]}" "$DTTRACE" /dev/stdin'
+    done
+
+    # output names
+    local algo=(--algo ring-allreduce)
+    expect 2 try '"$DTVIZ" "${algo[@]}" --png ""'
+    expect 2 try '"$DTVIZ" "${algo[@]}" --png "$tmp/folder/"'
+    expect 2 try '"$DTVIZ" "${algo[@]}" --frames ""'
+    expect 2 try '"$DTVIZ" "${algo[@]}" --export-chrome ""'
+    expect 2 try '"$DTVIZ" ""'
+    expect 2 try '"$DTTRACE" --chrome "" "$tmp/ok.trace"'
+    expect 2 try '"$DTTRACE" --chrome "$tmp/folder/" "$tmp/ok.trace"'
+    expect 2 try '"$DTTRACE" ""'
+    expect 1 quiet '"$DTVIZ" "${algo[@]}" --png "$tmp/no/such/out.png"'
+    expect 1 quiet '"$DTVIZ" "${algo[@]}" --png "$tmp/folder"'
+    expect 1 quiet '"$DTVIZ" "${algo[@]}" --frames "$tmp/no/such/frames"'
+    expect 1 quiet '"$DTVIZ" "${algo[@]}" --png "$tmp/out.png" --export-chrome "$tmp/no/x.json"'
+    expect 1 quiet '"$DTTRACE" --chrome "$tmp/no/such/x.json" "$tmp/ok.trace"'
+    # dttrace's usage errors: one sentence and the Try line, not the whole usage text
+    expect 2 try '"$DTTRACE" --bogus "$tmp/ok.trace"'
+    expect 2 try '"$DTTRACE" -x "$tmp/ok.trace"'
+    expect 2 try '"$DTTRACE" --chrome'
+    expect 2 try '"$DTTRACE"'
+    expect 2 try '"$DTTRACE" a b'
+    echo "$nrun hostile runs: $nfail failed"
+    [ "$nfail" -eq 0 ]
+}
+if [ "$1" = --hostile ]; then
+    hostile
+    exit
 fi
 for f in "$@"; do
     [ -s "$f" ] || { echo "viz_corrupt: $f: no such trace, or empty" >&2; exit 2; }

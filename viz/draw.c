@@ -85,13 +85,11 @@ void dv_layout_compute(const dv_model *m, int pos, int w, int h, dv_layout *L)
     L->header = (SDL_Rect){ 0, 0, w, PAD + TITLE_H + 2 * BODY_H };
 
     int bottom = h - BODY_H - 2;                     /* the note line below everything */
-    int tl_top = bottom;
-    if (m->trace.n > 0) {                            /* legend, rows, axis labels */
-        int row = dvi_clampi(h / (m->from_trace ? 3 : 4) / n, 2, 36);
-        L->timeline = (SDL_Rect){ PAD + LABEL_W, bottom - SMALL_H - row * n,
-                                  w - 2 * PAD - LABEL_W, row * n };
-        tl_top = L->timeline.y - SMALL_H - 4;
-    }
+    /* legend, rows, axis labels: always, even empty (--count 0 records no event) */
+    int row = dvi_clampi(h / (m->from_trace ? 3 : 4) / n, 2, 36);
+    L->timeline = (SDL_Rect){ PAD + LABEL_W, bottom - SMALL_H - row * n,
+                              w - 2 * PAD - LABEL_W, row * n };
+    int tl_top = L->timeline.y - SMALL_H - 4;
     int top = L->header.h + 2 * SMALL_H + 6;         /* column titles, cell names */
     int avail = tl_top - BODY_H - SMALL_H - PAD - top;
     int panel_w = dvi_clampi(w / 5, 120, 260);
@@ -474,9 +472,9 @@ static void draw_header(dv_text *t, const dv_model *m, const dv_view *v, const d
     dv_step_text(m, pos, s, sizeof s);
     dvi_text_fit(t, DV_FONT_BODY, PAD, PAD / 2 + TITLE_H + BODY_H, L->w - 2 * PAD, DIM, s);
     int y = L->header.h + 2;
-    dv_text_draw(t, DV_FONT_SMALL, PAD, y, DIM, "rank");
-    if (call < 0)
+    if (call < 0)                          /* no grid: no column titles */
         return;
+    dv_text_draw(t, DV_FONT_SMALL, PAD, y, DIM, "rank");
     const dv_call *c = &m->calls[call];
     if (L->send_x0 > 0) {
         dv_text_draw(t, DV_FONT_SMALL, L->send_x0, y, DIM,
@@ -748,8 +746,9 @@ void dv_draw(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_view *v, i
             draw_pieces(r, m, &L, f, st, v->pos - pos);
         draw_panel(r, t, m, &L, k);
     } else {
-        dv_text_draw(t, DV_FONT_BODY, PAD, L.grid.y, DIM,
-                     "no collective calls here: only the timeline below");
+        dv_text_draw(t, DV_FONT_BODY, PAD, L.grid.y, DIM, m->trace.n > 0 ?
+                     "no collective calls here: only the timeline below" :
+                     "no collective calls here, and no events: the timeline below is empty");
     }
     if (L.timeline.w > 0 && L.timeline.h > 0)
         draw_timeline(r, t, m, &L, v);

@@ -8,8 +8,12 @@
  * rank sends and receives the same bytes, 2(N-1)/N of the buffer; a rank that differs,
  * or recorded nothing, is where to look first.
  *
+ * Exit status: 0 done, 1 a trace that cannot be read or an output that cannot be
+ * written, 2 a usage error (one sentence, then where the help is).
+ *
  * No MPI: this program reads files only (trace.h's reader), so it runs anywhere. */
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +99,19 @@ static void print_summary(const char *path, const dt_trace *t)
                list_empty ? "" : " (not listed)");
 }
 
+/* A usage error: one sentence, the hint, status 2. */
+__attribute__((format(printf, 1, 2)))
+static int bad(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("dttrace: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\nTry 'dttrace --help' for usage.\n", stderr);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -103,6 +120,7 @@ int main(int argc, char **argv)
         {NULL, 0, NULL, 0}
     };
     const char *chrome = NULL;
+    char err[512];
     int c;
     opterr = 0;                                 /* the messages below, in our words */
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -110,27 +128,30 @@ int main(int argc, char **argv)
         case 'c': chrome = optarg; break;
         case 'h': fputs(usage, stdout); return 0;
         case ':':
-            fprintf(stderr, "dttrace: option '%s' needs a value\n%s", argv[optind - 1],
-                    usage);
-            return 2;
+            return bad("option '%s' needs a value", argv[optind - 1]);
         default:
             if (optopt > 0 && optopt < 0x80 && strncmp(argv[optind - 1], "--", 2))
-                fprintf(stderr, "dttrace: unknown option '-%c'\n%s", optopt, usage);
-            else
-                fprintf(stderr, "dttrace: unknown option '%s'\n%s", argv[optind - 1],
-                        usage);
-            return 2;
+                return bad("unknown option '-%c'", optopt);
+            return bad("unknown option '%s'", argv[optind - 1]);
         }
     }
-    if (argc - optind != 1) {
-        fprintf(stderr, "dttrace: %s\n%s",
-                argc - optind < 1 ? "which trace file?" : "one trace file at a time", usage);
-        return 2;
-    }
+    if (argc - optind != 1)
+        return bad("%s", argc - optind < 1 ? "which trace file?"
+                                           : "one trace file at a time");
     const char *path = argv[optind];
+    if (path[0] == '\0')
+        return bad("the trace file's name is empty");
+    /* the output before the work: an impossible name is a usage error, a folder that
+     * cannot be written an error (status 1, as a trace that cannot be read) */
+    int rc = chrome != NULL ? dt_output_check(chrome, 0, err, sizeof err) : 0;
+    if (rc == -2)
+        return bad("--chrome '%s': %s", chrome, err);
+    if (rc != 0) {
+        fprintf(stderr, "dttrace: %s\n", err);
+        return 1;
+    }
 
     dt_trace t;
-    char err[512];
     if (dt_trace_read(path, &t, err, sizeof err) != 0) {
         fprintf(stderr, "dttrace: %s\n", err);
         return 1;

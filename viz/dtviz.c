@@ -78,7 +78,8 @@ static void usage(FILE *f)
     algo_names(f, "                       ");
     fprintf(f,
         "  --ranks N             its ranks, 1..%d (default 4; ddp 3)\n"
-        "  --count N             its buffer in float elements (default 1048576)\n"
+        "  --count N             its buffer in float elements (default 1048576); at 0 the\n"
+        "                        collective moves nothing: no cells, an empty timeline\n"
         "  --stages P            gpipe, 1f1b: pipeline stages, 1..%d (default 4)\n"
         "  --micro M             gpipe, 1f1b: micro-batches per step, 1..64 (default 8)\n"
         "  --layers L            ddp: layers, 1..64 (default 6); a forward takes 1 slot, a\n"
@@ -271,6 +272,8 @@ static int parse(int argc, char **argv, options *o)
     }
     if (optind < argc)
         o->file = argv[optind++];
+    if (o->file != NULL && o->file[0] == '\0')
+        return bad("the trace file's name is empty");
     if (optind < argc)
         return bad("one trace at a time: '%s' is one too many", argv[optind]);
     if (o->file != NULL && o->algo != NULL)
@@ -311,6 +314,29 @@ static int parse(int argc, char **argv, options *o)
     if ((!isnan(o->cursor) || !isnan(o->win0)) &&
         (o->step >= 0 || (o->view != NULL && !strcmp(o->view, "collective"))))
         return bad("--cursor and --window are the timetable's; the collective view takes --step");
+    return 0;
+}
+
+/* The files the options name, before any work: a name no file can have is a usage
+ * error (2), a place that cannot be written an error (1), the same for all three.
+ * Returns 0 or the exit status. */
+static int check_outputs(const options *o)
+{
+    const struct { const char *opt, *path; int is_dir; } out[] = {
+        { "--png", o->png, 0 }, { "--frames", o->frames, 1 },
+        { "--export-chrome", o->chrome, 0 },
+    };
+    char err[512];
+    for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) {
+        int rc = out[i].path != NULL ? dt_output_check(out[i].path, out[i].is_dir, err,
+                                                       sizeof err) : 0;
+        if (rc == -2)
+            return bad("%s '%s': %s", out[i].opt, out[i].path, err);
+        if (rc != 0) {
+            fprintf(stderr, "dtviz: %s\n", err);
+            return 1;
+        }
+    }
     return 0;
 }
 
@@ -574,6 +600,8 @@ int main(int argc, char **argv)
     int algo, talgo, rc = parse(argc, argv, &o);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
+    if ((rc = check_outputs(&o)) != 0)
+        return rc;
     dv_ddp_shape dflt = DV_DDP_DEFAULT;
     int ddp = o.algo != NULL && dv_train_algo_index(o.algo) == DV_TRAIN_DDP;
     if (o.ranks < 0)

@@ -165,8 +165,9 @@ struct dti_ckpt {
 /* ==== agreeing, refusing ==== */
 
 /* Ends every rank with why (the same on every rank, or at least on rank 0): "train:
- * why" and exit status 2 when comm is the whole job, as for any bad input; else (a run
- * on part of the job could not end the rest cleanly) through the one abort path. */
+ * why", the Try line and exit status 2 when comm is the whole job, as for any bad input
+ * (dt_usage_error); else (a run on part of the job could not end the rest cleanly)
+ * through the one abort path. */
 __attribute__((noreturn))
 static void refuse(dti_run *r, const char *why)
 {
@@ -178,7 +179,7 @@ static void refuse(dti_run *r, const char *why)
         for (int i = 0; i < r->nmade; i++)
             MPI_Comm_free(&r->made[i]);
         MPI_Comm_free(&r->comm);
-        dt_usage_error("", why);
+        dt_usage_error(NULL, why);
     }
     dti_die(__FILE__, __LINE__, "%s", why);
 }

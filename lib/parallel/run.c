@@ -200,14 +200,14 @@ int dt_train_check(const dt_train_config *c, int n, char *why, size_t len)
 
 void dt_train_usage_check(const dt_train_config *c, const char *program)
 {
-    char why[256], msg[320], hint[96];
+    char why[256], msg[320];
     int n = dt_size();
+    (void)program;                  /* the Try line names the program as run (prog.c) */
     if (dt_train_check(c, n, why, sizeof why) == 0)
         return;
     /* a usage error: what the user asked for (the options, the rank count) cannot run */
     snprintf(msg, sizeof msg, "cannot run on %d rank%s: %s", n, n == 1 ? "" : "s", why);
-    snprintf(hint, sizeof hint, "Try '%s --help' for its options.\n", program);
-    dt_usage_error(hint, msg);
+    dt_usage_error(NULL, msg);
 }
 
 /* ==== the books ==== */
