@@ -6,6 +6,9 @@
  * a rank asks MPI: its rank, the world size, and its local rank among the ranks on the
  * same host, which is what picks its GPU.
  *
+ * The code: lib/core.c (dt_init: MPI_Init, then MPI_Comm_split_type for the ranks on one
+ * host and the GPU pick, local rank mod GPU count).
+ *
  * Run:  mpiexec -n 4 build/lessons/01_hello
  *       mpiexec -n 4 build/lessons/01_hello --device cpu
  */
@@ -157,6 +160,7 @@ int main(int argc, char **argv)
     dt_printf0("\ncheck: %s\n", ok ? "ranks and local ranks match MPI_Comm_rank, MPI_Comm_size\n"
                                      "       and the hostnames (MPI_Allgather)"
                                    : "FAILED: dtlab's ranks disagree with MPI's");
+    dt_printf0("The code: lib/core.c (dt_init, dt_local_rank, dt_local_size)\n");
 
     /* ==== teardown ==== */
     dt_finalize();

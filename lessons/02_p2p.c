@@ -5,11 +5,15 @@
  * receive first wait forever), sendrecv is the way out of that, and how a rank waits
  * matters as much as what it sends when there are more ranks than cores.
  *
+ * The code: lib/p2p.c (dt_send, dt_recv, dt_sendrecv; dt_waitall is the polite wait:
+ * MPI_Testall, then sched_yield).
+ *
  * Run:  mpiexec -n 4 build/lessons/02_p2p
  *       mpiexec -n 5 build/lessons/02_p2p --count 100000 --type double
  */
+#include <math.h>
 #include <stdio.h>
-#include <unistd.h>
+#include <stdlib.h>
 #include "dt.h"
 
 static const char usage[] =
@@ -27,20 +31,32 @@ static const char usage[] =
 enum { TAG_TOKEN = 1, TAG_SHIFT, TAG_PING, TAG_DONE };
 
 /* Ranks 0 and 1 bounce one int for up to iters round trips or 0.2 s, while every other
- * rank sits in dt_recv until rank 0 lets it go. Returns the seconds per round trip
- * (on rank 0) and the number of trips in *trips. */
-static double ping_pong(int iters, int *trips)
+ * rank sits in dt_recv until rank 0 lets it go. Rank 0 notes the clock after every trip
+ * (in t, room for iters) and cuts the trips into BATCHES equal batches, each giving one
+ * sample: its mean time per trip. A mean, since a trip is fast while both ranks hold a
+ * core and slow when one waits for the scheduler, and the slow ones are what a crowded
+ * machine costs. Returns the timing of those samples (on rank 0) and the number of
+ * trips in *trips. */
+enum { BATCHES = 8 };
+
+static dt_timing ping_pong(int iters, int *trips, double *t)
 {
-    int rank = dt_rank(), n = dt_size(), go = 1;
+    int rank = dt_rank(), n = dt_size(), go = 1, nb = 0;
+    double mean[BATCHES];
     dt_barrier(MPI_COMM_WORLD);               /* start together (MPI_Ibarrier, politely) */
-    double t0 = MPI_Wtime(), dt = 0;
+    double t0 = MPI_Wtime(), now = t0;
     *trips = 0;
     if (rank == 0) {
-        for (; *trips < iters && MPI_Wtime() - t0 < 0.2; ++*trips) {
+        for (; *trips < iters && now - t0 < 0.2; ++*trips) {
             dt_send(&go, sizeof go, 1, TAG_PING, MPI_COMM_WORLD);
             dt_recv(&go, sizeof go, 1, TAG_PING, MPI_COMM_WORLD);
+            t[*trips] = now = MPI_Wtime();
         }
-        dt = (MPI_Wtime() - t0) / (*trips ? *trips : 1);
+        nb = *trips < BATCHES ? *trips : BATCHES;
+        for (int k = 0; k < nb; k++) {             /* trips [a, b) */
+            int a = *trips * k / nb, b = *trips * (k + 1) / nb;
+            mean[k] = (t[b - 1] - (a ? t[a - 1] : t0)) / (b - a);
+        }
         go = 0;                                    /* tell rank 1 to stop ... */
         dt_send(&go, sizeof go, 1, TAG_PING, MPI_COMM_WORLD);
         for (int r = 2; r < n; r++)                /* ... and let the bystanders go */
@@ -55,7 +71,7 @@ static double ping_pong(int iters, int *trips)
     } else {
         dt_recv(&go, sizeof go, 0, TAG_DONE, MPI_COMM_WORLD);   /* just waiting */
     }
-    return dt;
+    return dt_timing_of(mean, nb);
 }
 
 int main(int argc, char **argv)
@@ -72,6 +88,7 @@ int main(int argc, char **argv)
     if (n == 1) {
         dt_printf0("Point-to-point needs a partner: run with -n 2 or more, e.g.\n"
                    "  mpiexec -n 4 build/lessons/02_p2p\n");
+        dt_printf0("The code: lib/p2p.c (dt_send, dt_recv, dt_sendrecv, dt_waitall)\n");
         dt_finalize();
         return 0;
     }
@@ -134,13 +151,13 @@ int main(int argc, char **argv)
     char b[32], vals[64] = "";
     for (int i = 0, k = 0; i < count && i < 2; i++)     /* the first values, if any */
         k += snprintf(vals + k, sizeof vals - k, " %g", dt_elem(host, i, type));
-    dt_printf0("2. Every rank sends %d %s value%s (%s) to its right and\n"
-               "   receives as many from its left, at once, with dt_sendrecv.\n", count,
-               dt_type_name(type), count == 1 ? "" : "s",
+    dt_printf0("2. Every rank sends C = %d %s value%s, C x %zu B = %s, to its right\n"
+               "   and receives as many from its left, at once, with dt_sendrecv.\n", count,
+               dt_type_name(type), count == 1 ? "" : "s", esize,
                dt_format_bytes((double)nbytes, b, sizeof b));
-    dt_printf_ordered("   rank %d: bytes sent: %zu B; got rank %d's data%s%s%s\n", rank, sent,
-                      left, count > 0 ? ":" : " (none: the count is 0)", vals,
-                      count > 2 ? " ..." : "");
+    dt_printf_ordered("   rank %d: bytes sent: %zu B = C x %zu B; got rank %d's data%s%s%s\n",
+                      rank, sent, esize, left, count > 0 ? ":" : " (none: the count is 0)",
+                      vals, count > 2 ? " ..." : "");
     dt_printf0("   check: %s\n", ok ? "matches MPI_Sendrecv"
                                    : "FAILED: differs from MPI_Sendrecv");
     dt_printf0("   Here every rank both sends and receives. Had they all called dt_send first,\n"
@@ -156,36 +173,59 @@ int main(int argc, char **argv)
      * until the operating system preempts it milliseconds later. dtlab's p2p waits
      * politely by default: MPI_Testall, then sched_yield() to give the core away. */
     int trips_polite, trips_block, was = dt_polite();     /* DT_WAIT may have set it */
+    double *clock = rank == 0 ? malloc(sizeof(double) * (size_t)iters) : NULL;
+    DT_REQUIRE(rank != 0 || clock != NULL, "out of memory");
     dt_set_polite(1);
-    double t_polite = ping_pong(iters, &trips_polite);
+    dt_timing polite = ping_pong(iters, &trips_polite, clock);
     dt_set_polite(0);
-    double t_block = ping_pong(iters, &trips_block);
+    dt_timing block = ping_pong(iters, &trips_block, clock);
     dt_set_polite(was);
+    free(clock);
 
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int over = dt_local_size() > cores;
+    /* rank 0 timed the trips; every rank takes part in the note's collectives */
+    double spread[2] = {dt_timing_spread(polite), dt_timing_spread(block)};
+    MPI_Bcast(spread, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    dt_machine m = dt_machine_now();
     dt_printf0("3. Ping-pong of one int between ranks 0 and 1%s\n"
-               "   This host runs %d ranks on %ld cores:\n",
+               "   This host runs %d ranks on %d core%s. A round trip: the trips are cut into\n"
+               "   %d equal batches (fewer if there are fewer trips); the median of their\n"
+               "   mean times, +- half the distance between the quartiles (999%% means that\n"
+               "   or more):\n",
                n > 3 ? "; the other ranks wait in dt_recv." : n == 3 ? "; rank 2 waits in dt_recv."
                                                                      : ".",
-               dt_local_size(), cores);
-    dt_printf0("   polite   (MPI_Testall + sched_yield): %8.1f us a round trip (%d trips)\n",
-               t_polite * 1e6, trips_polite);
-    dt_printf0("   blocking (MPI_Waitall, spinning)    : %8.1f us a round trip (%d trips)\n",
-               t_block * 1e6, trips_block);
-    if (t_block > 2 * t_polite)
+               m.ranks, m.cores, m.cores == 1 ? "" : "s", (int)BATCHES);
+    dt_printf0("   polite   (MPI_Testall + sched_yield): %9.1f us +-%3.0f%%  (%d trips)\n",
+               polite.median * 1e6, 100 * fmin(spread[0], 9.99), trips_polite);
+    dt_printf0("   blocking (MPI_Waitall, spinning)    : %9.1f us +-%3.0f%%  (%d trips)\n",
+               block.median * 1e6, 100 * fmin(spread[1], 9.99), trips_block);
+    /* slower beyond the noise: the quartile ranges do not overlap */
+    if (block.lo > polite.hi && block.median > 2 * polite.median)
         dt_printf0("   Blocking waits were %.0fx slower: %s, a spinning\n"
                    "   rank keeps a core from the rank it waits for. That is why dtlab waits\n"
-                   "   politely.\n", t_block / t_polite,
-                   over ? "with more ranks than cores" : "with the cores busy (other programs)");
-    else if (over)
-        dt_printf0("   More ranks than cores, yet this time the scheduler kept ranks 0 and 1\n"
-                   "   running (timings on a busy machine vary a lot): run it again.\n");
+                   "   politely.\n", block.median / polite.median, m.crowded
+                   ? "with more ranks than cores" : "with the cores busy (other programs)");
+    else if (m.crowded)
+        dt_printf0("   More ranks than cores, yet spinning did not lose this time: the\n"
+                   "   scheduler kept ranks 0 and 1 on cores, while a polite wait yields its\n"
+                   "   core at every test, to a bystander or other work, even when the answer\n"
+                   "   is about to arrive. Which effect wins varies from run to run: run it\n"
+                   "   again.\n");
+    else if (m.loaded)
+        dt_printf0("   This job has a core per rank, but other work shares them: a spinning\n"
+                   "   rank takes turns with it, and either kind of wait may come out ahead.\n"
+                   "   Run more ranks than cores (mpiexec -n %d) to see blocking waits crawl.\n",
+                   2 * m.cores + 1);
     else
         dt_printf0("   Every rank has a core of its own, so spinning costs little and reacts a\n"
-                   "   bit faster. Run more ranks than cores (mpiexec -n %ld) to see blocking\n"
+                   "   bit faster. Run more ranks than cores (mpiexec -n %d) to see blocking\n"
                    "   waits crawl.\n",
-                   2 * cores + 1);
+                   2 * m.cores + 1);
+    dt_timing_note(spread[0] > spread[1] ? spread[0] : spread[1],
+                   "Here that is what the comparison is about: a polite wait hands its core "
+                   "to the rank it waits for, a spinning one holds it until the scheduler "
+                   "preempts it. Other work slows both kinds of wait, so the ratio between "
+                   "them changes from run to run.");
+    dt_printf0("\nThe code: lib/p2p.c (dt_send, dt_recv, dt_sendrecv, dt_waitall)\n");
 
     /* ==== teardown ==== */
     dt_free(sbuf);

@@ -6,6 +6,9 @@
  * results to its own. Every rank but the root sends exactly once, S bytes, and the root
  * has the answer after ceil(log2 N) steps.
  *
+ * The code: lib/collectives/reduce.c (dt_reduce: the tree of lesson 03, run leaves
+ * first), lib/ops.c (dt_reduce_local, the element-wise op), lib/schedule.c (the tree).
+ *
  * Run:  mpiexec -n 4 build/lessons/04_reduce
  *       mpiexec -n 5 build/lessons/04_reduce --root 3 --op max --type int --count 11
  */
@@ -109,7 +112,8 @@ int main(int argc, char **argv)
                 printf(" %8s%-5s", val, to);
                 done |= v[1] != 0;
             }
-            printf(" %11s\n", dt_format_bytes((double)sent_all[r], b, sizeof b));
+            printf(" %11s%s\n", dt_format_bytes((double)sent_all[r], b, sizeof b),
+                   r == root ? "" : " = S");
         }
     }
 
@@ -144,18 +148,30 @@ int main(int argc, char **argv)
                 hi = sent_all[r] > hi ? sent_all[r] : hi;
             }
         char l[32], h[32];
-        printf("\nbytes sent: %s by the root, %s%s%s by each other rank\n",
+        printf("\nbytes sent: %s by the root, %s%s%s (= S) by each other rank\n",
                dt_format_bytes((double)sent_all[root], b, sizeof b),
                dt_format_bytes((double)lo, l, sizeof l), lo == hi ? "" : " to ",
                lo == hi ? "" : dt_format_bytes((double)hi, h, sizeof h));
     }
+    int bytes_ok = 1;                  /* S from every rank but the root, which sends 0 */
+    for (int r = 0; rank == 0 && r < n; r++)
+        bytes_ok &= sent_all[r] == (r == root ? 0 : nbytes);
+    MPI_Bcast(&bytes_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (n > 1)
+        dt_printf0("Every rank but the root sends its partial result once, to its parent:\n"
+                   "S = %d %s value%s x %zu B = %s. The root sends nothing.\n", count,
+                   dt_type_name(type), count == 1 ? "" : "s", esize,
+                   dt_format_bytes((double)nbytes, b, sizeof b));
     if (n > 3)
-        dt_printf0("Every rank but the root sends its partial result once: S = %s. A naive\n"
-                   "reduce (everyone sends to the root) moves as much, but the root takes the\n"
-                   "N-1 messages one after another: %d steps instead of %d.\n",
-                   dt_format_bytes((double)nbytes, b, sizeof b), n - 1, dt_log2_ceil(n));
-    dt_printf0("check: %s\n", ok ? "matches MPI_Reduce (and in place)"
-                                 : "FAILED: differs from MPI_Reduce");
+        dt_printf0("A naive reduce (everyone sends to the root) moves as much, but the root\n"
+                   "takes the N-1 messages one after another: %d steps instead of %d.\n",
+                   n - 1, dt_log2_ceil(n));
+    dt_printf0("check: %s\n", !ok ? "FAILED: differs from MPI_Reduce"
+                                 : !bytes_ok ? "FAILED: a rank sent other than S (0 at the root)"
+                                 : "matches MPI_Reduce (and in place); every rank sent S, "
+                                   "the root 0");
+    dt_printf0("The code: lib/collectives/reduce.c (dt_reduce), lib/ops.c (dt_reduce_local)\n");
+    ok &= bytes_ok;
 
     /* ==== teardown ==== */
     free(w.steps);

@@ -6,6 +6,9 @@
  * the root still receives (N-1) blocks, but from only ceil(log2 N) senders, and the ranks
  * in the middle of the tree carry more than their own share.
  *
+ * The code: lib/collectives/gather.c (dt_gather), lib/collectives/scatter.c (dt_scatter),
+ * both on the tree of lesson 03 (lib/schedule.c: dt_tree_subtree_size).
+ *
  * Run:  mpiexec -n 4 build/lessons/05_gather_scatter
  *       mpiexec -n 5 build/lessons/05_gather_scatter --root 2 --count 1000 --type double
  */
@@ -81,9 +84,11 @@ int main(int argc, char **argv)
     }
     dt_printf_ordered("%s", line);             /* only the root has something to say */
 
-    dt_printf0("\nS = %s per block. A rank's subtree is itself and the ranks below it in the\n"
-               "tree: it sends them all up in the gather, and hands on all but its own block in\n"
-               "the scatter.\n\n", dt_format_bytes((double)blk, b, sizeof b));
+    dt_printf0("\nS = %d %s value%s x %zu B = %s per block. A rank's subtree is itself and\n"
+               "the ranks below it in the tree: it sends them all up in the gather, and\n"
+               "hands on all but its own block in the scatter.\n\n", count,
+               dt_type_name(type), count == 1 ? "" : "s", dt_type_size(type),
+               dt_format_bytes((double)blk, b, sizeof b));
     dt_printf0("%4s  %6s  %7s | %12s  %11s | %13s  %13s\n", "rank", "parent", "subtree",
                "gather sent", "subtree*S", "scatter sent", "(subtree-1)*S");
     int parent = dt_tree_parent(rank, root, n), size = dt_tree_subtree_size(rank, root, n);
@@ -99,8 +104,16 @@ int main(int argc, char **argv)
     if (n > 2)
         dt_printf0("\nThe root receives %d blocks in a gather whatever the algorithm; the tree\n"
                    "takes them in %d messages instead of %d.\n", n - 1, dt_log2_ceil(n), n - 1);
-    dt_printf0("check: %s\n", ok ? "matches MPI_Gather and MPI_Scatter"
-                                 : "FAILED: differs from MPI_Gather or MPI_Scatter");
+    /* the measured bytes are the formulas' (the root keeps its gathered blocks) */
+    int bytes_ok = sent[0] == (rank == root ? 0 : size * blk) && sent[1] == (size - 1) * blk;
+    MPI_Allreduce(MPI_IN_PLACE, &bytes_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    dt_printf0("check: %s\n", !ok ? "FAILED: differs from MPI_Gather or MPI_Scatter"
+                                 : !bytes_ok ? "FAILED: a rank sent other than its formula"
+                                 : "matches MPI_Gather and MPI_Scatter; every rank sent what "
+                                   "its formula says");
+    dt_printf0("The code: lib/collectives/gather.c (dt_gather), lib/collectives/scatter.c "
+               "(dt_scatter)\n");
+    ok &= bytes_ok;
 
     /* ==== teardown ==== */
     dt_free(mine);

@@ -6,6 +6,10 @@
  * last. After N-1 steps everyone has everything, and each rank has sent N-1 blocks,
  * (N-1)/N of the gathered buffer: the least any allgather can send.
  *
+ * The code: lib/collectives/allgather.c (dti_ring_allgather, the ring, which dt_allgather
+ * calls and lesson 08's allreduce reuses), lib/schedule.c (dt_ring_ag_send_chunk,
+ * dt_ring_ag_recv_chunk: which block moves at which step).
+ *
  * Run:  mpiexec -n 4 build/lessons/06_allgather
  *       mpiexec -n 5 build/lessons/06_allgather --count 1000 --type half
  */
@@ -128,19 +132,27 @@ int main(int argc, char **argv)
         lo = sent_all[r] < lo ? sent_all[r] : lo;
         hi = sent_all[r] > hi ? sent_all[r] : hi;
     }
-    dt_printf0("\nS = %s per block; the gathered buffer is N*S = %s.\n",
-               dt_format_bytes((double)blk, b, sizeof b),
+    dt_printf0("\nS = %d %s value%s x %zu B = %s per block; the gathered buffer is\n"
+               "N*S = %d x %s = %s.\n", count, dt_type_name(type), count == 1 ? "" : "s",
+               dt_type_size(type), dt_format_bytes((double)blk, b, sizeof b), n, b,
                dt_format_bytes((double)n * blk, f, sizeof f));
-    dt_printf0("bytes sent: %s%s%s by every rank (dt_bytes_sent)\n",
+    dt_printf0("bytes sent (dt_bytes_sent): %s%s%s by every rank,",
                dt_format_bytes((double)lo, b, sizeof b), lo == hi ? "" : " to ",
                lo == hi ? "" : dt_format_bytes((double)hi, f, sizeof f));
+    dt_printf0(" (N-1)*S = %d x %s\n", n - 1, dt_format_bytes((double)blk, b, sizeof b));
+    int bytes_ok = sent == (size_t)(n - 1) * blk;
+    MPI_Allreduce(MPI_IN_PLACE, &bytes_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
     dt_printf0("Each rank sends N-1 = %d block%s: (N-1)/N of the gathered buffer, the least any\n"
                "allgather can, since every rank must receive the N-1 blocks it lacks.\n", n - 1,
                n == 2 ? "" : "s");
     free(sent_all);
     dt_printf0("All links of the ring carry a block at every step: the time hardly grows with N\n"
                "for large blocks, while a gather + broadcast would funnel through one rank.\n");
-    dt_printf0("check: %s\n", ok ? "matches MPI_Allgather" : "FAILED: differs from MPI_Allgather");
+    dt_printf0("check: %s\n", !ok ? "FAILED: differs from MPI_Allgather"
+                                 : !bytes_ok ? "FAILED: a rank sent other than (N-1)*S"
+                                 : "matches MPI_Allgather; every rank sent (N-1)*S");
+    dt_printf0("The code: lib/collectives/allgather.c (dt_allgather, dti_ring_allgather)\n");
+    ok &= bytes_ok;
 
     /* ==== teardown ==== */
     dt_free(mine);

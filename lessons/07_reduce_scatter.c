@@ -7,6 +7,10 @@
  * a sum), and arrives complete at its owner. Every rank sends N-1 blocks: (N-1)/N of
  * the buffer, far less than reducing the whole buffer everywhere.
  *
+ * The code: lib/collectives/reduce_scatter.c (dti_ring_reduce_scatter, the ring, which
+ * dt_reduce_scatter_block calls and lesson 08's allreduce reuses), lib/schedule.c
+ * (dt_ring_rs_send_chunk, dt_ring_rs_recv_chunk: which block moves at which step).
+ *
  * Run:  mpiexec -n 4 build/lessons/07_reduce_scatter
  *       mpiexec -n 5 build/lessons/07_reduce_scatter --count 1000 --op max --type int
  */
@@ -83,17 +87,26 @@ int main(int argc, char **argv)
     dt_memcpy(got_h, out, blk);
     for (int i = 0, k = 0; i < count && i < SHOWV; i++)
         k += snprintf(vals + k, sizeof vals - k, " %7g", dt_elem(got_h, i, type));
-    dt_printf0("\nThe result, and what each rank sent (one block of %s per step):\n",
+    dt_printf0("\nEach block is S = %d %s value%s x %zu B = %s. The result, and what each\n"
+               "rank sent (one block per step):\n", count, dt_type_name(type),
+               count == 1 ? "" : "s", dt_type_size(type),
                dt_format_bytes((double)blk, b, sizeof b));
-    dt_printf_ordered("  rank %d: block %d =%s%s   sent %s\n", rank, rank, vals,
+    dt_printf_ordered("  rank %d: block %d =%s%s   sent %s = (N-1)*S\n", rank, rank, vals,
                       count > SHOWV ? " ..." : "", dt_format_bytes((double)sent, f, sizeof f));
-    dt_printf0("Each rank sent N-1 = %d block%s: (N-1)/N of its %s buffer.\n"
-               "Reducing the whole buffer onto every rank would need twice that (lesson 08:\n"
-               "reduce-scatter, then allgather). Blocks here are equal; lesson 08 cuts counts\n"
-               "that do not divide.\n", n - 1, n == 2 ? "" : "s",
-               dt_format_bytes((double)n * blk, b, sizeof b));
-    dt_printf0("check: %s\n", ok ? "matches MPI_Reduce_scatter_block"
-                                 : "FAILED: differs from MPI_Reduce_scatter_block");
+    int bytes_ok = sent == (size_t)(n - 1) * blk;
+    MPI_Allreduce(MPI_IN_PLACE, &bytes_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    dt_printf0("Each rank sent N-1 = %d block%s: (N-1)/N of its N*S = %s buffer.\n",
+               n - 1, n == 2 ? "" : "s", dt_format_bytes((double)n * blk, b, sizeof b));
+    dt_printf0("Reducing the whole buffer onto every rank would need twice that, 2(N-1)*S =\n"
+               "%s (lesson 08: reduce-scatter, then allgather). Blocks here are equal;\n"
+               "lesson 08 cuts counts that do not divide.\n",
+               dt_format_bytes(2.0 * (n - 1) * blk, b, sizeof b));
+    dt_printf0("check: %s\n", !ok ? "FAILED: differs from MPI_Reduce_scatter_block"
+                                 : !bytes_ok ? "FAILED: a rank sent other than (N-1)*S"
+                                 : "matches MPI_Reduce_scatter_block; every rank sent (N-1)*S");
+    dt_printf0("The code: lib/collectives/reduce_scatter.c (dt_reduce_scatter_block, "
+               "dti_ring_reduce_scatter)\n");
+    ok &= bytes_ok;
 
     /* ==== teardown ==== */
     dt_free(in);

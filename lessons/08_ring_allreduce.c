@@ -7,6 +7,11 @@
  * buffer after every step, so you can watch the chunks travel and fill up (for 2 to 6
  * ranks and small counts; otherwise it times the ring).
  *
+ * The code: lib/collectives/allreduce.c (dt_allreduce_ring, whose comment is this lesson's
+ * long form: step table, invariant, cost). It is two calls: dti_ring_reduce_scatter
+ * (lib/collectives/reduce_scatter.c, lesson 07), then dti_ring_allgather
+ * (lib/collectives/allgather.c, lesson 06); the chunk arithmetic is in lib/schedule.c.
+ *
  * Run:  mpiexec -n 4 build/lessons/08_ring_allreduce
  *       mpiexec -n 5 build/lessons/08_ring_allreduce --count 7 --op max
  *       mpiexec -n 4 build/lessons/08_ring_allreduce --count 4M   (just timed)
@@ -29,7 +34,8 @@ static const char usage[] =
     "  --type T            float|double|int|half (default float)\n"
     "  --op OP             sum|max|min|prod (default sum)\n"
     "  --iters K           timed allreduces when the steps are not shown, 1 to 10^6;\n"
-    "                      the median is shown (default 5, after one warm-up)\n"
+    "                      the median is shown, and the spread (default 5, after one\n"
+    "                      warm-up)\n"
     DT_COMMON_USAGE
     "  --help              this text\n";
 
@@ -129,7 +135,7 @@ static void print_steps(const struct watch *w, int count, MPI_Datatype type, MPI
     }
 }
 
-/* One ring allreduce, as dt_time_median runs it: run_ring(ctx). */
+/* One ring allreduce, as dt_time_runs runs it: run_ring(ctx). */
 struct ring_run { const void *in; void *out; int count; MPI_Datatype type; MPI_Op op; };
 
 static void run_ring(void *ctx)
@@ -196,8 +202,9 @@ int main(int argc, char **argv)
                    "and receives only from its left one:\n\n    %s\n    |%*s|\n    %s\n\n",
                    dt_op_name(op), count, dt_type_name(type), count == 1 ? "" : "s", n, ring,
                    (int)strlen(ring) - 2, "", bar);
-        dt_printf0("The buffer, S = %s, is cut into N = %d chunks, one per rank:\n",
-                   dt_format_bytes((double)nbytes, b, sizeof b), n);
+        dt_printf0("The buffer, S = %d %s value%s x %zu B = %s, is cut into N = %d chunks,\n"
+                   "one per rank: ", count, dt_type_name(type), count == 1 ? "" : "s",
+                   dt_type_size(type), dt_format_bytes((double)nbytes, b, sizeof b), n);
         if (count % n == 0)
             dt_printf0("%zu element%s each (dt_chunk_bounds).\n", big, big == 1 ? "" : "s");
         else
@@ -207,9 +214,13 @@ int main(int argc, char **argv)
         dt_printf0("1. reduce-scatter, N-1 = %d step%s: each rank sends one chunk right and\n"
                    "   combines the chunk arriving from its left with its own copy (%s).\n"
                    "   Rank r ends up with chunk r reduced over all ranks.\n"
+                   "   [lib/collectives/reduce_scatter.c: dti_ring_reduce_scatter; lesson 07]\n"
                    "2. allgather, N-1 = %d step%s: each rank passes the reduced chunk it got\n"
                    "   last to its right, which copies it. Every rank ends up with every\n"
                    "   reduced chunk.\n"
+                   "   [lib/collectives/allgather.c: dti_ring_allgather; lesson 06]\n"
+                   "dt_allreduce_ring (lib/collectives/allreduce.c) is these two calls; the\n"
+                   "comment above it is this lesson in full: step table, invariant, cost.\n"
                    "Each rank sends 2(N-1) chunks of about S/N: 2(N-1)/N * S = %s,\n"
                    "under 2S for any N.\n",
                    n - 1, n == 2 ? "" : "s", dt_op_name(op), n - 1, n == 2 ? "" : "s", f);
@@ -249,10 +260,10 @@ int main(int argc, char **argv)
         free(w.s[k].bufs);
         free(w.s[k].sent);
     }
-    double t = 0;
+    dt_timing t = {0};
     if (!shown && n > 1) {
         struct ring_run run = {in, out, count, type, op};
-        t = dt_time_median(run_ring, &run, iters, MPI_COMM_WORLD);
+        t = dt_time_runs(run_ring, &run, iters, MPI_COMM_WORLD);
     }
 
     /* ==== the check: MPI_Allreduce on the host copies (fp16 needs dtlab's MPI op) ==== */
@@ -260,32 +271,46 @@ int main(int argc, char **argv)
     MPI_Allreduce(in_h, want, count, type, mpi_op, MPI_COMM_WORLD);
     int ok = dt_check_close(out, want, count, type, 0, "allreduce_ring", MPI_COMM_WORLD);
 
-    /* ==== the numbers ==== */
+    /* ==== the numbers ====
+     * Rank r sends every chunk but chunk r in the reduce-scatter (it keeps that one) and
+     * every chunk but chunk r+1 in the allgather (the last to come round to it). */
+    size_t r_lo, r_hi, q_lo, q_hi, esize = dt_type_size(type);
+    dt_chunk_bounds((size_t)count, n, rank, &r_lo, &r_hi);
+    dt_chunk_bounds((size_t)count, n, (rank + 1) % n, &q_lo, &q_hi);
+    int bytes_ok = sent == 2 * nbytes - (r_hi - r_lo + q_hi - q_lo) * esize;
+    MPI_Allreduce(MPI_IN_PLACE, &bytes_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
     MPI_Allreduce(&sent, &most, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(&sent, &least, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
     if (most == least)
         dt_printf0("\nBytes sent: %llu B by every rank; 2(N-1)/N * S = %s.\n", most, f);
-    else
-        dt_printf0("\nBytes sent: %llu to %llu B per rank; 2(N-1)/N * S = %s.\n(The chunks "
-                   "are uneven, so some ranks send an element more than others.)\n", least,
-                   most, f);
+    else                          /* rank 0's figures in the example */
+        dt_printf0("\nBytes sent: %llu to %llu B per rank; 2(N-1)/N * S = %s.\n"
+                   "The chunks are uneven: rank r sends every chunk but chunk r in the\n"
+                   "reduce-scatter and every chunk but chunk r+1 in the allgather, so\n"
+                   "2S - |chunk r| - |chunk r+1|; rank 0: 2 x %zu - %zu - %zu = %llu B.\n",
+                   least, most, f, nbytes, (r_hi - r_lo) * esize, (q_hi - q_lo) * esize, sent);
     if (!shown && n > 1) {
-        char a[32], bw[32];
-        if (n > SHOW_RANKS)
-            dt_printf0("The steps are shown for 2 to %d ranks; with %d ranks the run is only "
-                       "timed.\n", SHOW_RANKS, n);
-        else if (watch)
-            dt_printf0("The steps are not shown: their table would be %d columns wide, more\n"
-                       "than %d. A smaller --count narrows it.\n", width, WIDTH);
-        else if (count > 0)
-            dt_printf0("The steps are shown for --count up to 3*N = %d.\n", 3 * n);
-        dt_printf0("Time per allreduce: %.1f us, the median of %d run%s (each lasts until the\n"
-                   "slowest rank is done).\n"
+        char a[32], bw[32], effect[320];
+        double sp = dt_timing_spread(t);
+        dt_printf0("The steps are shown for 2 to %d ranks and --count up to 3*N, when they fit\n"
+                   "in %d columns; this run is timed instead.\n", SHOW_RANKS, WIDTH);
+        dt_printf0("Time per allreduce: %.1f us +-%.0f%%, the median of %d run%s (each until the\n"
+                   "slowest rank is done; +- half the distance between the quartiles).\n"
                    "Bandwidth: algorithm %s/s (S / time), bus %s/s (x 2(N-1)/N).\n",
-                   t * 1e6, iters, iters == 1 ? "" : "s", dt_format_bytes(nbytes / t, a, sizeof a),
-                   dt_format_bytes(formula / t, bw, sizeof bw));
+                   t.median * 1e6, 100 * sp, iters, iters == 1 ? "" : "s",
+                   dt_format_bytes(nbytes / t.median, a, sizeof a),
+                   dt_format_bytes(formula / t.median, bw, sizeof bw));
+        snprintf(effect, sizeof effect, "Each of the ring's 2(N-1) = %d steps waits for the "
+                 "left neighbour's chunk, so with ranks taking turns a step can cost a "
+                 "scheduler switch: the time then counts switches more than bytes, and the "
+                 "bandwidths fall far below what memory can move.", 2 * (n - 1));
+        dt_timing_note(sp, effect);
     }
-    dt_printf0("check: %s\n", ok ? "matches MPI_Allreduce" : "FAILED: differs from MPI_Allreduce");
+    dt_printf0("check: %s\n", !ok ? "FAILED: differs from MPI_Allreduce" : !bytes_ok
+               ? "FAILED: a rank sent other than 2S - |chunk r| - |chunk r+1|"
+               : "matches MPI_Allreduce; every rank sent 2S - |chunk r| - |chunk r+1|");
+    dt_printf0("The code: lib/collectives/allreduce.c (dt_allreduce_ring)\n");
+    ok &= bytes_ok;
 
     /* ==== teardown ==== */
     dt_free(in);

@@ -7,6 +7,9 @@
  * exchange takes N-1 steps; at step s rank r sends to r+s and receives from r-s, so
  * every rank sends and receives one block per step and no rank is swamped.
  *
+ * The code: lib/collectives/alltoall.c (dt_alltoall, the pairwise exchange), with its
+ * partners from lib/schedule.h (dt_a2a_send_peer, dt_a2a_recv_peer).
+ *
  * Run:  mpiexec -n 4 build/lessons/10_alltoall
  *       mpiexec -n 5 build/lessons/10_alltoall --count 100000 --type double
  */
@@ -102,13 +105,20 @@ int main(int argc, char **argv)
     MPI_Allreduce(&sent, &most, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(&sent, &least, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
     char b[32], f[32];
-    dt_printf0("Blocks of %d %s value%s, S = %s: each rank sent %s%s,\n"
-               "(N-1)*S, every block but its own. No algorithm can send less: each of those\n"
-               "blocks is needed somewhere else, and only this rank has it.\n", count,
-               dt_type_name(type), count == 1 ? "" : "s",
+    dt_printf0("Blocks of S = %d %s value%s x %zu B = %s: each rank sent %s%s,\n"
+               "(N-1)*S = %d x %s, every block but its own. No algorithm can send less:\n"
+               "each of those blocks is needed somewhere else, and only this rank has it.\n",
+               count, dt_type_name(type), count == 1 ? "" : "s", dt_type_size(type),
                dt_format_bytes((double)blk, b, sizeof b),
-               dt_format_bytes((double)most, f, sizeof f), most == least ? "" : " at most");
-    dt_printf0("check: %s\n", ok ? "matches MPI_Alltoall" : "FAILED: differs from MPI_Alltoall");
+               dt_format_bytes((double)most, f, sizeof f), most == least ? "" : " at most",
+               n - 1, b);
+    int bytes_ok = most == least && most == (unsigned long long)(n - 1) * blk;
+    dt_printf0("check: %s\n", !ok ? "FAILED: differs from MPI_Alltoall"
+                                 : !bytes_ok ? "FAILED: a rank sent other than (N-1)*S"
+                                 : "matches MPI_Alltoall; every rank sent (N-1)*S");
+    dt_printf0("The code: lib/collectives/alltoall.c (dt_alltoall), lib/schedule.h "
+               "(dt_a2a_send_peer)\n");
+    ok &= bytes_ok;
 
     /* ==== teardown ==== */
     dt_free(in);

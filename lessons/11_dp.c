@@ -12,6 +12,9 @@
  * trip: faster, but each update applies a stale gradient, and the loss shows
  * it.
  *
+ * The code: lib/parallel/dp.c (dti_train_dp's loop: worker_step, server_step,
+ * publish; its comment has the traffic per step and the asynchrony).
+ *
  * Run:  mpiexec -n 4 build/lessons/11_dp
  *       mpiexec -n 4 build/lessons/11_dp --async 1   (less stale: still behind)
  *       mpiexec -n 3 build/lessons/11_dp --trace dp.trace   (then dtviz it)
@@ -51,7 +54,10 @@ int main(int argc, char **argv)
     c.steps = steps;
     c.batch = (120 + n - 1) / n * n;     /* 120, or the next multiple of N */
     dt_train_usage_check(&c, "11_dp");  /* else a usage error: exit 2 */
-    size_t psi = dt_mlp_nparams(&c.model) * sizeof(float);
+    size_t P = dt_mlp_nparams(&c.model), psi = P * sizeof(float);
+    /* The messages of dp.c: the weights go with an 8-byte header (dp_hdr: the
+     * version and the loss scale), the gradients after their 8-byte loss sum. */
+    enum { HDR = 8 };
 
     /* ==== the idea: a picture of the server and its workers ==== */
     int W = n < 6 ? n : 6;               /* workers drawn */
@@ -64,18 +70,26 @@ int main(int argc, char **argv)
     }
     dt_printf0("A parameter server on %d rank%s. Rank 0 holds the weights and "
                "the optimizer;\nevery rank, rank 0 included, computes the "
-               "gradient of its %d rows of the\nglobal batch of %d:\n\n"
+               "gradient of its B/N = %d rows of\nthe global batch of B = %d:\n\n"
                "     +-------------------------------+\n"
                "     | server: weights, optimizer    |\n"
                "     +-------------------------------+\n"
                "  %s%s\n  %s     gradients up, weights down\n  %s\n\n",
                n, n == 1 ? "" : "s", c.batch / n, c.batch, arrows,
                n > W ? " ..." : "", feet, names);
-    dt_printf0("One synchronous step: workers send gradients (Psi = %zu bytes "
-               "each),\nthe server sums them, steps, and sends Psi of weights "
-               "back to each.\nThe server's link carries W' = %d Psi each way "
-               "per step (W' = N-1: it\ncomputes its own share); a worker's "
-               "link, 1 Psi.\n\n", psi, n - 1);
+    char form[160] = "";                  /* P = (16+1)x64 + (64+1)x64 + ... */
+    for (int l = 0, k = 0; l < c.model.layers; l++)
+        k += snprintf(form + k, sizeof form - k, "%s(%d+1)x%d", l ? " + " : "",
+                      dt_mlp_layer_in(&c.model, l),
+                      dt_mlp_layer_out(&c.model, l));
+    dt_printf0("The model has P = %s = %zu weights\n((in+1) x out per "
+               "layer: a matrix and a bias), so one copy of them is\nPsi = 4P "
+               "= %zu bytes.\n", form, P, psi);
+    dt_printf0("One synchronous step: workers send gradients (Psi each), the "
+               "server sums\nthem, steps, and sends Psi of weights back to "
+               "each. The server's link carries\nW' = %d Psi each way per "
+               "step (W' = N-1: it computes its own share); a\nworker's link, "
+               "1 Psi.\n\n", n - 1);
 
     /* ==== the library calls: synchronous, asynchronous, serial ==== */
     dt_train_result sync, async, ref;
@@ -108,33 +122,55 @@ int main(int argc, char **argv)
                    (double)c.optim.momentum);
     dt_printf0("\n\n");
 
-    /* ==== the numbers: bytes through each rank's link ==== */
-    char a[32], b[32];
-    dt_printf0("Bytes through each rank's link, synchronous run (%d steps, "
-               "Psi = %s):\n"
-               "  rank  role            sent  received  per step (Psi)\n",
-               steps, dt_format_bytes((double)psi, a, sizeof a));
-    dt_printf_ordered("  %4d  %-6s  %10s  %8s  %.2f out, %.2f in\n", rank,
-                      rank == 0 ? "server" : "worker",
-                      dt_format_bytes((double)sync.bytes_sent, a, sizeof a),
-                      dt_format_bytes((double)recv_sync, b, sizeof b),
-                      (double)sync.bytes_sent / steps / psi,
-                      (double)recv_sync / steps / psi);
+    /* ==== the numbers: bytes through each rank's link ====
+     * Over S steps a worker sends S gradients and gets S-1 versions of the
+     * weights (no one computes on the last); the server, W' times as many. */
+    int S = steps, Wo = n - 1, server = rank == 0;
+    unsigned long long msg = psi + HDR, want_sent, want_recv;
+    want_sent = server ? (unsigned long long)Wo * (S - 1) * msg : S * msg;
+    want_recv = server ? (unsigned long long)Wo * S * msg : (S - 1) * msg;
+    char fs[48], fr[48];
+    if (server) {
+        snprintf(fs, sizeof fs, "%d x %d x %llu", Wo, S - 1, msg);
+        snprintf(fr, sizeof fr, "%d x %d x %llu", Wo, S, msg);
+    } else {
+        snprintf(fs, sizeof fs, "%d x %llu", S, msg);
+        snprintf(fr, sizeof fr, "%d x %llu", S - 1, msg);
+    }
+    dt_printf0("Bytes through each rank's link, synchronous run: S = %d steps, "
+               "W' = %d. Each\ntransfer is Psi + 8 = %llu bytes: the weights "
+               "after 8 bytes of version and loss\nscale, the gradients after "
+               "their 8-byte loss. The server sends W'(S-1)(Psi+8)\nand "
+               "receives W'S(Psi+8); a worker sends S(Psi+8) and receives "
+               "(S-1)(Psi+8).\n"
+               "  rank  role      sent B                     received B\n",
+               S, Wo, msg);
+    dt_printf_ordered("  %4d  %-6s  %8zu = %-15s  %8zu = %s\n", rank,
+                      server ? "server" : "worker", sync.bytes_sent, fs,
+                      recv_sync, fr);
+    int bytes_ok = sync.bytes_sent == want_sent && recv_sync == want_recv;
+    MPI_Allreduce(MPI_IN_PLACE, &bytes_ok, 1, MPI_INT, MPI_LAND,
+                  MPI_COMM_WORLD);
     if (n == 1)
         dt_printf0("One rank is server and only worker: nothing crosses a "
                    "link. Try -n 4.\n");
     else
-        dt_printf0("The server moves W' = %d times a worker's bytes (the last "
-                   "step's weights\nare never sent, and headers add a "
-                   "little). A ring allreduce would\nmove 2(N-1)/N = %.2f Psi "
-                   "per rank per step, on every link alike.\n", n - 1,
-                   2.0 * (n - 1) / n);
+        dt_printf0("Per step, in Psi: the server sends W'(S-1)/S = %.2f (the "
+                   "last step's weights\nare never sent) and receives W' = %d; "
+                   "a worker sends 1 and receives\n(S-1)/S = %.2f. The server "
+                   "moves W' = %d times a worker's bytes. A ring\nallreduce "
+                   "would move 2(N-1)/N = %.2f Psi per rank per step, on every "
+                   "link alike.\n", (double)Wo * (S - 1) / S, Wo,
+                   (double)(S - 1) / S, Wo, 2.0 * (n - 1) / n);
 
     /* ==== the check ==== */
-    int ok = diff <= pow(10, -TOL_EXP);
+    int ok = diff <= pow(10, -TOL_EXP) && bytes_ok;
     dt_printf0("\ncheck: synchronous dp against serial training, max |weight "
-               "difference|\n       %.3g (limit 1e-%d): %s\n", diff, TOL_EXP,
+               "difference|\n       %.3g (limit 1e-%d), and the bytes "
+               "against their formulas: %s\n", diff, TOL_EXP,
                ok ? "PASS" : "FAIL");
+    dt_printf0("The code: lib/parallel/dp.c (dti_train_dp, worker_step, "
+               "server_step, publish)\n");
 
     /* ==== teardown ==== */
     dt_train_result_free(&ref);

@@ -9,6 +9,12 @@
  * of one micro-batch (K times fewer), and the communication per step does not
  * grow with K, since it happens once per step.
  *
+ * The code: lib/parallel/hybrid.c (dti_train_hybrid cuts each rank's rows into
+ * M = K micro-batches), lib/parallel/pp.c (dti_pp_step: with one stage, the
+ * micro-batches one after the other, their gradients adding up; only the last
+ * backward reports layers done), lib/parallel/ddp.c (dti_ddp_layer_done,
+ * dti_ddp_finish: the buckets, once per step).
+ *
  * Run:  mpiexec -n 4 build/lessons/13_accum
  *       mpiexec -n 3 build/lessons/13_accum --accum 8
  *       mpiexec -n 2 build/lessons/13_accum --trace accum.trace
@@ -30,7 +36,28 @@ static const char usage[] =
     DT_COMMON_USAGE
     "  --help              this text\n";
 
-enum { TOL_EXP = 5 };
+enum { TOL_EXP = 5, MAXSTEPS = 200 };
+
+/* dt_train calls this on rank 0 after each step: when the step ended. */
+static void step_ended(const dt_step_report *r, void *ctx)
+{
+    ((double *)ctx)[r->step - 1] = MPI_Wtime();
+}
+
+/* The times of steps 2..S (step 1 warms up), each from the end of the step before,
+ * as rank 0 saw them; the same on every rank. One step: its time, no spread. */
+static dt_timing step_times(const double *end, const dt_train_result *r)
+{
+    double d[MAXSTEPS];
+    for (int s = 1; s < r->steps; s++)
+        d[s - 1] = end[s] - end[s - 1];
+    dt_timing t = dt_timing_of(d, r->steps - 1);
+    MPI_Bcast(&t, sizeof t, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (r->steps < 2)
+        t = (dt_timing){r->seconds_per_step, r->seconds_per_step,
+                        r->seconds_per_step, 1};
+    return t;
+}
 
 int main(int argc, char **argv)
 {
@@ -83,9 +110,14 @@ int main(int argc, char **argv)
 
     /* ==== the library calls: accum K, accum 1 (one big batch), serial ==== */
     dt_train_result acc, big, ref;
+    double end[2][MAXSTEPS];               /* when each step ended, rank 0 */
+    c.on_step = step_ended;
+    c.ctx = end[0];
     dt_train(&c, MPI_COMM_WORLD, &acc);
     c.accum = 1;
+    c.ctx = end[1];
     dt_train(&c, MPI_COMM_WORLD, &big);
+    c.on_step = NULL;
     dt_train_serial(&c, MPI_COMM_WORLD, &ref);
     const dt_train_result *pair[3][2] = {{&acc, &ref}, {&big, &ref},
                                          {&acc, &big}};
@@ -101,22 +133,68 @@ int main(int argc, char **argv)
                    big.loss[s], rank == 0 ? ref.loss[s] : 0.0);
     double per_acc = (double)acc.bytes_sent_max / steps;
     double per_big = (double)big.bytes_sent_max / steps;
-    double G = (double)dt_mlp_nparams(&c.model) * sizeof(float);
+    size_t P = dt_mlp_nparams(&c.model);
+    double G = (double)P * sizeof(float), ring = 2.0 * (n - 1) / n * G;
     if (n > 1)
-        dt_printf0("\nBytes sent per step by the busiest rank, for G = %.0f "
-                   "bytes of gradients:\n  accum %-2d             %8.0f\n"
-                   "  accum 1              %8.0f\n"
-                   "  the ring, 2(N-1)/N G %8.0f   (plus a few bytes: the "
-                   "step's loss)\nThe same: one allreduce of the gradients "
-                   "per step, whatever K.\n", G, K, per_acc, per_big,
-                   2.0 * (n - 1) / n * G);
+        dt_printf0("\nBytes sent per step by the busiest rank, for G = 4P = 4 x %zu "
+                   "= %.0f bytes\nof gradients:\n"
+                   "  accum %-2d                         %8.0f\n"
+                   "  accum 1                          %8.0f\n"
+                   "  the ring, 2(N-1)/N G = 2x%d/%d x G %8.0f\n"
+                   "The same: one allreduce of the gradients per step, whatever "
+                   "K. Measured is\nabove the ring by %.0f bytes: the step's loss "
+                   "(a double, sent towards rank 0),\nand chunks N does not "
+                   "divide evenly (the busiest rank's are the larger).\n", P, G,
+                   K, per_acc, per_big, n - 1, n, ring, per_big - ring);
     else
         dt_printf0("\nOne rank sends nothing, accumulating or not. Try "
                    "-n 4.\n");
-    dt_printf0("Activations held at once: %d rows (one micro-batch) instead "
-               "of %d.\nTime per step: %.2f ms with accum %d, %.2f ms "
-               "without.\n", mb, rows, acc.seconds_per_step * 1e3, K,
-               big.seconds_per_step * 1e3);
+    dt_printf0("Activations held at once: one micro-batch, %d / K = %d / %d = %d "
+               "rows, not %d.\n", rows, rows, K, mb, rows);
+
+    /* ==== the numbers: time per step ==== */
+    dt_timing ta = step_times(end[0], &acc), tb = step_times(end[1], &big);
+    double sa = dt_timing_spread(ta), sb = dt_timing_spread(tb);
+    int enough = ta.runs >= 3;           /* steps to tell a difference from noise */
+    char how[80] = "step 1 alone (a median and a spread need more steps)";
+    if (steps > 1)
+        snprintf(how, sizeof how, "the median of steps 2..%d +- half their "
+                 "interquartile range", steps);
+    dt_printf0("\nTime per step, %s:\n  accum %-2d  %8.3f ms +-%3.0f%%\n"
+               "  accum 1   %8.3f ms +-%3.0f%%\n", how, K, ta.median * 1e3,
+               100 * sa, tb.median * 1e3, 100 * sb);
+    if (!enough)
+        dt_printf0("Too few steps to tell a difference from noise: try --steps "
+                   "10.\n");
+    else if (K > 1 && ta.lo > tb.hi)          /* slower beyond the noise: the middle
+                                            halves of the runs do not overlap */
+        dt_printf0("Accumulating was slower, by more than the runs spread. The "
+                   "arithmetic and the\nbytes are the same, but each of the K "
+                   "passes pays a layer's fixed costs again on\n1/K of the rows, "
+                   "and the buckets can leave only during the last "
+                   "micro-batch's\nbackward (the gradients are complete only "
+                   "then): overlap hides the allreduces\nbehind 1/K of backward, "
+                   "not all of it. Or the machine was busier during the first\n"
+                   "run: the two came one after the other.\n");
+    else if (K > 1 && tb.lo > ta.hi)
+        dt_printf0("Accumulating was faster, by more than the runs spread: "
+                   "nothing in it is\ncheaper (the same arithmetic, the same "
+                   "bytes), so this is the machine: the two\nruns came one "
+                   "after the other, and it was busier during the second.\n");
+    else if (K > 1)
+        dt_printf0("They differ by less than the runs spread (the middle halves "
+                   "of their steps\noverlap): about the same time, as the same "
+                   "arithmetic and bytes should take.\n");
+    else
+        dt_printf0("With K = 1 both runs train the same way: any difference is "
+                   "the machine's.\n");
+    dt_timing_note(sa > sb ? sa : sb, n == 1 ? "With one rank nothing is sent: "
+                   "the two runs differ by the K smaller passes alone, which "
+                   "the machine's noise can hide." : "These steps are short "
+                   "and mostly waiting for the allreduce, so a rank that waits "
+                   "its turn for a core costs either run more than the K "
+                   "smaller passes do: which of the two comes out ahead changes "
+                   "from run to run.");
 
     /* ==== the check ==== */
     double tol = pow(10, -TOL_EXP);
@@ -128,6 +206,8 @@ int main(int argc, char **argv)
                "%s\n", TOL_EXP, K, diff[0], diff[1], K, diff[2],
                per_acc <= per_big ? "do not grow" : "GROW",
                ok ? "PASS" : "FAIL");
+    dt_printf0("\nThe code: lib/parallel/pp.c (dti_pp_step), lib/parallel/hybrid.c "
+               "(dti_train_hybrid)\n");
 
     /* ==== teardown ==== */
     dt_train_result_free(&ref);

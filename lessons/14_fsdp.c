@@ -11,6 +11,12 @@
  * prints the peak bytes rank 0 held beside the formulas; in fp32 each stage
  * reaches serial training's weights.
  *
+ * The code: lib/parallel/fsdp.c (dti_train_fsdp; layer_acquire gathers a layer
+ * for stage 3, layer_reduce reduce-scatters its gradient, update steps the own
+ * shards and, in stages 1 and 2, gathers them back; its comment is the lesson's
+ * long form), lib/collectives/allgather.c (dt_allgather),
+ * lib/collectives/reduce_scatter.c (dt_reduce_scatter_block).
+ *
  * Run:  mpiexec -n 4 build/lessons/14_fsdp
  *       mpiexec -n 2 build/lessons/14_fsdp --hidden 256
  *       mpiexec -n 4 build/lessons/14_fsdp --trace fsdp.trace  (gathers, dtviz)
@@ -103,10 +109,14 @@ int main(int argc, char **argv)
 
     /* ==== the numbers: the memory table ==== */
     const double kib = 1024;
-    dt_printf0("Peak KiB held by rank 0, measured (formula), P = %.0f "
-               "weights:\n\n"
+    int L = c.model.layers;
+    dt_printf0("Peak KiB held by rank 0, measured (formula), for P = %zu + %d x %zu "
+               "+ %zu\n= %.0f weights (out x in + out: layer 0, layers 1-%d, layer "
+               "%d):\n\n"
                "  ZeRO prec      params           grads       optimizer    "
-               "       total\n", P);
+               "       total\n", dt_mlp_layer_size(&c.model, 0), L - 2,
+               dt_mlp_layer_size(&c.model, 1), dt_mlp_layer_size(&c.model, L - 1),
+               P, L - 2, L - 1);
     for (int prec = 0; prec < 2; prec++)
         for (int z = 1; z <= 3; z++) {
             const dt_train_result *r = &res[prec][z - 1];
@@ -120,30 +130,93 @@ int main(int argc, char **argv)
             dt_printf0(" %6.1f (%5.1f)\n", (got[0] + got[1] + got[2]) / kib,
                        (f[0] + f[1] + f[2]) / kib);
         }
-    dt_printf0("\nMeasured is above the formula by what is held for a moment: "
-               "padding (each\nlayer rounded up to N equal shards), one "
-               "gathered layer (stage 3), one\nlayer's whole gradient while "
-               "it is reduce-scattered (stages 2, 3), and in\nfp16 one layer "
-               "as floats (the CPU computes in fp32).\n");
-    char b[3][32];
-    for (int z = 0; z < 3; z++)
-        dt_format_bytes((double)res[0][z].bytes_sent / steps, b[z],
-                        sizeof b[z]);
-    if (n == 1)
-        dt_printf0("With one rank nothing is cut: every stage holds it all. "
+
+    /* ==== the numbers: what the formula leaves out, byte for byte ==== */
+    size_t Pp = 0, big = 0, nmax = 0;     /* padded weights, largest layer padded,
+                                             largest layer */
+    for (int l = 0; l < L; l++) {
+        size_t nl = dt_mlp_layer_size(&c.model, l), pl = (nl + n - 1) / n * n;
+        Pp += pl;
+        big = pl > big ? pl : big;
+        nmax = nl > nmax ? nl : nmax;
+    }
+    dt_printf0("\nMeasured = the formula on padded layers + what is held for a "
+               "moment (KiB,\nthe three columns summed):\n\n"
+               "  ZeRO prec  %8s  %8s  %9s  %8s  %9s  %9s\n"
+               "             %8s  %8s  %9s  %8s  %9s\n", "formula", "+padding",
+               "+gathered", "+whole", "+floats", "=measured", "", "", "layer",
+               "gradient", "(fp16)");
+    int mem_ok = 1;
+    for (int prec = 0; prec < 2; prec++)
+        for (int z = 1; z <= 3; z++) {
+            const dt_train_result *r = &res[prec][z - 1];
+            int w = prec ? 2 : 4;
+            double f[3], fp[3], got[3] = {(double)r->peak_params,
+                                          (double)r->peak_grads,
+                                          (double)r->peak_optim};
+            formula(z, P, n, w, prec ? 4 : 0, 8, f);
+            formula(z, (double)Pp, n, w, prec ? 4 : 0, 8, fp);
+            double gather = z == 3 ? (double)big * w : 0;   /* params */
+            double whole = z > 1 ? (double)big * w : 0;     /* grads */
+            double fl = prec ? 4.0 * nmax : 0;              /* each of the two */
+            double want[3] = {fp[0] + gather + fl, fp[1] + whole + fl, fp[2]};
+            for (int k = 0; k < 3; k++)
+                mem_ok &= got[k] == want[k];
+            double F = f[0] + f[1] + f[2], pad = fp[0] + fp[1] + fp[2] - F;
+            dt_printf0("   %d   %s  %8.1f  %8.1f  %9.1f  %8.1f  %9.1f  %9.1f"
+                       "%s\n", z, prec ? "fp16" : "fp32", F / kib, pad / kib,
+                       gather / kib, whole / kib, 2 * fl / kib,
+                       (got[0] + got[1] + got[2]) / kib,
+                       got[0] == want[0] && got[1] == want[1] && got[2] == want[2]
+                       ? "" : "  (not as explained!)");
+        }
+    dt_printf0("\npadding: each layer rounded up to N equal shards, Pp = sum of "
+               "N ceil(n_l / N) =\n  %zu weights for P = %.0f. gathered layer "
+               "(stage 3) and whole gradient (stages\n  2, 3): the largest "
+               "padded layer, w x %zu bytes, held while it is used or cut.\n"
+               "  as floats (fp16): one layer's weights and gradients, 2 x 4 x "
+               "%zu bytes: the\n  CPU computes fp16 values in fp32.\n", Pp, P,
+               big, nmax);
+
+    /* ==== the numbers: bytes on the wire ==== */
+    int bytes_ok = 1;
+    if (n == 1) {
+        dt_printf0("\nWith one rank nothing is cut: every stage holds it all. "
                    "Try -n 4.\n");
-    else
-        dt_printf0("Bytes sent per step by rank 0, fp32: stage 1 %s, 2 %s, "
-                   "3 %s\n(stage 3 gathers the weights twice: 1.5 times "
-                   "stages 1 and 2).\n", b[0], b[1], b[2]);
+    } else {
+        double W = 4.0 * Pp;            /* the padded weights, fp32 */
+        dt_printf0("\nBytes sent per step by rank 0, fp32, for 4Pp = 4 x %zu = "
+                   "%.0f bytes of weights\n(a reduce-scatter or an allgather of "
+                   "them sends (N-1)/N x 4Pp):\n\n"
+                   "  stage  measured  formula\n", Pp, W);
+        for (int z = 1; z <= 3; z++) {
+            int k = z == 3 ? 3 : 2;
+            double got = (double)res[0][z - 1].bytes_sent / steps;
+            double want = k * (n - 1) * W / n;
+            bytes_ok &= got == want;
+            dt_printf0("    %d  %9.0f  %d(N-1)/N x 4Pp = %dx%d/%d x %.0f = %.0f\n",
+                       z, got, k, k, n - 1, n, W, want);
+        }
+        dt_printf0("\nStages 1 and 2 reduce-scatter the gradients and allgather "
+                   "the updated weights;\nstage 3 gathers the weights twice "
+                   "(forward and backward) and reduce-scatters\nthe gradients: "
+                   "1.5 times stages 1 and 2, to hold 1/N of the weights.\n");
+    }
+    int agreed[2] = {mem_ok, bytes_ok};
+    MPI_Bcast(agreed, 2, MPI_INT, 0, MPI_COMM_WORLD);
 
     /* ==== the check ==== */
     double tol = pow(10, -TOL_EXP);
-    int ok = diff[0] <= tol && diff[1] <= tol && diff[2] <= tol;
+    int ok = diff[0] <= tol && diff[1] <= tol && diff[2] <= tol && agreed[0] &&
+             agreed[1];
     dt_printf0("\ncheck: fp32 ZeRO against serial training (Adam), max "
                "|weight difference|\n       stage 1 %.3g, stage 2 %.3g, "
-               "stage 3 %.3g (limit 1e-%d, Adam):\n       %s\n", diff[0],
-               diff[1], diff[2], TOL_EXP, ok ? "PASS" : "FAIL");
+               "stage 3 %.3g (limit 1e-%d, Adam);\n       memory as explained, "
+               "byte for byte: %s; bytes sent as the formula: %s\n       %s\n",
+               diff[0], diff[1], diff[2], TOL_EXP, agreed[0] ? "yes" : "NO",
+               agreed[1] ? "yes" : "NO", ok ? "PASS" : "FAIL");
+    dt_printf0("\nThe code: lib/parallel/fsdp.c (dti_train_fsdp, layer_acquire, "
+               "layer_reduce, update)\n");
 
     /* ==== teardown ==== */
     dt_train_result_free(&ref);

@@ -11,12 +11,18 @@
  * This lesson trains both, counts their bytes, and checks both against serial
  * training.
  *
+ * The code: lib/parallel/tp.c (dti_tp_split picks each layer's cut;
+ * dti_tp_allreduce is g and f, dti_tp_allgather_cols the simpler scheme's
+ * gather; its comment is the lesson's long form), lib/parallel/model.c
+ * (dti_model_forward, dti_model_backward: where each layer calls them).
+ *
  * Run:  mpiexec -n 4 build/lessons/15_tp
  *       mpiexec -n 3 build/lessons/15_tp --hidden 120
  *       mpiexec -n 2 build/lessons/15_tp --trace tp.trace
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include "dt.h"
 
 static const char usage[] =
@@ -31,7 +37,47 @@ static const char usage[] =
     DT_COMMON_USAGE
     "  --help              this text\n";
 
-enum { TOL_EXP = 5 };
+enum { TOL_EXP = 5, MAXSTEPS = 200 };
+
+/* dt_train calls this on rank 0 after each step: when the step ended. */
+static void step_ended(const dt_step_report *r, void *ctx)
+{
+    ((double *)ctx)[r->step - 1] = MPI_Wtime();
+}
+
+/* The times of steps 2..S (step 1 warms up), each from the end of the step before,
+ * as rank 0 saw them; the same on every rank. One step: its time, no spread. */
+static dt_timing step_times(const double *end, const dt_train_result *r)
+{
+    double d[MAXSTEPS];
+    for (int s = 1; s < r->steps; s++)
+        d[s - 1] = end[s] - end[s - 1];
+    dt_timing t = dt_timing_of(d, r->steps - 1);
+    MPI_Bcast(&t, sizeof t, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (r->steps < 2)
+        t = (dt_timing){r->seconds_per_step, r->seconds_per_step,
+                        r->seconds_per_step, 1};
+    return t;
+}
+
+/* The bytes this rank sends in one collective, measured on its own: 'a' a
+ * dt_allreduce of n floats, 'g' a dt_allgather of blocks of n floats, 'r' the
+ * reduce of one double to rank 0 (the step's loss). What the formulas of the
+ * training's bytes are made of. */
+static double sent_by(char what, int n)
+{
+    float *x = calloc((size_t)n * (dt_size() + 1) + 1, sizeof(float));
+    double v = 0, sum = 0;
+    size_t before = dt_bytes_sent();
+    if (what == 'a')
+        dt_allreduce(MPI_IN_PLACE, x, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    else if (what == 'g')
+        dt_allgather(x, n, MPI_FLOAT, x + n, n, MPI_FLOAT, MPI_COMM_WORLD);
+    else
+        dt_reduce(&v, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    free(x);
+    return (double)(dt_bytes_sent() - before);
+}
 
 int main(int argc, char **argv)
 {
@@ -80,10 +126,15 @@ int main(int argc, char **argv)
 
     /* ==== the library calls: Megatron, allgather, serial ==== */
     dt_train_result meg, gat, ref;
+    double end[2][MAXSTEPS];               /* when each step ended, rank 0 */
+    c.on_step = step_ended;
     c.tp_style = DT_TP_MEGATRON;
+    c.ctx = end[0];
     dt_train(&c, MPI_COMM_WORLD, &meg);
     c.tp_style = DT_TP_ALLGATHER;
+    c.ctx = end[1];
     dt_train(&c, MPI_COMM_WORLD, &gat);
+    c.on_step = NULL;
     dt_train_serial(&c, MPI_COMM_WORLD, &ref);
     const dt_train_result *run[2] = {&meg, &gat};
     double diff[2];
@@ -91,7 +142,7 @@ int main(int argc, char **argv)
         diff[k] = dt_params_max_diff(run[k]->params, ref.params, ref.nparams,
                                      MPI_COMM_WORLD);
 
-    /* ==== the numbers ==== */
+    /* ==== the numbers: bytes and weights, beside their formulas ==== */
     char a[32], b[32], p[32];
     dt_printf0("Bytes sent per step, and weights held, on each rank:\n"
                "  rank   Megatron  allgather    weights\n");
@@ -101,26 +152,93 @@ int main(int argc, char **argv)
                       dt_format_bytes((double)gat.bytes_sent / steps, b,
                                       sizeof b),
                       dt_format_bytes((double)meg.peak_params, p, sizeof p));
+    /* per step, one micro-batch of B rows: Megatron's g after layers 1 and 3,
+     * its f before layer 2 (layer 0 needs no input gradient); the allgather
+     * scheme's gather after every layer, its f before layers 3, 2, 1 */
+    int B = c.batch, out = c.model.out, in = c.model.in, wo = (out + n - 1) / n;
+    double aH = sent_by('a', B * H), aO = sent_by('a', B * out);
+    double gH = sent_by('g', B * h), gO = sent_by('g', B * wo), r = sent_by('r', 1);
+    double fm = 2 * aH + aO + r, fg = 3 * gH + gO + 3 * aH + r;
+    /* the weights a rank holds: a column cut keeps h rows of W and h biases, a
+     * row cut h columns of W and the whole bias */
+    double w[4] = {h * (in + 1.0), H * (h + 1.0), h * (H + 1.0), out * (h + 1.0)};
+    double fw = 4 * (w[0] + w[1] + w[2] + w[3]);
+    int mine = meg.bytes_sent == fm * steps && gat.bytes_sent == fg * steps &&
+               meg.peak_params == fw, agree = 0;
+    MPI_Allreduce(&mine, &agree, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     double mb = (double)meg.bytes_sent_max, gb = (double)gat.bytes_sent_max;
     size_t np = dt_mlp_nparams(&c.model);
-    if (n > 1)
-        dt_printf0("The allgather scheme sends %.2f times Megatron's bytes "
-                   "(busiest rank).\nEach rank holds 1/%d of the %zu weights; "
-                   "the whole model is %s.\n", gb / mb, n, np,
-                   dt_format_bytes(np * 4.0, a, sizeof a));
-    else
+    if (n > 1) {
+        dt_printf0("\nPer step, with B = %d rows: Megatron sums after layers 1 "
+                   "and 3 (g) and before\nlayer 2 (f; layer 0's input needs no "
+                   "gradient); the allgather scheme gathers\nafter each of the 4 "
+                   "layers and sums before layers 3, 2 and 1. With a(n) and g(n)\n"
+                   "the bytes one dt_allreduce of n floats, or one dt_allgather "
+                   "of blocks of n\nfloats, sends from a rank (each measured "
+                   "alone; below 64 KiB dt_allreduce takes\nrecursive doubling: "
+                   "lesson 09), and l those of the loss on its way to rank 0,\n"
+                   "on rank 0:\n", B);
+        dt_printf0("  Megatron  = 2 a(B x H) + a(B x out) + l\n"
+                   "            = 2 x %.0f + %.0f + %.0f = %.0f\n"
+                   "  allgather = 3 g(B x H/N) + g(B x ceil(out/N)) + 3 a(B x H) "
+                   "+ l\n            = 3 x %.0f + %.0f + 3 x %.0f + %.0f = %.0f\n",
+                   aH, aO, r, fm, gH, gO, aH, r, fg);
+        if (n & (n - 1))
+            dt_printf0("(%d is not a power of two: recursive doubling folds some "
+                       "ranks into others first,\nso ranks send different amounts; "
+                       "each is checked against its own a, g, l.)\n", n);
+        dt_printf0("On the busiest rank the allgather scheme sends %.0f / %.0f = "
+                   "%.2f times\nMegatron's bytes.\n", gb / steps, mb / steps,
+                   gb / mb);
+        dt_printf0("Weights on a rank, h = H/N = %d (a column cut keeps h rows "
+                   "and h biases, a row\ncut h columns and the whole bias):\n"
+                   "  h(in+1) + H(h+1) + h(H+1) + out(h+1) = %.0f + %.0f + %.0f "
+                   "+ %.0f floats\n  = %.0f bytes, a little over P/N = %zu/%d: "
+                   "the row cuts' whole biases.\n", h, w[0], w[1], w[2], w[3],
+                   fw, np, n);
+    } else {
         dt_printf0("With one rank nothing is cut and nothing sent. Try "
                    "-n 4.\n");
-    dt_printf0("Time per step: Megatron %.2f ms, allgather %.2f ms.\n",
-               meg.seconds_per_step * 1e3, gat.seconds_per_step * 1e3);
+    }
+
+    /* ==== the numbers: time per step ==== */
+    dt_timing tm = step_times(end[0], &meg), tg = step_times(end[1], &gat);
+    double sm = dt_timing_spread(tm), sg = dt_timing_spread(tg);
+    int enough = tm.runs >= 3;           /* steps to tell a difference from noise */
+    char how[80] = "step 1 alone (a median and a spread need more steps)";
+    if (steps > 1)
+        snprintf(how, sizeof how, "the median of steps 2..%d +- half their "
+                 "interquartile range", steps);
+    dt_printf0("\nTime per step, %s:\n"
+               "  Megatron   %8.3f ms +-%3.0f%%%s\n"
+               "  allgather  %8.3f ms +-%3.0f%%%s\n", how, tm.median * 1e3,
+               100 * sm, n > 1 ? "   (3 collectives a step)" : "", tg.median * 1e3,
+               100 * sg, n > 1 ? "   (7 collectives a step)" : "");
+    if (n > 1 && enough && tm.lo > tg.hi)          /* slower beyond the noise: the middle
+                                            halves of the runs do not overlap */
+        dt_printf0("Megatron was slower, by more than the runs spread, with "
+                   "fewer collectives and\nfewer bytes: nothing in it costs "
+                   "more, so the likely cause is the machine: the\nruns came "
+                   "one after the other, and it was busier during Megatron's.\n");
+    dt_timing_note(sm > sg ? sm : sg, n == 1 ? "With one rank nothing is sent "
+                   "and both schemes compute the same: the two times differ "
+                   "only by the machine's noise." : "These steps are short and mostly "
+                   "communication: with ranks taking turns on the cores, each "
+                   "message step of a collective can cost a scheduler switch, "
+                   "which favours the scheme with fewer collectives (Megatron) "
+                   "even more than its bytes do, by an amount that changes from "
+                   "run to run.");
 
     /* ==== the check ==== */
     double tol = pow(10, -TOL_EXP);
-    int ok = diff[0] <= tol && diff[1] <= tol;
+    int ok = diff[0] <= tol && diff[1] <= tol && agree;
     dt_printf0("\ncheck: tensor parallel against serial training, max |weight "
                "difference|\n       Megatron %.3g, allgather %.3g (limit "
-               "1e-%d): %s\n", diff[0], diff[1], TOL_EXP,
-               ok ? "PASS" : "FAIL");
+               "1e-%d);\n       bytes and weights on every rank as the "
+               "formulas: %s\n       %s\n", diff[0], diff[1], TOL_EXP,
+               agree ? "yes" : "NO", ok ? "PASS" : "FAIL");
+    dt_printf0("\nThe code: lib/parallel/tp.c (dti_tp_split, dti_tp_allreduce, "
+               "dti_tp_allgather_cols)\n");
 
     /* ==== teardown ==== */
     dt_train_result_free(&ref);

@@ -10,6 +10,12 @@
  * at most P-s on stage s. This lesson draws both timetables, measures the
  * bubble and the stash, and checks both schedules against serial training.
  *
+ * The code: lib/parallel/pp.c (dti_pp_step runs one stage's operations in its
+ * schedule's order, receive and flush move the activations and gradients; its
+ * comment is the lesson's long form), lib/schedule.c (dt_pp_order,
+ * dt_pp_timetable, dt_pp_peak_stash, dt_pp_bubble: the schedules' arithmetic,
+ * which the viewer draws too).
+ *
  * Run:  mpiexec -n 4 build/lessons/16_pp
  *       mpiexec -n 4 build/lessons/16_pp --micro 8
  *       mpiexec -n 3 build/lessons/16_pp --trace pp.trace  (bubbles, in dtviz)
@@ -31,7 +37,60 @@ static const char usage[] =
     DT_COMMON_USAGE
     "  --help              this text\n";
 
-enum { TOL_EXP = 5, WIDTH = 80 };
+enum { TOL_EXP = 5, WIDTH = 80, MAXSTEPS = 200 };
+
+/* dt_train calls this on rank 0 after each step: when the step ended. */
+static void step_ended(const dt_step_report *r, void *ctx)
+{
+    ((double *)ctx)[r->step - 1] = MPI_Wtime();
+}
+
+/* The times of steps 2..S (step 1 warms up), each from the end of the step before,
+ * as rank 0 saw them; the same on every rank. One step: its time, no spread. */
+static dt_timing step_times(const double *end, const dt_train_result *r)
+{
+    double d[MAXSTEPS];
+    for (int s = 1; s < r->steps; s++)
+        d[s - 1] = end[s] - end[s - 1];
+    dt_timing t = dt_timing_of(d, r->steps - 1);
+    MPI_Bcast(&t, sizeof t, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (r->steps < 2)
+        t = (dt_timing){r->seconds_per_step, r->seconds_per_step,
+                        r->seconds_per_step, 1};
+    return t;
+}
+
+/* The P stages on one core: each runs its operations (dt_pp_order) until one needs
+ * a message not yet sent (a forward, the stage before's forward of that
+ * micro-batch; a backward, the stage after's backward), then gives the core to the
+ * next stage. Returns how many turns one step takes: each is a trip through the
+ * scheduler when ranks share cores. Sends do not wait here: MPI buffers small
+ * messages like these, and the sender goes on. */
+static int turns(int sch, int P, int M)
+{
+    int n = 2 * M, *pos = calloc(P, sizeof *pos), count = 0, left = P * n;
+    dt_pp_op *ops = malloc(sizeof *ops * P * n);
+    char *done = calloc(2 * P * M, 1);           /* [s][F or B][m] */
+    DT_REQUIRE(pos && ops && done, "out of memory");
+    for (int s = 0; s < P; s++)
+        dt_pp_order(sch, P, M, s, ops + s * n);
+    while (left > 0)
+        for (int s = 0; s < P; s++) {
+            int ran = 0;
+            for (; pos[s] < n; pos[s]++, ran++, left--) {
+                dt_pp_op o = ops[s * n + pos[s]];
+                int f = o.kind == 'F', from = f ? s - 1 : s + 1;
+                if (from >= 0 && from < P && !done[(2 * from + !f) * M + o.micro])
+                    break;
+                done[(2 * s + !f) * M + o.micro] = 1;
+            }
+            count += ran > 0;
+        }
+    free(done);
+    free(ops);
+    free(pos);
+    return count;
+}
 
 int main(int argc, char **argv)
 {
@@ -77,15 +136,20 @@ int main(int argc, char **argv)
         free(pic);
     }
     dt_printf0("\nBoth take (M+P-1) x 2 slots, of which each stage works 2M: "
-               "the bubble\nis (P-1)/(M+P-1) = %.3f. 1F1B's gain is memory, "
-               "not time.\n\n", dt_pp_bubble(P, M));
+               "the bubble\nis (P-1)/(M+P-1) = %d/%d = %.3f. 1F1B's gain is "
+               "memory, not time, when\nevery stage has a core and messages "
+               "cost little.\n\n", P - 1, M + P - 1, dt_pp_bubble(P, M));
 
     /* ==== the library calls: GPipe, 1F1B, serial ==== */
     dt_train_result res[2], ref;
+    double end[2][MAXSTEPS];               /* when each step ended, rank 0 */
+    c.on_step = step_ended;
     for (int sch = 0; sch < 2; sch++) {
         c.schedule = (dt_pp_schedule)sch;
+        c.ctx = end[sch];
         dt_train(&c, MPI_COMM_WORLD, &res[sch]);
     }
+    c.on_step = NULL;
     /* serial: one batch of 96; micro-batches are pp's */
     dt_train_serial(&c, MPI_COMM_WORLD, &ref);
     double diff[2];
@@ -97,16 +161,18 @@ int main(int argc, char **argv)
     int stash_ok = 1;
     for (int sch = 0; sch < 2 && P > 1; sch++) {
         const dt_train_result *r = &res[sch];  /* stages: rank 0's, else 0 */
-        dt_printf0("%-5s, last step:        bubble            stashed "
-                   "activations\n  stage  layers      ideal  measured       "
-                   "theory  measured\n", name[sch]);
+        char head[32];
+        snprintf(head, sizeof head, "%s, last step:", name[sch]);
+        dt_printf0("%-22s  bubble              stashed activations\n"
+                   "  stage  layers      ideal  measured  %17s  measured\n", head,
+                   sch ? "theory min(P-s,M)" : "theory M");
         stash_ok &= rank != 0 || r->stages == P;
         for (int s = 0; s < r->stages; s++) {
             size_t a, b;
             dt_chunk_bounds((size_t)c.model.layers, P, s, &a, &b);
             int want = dt_pp_peak_stash(sch, P, M, s);
             stash_ok &= r->stage_stash[s] == want;
-            dt_printf0("  %5d  %2zu..%-2zu  %9.3f  %8.3f  %11d  %8d\n", s, a,
+            dt_printf0("  %5d  %2zu..%-2zu  %9.3f  %8.3f  %17d  %8d\n", s, a,
                        b - 1, dt_pp_bubble(P, M), r->stage_bubble[s], want,
                        r->stage_stash[s]);
         }
@@ -121,8 +187,53 @@ int main(int argc, char **argv)
     else
         dt_printf0("One stage is no pipeline: the micro-batches run one after "
                    "the other,\naccumulating gradients. Try -n 4.\n");
-    dt_printf0("Time per step: GPipe %.2f ms, 1F1B %.2f ms.\n",
-               res[0].seconds_per_step * 1e3, res[1].seconds_per_step * 1e3);
+
+    /* ==== the numbers: time per step, against the model's equal time ==== */
+    dt_timing tt[2] = {step_times(end[0], &res[0]), step_times(end[1], &res[1])};
+    double sp[2] = {dt_timing_spread(tt[0]), dt_timing_spread(tt[1])};
+    int turn[2] = {turns(0, P, M), turns(1, P, M)};
+    int enough = tt[0].runs >= 3;        /* steps to tell a difference from noise */
+    char over[80] = "step 1 alone (a median and a spread need more steps)";
+    if (steps > 1)
+        snprintf(over, sizeof over, "the median of steps 2..%d +- half their "
+                 "interquartile range", steps);
+    dt_printf0("\nTime per step, %s:\n", over);
+    for (int sch = 0; sch < 2; sch++) {
+        char t[32] = "";
+        if (P > 1)
+            snprintf(t, sizeof t, "   (%2d turns on one core)", turn[sch]);
+        dt_printf0("  %-5s  %8.3f ms +-%3.0f%%%s\n", name[sch], tt[sch].median * 1e3,
+                   100 * sp[sch], t);
+    }
+    if (P > 1)
+        dt_printf0("A turn: on one core, a stage runs until it needs a message "
+                   "not yet sent, then\ngives the core to the next stage.\n");
+    int slow = !enough ? -1 : tt[1].lo > tt[0].hi ? 1 : tt[0].lo > tt[1].hi ? 0 : -1;
+    if (slow == 1 && turn[1] > turn[0])  /* beyond the noise: the middle halves
+                                            of the runs do not overlap */
+        dt_printf0("1F1B was slower, by more than the runs spread: its equal "
+                   "time assumes a core\nper stage. GPipe lets a stage run all "
+                   "its forwards in one turn (the stage before\nsent them all "
+                   "without waiting), then all its backwards: %d turns a step. "
+                   "In\n1F1B each operation waits for a neighbour's (a forward "
+                   "for the stage before's,\na backward for the stage after's), "
+                   "so the stages hand the core back and forth:\n%d turns. Each "
+                   "hand-over costs a message's latency when every stage has a "
+                   "core\n(microseconds), a scheduler switch when ranks share "
+                   "cores or other work takes\nthem (up to milliseconds).\n",
+                   turn[0], turn[1]);
+    else if (slow >= 0)
+        dt_printf0("%s was slower, by more than the runs spread, though %s:\n"
+                   "the runs came one after the other, and the machine was "
+                   "likely busier during\nits run.\n", name[slow], P == 1 ?
+                   "one stage computes the same in both" : turn[slow] <
+                   turn[!slow] ? "it takes fewer turns" : "it takes no more turns");
+    dt_timing_note(sp[0] > sp[1] ? sp[0] : sp[1], P == 1 ? "With one stage "
+                   "nothing is sent, and both schedules compute the same: their "
+                   "times differ only by the machine's noise." : "Ranks that "
+                   "take turns pay a scheduler switch for every turn, and 1F1B "
+                   "takes more turns than GPipe (the counts above): here that, "
+                   "not the bubble, decides which is faster.");
 
     /* ==== the check ==== */
     double tol = pow(10, -TOL_EXP);
@@ -131,6 +242,8 @@ int main(int argc, char **argv)
                "difference|\n       GPipe %.3g, 1F1B %.3g (limit 1e-%d); stash "
                "as the theory says: %s\n       %s\n", diff[0], diff[1],
                TOL_EXP, stash_ok ? "yes" : "NO", ok ? "PASS" : "FAIL");
+    dt_printf0("\nThe code: lib/parallel/pp.c (dti_pp_step), lib/schedule.c "
+               "(dt_pp_order, dt_pp_timetable)\n");
 
     /* ==== teardown ==== */
     dt_train_result_free(&ref);

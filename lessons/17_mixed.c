@@ -11,6 +11,11 @@
  * off, and training go on; then it counts the gradient bytes of fp16 against
  * fp32.
  *
+ * The code: lib/parallel/mixed.c (dt_scaler_update is the rule; dti_scaler_decide
+ * agrees on an overflow over the ranks and applies it; dti_master_step unscales
+ * into the fp32 master weights; its comment is the lesson's long form),
+ * lib/parallel/hybrid.c (dti_train_hybrid: where a step calls them).
+ *
  * Run:  mpiexec -n 4 build/lessons/17_mixed
  *       mpiexec -n 4 build/lessons/17_mixed --scale-log2 16 --window 3
  *       mpiexec -n 2 build/lessons/17_mixed --trace mixed.trace
@@ -135,16 +140,22 @@ int main(int argc, char **argv)
     /* ==== the numbers ==== */
     double b16 = (double)h.bytes_sent_max / steps;
     double b32 = (double)f.bytes_sent_max / steps;
-    double ring = 2.0 * (n - 1) / n * (double)dt_mlp_nparams(&c.model);
-    if (n > 1)                                      /* ring: x bytes each */
-        dt_printf0("Bytes sent per step by the busiest rank:\n"
-                   "        measured  the ring, 2(N-1)/N of the gradients\n"
-                   "  fp16  %8.0f  %8.0f\n  fp32  %8.0f  %8.0f\n"
-                   "Ratio %.3f: half, plus the few bytes of the overflow "
-                   "flag every rank must\nagree on, and of the loss.\n", b16,
-                   2 * ring, b32, 4 * ring, b16 / b32);
+    size_t P = dt_mlp_nparams(&c.model);
+    double ring = 2.0 * (n - 1) / n * (double)P;    /* ring: x bytes each */
+    if (n > 1)
+        dt_printf0("\nBytes sent per step by the busiest rank, for P = %zu "
+                   "weights:\n"
+                   "        measured  the ring, 2(N-1)/N x wP  difference\n"
+                   "  fp16  %8.0f  2x%d/%d x 2 x %zu = %8.0f  %6.0f\n"
+                   "  fp32  %8.0f  2x%d/%d x 4 x %zu = %8.0f  %6.0f\n"
+                   "The differences: the step's loss, a double on its way to "
+                   "rank 0 (8 bytes);\nin fp16 also the overflow flag, an int "
+                   "every rank must agree on (an allreduce);\nand chunks N does "
+                   "not divide evenly. Ratio %.0f / %.0f = %.3f: half.\n", P,
+                   b16, n - 1, n, P, 2 * ring, b16 - 2 * ring, b32, n - 1, n, P,
+                   4 * ring, b32 - 4 * ring, b16, b32, b16 / b32);
     else
-        dt_printf0("One rank sends nothing; try -n 4 to see fp16 halve the "
+        dt_printf0("\nOne rank sends nothing; try -n 4 to see fp16 halve the "
                    "bytes.\n");
     dt_printf0("Final loss: fp16 %.5f, fp32 %.5f (fp32 skipped no step).\n",
                h.loss[steps - 1], f.loss[steps - 1]);
@@ -164,6 +175,8 @@ int main(int argc, char **argv)
                "(limit 1e-%d)\n       %s\n", rule ? "yes" : "NO",
                moved < 5 ? "too few updates" : recovered ? "yes" : "NO",
                half ? "yes" : "NO", diff, TOL_EXP, ok ? "PASS" : "FAIL");
+    dt_printf0("\nThe code: lib/parallel/mixed.c (dt_scaler_update, "
+               "dti_scaler_decide, dti_master_step)\n");
 
     /* ==== teardown ==== */
     dt_train_result_free(&ref);

@@ -10,7 +10,11 @@
  * step; error feedback keeps what was lost and adds it to the next step's
  * gradient, so nothing is lost for good, only delayed. This lesson trains
  * the same model each way and prints the losses side by side and the bytes
- * each rank sent, measured, beside the model's formula.
+ * each rank sent, measured, beside the model's formula with the numbers put in.
+ *
+ * The code: lib/parallel/compress.c (dti_encode, dti_decode,
+ * dti_compressor_allreduce, dt_compress_bytes), lib/parallel/ddp.c
+ * (reduce_bucket), lib/collectives/allreduce.c (dt_allreduce_ring).
  *
  * Run:  mpiexec -n 4 build/lessons/20_compress
  *       mpiexec -n 3 build/lessons/20_compress --steps 30
@@ -18,6 +22,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include "dt.h"
 
 static const char usage[] =
@@ -58,10 +63,18 @@ int main(int argc, char **argv)
     c.batch = (240 + n - 1) / n * n;     /* about 240 rows, shared evenly */
     c.bucket_kb = 1 << 16;               /* one bucket: the formulas stay simple */
     dt_train_usage_check(&c, "20_compress");        /* else a usage error: exit 2 */
-    size_t G = dt_mlp_nparams(&c.model);
+    size_t G = dt_mlp_nparams(&c.model), lo, hi;
+    dt_chunk_bounds(G, n, 0, &lo, &hi);          /* chunk 0, the largest */
+    size_t ch = hi - lo;
 
     /* ==== the idea ==== */
-    dt_printf0("DDP on %d rank%s, %zu gradients in one bucket, cut into %d chunk%s.\n"
+    char sum[128] = "";                         /* G's formula: in x out + out a layer */
+    for (int l = 0; l < c.model.layers; l++)
+        snprintf(sum + strlen(sum), sizeof sum - strlen(sum), "%s%d x %d + %d",
+                 l ? " + " : "", dt_mlp_layer_in(&c.model, l),
+                 dt_mlp_layer_out(&c.model, l), dt_mlp_layer_out(&c.model, l));
+    dt_printf0("DDP on %d rank%s, G = %zu gradients in one bucket (in x out + out a "
+               "layer:\n%s), cut into N = %d chunk%s of %zu%s.\n"
                "How each way sends them (sizes per value):\n"
                "  none  fp32 ring allreduce: reduce-scatter, allgather      32 bits\n"
                "  fp16  the same ring on halves (they add up on the way)     16 bits\n"
@@ -72,7 +85,8 @@ int main(int argc, char **argv)
                "  its chunk -> compresses it -> allgather -> everyone decompresses\n"
                "Error feedback (sign): e = what compression lost, added to the next\n"
                "step's gradient before compressing; 'sign -ef' runs without it.\n\n",
-               n, n == 1 ? "" : "s", G, n, n == 1 ? "" : "s");
+               n, n == 1 ? "" : "s", G, sum, n, n == 1 ? "" : "s", ch,
+               G % n ? " or one less" : "");
 
     /* ==== the library calls: serial, then DDP each way ==== */
     dt_train_result ref, res[NV];
@@ -121,16 +135,31 @@ int main(int argc, char **argv)
     }
     dt_printf_ordered("%s\n", line);
     MPI_Allreduce(MPI_IN_PLACE, &exact, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-    if (n > 1)
-        dt_printf0("Fewer bytes than none: fp16 %.2fx, int8 %.2fx, sign %.2fx (rank 0).\n"
-                   "The models: none 2(N-1)/N x 4G; fp16 half that; int8 and sign\n"
-                   "2(N-1) x 4W, W words per chunk: a scale, then ceil(G/N) values\n"
-                   "packed 4 (int8) or 32 (sign) to a word.\n",
-                   ratio[1], ratio[2], ratio[3]);
-    else
+    if (n > 1) {
+        /* the formulas with rank 0's numbers: W words a chunk, a scale and the codes */
+        size_t w8 = 1 + (ch + 3) / 4, w1 = 1 + (ch + 31) / 32;
+        double ring = 2.0 * (n - 1) / n * 4 * G;
+        dt_printf0("The models (dt_compress_bytes), with G = %zu, N = %d:\n"
+                   "  none  2(N-1)/N x 4G = 2 x %d/%d x 4 x %zu %s %.0f%s\n"
+                   "  fp16  2(N-1)/N x 2G = 2 x %d/%d x 2 x %zu %s %.0f\n"
+                   "  int8  2(N-1) x 4W, W = 1 + ceil(%zu/4) = %zu words a chunk: "
+                   "2 x %d x 4 x %zu = %zu\n"
+                   "  sign  2(N-1) x 4W, W = 1 + ceil(%zu/32) = %zu words a chunk: "
+                   "2 x %d x 4 x %zu = %zu\n"
+                   "Fewer bytes than none (rank 0): fp16 %.2fx (4 bytes / 2), int8 "
+                   "%.2fx and\nsign %.2fx (G / (N W) = %zu / (%d x %zu) and %zu / "
+                   "(%d x %zu): the scale word\nand the padding of the last word take "
+                   "a little of the 4x and 32x).\n", G, n, n - 1, n, G,
+                   G % n ? "~" : "=", ring, G % n ? " (whole-value chunks: see "
+                   "the table)" : "", n - 1, n, G, G % n ? "~" : "=", ring / 2,
+                   ch, w8, n - 1, w8, 8 * (n - 1) * w8, ch, w1, n - 1, w1,
+                   8 * (n - 1) * w1, ratio[1], ratio[2], ratio[3], G, n, w8, G, n,
+                   w1);
+    } else {
         dt_printf0("One rank sends nothing; the gradients are still compressed\n"
                    "and decompressed, so the losses show what compression costs.\n"
                    "Try -n 4.\n");
+    }
 
     /* ==== the check ==== */
     int down = 1;
@@ -144,6 +173,9 @@ int main(int argc, char **argv)
                "       bytes measured equal the model on every rank: %s\n"
                "       %s\n", vs_serial, TOL_EXP, fp16_diff, tol16,
                down ? "yes" : "NO", exact ? "yes" : "NO", ok ? "PASS" : "FAIL");
+    dt_printf0("The code: lib/parallel/compress.c (dti_encode, dti_decode, "
+               "dti_compressor_allreduce, dt_compress_bytes), lib/parallel/ddp.c "
+               "(reduce_bucket), lib/collectives/allreduce.c (dt_allreduce_ring)\n");
 
     /* ==== teardown ==== */
     for (int v = 0; v < NV; v++)
