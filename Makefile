@@ -2,7 +2,8 @@
 #
 #   make                 build the library, lessons, benchmark, viewer, tools and tests
 #   make deps            install the Debian packages dtlab needs
-#   make test            run every test suite (unit, then multi-rank under mpiexec)
+#   make test            run every test suite (about 10 minutes on 2 quiet cores)
+#   make check           the quick subset: unit suites, collectives, lessons (1-2 minutes)
 #   make demo            ring allreduce lesson at 4 ranks, then the viewer on its trace
 #   make pictures        redraw the README's pictures with the viewer
 #   make run L=08 NP=4   run one lesson
@@ -126,8 +127,8 @@ FUZZ     := $(if $(CLANG),$(BUILD)/fuzz/fuzz_trace)
 # keep objects that pattern rules chain through (lessons, tests), so nothing rebuilds twice
 .SECONDARY:
 
-.PHONY: FORCE all deps test demo pictures run bench stress clean check-deps check-tools flags libs \
-        grade reset valgrind
+.PHONY: FORCE all deps test check demo pictures run bench stress clean check-deps check-run-deps \
+        check-view-deps check-grade-deps check-tools flags libs grade reset valgrind
 all: check-tools $(LIBDT) $(LESSONS) $(TRAIN) $(BENCH) $(TOOLS) $(UNIT) $(MULTI) $(DTVIZ) \
      $(VIZTESTS) $(FUZZ)
 
@@ -282,20 +283,38 @@ $(foreach t,$(EXTRA_SUITES),$(eval $(call extra_rules,$(t),$(filter $(firstword 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 # ---- set-up -----------------------------------------------------------------
-DEBS := mpich libmpich-dev zlib1g-dev check libsubunit-dev pkg-config libsdl2-dev \
-        libsdl2-ttf-dev libsdl2-image-dev fonts-dejavu-core clang libclang-rt-dev xvfb xauth \
-        xdotool valgrind iproute2
+# The Debian packages, by what needs them: running a program (MPICH), the viewer (SDL2 and
+# a font), Check (the unit suites and the grader), and tools only the tests use (clang's
+# libFuzzer, a virtual display and a key presser, valgrind, network namespaces).
+RUN_DEBS   := mpich libmpich-dev zlib1g-dev pkg-config
+VIEW_DEBS  := libsdl2-dev libsdl2-ttf-dev libsdl2-image-dev fonts-dejavu-core
+CHECK_DEBS := check libsubunit-dev
+TEST_DEBS  := clang libclang-rt-dev xvfb xauth xdotool valgrind iproute2
+DEBS       := $(RUN_DEBS) $(VIEW_DEBS) $(CHECK_DEBS) $(TEST_DEBS)
+FONT       := /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf
 
 deps:
 	@bash scripts/deps.sh $(DEBS)
 
-# Runs `make deps` first when something is missing, so a fresh machine needs nothing else.
+# $(call need,COMMANDS,MODULES,FILES,DEBS): a recipe line that installs DEBS
+# (scripts/deps.sh) when a command is not on PATH, a pkg-config module is not found or a
+# file is missing, so each target asks only for what it uses: `make demo` never for the
+# tests' tools, and a fresh machine needs nothing else.
+need = @miss=; for c in $(1); do command -v $$c >/dev/null 2>&1 || miss="$$miss $$c"; done; \
+  for m in $(2); do pkg-config --exists $$m 2>/dev/null || miss="$$miss $$m"; done; \
+  for f in $(3); do [ -e $$f ] || miss="$$miss $$f"; done; \
+  if [ -n "$$miss" ]; then echo "dtlab: missing:$$miss; installing what this target needs"; \
+    bash scripts/deps.sh $(4) || exit 1; fi
+RUN_CMDS   := mpicc $(MPIEXEC) pkg-config
+
 check-deps:
-	@if [ -z "$(MPICC)" ] || [ "$(HAVE_PKGS)" != yes ] || ! command -v $(MPIEXEC) >/dev/null || \
-	    ! command -v clang >/dev/null || ! command -v Xvfb >/dev/null || ! command -v xdotool >/dev/null || \
-	    ! command -v valgrind >/dev/null; then \
-	  echo "dtlab: some packages are missing; running 'make deps' first"; \
-	  bash scripts/deps.sh $(DEBS) || exit 1; fi
+	$(call need,$(RUN_CMDS) clang Xvfb xauth xdotool valgrind,$(PKGS),$(FONT),$(DEBS))
+check-run-deps:
+	$(call need,$(RUN_CMDS),zlib,,$(RUN_DEBS))
+check-view-deps:
+	$(call need,$(RUN_CMDS),zlib sdl2 SDL2_ttf SDL2_image,$(FONT),$(RUN_DEBS) $(VIEW_DEBS))
+check-grade-deps:
+	$(call need,$(RUN_CMDS) objcopy,zlib check,,$(RUN_DEBS) $(CHECK_DEBS))
 
 # ---- running ----------------------------------------------------------------
 NPROC := $(shell nproc 2>/dev/null || echo 2)
@@ -306,6 +325,13 @@ test: check-deps
 	  "plain run, dtviz draws with SDL's software renderer and hwloc skips its PCI plugin" \
 	  "(their leaks cannot be suppressed: see the Makefile)"; fi
 	@BUILD=$(BUILD) CUDA=$(CUDA) MPIEXEC=$(MPIEXEC) bash tests/run.sh
+
+# The quick subset, for a learner after a change (a minute or two): the unit suites, the
+# multi-rank suites and every lesson at 1 and 3 ranks (tests/run.sh with QUICK=1). It
+# needs Check, not the viewer's or the tests' tools; `make test` runs everything.
+check: check-grade-deps
+	@$(MAKE) --no-print-directory -j$(NPROC) $(LIBDT) $(LESSONS) $(UNIT) $(MULTI)
+	@BUILD=$(BUILD) CUDA=$(CUDA) MPIEXEC=$(MPIEXEC) QUICK=1 bash tests/run.sh
 
 # valgrind's memcheck on every unit suite: no invalid access, no uninitialised value
 # used, no leak (definite or possible). A build without SANITIZE (valgrind cannot run
@@ -324,30 +350,38 @@ valgrind: check-deps
 	  echo "valgrind: $(words $(UNIT)) unit suites clean"
 
 # The ring allreduce lesson at 4 ranks, then the viewer on its trace: a window when there
-# is a display, else every step as a PNG.
-demo: check-deps
-	@$(MAKE) --no-print-directory $(BUILD)/lessons/08_ring_allreduce $(BUILD)/dttrace $(DTVIZ)
-	$(MPIEXEC) -n 4 $(BUILD)/lessons/08_ring_allreduce --trace $(BUILD)/demo.trace
-	@$(BUILD)/dttrace --chrome $(BUILD)/demo.json $(BUILD)/demo.trace >/dev/null
-	@if [ -n "$${DISPLAY:-}$${WAYLAND_DISPLAY:-}" ] && $(DTVIZ) $(BUILD)/demo.trace; then :; else \
+# is a display, else every step as a PNG. It needs MPICH and SDL2 only, and builds only
+# the lesson, dttrace and the viewer, in parallel, for the CPU: where nvcc makes $(BUILD)
+# a CUDA build, into $(DEMO_BUILD) instead (the ring's chunks are the lesson, not the GPU),
+# so the first run skips the CUDA compiles. Its outputs go to $(BUILD) either way.
+DEMO_BUILD ?= $(if $(filter 1,$(CUDA)),$(BUILD)-cpu,$(BUILD))
+DEMO_CUDA  := $(if $(filter $(BUILD),$(DEMO_BUILD)),$(CUDA),0)
+demo: check-view-deps
+	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=$(DEMO_BUILD) CUDA=$(DEMO_CUDA) \
+	  $(DEMO_BUILD)/lessons/08_ring_allreduce $(DEMO_BUILD)/dttrace $(DEMO_BUILD)/dtviz
+	@mkdir -p $(BUILD)
+	$(MPIEXEC) -n 4 $(DEMO_BUILD)/lessons/08_ring_allreduce --trace $(BUILD)/demo.trace
+	@$(DEMO_BUILD)/dttrace --chrome $(BUILD)/demo.json $(BUILD)/demo.trace >/dev/null
+	@if [ -n "$${DISPLAY:-}$${WAYLAND_DISPLAY:-}" ] && $(DEMO_BUILD)/dtviz $(BUILD)/demo.trace; then :; else \
 	  rm -rf $(BUILD)/demo-frames; \
-	  $(DTVIZ) --frames $(BUILD)/demo-frames $(BUILD)/demo.trace >/dev/null || exit 1; \
+	  $(DEMO_BUILD)/dtviz --frames $(BUILD)/demo-frames $(BUILD)/demo.trace >/dev/null || exit 1; \
 	  echo; echo "No window (no display, or the viewer said why above): each step of the ring is a PNG in $(BUILD)/demo-frames/"; \
-	  echo "(or run '$(DTVIZ) $(BUILD)/demo.trace' where there is a display)."; fi
+	  echo "(or run '$(DEMO_BUILD)/dtviz $(BUILD)/demo.trace' where there is a display)."; fi
 	@echo "The trace: $(BUILD)/demo.trace; for https://ui.perfetto.dev: $(BUILD)/demo.json"
 
 # The README's pictures, drawn by the viewer itself.
-pictures: $(DTVIZ) $(TRAIN)
+pictures: check-view-deps
+	@$(MAKE) --no-print-directory -j$(NPROC) $(DTVIZ) $(TRAIN)
 	bash viz/pictures.sh $(BUILD)
 
 LESSON := $(firstword $(wildcard lessons/$(L)_*.c))
-run: check-deps
+run: check-run-deps
 	@if [ -z "$(LESSON)" ]; then echo "dtlab: no lesson $(L); the lessons are:" \
 	  $(patsubst lessons/%.c,%,$(wildcard lessons/[0-9]*.c)) "(L=08 picks 08_...)" >&2; exit 2; fi
 	@$(MAKE) -s --no-print-directory $(LESSON:lessons/%.c=$(BUILD)/lessons/%)
 	$(MPIEXEC) -n $(NP) $(LESSON:lessons/%.c=$(BUILD)/lessons/%) $(ARGS)
 
-bench: check-deps
+bench: check-run-deps
 	@$(MAKE) --no-print-directory $(BENCH)
 	$(MPIEXEC) -n 2 $(BENCH) $(ARGS)
 	$(MPIEXEC) -n 4 $(BENCH) $(ARGS)
@@ -369,7 +403,7 @@ override WORK        := $(value WORK)
 override TAP         := $(value TAP)
 override EXTRA_TESTS := $(value EXTRA_TESTS)
 export EX SOLUTION WORK EXTRA_TESTS TAP HINTS STRICT RULES GRADE_RANKS GRADE_TIMEOUT GRADE_WAIT
-grade: check-deps
+grade: check-grade-deps
 	@$(MAKE) --no-print-directory $(LIBDT)
 	@BUILD=$(BUILD) CUDA=$(CUDA) MPIEXEC=$(MPIEXEC) bash tests/grade/grade.sh
 
@@ -385,6 +419,9 @@ reset:
 	@f=exercises/$(RESET_DIR)/$(call ex_topic,$(RESET_DIR)).c; \
 	  git show $(RESET_REF):$$f > $$f.fresh || { rm -f $$f.fresh; exit 1; }; \
 	  if cmp -s $$f $$f.fresh; then rm -f $$f.fresh; echo "$$f is already as $(RESET_REF) has it"; \
+	    up=$$(git rev-parse -q --abbrev-ref origin/HEAD 2>/dev/null); \
+	    if [ "$(RESET_REF)" = HEAD ] && [ -n "$$up" ] && ! git diff --quiet "$$up" -- $$f 2>/dev/null; then \
+	      echo "(you committed changes to it: 'make reset EX=$(EX) RESET_REF=$$up' puts back dtlab's version)"; fi; \
 	  else keep=$$f.mine; i=0; while [ -e $$keep ]; do i=$$((i + 1)); keep=$$f.mine.$$i; done; \
 	  cp $$f $$keep && mv $$f.fresh $$f && echo "$$f is back as $(RESET_REF) has it; yours is $$keep"; fi
 
