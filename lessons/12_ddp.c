@@ -34,7 +34,7 @@ static const char usage[] =
     DT_COMMON_USAGE
     "  --help              this text\n";
 
-enum { TOL_EXP = 5, NCAPS = 3, MAXSTEPS = 200, MAXLAYERS = 16 };
+enum { TOL_EXP = 5, NCAPS = 3, MAXLAYERS = 16 };
 
 /* The buckets ddp.c makes for model m under a cap of cap_kb KiB: dt_ddp_buckets on
  * the model's layer offsets, fp32 gradients. Writes each layer's bucket into of[]
@@ -45,24 +45,6 @@ static int buckets(const dt_mlp_config *m, int cap_kb, int *of)
     for (int l = 0; l <= m->layers; l++)
         off[l] = l < m->layers ? dt_mlp_layer_offset(m, l) : dt_mlp_nparams(m);
     return dt_ddp_buckets(off, m->layers, sizeof(float), (size_t)cap_kb * 1024, of);
-}
-
-/* dt_train calls this on rank 0 after each step: when the step ended. */
-static void step_ended(const dt_step_report *r, void *ctx)
-{
-    ((double *)ctx)[r->step - 1] = MPI_Wtime();
-}
-
-/* The times of steps 2..S (step 1 warms up), each from the end of the step before,
- * as rank 0 saw them; the same on every rank. */
-static dt_timing step_times(const double *end, int steps)
-{
-    double d[MAXSTEPS];
-    for (int s = 1; s < steps; s++)
-        d[s - 1] = end[s] - end[s - 1];
-    dt_timing t = dt_timing_of(d, steps - 1);
-    MPI_Bcast(&t, sizeof t, MPI_BYTE, 0, MPI_COMM_WORLD);
-    return t;
 }
 
 int main(int argc, char **argv)
@@ -117,14 +99,9 @@ int main(int argc, char **argv)
 
     /* ==== the library calls: overlap on, overlap off, serial ==== */
     dt_train_result on, off, ref;
-    double end[2][MAXSTEPS];               /* when each step ended, rank 0 */
-    c.on_step = step_ended;
-    c.ctx = end[0];
     dt_train(&c, MPI_COMM_WORLD, &on);
     c.overlap = 0;
-    c.ctx = end[1];
     dt_train(&c, MPI_COMM_WORLD, &off);
-    c.on_step = NULL;
     dt_train_serial(&c, MPI_COMM_WORLD, &ref);
     const dt_train_result *run[2] = {&on, &off};
     double diff[2];
@@ -155,7 +132,7 @@ int main(int argc, char **argv)
     }
 
     /* ==== the numbers: time per step, overlap on against off ==== */
-    dt_timing ton = step_times(end[0], steps), toff = step_times(end[1], steps);
+    dt_timing ton = dt_train_step_timing(&on), toff = dt_train_step_timing(&off);
     double son = dt_timing_spread(ton), soff = dt_timing_spread(toff);
     if (n > 1) {
         dt_printf0("\nTime per step, the median of steps 2..%d +- half their "

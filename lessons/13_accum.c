@@ -36,28 +36,7 @@ static const char usage[] =
     DT_COMMON_USAGE
     "  --help              this text\n";
 
-enum { TOL_EXP = 5, MAXSTEPS = 200 };
-
-/* dt_train calls this on rank 0 after each step: when the step ended. */
-static void step_ended(const dt_step_report *r, void *ctx)
-{
-    ((double *)ctx)[r->step - 1] = MPI_Wtime();
-}
-
-/* The times of steps 2..S (step 1 warms up), each from the end of the step before,
- * as rank 0 saw them; the same on every rank. One step: its time, no spread. */
-static dt_timing step_times(const double *end, const dt_train_result *r)
-{
-    double d[MAXSTEPS];
-    for (int s = 1; s < r->steps; s++)
-        d[s - 1] = end[s] - end[s - 1];
-    dt_timing t = dt_timing_of(d, r->steps - 1);
-    MPI_Bcast(&t, sizeof t, MPI_BYTE, 0, MPI_COMM_WORLD);
-    if (r->steps < 2)
-        t = (dt_timing){r->seconds_per_step, r->seconds_per_step,
-                        r->seconds_per_step, 1};
-    return t;
-}
+enum { TOL_EXP = 5 };
 
 int main(int argc, char **argv)
 {
@@ -110,14 +89,9 @@ int main(int argc, char **argv)
 
     /* ==== the library calls: accum K, accum 1 (one big batch), serial ==== */
     dt_train_result acc, big, ref;
-    double end[2][MAXSTEPS];               /* when each step ended, rank 0 */
-    c.on_step = step_ended;
-    c.ctx = end[0];
     dt_train(&c, MPI_COMM_WORLD, &acc);
     c.accum = 1;
-    c.ctx = end[1];
     dt_train(&c, MPI_COMM_WORLD, &big);
-    c.on_step = NULL;
     dt_train_serial(&c, MPI_COMM_WORLD, &ref);
     const dt_train_result *pair[3][2] = {{&acc, &ref}, {&big, &ref},
                                          {&acc, &big}};
@@ -153,7 +127,7 @@ int main(int argc, char **argv)
                "rows, not %d.\n", rows, rows, K, mb, rows);
 
     /* ==== the numbers: time per step ==== */
-    dt_timing ta = step_times(end[0], &acc), tb = step_times(end[1], &big);
+    dt_timing ta = dt_train_step_timing(&acc), tb = dt_train_step_timing(&big);
     double sa = dt_timing_spread(ta), sb = dt_timing_spread(tb);
     int enough = ta.runs >= 3;           /* steps to tell a difference from noise */
     char how[80] = "step 1 alone (a median and a spread need more steps)";

@@ -37,28 +37,7 @@ static const char usage[] =
     DT_COMMON_USAGE
     "  --help              this text\n";
 
-enum { TOL_EXP = 5, MAXSTEPS = 200 };
-
-/* dt_train calls this on rank 0 after each step: when the step ended. */
-static void step_ended(const dt_step_report *r, void *ctx)
-{
-    ((double *)ctx)[r->step - 1] = MPI_Wtime();
-}
-
-/* The times of steps 2..S (step 1 warms up), each from the end of the step before,
- * as rank 0 saw them; the same on every rank. One step: its time, no spread. */
-static dt_timing step_times(const double *end, const dt_train_result *r)
-{
-    double d[MAXSTEPS];
-    for (int s = 1; s < r->steps; s++)
-        d[s - 1] = end[s] - end[s - 1];
-    dt_timing t = dt_timing_of(d, r->steps - 1);
-    MPI_Bcast(&t, sizeof t, MPI_BYTE, 0, MPI_COMM_WORLD);
-    if (r->steps < 2)
-        t = (dt_timing){r->seconds_per_step, r->seconds_per_step,
-                        r->seconds_per_step, 1};
-    return t;
-}
+enum { TOL_EXP = 5 };
 
 /* The bytes this rank sends in one collective, measured on its own: 'a' a
  * dt_allreduce of n floats, 'g' a dt_allgather of blocks of n floats, 'r' the
@@ -126,15 +105,10 @@ int main(int argc, char **argv)
 
     /* ==== the library calls: Megatron, allgather, serial ==== */
     dt_train_result meg, gat, ref;
-    double end[2][MAXSTEPS];               /* when each step ended, rank 0 */
-    c.on_step = step_ended;
     c.tp_style = DT_TP_MEGATRON;
-    c.ctx = end[0];
     dt_train(&c, MPI_COMM_WORLD, &meg);
     c.tp_style = DT_TP_ALLGATHER;
-    c.ctx = end[1];
     dt_train(&c, MPI_COMM_WORLD, &gat);
-    c.on_step = NULL;
     dt_train_serial(&c, MPI_COMM_WORLD, &ref);
     const dt_train_result *run[2] = {&meg, &gat};
     double diff[2];
@@ -202,7 +176,7 @@ int main(int argc, char **argv)
     }
 
     /* ==== the numbers: time per step ==== */
-    dt_timing tm = step_times(end[0], &meg), tg = step_times(end[1], &gat);
+    dt_timing tm = dt_train_step_timing(&meg), tg = dt_train_step_timing(&gat);
     double sm = dt_timing_spread(tm), sg = dt_timing_spread(tg);
     int enough = tm.runs >= 3;           /* steps to tell a difference from noise */
     char how[80] = "step 1 alone (a median and a spread need more steps)";

@@ -37,28 +37,7 @@ static const char usage[] =
     DT_COMMON_USAGE
     "  --help              this text\n";
 
-enum { TOL_EXP = 5, WIDTH = 80, MAXSTEPS = 200 };
-
-/* dt_train calls this on rank 0 after each step: when the step ended. */
-static void step_ended(const dt_step_report *r, void *ctx)
-{
-    ((double *)ctx)[r->step - 1] = MPI_Wtime();
-}
-
-/* The times of steps 2..S (step 1 warms up), each from the end of the step before,
- * as rank 0 saw them; the same on every rank. One step: its time, no spread. */
-static dt_timing step_times(const double *end, const dt_train_result *r)
-{
-    double d[MAXSTEPS];
-    for (int s = 1; s < r->steps; s++)
-        d[s - 1] = end[s] - end[s - 1];
-    dt_timing t = dt_timing_of(d, r->steps - 1);
-    MPI_Bcast(&t, sizeof t, MPI_BYTE, 0, MPI_COMM_WORLD);
-    if (r->steps < 2)
-        t = (dt_timing){r->seconds_per_step, r->seconds_per_step,
-                        r->seconds_per_step, 1};
-    return t;
-}
+enum { TOL_EXP = 5, WIDTH = 80 };
 
 /* The P stages on one core: each runs its operations (dt_pp_order) until one needs
  * a message not yet sent (a forward, the stage before's forward of that
@@ -142,14 +121,10 @@ int main(int argc, char **argv)
 
     /* ==== the library calls: GPipe, 1F1B, serial ==== */
     dt_train_result res[2], ref;
-    double end[2][MAXSTEPS];               /* when each step ended, rank 0 */
-    c.on_step = step_ended;
     for (int sch = 0; sch < 2; sch++) {
         c.schedule = (dt_pp_schedule)sch;
-        c.ctx = end[sch];
         dt_train(&c, MPI_COMM_WORLD, &res[sch]);
     }
-    c.on_step = NULL;
     /* serial: one batch of 96; micro-batches are pp's */
     dt_train_serial(&c, MPI_COMM_WORLD, &ref);
     double diff[2];
@@ -189,7 +164,7 @@ int main(int argc, char **argv)
                    "the other,\naccumulating gradients. Try -n 4.\n");
 
     /* ==== the numbers: time per step, against the model's equal time ==== */
-    dt_timing tt[2] = {step_times(end[0], &res[0]), step_times(end[1], &res[1])};
+    dt_timing tt[2] = {dt_train_step_timing(&res[0]), dt_train_step_timing(&res[1])};
     double sp[2] = {dt_timing_spread(tt[0]), dt_timing_spread(tt[1])};
     int turn[2] = {turns(0, P, M), turns(1, P, M)};
     int enough = tt[0].runs >= 3;        /* steps to tell a difference from noise */

@@ -308,6 +308,25 @@ static void check_sizes(const dt_train_config *c)
             c->batch, m->layers, wide);
 }
 
+/* --dump FILE that cannot be written is refused before training, as --trace and
+ * --checkpoint are, not found out after it (rank 0 writes it; every rank stops). */
+static void check_dump(const char *path)
+{
+    char err[512] = "", why[640] = "";
+    int bad_path = 0;
+    if (path && dt_rank() == 0) {
+        int rc = dt_output_check(path, 0, err, sizeof err);
+        bad_path = rc != 0;
+        if (rc == -2)                   /* no file can have that name: show the name */
+            snprintf(why, sizeof why, "--dump '%s': %s", path, err);
+        else if (rc)                    /* err names the path and the reason */
+            snprintf(why, sizeof why, "--dump: %s", err);
+    }
+    DT_CHECK_MPI(MPI_Bcast(&bad_path, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (bad_path)
+        dt_usage_error(NULL, why);
+}
+
 /* ==== data: the same set on every rank ==== */
 
 static void load_data(const struct driver *d, unsigned long long seed, dt_dataset *set)
@@ -405,6 +424,7 @@ int main(int argc, char **argv)
     c.tp = c.pp = 1;
     struct driver d = {.examples = 4096, .features = 32, .classes = 10};
     parse(argc, argv, &c, &d);
+    check_dump(d.dump);
     c.on_device = dt_device() == DT_CUDA;
 
     dt_dataset set;

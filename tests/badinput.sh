@@ -238,8 +238,9 @@ badinput_tests() {
     bad_group "collbench: stray argument" "3" "$C" "extra"
     bad_group "collbench at 1 rank: bad input" "1" "$C" "--bogus" "--iters 3x"
 
-    # ---- --trace where no trace can be written: refused in dt_init, before work that
-    # would outlast the 10 s allowed, naming the path, and creating nothing
+    # ---- --trace (and train's --dump) where no file can be written: refused before work
+    # that would outlast the 10 s allowed (--trace in dt_init), naming the path, and
+    # creating nothing
     local D=$tmp/trace-dir p what
     rm -rf "$D" "$D.tmp"
     mkdir "$D"
@@ -252,6 +253,7 @@ badinput_tests() {
             "--iters 1000000 --trace $p"
         bad_group "--trace $what: train" "1 3" "$T" "--steps 1000000 --trace $p"
         bad_group "--trace $what: collbench" "1 3" "$C" "-C all -n 1000000 --trace $p"
+        bad_group "--dump $what: train" "3" "$T" "--steps 1000000 --dump $p"
     done
     unset bad_limit bad_want
     if [ -n "$(ls -A "$D")" ] || [ -e "$D.tmp" ]; then

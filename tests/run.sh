@@ -204,7 +204,40 @@ lessons=()                 # sections 3 and 4
 for bin in "$BUILD"/lessons/*; do
     [ -f "$bin" ] && [ -x "$bin" ] && lessons+=("$bin")
 done
+# code_named NAME: why the run in $log does not end with the line that names the code
+# it teaches, "The code: lib/a.c (f, g), lib/b.c (h)": every file must exist and define
+# every function named beside it (a line starting with a type, then "f("); "" when it does.
+code_named() {
+    local line item path f why=""
+    line=$(grep -v '^[[:space:]]*$' "$log" | grep -v '; running on the CPU$' | tail -n 1)
+    if [[ $line != "The code: "* ]]; then
+        echo "$1 ends with '${line:0:50}', not 'The code: ...'"
+        return
+    fi
+    while IFS= read -r item; do       # the items, split at commas outside parentheses
+        path=${item%% *}
+        if [ ! -f "$path" ]; then
+            why="$why; $1 names $path, which does not exist"
+            continue
+        fi
+        for f in $(sed -n 's/^[^(]*(\(.*\))$/\1/p' <<<"$item" | tr ',' ' '); do
+            grep -Eq "^[A-Za-z_].*[^A-Za-z0-9_]$f\(" "$path" ||
+                why="$why; $1 names $f, which $path does not define"
+        done
+    done < <(awk '{ d = 0; s = ""
+                    for (i = 1; i <= length($0); i++) {
+                        c = substr($0, i, 1)
+                        if (c == "(") d++
+                        if (c == ")") d--
+                        if (c == "," && d == 0) { print s; s = ""; continue }
+                        if (c == " " && s == "") continue
+                        s = s c }
+                    print s }' <<<"${line#The code: }")
+    echo "${why#; }"
+}
+
 lesson_tests() {
+    local unnamed="" why
     if [ ${#lessons[@]} -eq 0 ]; then
         echo "(no lessons built in $BUILD/lessons: skipping the lesson runs)"
     fi
@@ -212,6 +245,8 @@ lesson_tests() {
         name=lessons/$(basename "$bin")
         for n in $RANKS; do
             run "$name -n $n" 0 "$MPIEXEC" -n "$n" "$bin"
+            why=$(code_named "${name#lessons/} -n $n")
+            [ -z "$why" ] || unnamed="$unnamed; $why"
         done
         run "$name --help" 0 "$MPIEXEC" -n 1 "$bin" --help
         if [ "$(grep -c . "$log")" -lt 2 ]; then
@@ -221,6 +256,12 @@ lesson_tests() {
         run "$name --bogus" 2 "$MPIEXEC" -n 1 "$bin" --bogus
         run "$name --bogus -n 2" 2 "$MPIEXEC" -n 2 "$bin" --bogus
     done
+    : >"$log"
+    if [ ${#lessons[@]} -gt 0 ]; then
+        [ -z "$unnamed" ] && report "every lesson ends naming the code it teaches" 1 \
+            "${#lessons[@]} lessons, each path and function found" ||
+            report "every lesson ends naming the code it teaches" 0 "${unnamed#; }"
+    fi
 }
 want 3 && lesson_tests
 
@@ -355,7 +396,7 @@ train_tests() {
             report "$name" 0 "exit 2 but nothing on stderr  [$took]"
         else
             local msg
-            msg=$(grep -v '^usage:' "$tmp/stderr" | head -n 1)
+            msg=$(grep -v '^usage:' "$tmp/stderr" | grep -v '; running on the CPU$' | head -n 1)
             [ ${#msg} -le 50 ] || msg="${msg:0:47}..."
             report "$name" 1 "exit 2: $msg  [$took]"
         fi

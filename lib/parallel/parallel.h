@@ -26,6 +26,7 @@
 #include <mpi.h>
 #include <stddef.h>
 #include "nn/nn.h"
+#include "prog.h"     /* dt_timing */
 
 #ifdef __cplusplus
 extern "C" {
@@ -200,7 +201,12 @@ typedef struct {
     int *skipped;             /* [steps] 1 where fp16 skipped the step, every rank */
     float *params;            /* the final fp32 weights, whole model, rank 0 only */
     size_t nparams;
-    double seconds_per_step;  /* mean over steps 2.. (step 1 warms up), slowest rank */
+    double seconds_per_step;  /* mean over the steps after the first one trained (it
+                                 warms up; step 1, or the one after a resumed step),
+                                 slowest rank */
+    double *step_seconds;     /* [steps] each step's time, the slowest rank's, every rank
+                                 (0 for steps a resumed run did not train) */
+    int first_timed;          /* the first step seconds_per_step counts (1-based) */
     size_t bytes_sent;        /* through p2p during training, this rank */
     size_t bytes_sent_max;    /* the largest of any rank, every rank */
     double wait_seconds;      /* this rank's time in dt_waitall during training */
@@ -220,6 +226,10 @@ typedef struct {
  * message when dt_train_check fails. Fills r (release with dt_train_result_free). */
 void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *r);
 void dt_train_result_free(dt_train_result *r);
+
+/* The median and quartiles of the step times seconds_per_step averages (dt_timing_of);
+ * a run with one such step, or none, gives seconds_per_step with no spread. */
+dt_timing dt_train_step_timing(const dt_train_result *r);
 
 /* The reference for lessons and tests: rank 0 of comm trains c in mode serial alone
  * (dp's options cleared, no step reports) into ref, while the other ranks wait

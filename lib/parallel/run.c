@@ -259,6 +259,7 @@ void dti_step_end(dti_run *r, int step, float loss, int skipped, const char *ext
         r->t_sum += dt;
     r->res->loss[step - 1] = loss;
     r->res->skipped[step - 1] = skipped;
+    r->res->step_seconds[step - 1] = dt;
     if (r->rank == 0 && r->cfg->on_step) {
         dt_step_report rep = { .step = step, .loss = loss };
         snprintf(rep.extra, sizeof rep.extra, "%s", extra ? extra : "");
@@ -431,8 +432,9 @@ void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
     res->nparams = r.nparams;
     res->loss = calloc((size_t)c->steps, sizeof *res->loss);
     res->skipped = calloc((size_t)c->steps, sizeof *res->skipped);
+    res->step_seconds = calloc((size_t)c->steps, sizeof *res->step_seconds);
     res->params = r.rank == 0 ? calloc(r.nparams, sizeof(float)) : NULL;
-    DT_REQUIRE(res->loss && res->skipped && (r.rank != 0 || res->params),
+    DT_REQUIRE(res->loss && res->skipped && res->step_seconds && (r.rank != 0 || res->params),
                "out of host memory");
 
     dti_ckpt_open(&r);
@@ -456,6 +458,8 @@ void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
     double t = r.t_sum / (c->steps > r.first ? c->steps - r.first : 1), tmax = 0;
     MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, r.comm);
     res->seconds_per_step = tmax;
+    res->first_timed = c->steps > r.first ? r.first + 1 : r.first;
+    MPI_Allreduce(MPI_IN_PLACE, res->step_seconds, c->steps, MPI_DOUBLE, MPI_MAX, r.comm);
     MPI_Bcast(res->loss, c->steps, MPI_FLOAT, 0, r.comm);
     MPI_Bcast(res->skipped, c->steps, MPI_INT, 0, r.comm);
     res->peak_params = r.peak[DTI_PARAMS];
@@ -470,6 +474,7 @@ void dt_train_result_free(dt_train_result *r)
         return;
     free(r->loss);
     free(r->skipped);
+    free(r->step_seconds);
     free(r->params);
     free(r->stage_bubble);
     free(r->stage_stash);
@@ -478,6 +483,16 @@ void dt_train_result_free(dt_train_result *r)
     r->params = NULL;
     r->stage_bubble = NULL;
     r->stage_stash = NULL;
+}
+
+dt_timing dt_train_step_timing(const dt_train_result *r)
+{
+    int first = r->first_timed > 0 ? r->first_timed : 1, n = r->steps - first + 1;
+    if (n < 2 || r->step_seconds == NULL) {
+        double t = r->seconds_per_step;
+        return (dt_timing){t, t, t, 1};
+    }
+    return dt_timing_of(r->step_seconds + first - 1, n);
 }
 
 void dt_train_serial(const dt_train_config *c, MPI_Comm comm, dt_train_result *ref)
