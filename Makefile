@@ -375,7 +375,11 @@ pictures: check-view-deps
 	bash viz/pictures.sh $(BUILD)
 
 LESSON := $(firstword $(wildcard lessons/$(L)_*.c))
+# NP must be a rank count: mpiexec -n takes "0" or "abc" without a word and runs 1 rank
+NP_OK   = case '$(NP)' in ''|*[!0-9]*|0*) echo "dtlab: NP=$(NP) is not a rank count (NP=4 runs 4" \
+            "ranks)" >&2; exit 2;; esac
 run: check-run-deps
+	@$(NP_OK)
 	@if [ -z "$(LESSON)" ]; then echo "dtlab: no lesson $(L); the lessons are:" \
 	  $(patsubst lessons/%.c,%,$(wildcard lessons/[0-9]*.c)) "(L=08 picks 08_...)" >&2; exit 2; fi
 	@$(MAKE) -s --no-print-directory $(LESSON:lessons/%.c=$(BUILD)/lessons/%)
@@ -436,6 +440,7 @@ clean:
 HOSTS ?= $(NP)
 .PHONY: hosts
 hosts: check-deps
+	@$(NP_OK)
 	@if [ -z "$(LESSON)" ]; then echo "dtlab: no lesson $(L)" >&2; exit 2; fi
 	@$(MAKE) -s --no-print-directory $(LESSON:lessons/%.c=$(BUILD)/lessons/%)
 	bash scripts/hosts.sh $(HOSTS) $(if $(RATE),--rate $(RATE)) $(if $(DELAY),--delay $(DELAY)) \

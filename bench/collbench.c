@@ -141,6 +141,7 @@ typedef struct {
     MPI_Op op;
     const char *csv_path;
     FILE *csv;                  /* rank 0 only */
+    int csv_err;                /* rank 0: errno of the first failed write to it, or 0 */
     int rank, n;
     size_t ts;                  /* bytes per element */
     void *sendbuf[2], *recvbuf[2];  /* [impl], maxbytes each: dtlab's on dt_device(),
@@ -154,6 +155,35 @@ typedef struct {
 
 enum { DTLAB = 0, MPI = 1 };
 static const char *impl_name[2] = {"dtlab", "mpi"};
+
+/* Rank 0, after writing to the CSV: keeps the reason of its first failure. A write is
+ * buffered, so a full disk may show only at the end (csv_close). */
+static void csv_check(bench_t *b)
+{
+    if (b->csv_err == 0 && ferror(b->csv))
+        b->csv_err = errno ? errno : EIO;
+}
+
+/* Flushes and closes the CSV. Returns 1 when every row reached it, the same on every
+ * rank; else rank 0 says why, naming the file. */
+static int csv_close(bench_t *b)
+{
+    int ok = 1;
+    if (b->csv) {
+        if (b->csv_err == 0 && fflush(b->csv) != 0)
+            b->csv_err = errno;
+        csv_check(b);
+        if (fclose(b->csv) != 0 && b->csv_err == 0)
+            b->csv_err = errno;
+        b->csv = NULL;
+        ok = b->csv_err == 0;
+        if (!ok)
+            fprintf(stderr, "collbench: cannot write the rows to %s: %s\n", b->csv_path,
+                    strerror(b->csv_err));
+    }
+    DT_CHECK_MPI(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    return ok;
+}
 
 /* The op MPI's own collectives apply: MPI has no fp16, so dtlab lends it one. */
 static MPI_Op mpi_op(const bench_t *b)
@@ -422,6 +452,7 @@ static void print_row(bench_t *b, const coll_t *c, int impl, size_t nbytes, int 
                 strcmp(w, "N/A") ? w : "");
     }
     fprintf(b->csv, ",%d,%s\n", b->n, dt_polite() ? "polite" : "block");
+    csv_check(b);
 }
 
 /* ==== one collective, every size ==== */
@@ -586,11 +617,17 @@ int main(int argc, char **argv)
     int ok = 1;
     char why[600] = "";                         /* rank 0's, which alone speaks */
     if (b.csv_path && b.rank == 0) {
-        b.csv = fopen(b.csv_path, "w");
-        ok = b.csv != NULL;
-        if (!ok)
-            snprintf(why, sizeof why, "--csv: cannot write %.500s: %s", b.csv_path,
-                     strerror(errno));
+        char err[512];
+        if (dt_output_check(b.csv_path, 0, err, sizeof err) == -2) {
+            ok = 0;                     /* no file can have that name: show the name */
+            snprintf(why, sizeof why, "--csv '%.300s': %.250s", b.csv_path, err);
+        } else {
+            b.csv = fopen(b.csv_path, "w");
+            ok = b.csv != NULL;
+            if (!ok)
+                snprintf(why, sizeof why, "--csv: cannot write %.500s: %s", b.csv_path,
+                         strerror(errno));
+        }
     }
     DT_CHECK_MPI(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (!ok) dt_usage_error(usage, why);
@@ -599,6 +636,8 @@ int main(int argc, char **argv)
                        "time_us,algbw_GBps,busbw_GBps,wrong,"
                        "inplace_time_us,inplace_algbw_GBps,inplace_busbw_GBps,inplace_wrong,"
                        "nranks,wait\n");
+    if (b.csv)
+        csv_check(&b);
 
     /* Buffers: sendbuf and recvbuf of the largest size, dtlab's where the data lives and
      * MPI's on the host (every collective's buffers fit in S bytes, and S is maxbytes
@@ -659,7 +698,7 @@ int main(int argc, char **argv)
                avg[DTLAB], avg[MPI], avg[MPI] > 0 ? avg[DTLAB] / avg[MPI] : 0);
 
     /* De-Initialization */
-    if (b.csv) fclose(b.csv);
+    int csv_ok = csv_close(&b);     /* rows that never reached their file: status 1 */
     if (mirror) {
         dt_free(b.sendbuf[MPI]);
         dt_free(b.recvbuf[MPI]);
@@ -669,5 +708,5 @@ int main(int argc, char **argv)
     dt_free(b.ref);
     dt_free(b.got);
     dt_finalize();
-    return b.wrong_total ? 1 : 0;
+    return b.wrong_total || !csv_ok ? 1 : 0;
 }

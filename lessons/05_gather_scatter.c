@@ -101,9 +101,14 @@ int main(int argc, char **argv)
     dt_format_bytes((double)(size - 1) * blk, sf, sizeof sf);
     dt_printf_ordered("%4d  %6s  %7d | %12s  %11s | %13s  %13s\n", rank, par, size, g,
                       rank == root ? "(keeps all)" : gf, s, sf);
-    if (n > 2)
+    if (n > 2 && dt_log2_ceil(n) < n - 1)
         dt_printf0("\nThe root receives %d blocks in a gather whatever the algorithm; the tree\n"
                    "takes them in %d messages instead of %d.\n", n - 1, dt_log2_ceil(n), n - 1);
+    else if (n > 2)                          /* N = 3: log2 N rounds up to N - 1 */
+        dt_printf0("\nThe root receives %d blocks in a gather whatever the algorithm. At %d "
+                   "ranks\nthe tree takes them in %d messages, as many as one from each "
+                   "rank; from 4\nranks on it takes fewer (log2 N, rounded up, against "
+                   "N-1).\n", n - 1, n, dt_log2_ceil(n));
     /* the measured bytes are the formulas' (the root keeps its gathered blocks) */
     int bytes_ok = sent[0] == (rank == root ? 0 : size * blk) && sent[1] == (size - 1) * blk;
     MPI_Allreduce(MPI_IN_PLACE, &bytes_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);

@@ -192,15 +192,18 @@ int main(int argc, char **argv)
         char f[64];
         snprintf(f, sizeof f, "the ring, 2(N-1)/N G = 2x%d/%d x G", n - 1, n);
         dt_printf0("\nBytes sent per step by rank 0, for G = 4P = 4 x %zu = %.0f "
-                   "bytes of gradients:\n"
-                   "  %-34s %8.0f\n  %-34s %8.0f\n  %-34s %8zu   (dt_compress_bytes: "
-                   "chunks\n%49sthat N does not divide evenly)\n"
+                   "bytes\nof gradients:\n"
+                   "  %-34s %8.0f\n  %-34s %8.0f\n  %-34s %8zu   *\n"
+                   "*: dt_compress_bytes(DT_COMPRESS_NONE, ...) for each bucket: the "
+                   "function gives\n   a bucket's bytes on the wire under any codec "
+                   "(lesson 20), here none: the\n   ring's exact bytes, with the chunks "
+                   "N does not divide evenly.\n"
                    "Every bucket, however small, goes round the ring "
                    "(reduce-scatter, then\nallgather: lesson 08), and a rank "
                    "sends 2(N-1)/N of it: under 2G however\nmany ranks. The "
                    "cap changes how many messages, not how many bytes.\n",
                    P, G, "measured", sent, f, ring, "the same, bucket by bucket",
-                   exact, "");
+                   exact);
     }
 
     /* ==== the check ==== */

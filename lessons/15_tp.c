@@ -2,12 +2,13 @@
  *
  * What it teaches: when a layer is too big for one device, cut its weight
  * matrix. Megatron-LM pairs the layers: the first of a pair is cut by its
- * output columns, so each rank computes some of the hidden features whole; the
- * activation works feature by feature, so each rank feeds its features
- * straight into its slice of the second layer, cut by its input rows; the
+ * outputs (rows of W, which is out x in), so each rank computes some of the
+ * hidden features whole; the activation works feature by feature, so each rank
+ * feeds its features straight into its slice of the second layer, cut by its
+ * inputs (columns of W); the
  * pair's output is the sum of the ranks' partial outputs: one allreduce
  * forward (and one for the input gradient, backward). The simpler scheme cuts
- * every layer by columns and allgathers every output: twice the collectives.
+ * every layer by outputs and allgathers every output: twice the collectives.
  * This lesson trains both, counts their bytes, and checks both against serial
  * training.
  *
@@ -86,8 +87,8 @@ int main(int argc, char **argv)
                "and 2-3 are Megatron pairs; x is\nwhole on every rank, h_t = "
                "rank t's %d of the %d hidden features:\n\n", n,
                n == 1 ? "" : "s", n, c.batch, h, H);
-    dt_printf0("          layer 0: rows of W cut     layer 1: columns of W "
-               "cut\n");
+    dt_printf0("          layer 0: outputs cut       layer 1: inputs cut\n"
+               "          (rows of W)                (columns of W)\n");
     for (int t = 0; t < shown; t++) {
         int mid = t == (shown - 1) / 2;            /* where the sum is drawn */
         dt_printf0("  rank %d  x -> W0[%3d..%3d, :] -> relu -> W1[:, %3d..%3d]"
@@ -99,9 +100,9 @@ int main(int argc, char **argv)
     dt_printf0("\nsum: an allreduce. Forward: no communication inside the "
                "pair, one allreduce\nof the (B, out) partial outputs at its "
                "end. Backward: one allreduce of the\ninput gradient. The "
-               "allgather scheme cuts every layer by rows of W (output\n"
-               "columns) and allgathers each output: a collective per layer "
-               "each way, not\nper pair.\n\n");
+               "allgather scheme cuts every layer by its outputs (rows of\n"
+               "W) and allgathers each output: a collective per layer "
+               "each way, not per\npair.\n\n");
 
     /* ==== the library calls: Megatron, allgather, serial ==== */
     dt_train_result meg, gat, ref;
@@ -117,15 +118,11 @@ int main(int argc, char **argv)
                                      MPI_COMM_WORLD);
 
     /* ==== the numbers: bytes and weights, beside their formulas ==== */
-    char a[32], b[32], p[32];
-    dt_printf0("Bytes sent per step, and weights held, on each rank:\n"
+    dt_printf0("Bytes sent per step, and weights held, on each rank, in KiB:\n"
                "  rank   Megatron  allgather    weights\n");
-    dt_printf_ordered("  %4d  %9s  %9s  %9s\n", rank,
-                      dt_format_bytes((double)meg.bytes_sent / steps, a,
-                                      sizeof a),
-                      dt_format_bytes((double)gat.bytes_sent / steps, b,
-                                      sizeof b),
-                      dt_format_bytes((double)meg.peak_params, p, sizeof p));
+    dt_printf_ordered("  %4d  %9.1f  %9.1f  %9.1f\n", rank,
+                      meg.bytes_sent / 1024.0 / steps, gat.bytes_sent / 1024.0 /
+                      steps, meg.peak_params / 1024.0);
     /* per step, one micro-batch of B rows: Megatron's g after layers 1 and 3,
      * its f before layer 2 (layer 0 needs no input gradient); the allgather
      * scheme's gather after every layer, its f before layers 3, 2, 1 */
@@ -133,8 +130,8 @@ int main(int argc, char **argv)
     double aH = sent_by('a', B * H), aO = sent_by('a', B * out);
     double gH = sent_by('g', B * h), gO = sent_by('g', B * wo), r = sent_by('r', 1);
     double fm = 2 * aH + aO + r, fg = 3 * gH + gO + 3 * aH + r;
-    /* the weights a rank holds: a column cut keeps h rows of W and h biases, a
-     * row cut h columns of W and the whole bias */
+    /* the weights a rank holds: an output cut keeps h rows of W and h biases,
+     * an input cut h columns of W and the whole bias */
     double w[4] = {h * (in + 1.0), H * (h + 1.0), h * (H + 1.0), out * (h + 1.0)};
     double fw = 4 * (w[0] + w[1] + w[2] + w[3]);
     int mine = meg.bytes_sent == fm * steps && gat.bytes_sent == fg * steps &&
@@ -164,12 +161,13 @@ int main(int argc, char **argv)
         dt_printf0("On the busiest rank the allgather scheme sends %.0f / %.0f = "
                    "%.2f times\nMegatron's bytes.\n", gb / steps, mb / steps,
                    gb / mb);
-        dt_printf0("Weights on a rank, h = H/N = %d (a column cut keeps h rows "
-                   "and h biases, a row\ncut h columns and the whole bias):\n"
+        dt_printf0("Weights on a rank, h = H/N = %d (an output cut keeps h rows "
+                   "of W and h biases,\nan input cut h columns of W and the whole "
+                   "bias):\n"
                    "  h(in+1) + H(h+1) + h(H+1) + out(h+1) = %.0f + %.0f + %.0f "
-                   "+ %.0f floats\n  = %.0f bytes, a little over P/N = %zu/%d: "
-                   "the row cuts' whole biases.\n", h, w[0], w[1], w[2], w[3],
-                   fw, np, n);
+                   "+ %.0f floats\n  = %.0f bytes, a little over 4P/N = 4 x %zu/%d "
+                   "= %.0f bytes: the input\n  cuts' whole biases.\n", h, w[0],
+                   w[1], w[2], w[3], fw, np, n, 4.0 * np / n);
     } else {
         dt_printf0("With one rank nothing is cut and nothing sent. Try "
                    "-n 4.\n");

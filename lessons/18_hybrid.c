@@ -153,12 +153,6 @@ static void model(const dt_train_config *c, int D, int T, int P, int rank, cost 
         PUT(k->f, " + loss 8");
 }
 
-/* On rank 0, after every step: when it ended. */
-static void on_step(const dt_step_report *r, void *ctx)
-{
-    ((double *)ctx)[r->step - 1] = MPI_Wtime();
-}
-
 int main(int argc, char **argv)
 {
     /* ==== setup ==== */
@@ -213,23 +207,22 @@ int main(int argc, char **argv)
     int rows = c.batch / D;
     dt_printf_ordered("  %4d %2d %2d %2d  %2zu..%-2zu  %4d..%-4d  %-8s  %-8s  %s\n", rank,
                       d, p, t, l0, l1 - 1, d * rows, (d + 1) * rows - 1, gt, gp, gd);
+    char pipe[128];
+    snprintf(pipe, sizeof pipe, "activations passed down, gradients up, in\n"
+             "          %d micro-batches, 1F1B (lesson 16)", M);
     dt_printf0("\ntp group: the same layers, 1/%d of each matrix; allreduces inside each\n"
                "          layer pair, every micro-batch (lesson 15)\npp group: one "
-               "replica's stages; activations passed down, gradients up, in\n          %d "
-               "micro-batches, 1F1B (lesson 16)\ndp group: the same part of the model in "
+               "replica's stages; %s\ndp group: the same part of the model in "
                "every replica; one allreduce of\n          its gradients per step (lesson "
-               "12)\n\n", T, c.micro);
+               "12)\n\n", T, P > 1 ? pipe : "here one stage, so no pipeline:\n"
+               "          the replica's rows go through as one micro-batch");
     if (n == 1 || D == n || T == n || P == n)
         dt_printf0("With %d rank%s the grid has one dimension only: a single "
                    "mode. Try -n 4 or -n 8.\n\n", n, n == 1 ? "" : "s");
 
     /* ==== the library calls: hybrid, then serial ==== */
     dt_train_result res, ref;
-    double ends[200];
-    c.on_step = on_step;
-    c.ctx = ends;
     dt_train(&c, MPI_COMM_WORLD, &res);
-    c.on_step = NULL;
     dt_train_serial(&c, MPI_COMM_WORLD, &ref);
     double diff = dt_params_max_diff(res.params, ref.params, ref.nparams,
                                      MPI_COMM_WORLD);
@@ -264,15 +257,16 @@ int main(int argc, char **argv)
     int bytes_ok = got == want && 4 * k.held == res.peak_params;
     MPI_Allreduce(MPI_IN_PLACE, &bytes_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
 
-    /* the time: rank 0's steps 2.., from the ends on_step noted */
-    for (int s = steps - 1; s > 0; s--)
-        ends[s] -= ends[s - 1];
-    double spread = rank == 0 ? dt_timing_spread(dt_timing_of(ends + 1, steps - 1)) : 0;
-    MPI_Bcast(&spread, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    /* the time: the median and quartiles of steps 2.., each the slowest rank's */
+    dt_timing tm = dt_train_step_timing(&res);
+    double spread = dt_timing_spread(tm);
+    char how[128] = "step 1 alone: a median and a spread need more steps";
+    if (steps > 1)
+        snprintf(how, sizeof how, "the median of steps 2..%d on the slowest rank, +- "
+                 "half their\ninterquartile range", steps);
     dt_printf0("\nLoss: step 1 %.5f, step %d %.5f (serial: %.5f). %.2f ms per step +-%.0f%%"
-               "\n(the mean of steps 2.. on the slowest rank; +-: how rank 0's steps spread)."
-               "\n", res.loss[0], steps, res.loss[steps - 1], rank == 0 ? ref.loss[steps - 1]
-               : 0.0, res.seconds_per_step * 1e3, 100 * spread);
+               "\n(%s).\n", res.loss[0], steps, res.loss[steps - 1], rank == 0 ?
+               ref.loss[steps - 1] : 0.0, tm.median * 1e3, 100 * spread, how);
     dt_timing_note(spread, "This lesson compares no timings, so its checks stand; only "
                    "the time per step grows and varies (with ranks taking turns on cores, "
                    "each pipeline hand-off and each allreduce step waits for a core).");

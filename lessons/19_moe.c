@@ -45,10 +45,10 @@ static const char usage[] =
 enum { TOKENS = 64 };   /* tokens per group, one group a rank */
 
 /* What on_step reads from each step's report ("aux A  dropped D  busiest expert Bx  no-drop
- * capacity F  busiest rank R rows"), summed; and each step's drops, loss and end time. */
+ * capacity F  busiest rank R rows"), summed; and each step's drops and loss. */
 typedef struct {
     double dropped, busiest, nodrop, rows;
-    double drop[200], end[200];
+    double drop[200];
     float loss[200];
 } figures;
 
@@ -66,7 +66,6 @@ static void on_step(const dt_step_report *r, void *ctx)
         f->drop[r->step - 1] = dropped;
     }
     f->loss[r->step - 1] = r->loss;
-    f->end[r->step - 1] = MPI_Wtime();
 }
 
 /* The numbers on the line of s after the first `head`, at most max, into x (or NULL);
@@ -171,8 +170,10 @@ int main(int argc, char **argv)
     double slot = 1.0 * 2 * C * hidden * 4;  /* 1 group, 2 experts a rank */
     dt_printf0("(a) The all-to-all, balanced run. Model: every rank sends each other rank\n"
                "    1 group x 2 experts x C %d x %d floats x 4 = %.0f bytes, filled or not,"
-               "\n    per all-to-all, 4 a step: (N-1) x %.0f = %.0f bytes a rank. Measured:"
-               "\n", C, hidden, slot, slot, (n - 1) * slot);
+               "\n    in each all-to-all: (N-1) x %.0f = %.0f bytes a rank per all-to-all, "
+               "and\n    4 all-to-alls a step, 4 x %.0f = %.0f bytes a rank per step. "
+               "Measured, one\n    all-to-all:\n", C, hidden, slot, slot,
+               (n - 1) * slot, (n - 1) * slot, 4 * (n - 1) * slot);
     print_summary(bal.summary, "  measured", NULL);
     print_summary(bal.summary, "tokens sent", "tokens routed");
     /* the rows: the kept choices of each rank's tokens; the rest, the last step dropped */
@@ -199,25 +200,24 @@ int main(int argc, char **argv)
     const dt_train_result *rs[3] = {&bal, &sk, &room};
     figures *f3[3] = {&fb, &fs, &fr};
     int Cs[3] = {C, C, Cr};
-    double choices = (double)c.batch * k * steps, dt[200], sp[3];
+    double choices = (double)c.batch * k * steps, sp[3], med[3];
     for (int i = 0; i < 3; i++) {
-        for (int s = 1; s < steps; s++)
-            dt[s - 1] = f3[i]->end[s] - f3[i]->end[s - 1];
-        sp[i] = dt_timing_spread(dt_timing_of(dt, steps - 1));
+        dt_timing tm = dt_train_step_timing(rs[i]);   /* steps 2.., slowest rank */
+        sp[i] = dt_timing_spread(tm);
+        med[i] = tm.median;
         dt_printf0("  %-22s %3d  %5.0f = %4.1f%%  %6.2fx  %7.2f  %4.0f  %6.2f +-%.0f%%\n",
                    names[i], Cs[i], f3[i]->dropped, 100 * f3[i]->dropped / choices,
                    f3[i]->busiest / steps, f3[i]->nodrop, f3[i]->rows / steps,
-                   rs[i]->seconds_per_step * 1e3, 100 * sp[i]);
+                   med[i] * 1e3, 100 * sp[i]);
     }
-    MPI_Bcast(sp, 3, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     double noise = fmax(sp[0], fmax(sp[1], sp[2]));
     dt_printf0("\n  dropped: choices past C in their group, of B x k x steps = %d x %d x %d "
                "= %.0f\n  busiest: the most asked expert over the mean B k / E = %.0f, mean "
                "of the steps\n  no-drop: the capacity factor that drops none, E / (k T) x "
                "the most an expert\n    was asked in a group (balanced: %d / %d x %.0f = "
                "%.2f)\n  rows: the slots the busiest rank's experts filled, a step ('room "
-               "for all':\n    capacity factor E/k, C = %d)   ms/step: mean of steps 2.. (slowest "
-               "rank), +- spread\n", c.batch, k, steps, choices, (double)c.batch * k / E,
+               "for all':\n    capacity factor E/k, C = %d)   ms/step: median of steps 2.. (slowest "
+               "rank),\n    +- half their interquartile range\n", c.batch, k, steps, choices, (double)c.batch * k / E,
                E, k * TOKENS, fb.nodrop * k * TOKENS / E, fb.nodrop, Cr);
 
     /* why: an expert takes C choices a group and step, whatever slots it has free
@@ -251,7 +251,7 @@ int main(int argc, char **argv)
                steps, fb.nodrop);
 
     double rows_ratio = fr.rows / (fb.rows > 0 ? fb.rows : 1), grow = (double)Cr / C;
-    double t_ratio = room.seconds_per_step / bal.seconds_per_step, slack = sp[0] + sp[2];
+    double t_ratio = med[2] / med[0], slack = sp[0] + sp[2];
     dt_printf0("\n  Model of the cost, 'room for all' against 'balanced': the slots of "
                "every\n  all-to-all grow %.2fx (C %d -> %d), the busiest rank's expert rows "
                "%.2fx.\n  Measured time per step: %.2fx, +-%.0f%% (the two runs' spreads)."

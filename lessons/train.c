@@ -152,8 +152,8 @@ static float float_arg(double min, double max, int min_ok)
     double v = strtod(optarg, &end);
     if (errno || end == optarg || *end || isspace((unsigned char)*optarg) || !(v >= min) ||
         (v == min && !min_ok) || v > max)
-        bad("--%s wants a number %s %g and at most %g, not '%s'", optname,
-            min_ok ? "from" : "above", min, max, optarg);
+        bad("--%s wants a number %s %g %s %g, not '%s'", optname, min_ok ? "from" : "above",
+            min, min_ok ? "to" : "and at most", max, optarg);
     return (float)v;
 }
 
@@ -308,19 +308,24 @@ static void check_sizes(const dt_train_config *c)
             c->batch, m->layers, wide);
 }
 
-/* --dump FILE that cannot be written is refused before training, as --trace and
- * --checkpoint are, not found out after it (rank 0 writes it; every rank stops). */
-static void check_dump(const char *path)
+/* --dump FILE and --checkpoint DIR that cannot be written are refused before training
+ * (and before the banner), as --trace is, not found out after it; --resume '' too
+ * (the folder's checkpoint is read and checked in lib/parallel/checkpoint.c). Rank 0
+ * writes them, so rank 0 looks; every rank stops, status 2. is_dir: 0 a file written,
+ * 1 a folder written, -1 a folder read. */
+static void check_path(const char *opt, const char *path, int is_dir)
 {
     char err[512] = "", why[640] = "";
     int bad_path = 0;
     if (path && dt_rank() == 0) {
-        int rc = dt_output_check(path, 0, err, sizeof err);
+        int rc = dt_output_check(path, is_dir != 0, err, sizeof err);
+        if (is_dir < 0)                 /* read, not written: only the name counts */
+            rc = rc == -2 ? rc : 0;
         bad_path = rc != 0;
         if (rc == -2)                   /* no file can have that name: show the name */
-            snprintf(why, sizeof why, "--dump '%s': %s", path, err);
+            snprintf(why, sizeof why, "--%s '%s': %s", opt, path, err);
         else if (rc)                    /* err names the path and the reason */
-            snprintf(why, sizeof why, "--dump: %s", err);
+            snprintf(why, sizeof why, "--%s: %s", opt, err);
     }
     DT_CHECK_MPI(MPI_Bcast(&bad_path, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (bad_path)
@@ -393,19 +398,25 @@ static int dump(const char *path, const dt_train_result *res)
 {
     int ok = 1;
     if (dt_rank() == 0) {
+        int err = 0;                    /* errno of the first call that failed */
         FILE *f = fopen(path, "wb");
-        ok = f != NULL;
-        for (size_t i = 0; ok && i < res->nparams; i++) {
+        if (f == NULL)
+            err = errno;
+        for (size_t i = 0; !err && i < res->nparams; i++) {
             uint32_t u;
             memcpy(&u, &res->params[i], 4);
             unsigned char b[4] = {u & 255, u >> 8 & 255, u >> 16 & 255, u >> 24};
-            ok = fwrite(b, 1, 4, f) == 4;
+            if (fwrite(b, 1, 4, f) != 4)
+                err = errno ? errno : EIO;
         }
-        if (f && fclose(f) != 0)
-            ok = 0;
+        if (f && !err && fflush(f) != 0)      /* a full disk shows here or at fclose */
+            err = errno;
+        if (f && fclose(f) != 0 && !err)
+            err = errno;
+        ok = err == 0;
         if (!ok)
             fprintf(stderr, "train: cannot write the weights to %s: %s\n", path,
-                    strerror(errno));
+                    strerror(err));
     }
     MPI_Request req;
     DT_CHECK_MPI(MPI_Ibcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD, &req));
@@ -424,7 +435,9 @@ int main(int argc, char **argv)
     c.tp = c.pp = 1;
     struct driver d = {.examples = 4096, .features = 32, .classes = 10};
     parse(argc, argv, &c, &d);
-    check_dump(d.dump);
+    check_path("dump", d.dump, 0);
+    check_path("checkpoint", c.checkpoint_dir, 1);
+    check_path("resume", c.resume_dir, -1);
     c.on_device = dt_device() == DT_CUDA;
 
     dt_dataset set;

@@ -161,7 +161,10 @@ int dt_timing_note(double spread, const char *effect)
     if (m.loaded)
         add(text, len, &used, " The machine is busy with other work: its load average is "
             "%.1f on %d core%s.", m.load, m.cores, m.cores == 1 ? "" : "s");
-    if (noisy)
+    if (noisy && spread >= 10)                 /* the tables print at most +-999% */
+        add(text, len, &used, " Repeated runs of one measurement spread by more than "
+            "+-999%% around their median, so smaller differences mean nothing.");
+    else if (noisy)
         add(text, len, &used, " Repeated runs of one measurement spread by up to +-%.0f%% "
             "around their median, so smaller differences mean nothing.", 100 * spread);
     else

@@ -13,7 +13,16 @@
  *                path it could not write before the run: this fails only when
  *                something changed since, such as its folder removed)
  *        rank r = 0, 1, 2, ...: its text goes to rank 0, which appends it
- *        rank 0: closes and renames FILE.tmp to FILE (a reader never sees half a file)
+ *        rank 0: flushes, closes and renames FILE.tmp to FILE (a reader never sees
+ *                half a file), then tells everyone whether the trace was written
+ *
+ * FILE.tmp and the rename are for a file. A FILE that exists and is not one (a device
+ * such as /dev/null or /dev/full, a pipe, a terminal) is written directly: renaming
+ * over it would replace the device with a file, for every program on the machine.
+ *
+ * A trace that was asked for and not written fails the run: every rank finishes MPI
+ * and exits with status 1, after one line from rank 0 that names the file and the
+ * reason (strerror of the call that failed), as train does for --dump.
  *
  * The texts travel one rank at a time, with plain MPI point-to-point calls (the merge
  * is not itself traced): rank 0 needs room for one rank's text only, and no count or
@@ -33,7 +42,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "core.h"
 #include "errors.h"
 #include "internal.h"
 #include "p2p.h"
@@ -300,15 +311,24 @@ static char *format_events(const dt_event *ev, size_t n, size_t *len)
     return text;
 }
 
-/* Rank 0: opens tmp and writes the header. Returns the stream, or NULL after saying
- * why (a trace that cannot be written is reported, not fatal: the run itself worked). */
-static FILE *open_output(const char *tmp, long long nevents, const long long *all)
+/* Rank 0's one line when the trace cannot be written: the path asked for, the file
+ * written first when that is another (FILE.tmp), and the reason. */
+static void say_failed(const char *out, int err)
+{
+    int direct = strcmp(out, tr.path) == 0;
+    fprintf(stderr, "dtlab: cannot write the trace to %s: %s%s%s; no trace written\n",
+            tr.path, direct ? "" : out, direct ? "" : ": ", strerror(err));
+}
+
+/* Rank 0: opens out (FILE.tmp, or FILE itself when it is a device) and writes the
+ * header. Returns the stream, or NULL after saying why. */
+static FILE *open_output(const char *out, long long nevents, const long long *all)
 {
     char head[4 * DTI_TRACE_LINE_MAX];
     int k = dti_trace_format_header(head, sizeof head, tr.size, tr.program, tr.train,
                                     nevents);
     DT_REQUIRE(k > 0, "the trace header cannot be written");
-    FILE *f = fopen(tmp, "w");
+    FILE *f = fopen(out, "w");
     if (f != NULL && fwrite(head, 1, (size_t)k, f) == (size_t)k) {
         for (int r = 0; r < tr.size; r++)       /* a comment line: readers skip it */
             if (all[3 * r + 2] > 0)
@@ -319,11 +339,42 @@ static FILE *open_output(const char *tmp, long long nevents, const long long *al
     int e = errno;
     if (f != NULL) {
         fclose(f);
-        remove(tmp);
+        if (strcmp(out, tr.path) != 0)
+            remove(out);
     }
-    fprintf(stderr, "dtlab: cannot write the trace to %s: %s; no trace written\n",
-            tr.path, strerror(e));
+    say_failed(out, e);
     return NULL;
+}
+
+/* Rank 0: appends len bytes; the first failure's errno stays in *err (0: none yet). */
+static void put(FILE *f, const char *text, size_t len, int *err)
+{
+    if (*err == 0 && len > 0 && fwrite(text, 1, len, f) != len)
+        *err = errno ? errno : EIO;
+}
+
+/* Rank 0: flushes and closes f, then renames out to the trace's path unless they are
+ * the same. Returns 1 when the trace is in place, or 0 after one line saying which
+ * call failed and why; a failed FILE.tmp is removed. */
+static int finish_output(FILE *f, const char *out, int err)
+{
+    if (err == 0 && fflush(f) != 0)
+        err = errno;
+    if (err == 0 && ferror(f))
+        err = EIO;
+    if (fclose(f) != 0 && err == 0)
+        err = errno;
+    int direct = strcmp(out, tr.path) == 0;
+    if (err != 0) {
+        say_failed(out, err);
+    } else if (!direct && rename(out, tr.path) != 0) {
+        err = errno;
+        fprintf(stderr, "dtlab: cannot rename %s to %s: %s; no trace written\n", out,
+                tr.path, strerror(err));
+    }
+    if (err != 0 && !direct)
+        remove(out);
+    return err == 0;
 }
 
 void dti_trace_discard(void)
@@ -372,17 +423,19 @@ void dti_trace_close(void)
     DT_CHECK_MPI(MPI_Gather(mine, 3, MPI_LONG_LONG, all, 3, MPI_LONG_LONG, 0, comm));
 
     FILE *f = NULL;
-    char *tmp = NULL;
+    char *out = NULL;
     long long total = 0;
     int ok = 1;
     if (tr.rank == 0) {
         for (int r = 0; r < tr.size; r++)
             total += all[3 * r + 1];
+        struct stat st;
+        int device = stat(tr.path, &st) == 0 && !S_ISREG(st.st_mode);
         size_t plen = strlen(tr.path) + 5;
-        tmp = malloc(plen);
-        DT_REQUIRE(tmp != NULL, "out of memory for the trace path");
-        snprintf(tmp, plen, "%s.tmp", tr.path);
-        f = open_output(tmp, total, all);
+        out = malloc(plen);
+        DT_REQUIRE(out != NULL, "out of memory for the trace path");
+        snprintf(out, plen, device ? "%s" : "%s.tmp", tr.path);
+        f = open_output(out, total, all);
         ok = f != NULL;
     }
     /* Nobody sends when rank 0 has nowhere to put it. */
@@ -394,7 +447,8 @@ void dti_trace_close(void)
         dt_waitall(1, &req);
     }
     if (ok && tr.rank == 0) {
-        int wrote = fwrite(text, 1, len, f) == len;
+        int err = 0;
+        put(f, text, len, &err);
         for (int r = 1; r < tr.size; r++) {
             size_t rlen = (size_t)all[3 * r];
             if (rlen == 0)
@@ -404,26 +458,18 @@ void dti_trace_close(void)
                        r, rlen);
             MPI_Request req;
             DT_CHECK_MPI(MPI_Irecv(buf, (int)rlen, MPI_BYTE, r, MERGE_TAG, comm, &req));
-            dt_waitall(1, &req);
-            wrote = wrote && fwrite(buf, 1, rlen, f) == rlen;
+            dt_waitall(1, &req);            /* received even after a failed write */
+            put(f, buf, rlen, &err);
             free(buf);
         }
-        wrote = !ferror(f) && wrote;
-        wrote = fclose(f) == 0 && wrote;
-        if (!wrote) {
-            fprintf(stderr, "dtlab: writing the trace to %s failed (disk full?); "
-                            "no trace written\n", tmp);
-            remove(tmp);
-        } else if (rename(tmp, tr.path) != 0) {
-            fprintf(stderr, "dtlab: cannot rename %s to %s: %s; no trace written\n", tmp,
-                    tr.path, strerror(errno));
-            remove(tmp);
-        } else {
-            printf("dtlab: trace of %lld events from %d rank%s written to %s\n", total,
-                   tr.size, tr.size == 1 ? "" : "s", tr.path);
+        ok = finish_output(f, out, err);
+        if (ok) {
+            printf("dtlab: trace of %lld event%s from %d rank%s written to %s\n", total,
+                   total == 1 ? "" : "s", tr.size, tr.size == 1 ? "" : "s", tr.path);
             fflush(stdout);
         }
     }
+    DT_CHECK_MPI(MPI_Bcast(&ok, 1, MPI_INT, 0, comm));
     if (tr.rank == 0) {
         for (int r = 0; r < tr.size; r++)
             if (all[3 * r + 2] > 0)
@@ -433,8 +479,13 @@ void dti_trace_close(void)
     }
     DT_CHECK_MPI(MPI_Comm_free(&comm));
     free(all);
-    free(tmp);
+    free(out);
     free(text);
     free(tr.path);
     tr.path = NULL;
+    if (!ok) {                        /* every rank alike: rank 0's verdict */
+        fflush(stdout);
+        dt_finalize();                /* the rest of it: the trace is closed already */
+        exit(1);
+    }
 }

@@ -116,6 +116,57 @@ bad_group() {
     fi
 }
 
+# full_group NAME RANKS PROG CASE...: like bad_group, for output that fails only when it
+# is written, at the end of a run (/dev/full: every write fails with ENOSPC). Each run
+# must end soon with exit status 1 on the job and on every rank, and a line on stderr
+# that names /dev/full and the reason. /dev/full must stay a device: a writer that
+# renames a FILE.tmp over it replaces the device with a file (it did, run as root).
+full_group() {
+    local name=$1 ranks=$2 prog=$3 case n rc runs=0 fails="" t0 why others k
+    local out=$tmp/full.out err=$tmp/full.err
+    shift 3
+    if [ ! -x "$prog" ]; then
+        missing "$name" "$prog"
+        return
+    fi
+    : >"$log"
+    t0=$(now)
+    for case in "$@"; do
+        eval "set -- $case"
+        for n in $ranks; do
+            MPIEXEC_TIMEOUT=30 "$MPIEXEC" -n "$n" sh -c "$bad_wrap" "$prog" "$@" \
+                >"$out" 2>"$err" </dev/null
+            rc=$?
+            runs=$((runs + 1))
+            why=""
+            if grep -q 'APPLICATION TIMED OUT' "$out" "$err"; then
+                why="; timed out after 30 s"
+            elif [ "$rc" != 1 ]; then
+                why="; $(status_words "$rc"), not 1"
+            fi
+            k=$(grep -c '^rank-exit ' "$err")
+            others=$(awk '/^rank-exit / && $3 != 1 { printf " rank %s: %s", $2, $3 }' "$err")
+            [ "$k" = "$n" ] || why="$why; $k of $n ranks ended"
+            [ -z "$others" ] || why="$why; exit status of$others"
+            grep -q '/dev/full.*No space left on device' "$err" ||
+                why="$why; no line names /dev/full and the reason"
+            ! grep -q '^dtlab: rank ' "$err" || why="$why; dtlab's abort path"
+            [ -c /dev/full ] || why="$why; /dev/full is no longer a device"
+            if [ -n "$why" ]; then
+                fails="$fails | [$case] at $n: ${why#; }"
+                { echo "---- $prog $* at $n ranks: ${why#; }"
+                  grep -v '^rank-exit ' "$err" | tail -n 6; } >>"$log"
+            fi
+            [ -c /dev/full ] || break 2         # nothing more can be learnt
+        done
+    done
+    if [ -z "$fails" ]; then
+        report "$name" 1 "$runs run$([ "$runs" = 1 ] || echo s), exit 1 on every rank  [$(since "$t0")]"
+    else
+        report "$name" 0 "${fails# | }  [$(since "$t0")]"
+    fi
+}
+
 badinput_tests() {
     local L=$BUILD/lessons l png=$tmp/bad.png
     : >"$tmp/a-file"
@@ -255,10 +306,35 @@ badinput_tests() {
         bad_group "--trace $what: collbench" "1 3" "$C" "-C all -n 1000000 --trace $p"
         bad_group "--dump $what: train" "3" "$T" "--steps 1000000 --dump $p"
     done
+    # empty folder and file names: a usage error, as --trace '' is; a folder of other
+    # files is not taken for checkpoints (dtlab removes old step folders there)
+    bad_want="''"
+    bad_group "'' for --checkpoint, --resume: train" "3" "$T" \
+        "--mode ddp --steps 1000000 --checkpoint ''" \
+        "--mode ddp --steps 1000000 --resume ''"
+    bad_group "'' for --csv: collbench" "1 3" "$C" "-n 1000000 --csv ''"
+    bad_want="$D holds files that are not dtlab checkpoints"
+    : >"$D/a-file"
+    bad_group "--checkpoint, a folder of other files: train" "3" "$T" \
+        "--mode ddp --steps 1000000 --checkpoint $D"
+    rm -f "$D/a-file"
     unset bad_limit bad_want
     if [ -n "$(ls -A "$D")" ] || [ -e "$D.tmp" ]; then
         report "  the refused traces left nothing behind" 0 \
             "$(ls -A "$D" | head -n 3 | tr '\n' ' ')$([ -e "$D.tmp" ] && echo "$D.tmp")"
+    fi
+
+    # ---- a full disk at the end of a run: exit 1 on every rank, never a quiet success
+    if [ -c /dev/full ] && [ -w /dev/full ]; then
+        full_group "--trace /dev/full: lesson 08" "1 3" "$L/08_ring_allreduce" \
+            "--trace /dev/full"
+        full_group "--trace, --dump /dev/full: train" "1" "$T" \
+            "--steps 2 --trace /dev/full" "--steps 2 --dump /dev/full"
+        full_group "--csv /dev/full: collbench" "1" "$C" \
+            "-C allreduce -n 1 -w 0 -e 4K --csv /dev/full"
+    else
+        echo "(no writable character device /dev/full here: the full-disk runs are" \
+             "skipped)"
     fi
 
     # ---- dttrace and dtviz: no MPI
@@ -330,4 +406,17 @@ badinput_tests() {
         echo "(no grading program in $BUILD/grade/solution: section 7 builds them;" \
              "skipped)"
     fi
+
+    # ---- make run NP=...: mpiexec -n takes 0 or a word without complaint (and runs one
+    # rank), so the Makefile checks NP itself
+    local np why="" rc
+    for np in 0 abc -2 "" 07; do
+        make --no-print-directory -s run L=01 NP="$np" BUILD="$BUILD" MPIEXEC="$MPIEXEC" \
+            >"$log" 2>&1 </dev/null
+        rc=$?
+        [ "$rc" = 2 ] && grep -q "is not a rank count" "$log" ||
+            why="$why; NP='$np': $(status_words "$rc")"
+    done
+    [ -z "$why" ] && report "make run NP=0, abc, -2, '', 07: refused" 1 "exit 2" ||
+        report "make run NP=0, abc, -2, '', 07: refused" 0 "${why#; }"
 }

@@ -106,7 +106,7 @@ checkpoint_tests() {
         rc=$?
         took=$(since "$t0")
         cat "$tmp/stderr" >>"$log"
-        msg=$(grep -v '^usage:' "$tmp/stderr" | head -n 1)
+        msg=$(grep -v '^usage:' "$tmp/stderr" | grep -v '; running on the CPU$' | head -n 1)
         if grep -q 'APPLICATION TIMED OUT' "$log"; then
             report "$name" 0 "timed out: a rank was left waiting  [$took]"
         elif [ "$rc" != 2 ]; then

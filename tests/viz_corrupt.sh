@@ -33,13 +33,19 @@
 # gives dtviz --png and dttrace ($DTTRACE, default $BUILD/dttrace) files that are no
 # traces at all, as an outside check would: /dev/zero, /dev/urandom, 10 MB of 'a' with
 # no '\n', a NUL after 600 bytes, endless lines and endless comments through a pipe, a
-# header line of 100 KB, a folder, an empty file, a binary (dtviz itself). Each must be
-# refused within `timeout 10` (never 124): dtviz with status 2, dttrace 1, and a
-# "dtviz:"/"dttrace:" sentence. Then output names: "" or "x/" for --png, --frames,
-# --export-chrome and dttrace --chrome is a usage error (2, one sentence, then "Try
-# '... --help' for usage."); a folder that does not exist is refused (1) before any
-# work; dttrace's bad options are one sentence and the Try line. Prints a line per
-# failure, then "N hostile runs: M failed"; exits 1 on a failure.
+# header line of 100 KB, a folder, an empty file, a binary (dtviz itself), a trace cut
+# in a line, a file that does not exist. Each must be refused within `timeout 10`
+# (never 124) as bad input: status 2, one "dtviz:"/"dttrace:" sentence, then "Try
+# '... --help' for usage." and nothing else. Then output names, for --png, --frames,
+# --export-chrome and dttrace --chrome: "" or "x/", a folder that does not exist, a
+# folder where a file goes (a file where --frames' folder goes) are all refused the
+# same way (2, the sentence, the Try line) before any work, creating nothing. A write
+# that fails once the work has started is status 1, one sentence naming the file, and
+# no "wrote"/"written" line: to /dev/full (where it is the device; else skipped, with
+# a line saying so), stdout included, and under a file-size limit (ulimit -f 1, SIGXFSZ ignored), which
+# fails the same way on any machine and must leave no PNG behind. dtviz --algo foo and
+# dttrace's bad options are one sentence and the Try line. Prints a line per failure,
+# then "N hostile runs: M failed"; exits 1 on a failure.
 # Knobs (environment): BUILD, DTVIZ (default $BUILD/dtviz), DTTRACE, MUTATIONS, SEED,
 # KEEP (a directory to copy the traces that crashed into, to reproduce them), VERBOSE=1
 # (a line per mutation).
@@ -67,28 +73,39 @@ hostile() {
     trap 'rm -rf "$tmp"' EXIT
 
     # expect WANT WHAT RUN...: RUN (a command line for eval, stdin from /dev/null unless
-    # it pipes) must end with status WANT and one line naming the program; WHAT adds the
-    # other checks: try (the Try line and nothing else), nopng (no $tmp/out.png), quiet
-    # (nothing on stdout: refused before the work).
+    # it pipes) must end with status WANT and one line naming the program; WHAT, words
+    # joined by ',' ("-" for none), adds the other checks: try (that line, the Try line
+    # and nothing else on stderr), nopng (no $tmp/out.png), quiet (nothing on stdout:
+    # refused before the work), none (no file made or removed under $tmp), failed=PATH
+    # (the sentence names PATH; no "wrote"/"written" line).
     expect() {
-        local want=$1 what=$2 rc prog why=""
+        local want=$1 what=$2 rc prog why="" w before=""
         shift 2
         prog=dtviz
         [[ "$*" == *'$DTTRACE'* ]] && prog=dttrace
         rm -f "$tmp/out.png"
+        [[ ",$what," != *,none,* ]] || before=$(files)
         eval "$*" >"$tmp/out" 2>"$tmp/err" </dev/null
         rc=$?
         nrun=$((nrun + 1))
         [ "$rc" = "$want" ] || why="exit $rc, want $want"
         [ "$rc" != 124 ] || why="timed out after 10 s (it reads a file that never ends)"
         [ "$(grep -c "^$prog: " "$tmp/err")" = 1 ] || why="$why; not one '$prog:' sentence"
-        case $what in
-        try) [ "$(grep -c "^Try '$prog --help' for usage\.\$" "$tmp/err")" = 1 ] &&
-                 [ "$(wc -l <"$tmp/err")" = 2 ] ||
-                 why="$why; not one sentence and the Try line" ;;
-        nopng) [ ! -e "$tmp/out.png" ] || why="$why; a PNG was written" ;;
-        quiet) [ ! -s "$tmp/out" ] || why="$why; it worked before refusing" ;;
-        esac
+        for w in ${what//,/ }; do
+            case $w in
+            try) [ "$(grep -c "^Try '$prog --help' for usage\.\$" "$tmp/err")" = 1 ] &&
+                     [ "$(wc -l <"$tmp/err")" = 2 ] ||
+                     why="$why; not one sentence and the Try line" ;;
+            nopng) [ ! -e "$tmp/out.png" ] || why="$why; a PNG was written" ;;
+            quiet) [ ! -s "$tmp/out" ] || why="$why; it worked before refusing" ;;
+            none) [ "$(files)" = "$before" ] || why="$why; it made or removed a file" ;;
+            failed=*)
+                grep "^$prog: " "$tmp/err" | grep -qF "${w#failed=}" ||
+                    why="$why; the sentence does not name ${w#failed=}"
+                ! grep -qE 'wrote|written' "$tmp/out" "$tmp/err" ||
+                    why="$why; it says the file was written" ;;
+            esac
+        done
         if [ -n "$why" ]; then
             nfail=$((nfail + 1))
             echo "FAIL  $*: ${why#; }"
@@ -97,6 +114,8 @@ hostile() {
             echo "ok    $*: $(head -n 1 "$tmp/err")"
         fi
     }
+    # the files under $tmp but the runs' own out, err and out.png
+    files() { (cd "$tmp" && find . ! -name out ! -name err ! -name out.png | sort); }
 
     head -c 10000000 /dev/zero | tr '\0' a >"$tmp/aaaa"
     { head -c 600 "$tmp/aaaa"; printf '\0'; head -c 1000 "$tmp/aaaa"; } >"$tmp/nul600"
@@ -105,19 +124,36 @@ hostile() {
     : >"$tmp/empty"
     mkdir "$tmp/folder"
     printf '# dtlab-trace 1\n# ranks 1\n' >"$tmp/ok.trace"
+    # a ring's messages between 2 ranks, 12 events: Chrome JSON of some 3 KB; then the
+    # same cut in its 9th event line
+    local s
+    { printf '# dtlab-trace 1\n# ranks 2\n# events 12\n# program hostile\n'
+      for s in 0 1 2 3 4 5; do
+          printf '0.%03d000000 0.%03d500000 0 send 1 allreduce_ring reduce-scatter %d %d' \
+              "$s" "$s" "$s" "$((s % 2))"
+          printf ' %d %d 400\n' "$((s % 2 * 100))" "$((s % 2 * 100 + 100))"
+      done
+      for s in 0 1 2 3 4 5; do
+          printf '0.%03d100000 0.%03d900000 1 recv 0 allreduce_ring reduce-scatter %d %d' \
+              "$s" "$s" "$s" "$((s % 2))"
+          printf ' %d %d 400\n' "$((s % 2 * 100))" "$((s % 2 * 100 + 100))"
+      done; } >"$tmp/ring.trace"
+    head -n 13 "$tmp/ring.trace" | head -c -20 >"$tmp/cut.trace"
     local t=(timeout 10) endless_line="yes | tr -d '\\n'"
     local endless_comments="{ printf '# dtlab-trace 1\\n'; yes '#'; }"
-    for f in /dev/zero /dev/urandom "$tmp"/{aaaa,nul600,longhead,empty,folder} "$DTVIZ"; do
-        expect 2 nopng '"${t[@]}" "$DTVIZ" --png "$tmp/out.png" "'"$f"'"'
-        expect 1 - '"${t[@]}" "$DTTRACE" "'"$f"'"'
+    for f in /dev/zero /dev/urandom "$tmp"/{aaaa,nul600,longhead,empty,folder,cut.trace} \
+             "$tmp/no-such.trace" "$DTVIZ"; do
+        expect 2 nopng,try '"${t[@]}" "$DTVIZ" --png "$tmp/out.png" "'"$f"'"'
+        expect 2 try,quiet '"${t[@]}" "$DTTRACE" "'"$f"'"'
     done
     for f in endless_line endless_comments; do
-        expect 2 nopng "${!f}"' | "${t[@]}" "$DTVIZ" --png "$tmp/out.png" /dev/stdin'
-        expect 1 - "${!f}"' | "${t[@]}" "$DTTRACE" /dev/stdin'
+        expect 2 nopng,try "${!f}"' | "${t[@]}" "$DTVIZ" --png "$tmp/out.png" /dev/stdin'
+        expect 2 try,quiet "${!f}"' | "${t[@]}" "$DTTRACE" /dev/stdin'
     done
 
-    # output names
-    local algo=(--algo ring-allreduce)
+    # output names that no file can have, and places that cannot be written: bad input
+    # (2), refused before the work, leaving the file system as it was
+    local algo=(--algo ring-allreduce) no=$tmp/no/such
     expect 2 try '"$DTVIZ" "${algo[@]}" --png ""'
     expect 2 try '"$DTVIZ" "${algo[@]}" --png "$tmp/folder/"'
     expect 2 try '"$DTVIZ" "${algo[@]}" --frames ""'
@@ -126,17 +162,52 @@ hostile() {
     expect 2 try '"$DTTRACE" --chrome "" "$tmp/ok.trace"'
     expect 2 try '"$DTTRACE" --chrome "$tmp/folder/" "$tmp/ok.trace"'
     expect 2 try '"$DTTRACE" ""'
-    expect 1 quiet '"$DTVIZ" "${algo[@]}" --png "$tmp/no/such/out.png"'
-    expect 1 quiet '"$DTVIZ" "${algo[@]}" --png "$tmp/folder"'
-    expect 1 quiet '"$DTVIZ" "${algo[@]}" --frames "$tmp/no/such/frames"'
-    expect 1 quiet '"$DTVIZ" "${algo[@]}" --png "$tmp/out.png" --export-chrome "$tmp/no/x.json"'
-    expect 1 quiet '"$DTTRACE" --chrome "$tmp/no/such/x.json" "$tmp/ok.trace"'
-    # dttrace's usage errors: one sentence and the Try line, not the whole usage text
+    local ok=try,quiet,none,nopng
+    expect 2 $ok '"$DTVIZ" "${algo[@]}" --png "$no/out.png"'
+    expect 2 $ok '"$DTVIZ" "${algo[@]}" --png "$tmp/folder"'
+    expect 2 $ok '"$DTVIZ" "${algo[@]}" --frames "$no/frames"'
+    expect 2 $ok '"$DTVIZ" "${algo[@]}" --frames "$tmp/ok.trace"'
+    expect 2 $ok '"$DTVIZ" "${algo[@]}" --png "$tmp/out.png" --export-chrome "$no/x.json"'
+    expect 2 $ok '"$DTVIZ" "${algo[@]}" --export-chrome "$tmp/folder"'
+    expect 2 $ok '"$DTVIZ" --png "$tmp/out.png" --export-chrome "$no/x.json" "$tmp/ring.trace"'
+    expect 2 $ok '"$DTTRACE" --chrome "$no/x.json" "$tmp/ring.trace"'
+    expect 2 $ok '"$DTTRACE" --chrome "$tmp/folder" "$tmp/ring.trace"'
+
+    # writes that fail once the work has started (a full disk): an error (1), said
+    if [ -c /dev/full ]; then
+        expect 1 failed=/dev/full '"$DTVIZ" "${algo[@]}" --png /dev/full'
+        expect 1 failed=/dev/full '"$DTVIZ" "${algo[@]}" --export-chrome /dev/full'
+        expect 1 failed=/dev/full '"$DTTRACE" --chrome /dev/full "$tmp/ring.trace"'
+        # the summary and the "wrote" line are output too
+        expect 1 failed="standard output" '"$DTTRACE" "$tmp/ring.trace" >/dev/full'
+        expect 1 failed="standard output" '"$DTVIZ" "${algo[@]}" --png "$tmp/x.png" >/dev/full'
+    else
+        echo "viz_corrupt: /dev/full is not the device here ($(ls -ld /dev/full 2>&1 |
+            cut -c1-60)): its runs skipped, the file-size limit's kept"
+    fi
+    # RLIMIT_FSIZE of 1 KB: stdout and stderr fit, the PNG and the JSON do not; an
+    # ignored SIGXFSZ stays ignored in the program, whose write then fails with EFBIG
+    local lim="ulimit -f 1; trap '' XFSZ; exec"
+    expect 1 failed="$tmp/out.png",nopng '('"$lim"' "$DTVIZ" "${algo[@]}" --png "$tmp/out.png")'
+    expect 1 failed="$tmp/fr/frame-0000.png" \
+        '('"$lim"' "$DTVIZ" "${algo[@]}" --frames "$tmp/fr")'
+    expect 1 failed="$tmp/x.json" '('"$lim"' "$DTVIZ" "${algo[@]}" --export-chrome "$tmp/x.json")'
+    expect 1 failed="$tmp/y.json" '('"$lim"' "$DTTRACE" --chrome "$tmp/y.json" "$tmp/ring.trace")'
+
+    # dtviz's unknown algorithm, dttrace's usage errors: one sentence and the Try line,
+    # not a list of names on lines of their own, nor the whole usage text
+    expect 2 try '"$DTVIZ" --algo foo'
     expect 2 try '"$DTTRACE" --bogus "$tmp/ok.trace"'
     expect 2 try '"$DTTRACE" -x "$tmp/ok.trace"'
     expect 2 try '"$DTTRACE" --chrome'
     expect 2 try '"$DTTRACE"'
     expect 2 try '"$DTTRACE" a b'
+    # the trace those runs write from is good: what they refuse is the hostile part
+    nrun=$((nrun + 1))
+    if ! "$DTTRACE" "$tmp/ring.trace" 2>&1 </dev/null | grep -q ' 2 ranks, 12 events'; then
+        nfail=$((nfail + 1))
+        echo "FAIL  $DTTRACE $tmp/ring.trace: not read as 2 ranks, 12 events"
+    fi
     echo "$nrun hostile runs: $nfail failed"
     [ "$nfail" -eq 0 ]
 }

@@ -5,10 +5,12 @@
  * except the timeline's texture in dv_cache, which only saves time. So stepping back
  * redraws exactly what was there, and the tests can read pixels to check it. */
 #include <SDL_image.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "draw.h"
 #include "draw_internal.h"
@@ -784,15 +786,45 @@ SDL_Surface *dv_render_surface(const dv_model *m, const dv_view *v, int w, int h
     return s;
 }
 
+/* s as a PNG in path. IMG_SavePNG would close the file without looking at what the
+ * close said, and libpng does not look at what each write said, so a full disk went
+ * unseen: the file is opened here and its error flag, flush and close are checked.
+ * A file left half-written is removed. Returns 0, or -1 with a sentence naming path. */
+static int save_png(SDL_Surface *s, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "wb");
+    if (f == NULL) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    SDL_RWops *rw = SDL_RWFromFP(f, SDL_FALSE);
+    int rc = rw != NULL ? IMG_SavePNG_RW(s, rw, 0) : -1, e = 0;
+    if (rc != 0)
+        snprintf(err, errlen, "cannot write %s: %s", path, IMG_GetError());
+    if (rw != NULL)
+        SDL_RWclose(rw);                   /* frees rw only: f stays open */
+    errno = 0;
+    if (rc == 0 && (fflush(f) != 0 || ferror(f)))
+        e = errno != 0 ? errno : EIO;
+    if (fclose(f) != 0 && rc == 0 && e == 0)
+        e = errno;
+    if (rc == 0 && e != 0) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
+        rc = -1;
+    }
+    struct stat st;
+    if (rc != 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode))
+        remove(path);
+    return rc == 0 ? 0 : -1;
+}
+
 int dv_render_png(const dv_model *m, const dv_view *v, int w, int h, const char *path,
                   char *err, size_t errlen)
 {
     SDL_Surface *s = dv_render_surface(m, v, w, h, err, errlen);
     if (s == NULL)
         return -1;
-    int rc = IMG_SavePNG(s, path);
-    if (rc != 0)
-        snprintf(err, errlen, "cannot write %s: %s", path, IMG_GetError());
+    int rc = save_png(s, path, err, errlen);
     SDL_FreeSurface(s);
-    return rc == 0 ? 0 : -1;
+    return rc;
 }

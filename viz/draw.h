@@ -158,7 +158,8 @@ void dv_draw(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_view *v, i
 SDL_Surface *dv_render_surface(const dv_model *m, const dv_view *v, int w, int h,
                                char *err, size_t errlen);
 
-/* dv_render_surface, then IMG_SavePNG into path. Returns 0, or -1 with err. */
+/* dv_render_surface, then a PNG into path, every write checked (a full disk is an
+ * error, and the half-written file is removed). Returns 0, or -1 with err. */
 int dv_render_png(const dv_model *m, const dv_view *v, int w, int h, const char *path,
                   char *err, size_t errlen);
 

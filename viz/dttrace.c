@@ -8,10 +8,12 @@
  * rank sends and receives the same bytes, 2(N-1)/N of the buffer; a rank that differs,
  * or recorded nothing, is where to look first.
  *
- * Exit status: 0 done, 1 a trace that cannot be read or an output that cannot be
- * written, 2 a usage error (one sentence, then where the help is).
+ * Exit status: 0 done; 1 a write that failed once the work had started (a full disk);
+ * 2 bad input: a usage error, a trace that cannot be read, an output that cannot be
+ * written (refused before the work), each one sentence, then where the help is.
  *
  * No MPI: this program reads files only (trace.h's reader), so it runs anywhere. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -141,21 +143,17 @@ int main(int argc, char **argv)
     const char *path = argv[optind];
     if (path[0] == '\0')
         return bad("the trace file's name is empty");
-    /* the output before the work: an impossible name is a usage error, a folder that
-     * cannot be written an error (status 1, as a trace that cannot be read) */
+    /* the output before the work: a name no file can have, or a place that cannot be
+     * written, is bad input (2), as for the MPI programs' --trace */
     int rc = chrome != NULL ? dt_output_check(chrome, 0, err, sizeof err) : 0;
-    if (rc == -2)
+    if (rc == -2)                               /* no file can have that name: show it */
         return bad("--chrome '%s': %s", chrome, err);
-    if (rc != 0) {
-        fprintf(stderr, "dttrace: %s\n", err);
-        return 1;
-    }
+    if (rc != 0)                                /* err names the path and the reason */
+        return bad("--chrome: %s", err);
 
     dt_trace t;
-    if (dt_trace_read(path, &t, err, sizeof err) != 0) {
-        fprintf(stderr, "dttrace: %s\n", err);
-        return 1;
-    }
+    if (dt_trace_read(path, &t, err, sizeof err) != 0)     /* bad input, as in dtviz */
+        return bad("%s", err);
     print_summary(path, &t);
     if (chrome != NULL) {
         if (dt_trace_write_chrome(&t, chrome, err, sizeof err) != 0) {
@@ -166,5 +164,11 @@ int main(int argc, char **argv)
         printf("\nChrome trace written to %s: open it in https://ui.perfetto.dev\n", chrome);
     }
     dt_trace_free(&t);
+    /* the summary is the output too: a stdout that cannot take it is a failed write */
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "dttrace: cannot write the summary to standard output: %s\n",
+                strerror(errno != 0 ? errno : EIO));
+        return 1;
+    }
     return 0;
 }

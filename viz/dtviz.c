@@ -15,8 +15,10 @@
  * ddp): one row per rank, its compute and its communication over time, step by step
  * (see timetable.h and tt_draw.c).
  *
- * Exit status: 0 done, 1 something failed (no display, no font, a file not written),
- * 2 a usage error or an input that cannot be shown. No MPI here: it reads files. */
+ * Exit status: 0 done; 1 what no option fixes (no display, no font, out of memory) or
+ * a write that failed once the work had started (a full disk); 2 a usage error: an
+ * input that cannot be shown, or an output that cannot be written (refused before the
+ * work). No MPI here: it reads files. */
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
@@ -47,18 +49,23 @@ typedef struct {
     int w, h, verbose;
 } options;
 
-/* The built-in algorithms, comma-separated, in lines under 80 columns after indent. */
-static void algo_names(FILE *f, const char *indent)
+/* The built-in algorithms, comma-separated. wrap: after indent, in lines under 80
+ * columns, then '\n' (the usage text); else on one line, nothing around it (a message). */
+static void algo_names(FILE *f, const char *indent, int wrap)
 {
-    int col = fprintf(f, "%s", indent);
-    for (int i = 0; dv_algos[i] != NULL; i++) {
-        int w = (int)strlen(dv_algos[i]) + 2;
-        if (col + w > 79 && col > (int)strlen(indent))
-            col = fprintf(f, "\n%s", indent) - 1;
-        col += fprintf(f, " %s,", dv_algos[i]);
-    }
-    for (int i = 0; dv_train_algos[i] != NULL; i++)
-        col += fprintf(f, " %s%s", dv_train_algos[i], dv_train_algos[i + 1] != NULL ? "," : "\n");
+    const char *const *lists[] = { dv_algos, dv_train_algos };
+    int col = wrap ? fprintf(f, "%s", indent) : 0, n = 0;
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; lists[k][i] != NULL; i++, n++) {
+            int w = (int)strlen(lists[k][i]) + 2;
+            if (n > 0)
+                col += fprintf(f, ",");
+            if (wrap && n > 0 && col + w > 79)
+                col = fprintf(f, "\n%s", indent) - 1;
+            col += fprintf(f, "%s%s", wrap || n > 0 ? " " : "", lists[k][i]);
+        }
+    if (wrap)
+        fputc('\n', f);
 }
 
 static void usage(FILE *f)
@@ -75,7 +82,7 @@ static void usage(FILE *f)
         "  --algo ALGO           a built-in schedule instead (the default: ring-allreduce);\n"
         "                        gpipe and 1f1b are pipeline timetables; ddp, DDP's\n"
         "                        gradient buckets in one step:\n");
-    algo_names(f, "                       ");
+    algo_names(f, "                       ", 1);
     fprintf(f,
         "  --ranks N             its ranks, 1..%d (default 4; ddp 3)\n"
         "  --count N             its buffer in float elements (default 1048576); at 0 the\n"
@@ -317,9 +324,11 @@ static int parse(int argc, char **argv, options *o)
     return 0;
 }
 
-/* The files the options name, before any work: a name no file can have is a usage
- * error (2), a place that cannot be written an error (1), the same for all three.
- * Returns 0 or the exit status. */
+/* The files the options name, before any work: a name no file can have, or a place
+ * that cannot be written (its folder missing or read-only, a folder where a file goes
+ * or the reverse), is a usage error (2), as for the MPI programs' --trace. Only a write
+ * that fails once the work has started (a full disk) is an error (1). Returns 0 or the
+ * exit status. */
 static int check_outputs(const options *o)
 {
     const struct { const char *opt, *path; int is_dir; } out[] = {
@@ -330,12 +339,10 @@ static int check_outputs(const options *o)
     for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) {
         int rc = out[i].path != NULL ? dt_output_check(out[i].path, out[i].is_dir, err,
                                                        sizeof err) : 0;
-        if (rc == -2)
+        if (rc == -2)                      /* no file can have that name: show it */
             return bad("%s '%s': %s", out[i].opt, out[i].path, err);
-        if (rc != 0) {
-            fprintf(stderr, "dtviz: %s\n", err);
-            return 1;
-        }
+        if (rc != 0)                       /* err names the path and the reason */
+            return bad("%s: %s", out[i].opt, err);
     }
     return 0;
 }
@@ -384,9 +391,9 @@ static int load(const options *o, dv_model *m, int *algo, int *talgo)
     const char *name = o->algo != NULL ? o->algo : DEFAULT_ALGO;
     *talgo = dv_train_algo_index(name);
     if (*talgo < 0 && (*algo = dv_algo_index(name)) < 0) {
-        fprintf(stderr, "dtviz: unknown algorithm '%s'; the algorithms are:\n", name);
-        algo_names(stderr, " ");
-        fputs("Try 'dtviz --help' for usage.\n", stderr);
+        fprintf(stderr, "dtviz: unknown algorithm '%s' (", name);   /* as bad() would */
+        algo_names(stderr, "", 0);
+        fputs(")\nTry 'dtviz --help' for usage.\n", stderr);
         return 2;
     }
     if (o->chrome != NULL) {               /* the events the schedule would record */
@@ -635,5 +642,11 @@ int main(int argc, char **argv)
             rc = window(&o, &a);
     }
     dv_app_free(&a);
+    /* "wrote ..." lines that cannot be written are a failed write too */
+    if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout))) {
+        fprintf(stderr, "dtviz: cannot write to standard output: %s\n",
+                strerror(errno != 0 ? errno : EIO));
+        rc = 1;
+    }
     return rc;
 }

@@ -588,11 +588,34 @@ static void manifest_read(dti_run *r, dti_ckpt *k, char *why, size_t len)
 
 /* ==== opening: before the mode sets up ==== */
 
+/* Rank 0: the first entry of dir that a checkpoint folder does not hold (step-NNNNNNN,
+ * its .tmp, latest, latest.tmp), copied into name; 0 when there is none. Saving into a
+ * folder of other files would mix them with dtlab's, which removes old step folders. */
+static int foreign_entry(const char *dir, char *name, size_t len)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int found = 0;
+    while (d && !found && (e = readdir(d)) != NULL) {
+        int t = 0;
+        const char *s = e->d_name;
+        if (strcmp(s, ".") && strcmp(s, "..") && strcmp(s, "latest") &&
+            strcmp(s, "latest.tmp") && step_of_name(s, &t) < 0) {
+            snprintf(name, len, "%s", s);
+            found = 1;
+        }
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
 /* Rank 0: can this run write its checkpoints into checkpoint_dir? */
 static void check_target(dti_run *r, dti_ckpt *k, char *why, size_t len)
 {
     const char *dir = k->dir, *res = r->cfg->resume_dir;
     struct stat st, rs;
+    char other[256];
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
         say(why, len, "--checkpoint %s: cannot create the directory: %s", dir,
             strerror(errno));
@@ -601,6 +624,12 @@ static void check_target(dti_run *r, dti_ckpt *k, char *why, size_t len)
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
         say(why, len, "--checkpoint %s: not a directory this run can write into",
             dir);
+        return;
+    }
+    if (foreign_entry(dir, other, sizeof other)) {
+        say(why, len, "--checkpoint %s holds files that are not dtlab checkpoints (such "
+            "as '%.60s'): name a new or empty folder, or one that holds dtlab checkpoints",
+            dir, other);
         return;
     }
     char path[4200];
@@ -637,6 +666,9 @@ void dti_ckpt_open(dti_run *r)
     if (strlen(longest) > 4000)
         say(why, sizeof why, "%.60s...: a directory name of more than 4000 characters",
             longest);
+    else if ((k->dir && !k->dir[0]) || (c->resume_dir && !c->resume_dir[0]))
+        say(why, sizeof why, "--%s '': the name is empty",
+            k->dir && !k->dir[0] ? "checkpoint" : "resume");
     if (r->rank == 0 && !why[0]) {
         sbuf b = {0};
         config_text(r, &b);

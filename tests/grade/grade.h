@@ -440,17 +440,15 @@ static void gr_usage(const char *prog, const char *exercise)
 }
 
 /* A bad command line: MPI is started first, so that rank 0 alone speaks whether the
- * suite runs under mpiexec or alone; then dt_usage_error ends every rank, status 2. */
+ * suite runs under mpiexec or alone; then dt_usage_error ends every rank, status 2, with
+ * the sentence and its "Try 'PROG --help' for usage." line. */
 __attribute__((noreturn))
 static void gr_bad_args(char **argv, const char *why)
 {
     int one = 1;                    /* only the program's name: dt_init reads no option */
-    char hint[160], **av = argv;
-    const char *slash = strrchr(argv[0], '/');
-    snprintf(hint, sizeof hint, "Try '%s --help' for the options.\n",
-             slash ? slash + 1 : argv[0]);
+    char **av = argv;
     dt_init(&one, &av);
-    dt_usage_error(hint, why);
+    dt_usage_error(NULL, why);
 }
 
 /* The grader's token (GRADE_TOKEN), taken from the environment and wiped there (in
