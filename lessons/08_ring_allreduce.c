@@ -2,15 +2,14 @@
  *
  * What it teaches: data-parallel training sums every rank's gradients onto every rank
  * after each backward pass: an allreduce. The ring does it in two phases of N-1 steps,
- * each rank talking only to its neighbours, and each rank sends 2(N-1)/N * S bytes for
- * S bytes of gradients: less than 2S whatever N is. This lesson prints every rank's
- * buffer after every step, so you can watch the chunks travel and fill up (for 2 to 6
- * ranks and small counts; otherwise it times the ring).
+ * each rank talking only to its neighbours and sending 2(N-1)/N * S bytes for S bytes
+ * of gradients: less than 2S whatever N is. It prints every rank's buffer after every
+ * step, so you can watch the chunks travel and fill up (2 to 6 ranks, small counts;
+ * otherwise it times the ring).
  *
- * The code: lib/collectives/allreduce.c (dt_allreduce_ring, whose comment is this lesson's
- * long form: step table, invariant, cost). It is two calls: dti_ring_reduce_scatter
- * (lib/collectives/reduce_scatter.c, lesson 07), then dti_ring_allgather
- * (lib/collectives/allgather.c, lesson 06); the chunk arithmetic is in lib/schedule.c.
+ * The code: lib/collectives/allreduce.c (dt_allreduce_ring; its comment is this lesson's
+ * long form: step table, invariant, cost), two calls: dti_ring_reduce_scatter (lesson 07),
+ * then dti_ring_allgather (lesson 06); the chunk arithmetic is in lib/schedule.c.
  *
  * Run:  mpiexec -n 4 build/lessons/08_ring_allreduce
  *       mpiexec -n 5 build/lessons/08_ring_allreduce --count 7 --op max
@@ -25,27 +24,23 @@
 
 static const char usage[] =
     "usage: mpiexec -n N 08_ring_allreduce [options]\n"
-    "Runs dt_allreduce_ring and prints every rank's chunks after every step (for 2\n"
-    "to 6 ranks and small counts), or times it.\n"
+    "Prints every rank's chunks after each step of dt_allreduce_ring, or times it.\n"
     "  --count C           elements per rank, 0 to 2^28 (default N+1, so the chunks\n"
     "                      are uneven); the steps are shown for 2 to 6 ranks and C\n"
-    "                      up to 3*N, when their table fits in 80 columns; otherwise\n"
-    "                      the run is only timed\n"
+    "                      up to 3*N if they fit in 80 columns, otherwise timed\n"
     "  --type T            float|double|int|half (default float)\n"
     "  --op OP             sum|max|min|prod (default sum)\n"
-    "  --iters K           timed allreduces when the steps are not shown, 1 to 10^6;\n"
-    "                      the median is shown, and the spread (default 5, after one\n"
-    "                      warm-up)\n"
+    "  --iters K           timed allreduces when the steps are not shown, 1 to 10^6\n"
+    "                      (default 5, after a warm-up); prints median and spread\n"
     DT_COMMON_USAGE
     "  --help              this text\n";
 
 enum { SHOW_RANKS = 6, MAXSNAP = 2 * SHOW_RANKS, WIDTH = 80 };
 
 /* ==== watching: called by the hook after every step, on every rank ====
- * Every rank's buffer and byte count go to rank 0 (plain MPI, so not counted in
- * dtlab's bytes, and waited for politely as in lesson 02), which keeps them: the tables
- * are printed after the run, once the widest value is known, so that the columns line
- * up and rank 0 can tell whether they fit in 80 columns. */
+ * Rank 0 gathers every rank's buffer and byte count (plain MPI, not counted in dtlab's
+ * bytes, waited for politely as in lesson 02) and prints the tables after the run, once
+ * the widest value is known: the columns line up, and it can tell if they fit in 80. */
 struct snap { int rs, step; char *bufs; unsigned long long *sent; };   /* step -1: start */
 struct watch { int nsnap; struct snap s[MAXSNAP]; };
 
@@ -59,8 +54,7 @@ static void record_step(const char *coll, const char *phase, int step, const voi
     MPI_Comm_size(comm, &n);
     size_t nbytes = (size_t)count * dt_type_size(type);
     char *mine = malloc(nbytes), *all = rank == 0 ? malloc(nbytes * n) : NULL;
-    unsigned long long sent = dt_bytes_sent(), *sent_all = rank == 0 ? malloc(sizeof sent * n)
-                                                                       : NULL;
+    unsigned long long sent = dt_bytes_sent(), *sent_all = rank ? NULL : malloc(sizeof sent * n);
     dt_memcpy(mine, buf, nbytes);
     MPI_Request req[2];
     MPI_Igather(mine, (int)nbytes, MPI_BYTE, all, (int)nbytes, MPI_BYTE, 0, comm, &req[0]);
@@ -69,8 +63,7 @@ static void record_step(const char *coll, const char *phase, int step, const voi
     dt_waitall(2, req);
     free(mine);
     if (rank == 0)           /* 2(N-1)+1 snapshots at most: MAXSNAP is enough */
-        w->s[w->nsnap++] = (struct snap){strcmp(phase, "reduce-scatter") == 0, step, all,
-                                         sent_all};
+        w->s[w->nsnap++] = (struct snap){strcmp(phase, "reduce-scatter") == 0, step, all, sent_all};
 }
 
 /* Chunk c's column: "[v v]", each value vw wide, or at least " chunk c ". */
@@ -161,16 +154,13 @@ int main(int argc, char **argv)
     snprintf(f, sizeof f, formula == floor(formula) ? "%.0f B" : "%.1f B", formula);
     int watch = count <= 3 * n && n <= SHOW_RANKS && n > 1 && count > 0;
 
-    /* The input. To watch a sum, rank r puts 10^r in every element: the digits of a
-     * partial sum then say whose data it holds (1011 = ranks 0, 1 and 3). That needs the
-     * total, 11...1, to be exact in the type; otherwise, and for other ops, test data. */
+    /* The input: for a sum, 10^r on rank r, whose digits say who is in a partial sum,
+     * if the total, 11...1, is exact in the type; otherwise, and for other ops, test data. */
     void *in_h = dt_malloc(nbytes, DT_CPU), *want = dt_malloc(nbytes, DT_CPU);
-    double total = (pow(10, n) - 1) / 9;
-    int digits = watch && op == MPI_SUM;
-    if (digits) {
-        dt_elem_set(want, 0, type, total);    /* want as scratch: is the total exact? */
-        digits = dt_elem(want, 0, type) == total;
-    }
+    double total = (pow(10, n) - 1) / 9, one = 0;    /* one: is the total exact in type? */
+    if (watch)
+        dt_elem_set(&one, 0, type, total);
+    int digits = watch && op == MPI_SUM && dt_elem(&one, 0, type) == total;
     if (digits)
         for (int i = 0; i < count; i++)
             dt_elem_set(in_h, (size_t)i, type, pow(10, rank));
@@ -197,14 +187,13 @@ int main(int argc, char **argv)
     if (n == 1)
         dt_printf0("With one rank an allreduce is a copy: run mpiexec -n 4 to see the ring.\n");
     else {
-        dt_printf0("Ring allreduce (%s) of %d %s value%s on %d ranks, in two phases:\n"
-                   "reduce-scatter, then allgather. Each rank sends only to its right neighbour\n"
-                   "and receives only from its left one:\n\n    %s\n    |%*s|\n    %s\n\n",
+        dt_printf0("Ring allreduce (%s) of %d %s value%s on %d ranks: each rank sends only\n"
+                   "to its right neighbour and receives only from its left one:\n\n"
+                   "    %s\n    |%*s|\n    %s\n\n"
+                   "The buffer, S = %d x %zu B = %s, is cut into N = %d chunks,\none per rank: ",
                    dt_op_name(op), count, dt_type_name(type), count == 1 ? "" : "s", n, ring,
-                   (int)strlen(ring) - 2, "", bar);
-        dt_printf0("The buffer, S = %d %s value%s x %zu B = %s, is cut into N = %d chunks,\n"
-                   "one per rank: ", count, dt_type_name(type), count == 1 ? "" : "s",
-                   dt_type_size(type), dt_format_bytes((double)nbytes, b, sizeof b), n);
+                   (int)strlen(ring) - 2, "", bar, count, dt_type_size(type),
+                   dt_format_bytes((double)nbytes, b, sizeof b), n);
         if (count % n == 0)
             dt_printf0("%zu element%s each (dt_chunk_bounds).\n", big, big == 1 ? "" : "s");
         else
@@ -215,14 +204,12 @@ int main(int argc, char **argv)
                    "   combines the chunk arriving from its left with its own copy (%s).\n"
                    "   Rank r ends up with chunk r reduced over all ranks.\n"
                    "   [lib/collectives/reduce_scatter.c: dti_ring_reduce_scatter; lesson 07]\n"
-                   "2. allgather, N-1 = %d step%s: each rank passes the reduced chunk it got\n"
-                   "   last to its right, which copies it. Every rank ends up with every\n"
-                   "   reduced chunk.\n"
+                   "2. allgather, N-1 = %d step%s: each rank passes right the reduced chunk\n"
+                   "   it got last; the receiver copies it. Every rank ends with every chunk.\n"
                    "   [lib/collectives/allgather.c: dti_ring_allgather; lesson 06]\n"
-                   "dt_allreduce_ring (lib/collectives/allreduce.c) is these two calls; the\n"
-                   "comment above it is this lesson in full: step table, invariant, cost.\n"
-                   "Each rank sends 2(N-1) chunks of about S/N: 2(N-1)/N * S = %s,\n"
-                   "under 2S for any N.\n",
+                   "dt_allreduce_ring (lib/collectives/allreduce.c) is these two calls; its\n"
+                   "comment has the step table, invariant and cost. Each rank sends 2(N-1)\n"
+                   "chunks of about S/N: 2(N-1)/N * S = %s, under 2S for any N.\n",
                    n - 1, n == 2 ? "" : "s", dt_op_name(op), n - 1, n == 2 ? "" : "s", f);
     }
 
@@ -230,8 +217,7 @@ int main(int argc, char **argv)
     struct watch w = {0};
     dt_bytes_reset();
     if (watch) {
-        /* in place, so the table shows whole buffers: out of place, dt_allreduce_ring
-         * writes each chunk of out only when a result for it arrives */
+        /* in place, so the tables show whole buffers (out of place, out fills chunk by chunk) */
         dt_memcpy(out, in, nbytes);
         record_step("allreduce_ring", "start", -1, out, count, type, MPI_COMM_WORLD, &w);
         dt_set_step_hook(record_step, &w);
@@ -242,12 +228,10 @@ int main(int argc, char **argv)
     }
     unsigned long long sent = dt_bytes_sent(), most, least;
 
-    /* ==== the steps, when they fit in 80 columns; otherwise the time ==== */
-    int vw = 0, width = 0, shown = 0;
-    if (watch && rank == 0) {
-        width = table_width(&w, count, type, n, &vw);
-        shown = width <= WIDTH;
-    }
+    /* ==== the steps, when they fit in 80 columns ==== */
+    int vw = 0, shown = 0;
+    if (watch && rank == 0)
+        shown = table_width(&w, count, type, n, &vw) <= WIDTH;
     MPI_Bcast(&shown, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (shown) {
         dt_printf0("%s", digits ? "\nRank r starts with 10^r in every element, so a sum's "
@@ -260,20 +244,13 @@ int main(int argc, char **argv)
         free(w.s[k].bufs);
         free(w.s[k].sent);
     }
-    dt_timing t = {0};
-    if (!shown && n > 1) {
-        struct ring_run run = {in, out, count, type, op};
-        t = dt_time_runs(run_ring, &run, iters, MPI_COMM_WORLD);
-    }
 
     /* ==== the check: MPI_Allreduce on the host copies (fp16 needs dtlab's MPI op) ==== */
     MPI_Op mpi_op = type == DT_HALF ? dt_half_mpi_op(op) : op;
     MPI_Allreduce(in_h, want, count, type, mpi_op, MPI_COMM_WORLD);
     int ok = dt_check_close(out, want, count, type, 0, "allreduce_ring", MPI_COMM_WORLD);
 
-    /* ==== the numbers ====
-     * Rank r sends every chunk but chunk r in the reduce-scatter (it keeps that one) and
-     * every chunk but chunk r+1 in the allgather (the last to come round to it). */
+    /* ==== the numbers: the bytes sent, and the time when the steps are not shown ==== */
     size_t r_lo, r_hi, q_lo, q_hi, esize = dt_type_size(type);
     dt_chunk_bounds((size_t)count, n, rank, &r_lo, &r_hi);
     dt_chunk_bounds((size_t)count, n, (rank + 1) % n, &q_lo, &q_hi);
@@ -290,19 +267,20 @@ int main(int argc, char **argv)
                    "2S - |chunk r| - |chunk r+1|; rank 0: 2 x %zu - %zu - %zu = %llu B.\n",
                    least, most, f, nbytes, (r_hi - r_lo) * esize, (q_hi - q_lo) * esize, sent);
     if (!shown && n > 1) {
+        struct ring_run run = {in, out, count, type, op};
+        dt_timing t = dt_time_runs(run_ring, &run, iters, MPI_COMM_WORLD);
         char a[32], bw[32], effect[320];
         double sp = dt_timing_spread(t);
         dt_printf0("The steps are shown for 2 to %d ranks and --count up to 3*N, when they fit\n"
-                   "in %d columns; this run is timed instead.\n", SHOW_RANKS, WIDTH);
-        dt_printf0("Time per allreduce: %.1f us +-%.0f%%, the median of %d run%s (each until the\n"
+                   "in %d columns; this run is timed instead.\n"
+                   "Time per allreduce: %.1f us +-%.0f%%, the median of %d run%s (each until the\n"
                    "slowest rank is done; +- half the distance between the quartiles).\n"
                    "Bandwidth: algorithm %s/s (S / time), bus %s/s (x 2(N-1)/N).\n",
-                   t.median * 1e6, 100 * sp, iters, iters == 1 ? "" : "s",
+                   SHOW_RANKS, WIDTH, t.median * 1e6, 100 * sp, iters, iters == 1 ? "" : "s",
                    dt_format_bytes(nbytes / t.median, a, sizeof a),
                    dt_format_bytes(formula / t.median, bw, sizeof bw));
         snprintf(effect, sizeof effect, "Each of the ring's 2(N-1) = %d steps waits for the "
-                 "left neighbour's chunk, so with ranks taking turns a step can cost a "
-                 "scheduler switch: the time then counts switches more than bytes, and the "
+                 "left neighbour's chunk, so the time counts waits more than bytes, and the "
                  "bandwidths fall far below what memory can move.", 2 * (n - 1));
         dt_timing_note(sp, effect);
     }
@@ -310,7 +288,6 @@ int main(int argc, char **argv)
                ? "FAILED: a rank sent other than 2S - |chunk r| - |chunk r+1|"
                : "matches MPI_Allreduce; every rank sent 2S - |chunk r| - |chunk r+1|");
     dt_printf0("The code: lib/collectives/allreduce.c (dt_allreduce_ring)\n");
-    ok &= bytes_ok;
 
     /* ==== teardown ==== */
     dt_free(in);
@@ -318,5 +295,5 @@ int main(int argc, char **argv)
     dt_free(in_h);
     dt_free(want);
     dt_finalize();
-    return ok ? 0 : 1;
+    return ok && bytes_ok ? 0 : 1;
 }
