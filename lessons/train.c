@@ -209,7 +209,11 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
         case O_PRECISION: c->precision = (dt_precision)word_arg(precs, 2); break;
         case O_LOSS_SCALE: c->scaler.init = float_arg(0, 1e30, 0); break;
         case O_WINDOW: c->scaler.window = int_arg(1, 1 << 30); break;
-        case O_DATA: d->data_dir = optarg; break;
+        case O_DATA:
+            if (!*optarg)
+                bad("--data '': the name is empty");
+            d->data_dir = optarg;
+            break;
         case O_EXAMPLES: d->examples = int_arg(1, 1 << 24); break;
         case O_FEATURES: d->features = int_arg(1, 1 << 16); break;
         case O_CLASSES: d->classes = int_arg(2, 1 << 16); break;

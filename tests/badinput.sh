@@ -313,6 +313,7 @@ badinput_tests() {
         "--mode ddp --steps 1000000 --checkpoint ''" \
         "--mode ddp --steps 1000000 --resume ''"
     bad_group "'' for --csv: collbench" "1 3" "$C" "-n 1000000 --csv ''"
+    bad_group "'' for --data: train" "3" "$T" "--data ''"
     bad_want="$D holds files that are not dtlab checkpoints"
     : >"$D/a-file"
     bad_group "--checkpoint, a folder of other files: train" "3" "$T" \
