@@ -1,10 +1,14 @@
 /* Start-up, shut-down, the device of each rank, and the one abort path. */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
 #include "core.h"
 #include "cuda.h"
 #include "internal.h"
@@ -99,22 +103,48 @@ static void bad_input(const char *why, int option)
     stop_all(2);
 }
 
+/* Whether FILE.tmp, which trace.c writes and renames to a regular FILE, can be made
+ * beside it: permissions do not tell for root, nor in /proc or on a read-only mount.
+ * Made with O_EXCL and removed at once; one that exists already is left alone.
+ * Returns 0, or errno. */
+static int tmp_creatable(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return 0;                       /* a device or a pipe is written directly */
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return ENAMETOOLONG;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0)
+        return errno == EEXIST ? 0 : errno;
+    close(fd);
+    unlink(tmp);
+    return 0;
+}
+
 /* The trace is written at dt_finalize, by rank 0, whose path decides for every rank
  * (trace.c): a path rank 0 cannot write is refused here, before the run, not found
- * after it. dt_output_check creates nothing, so a refused run leaves the file system,
- * an older trace at that path included, as it was. Collective. */
+ * after it. dt_output_check creates nothing and the trial FILE.tmp is removed, so a
+ * refused run leaves the file system, an older trace at that path included, as it
+ * was. Collective. */
 static void check_trace(const char *path, int option)
 {
     const char *what = option ? "--trace" : "DT_TRACE";
     char why[640] = "", err[512];
     int bad = 0;
     if (dt.rank == 0 && path) {
-        int rc = dt_output_check(path, 0, err, sizeof err);
+        int rc = dt_output_check(path, 0, err, sizeof err), e;
         bad = rc != 0;
         if (rc == -2)                   /* no file can have that name: show the name */
             snprintf(why, sizeof why, "%s '%s': %s", what, path, err);
         else if (rc)                    /* err names the path and the reason */
             snprintf(why, sizeof why, "%s: %s", what, err);
+        else if ((e = tmp_creatable(path)) != 0) {
+            bad = 1;
+            snprintf(why, sizeof why, "%s: cannot write %s: creating %s.tmp beside it, "
+                     "which is renamed to it at the end: %s", what, path, path, strerror(e));
+        }
     }
     DT_CHECK_MPI(MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (bad)

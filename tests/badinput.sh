@@ -314,6 +314,14 @@ badinput_tests() {
         "--mode ddp --steps 1000000 --resume ''"
     bad_group "'' for --csv: collbench" "1 3" "$C" "-n 1000000 --csv ''"
     bad_group "'' for --data: train" "3" "$T" "--data ''"
+    # a place where permissions say yes (to root) but no file can be made: refused up
+    # front too, by the trial FILE.tmp
+    if [ -e /proc/version ]; then
+        bad_want=/proc/version
+        bad_group "--trace in /proc: lesson 08" "1 3" "$L/08_ring_allreduce" \
+            "--iters 1000000 --trace /proc/version"
+        bad_want="''"
+    fi
     bad_want="$D holds files that are not dtlab checkpoints"
     : >"$D/a-file"
     bad_group "--checkpoint, a folder of other files: train" "3" "$T" \
