@@ -616,18 +616,13 @@ int main(int argc, char **argv)
 
     int ok = 1;
     char why[600] = "";                         /* rank 0's, which alone speaks */
-    if (b.csv_path && b.rank == 0) {
-        char err[512];
-        if (dt_output_check(b.csv_path, 0, err, sizeof err) == -2) {
-            ok = 0;                     /* no file can have that name: show the name */
-            snprintf(why, sizeof why, "--csv '%.300s': %.250s", b.csv_path, err);
-        } else {
-            b.csv = fopen(b.csv_path, "w");
-            ok = b.csv != NULL;
-            if (!ok)
-                snprintf(why, sizeof why, "--csv: cannot write %.500s: %s", b.csv_path,
-                         strerror(errno));
-        }
+    dt_check_output("--csv", b.csv_path, 0);
+    if (b.csv_path && b.rank == 0) {            /* what the check cannot foresee */
+        b.csv = fopen(b.csv_path, "w");
+        ok = b.csv != NULL;
+        if (!ok)
+            snprintf(why, sizeof why, "--csv: cannot write %.500s: %s", b.csv_path,
+                     strerror(errno));
     }
     DT_CHECK_MPI(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (!ok) dt_usage_error(usage, why);

@@ -198,8 +198,7 @@ int main(int argc, char **argv)
                polite.median * 1e6, 100 * fmin(spread[0], 9.99), trips_polite);
     dt_printf0("   blocking (MPI_Waitall, spinning)    : %9.1f us +-%3.0f%%  (%d trips)\n",
                block.median * 1e6, 100 * fmin(spread[1], 9.99), trips_block);
-    /* slower beyond the noise: the quartile ranges do not overlap */
-    if (block.lo > polite.hi && block.median > 2 * polite.median)
+    if (dt_timing_compare(block, polite) > 0 && block.median > 2 * polite.median)
         dt_printf0("   Blocking waits were %.0fx slower: %s, a spinning\n"
                    "   rank keeps a core from the rank it waits for. That is why dtlab waits\n"
                    "   politely.\n", block.median / polite.median, m.crowded

@@ -140,7 +140,7 @@ int main(int argc, char **argv)
         spread = st > spread ? st : spread;
         char s[32], bn[32], bt[32];
         dt_format_bytes((double)size, s, sizeof s);
-        int lost = tt.lo > tn.hi && rounds < n - 1;      /* their quartiles apart */
+        int lost = dt_timing_compare(tt, tn) > 0 && rounds < n - 1;
         if (lost && slower < 4)
             snprintf(against[slower], sizeof against[0], "%s", s);
         slower += lost;

@@ -135,20 +135,20 @@ int main(int argc, char **argv)
     dt_timing ton = dt_train_step_timing(&on), toff = dt_train_step_timing(&off);
     double son = dt_timing_spread(ton), soff = dt_timing_spread(toff);
     if (n > 1) {
-        dt_printf0("\nTime per step, the median of steps 2..%d +- half their "
-                   "interquartile range:\n"
+        char how[96];
+        dt_train_step_words(&on, how, sizeof how);
+        dt_printf0("\nTime per step, %s:\n"
                    "  overlap on   %8.3f ms +-%3.0f%%  (buckets sent during "
                    "backward)\n"
                    "  overlap off  %8.3f ms +-%3.0f%%  (backward, then every "
                    "bucket)\n"
-                   "  off / on     %8.2f\n", steps, ton.median * 1e3,
+                   "  off / on     %8.2f\n", how, ton.median * 1e3,
                    100 * son, toff.median * 1e3, 100 * soff,
                    toff.median / ton.median);
         dt_machine mc = dt_machine_now();
         int threads = 2 * mc.ranks;       /* a rank and its communication thread */
         int enough = ton.runs >= 3;       /* steps to tell a difference from noise */
-        if (enough && ton.lo > toff.hi)   /* slower beyond the noise: the middle
-                                             halves of the runs do not overlap */
+        if (enough && dt_timing_compare(ton, toff) > 0)   /* slower beyond the noise */
             dt_printf0("Overlap lost here, by more than the runs spread. It hides "
                        "the allreduces only if\nthe communication thread runs "
                        "while backward does, on a core of its own. Here\n%s, "

@@ -38,11 +38,6 @@ static const char usage[] =
 
 enum { TOL_EXP = 5 };
 
-/* The range printed for a timing, median +- half its interquartile range: the
- * comparisons below use what the reader sees. */
-static double below(dt_timing t) { return t.median - (t.hi - t.lo) / 2; }
-static double above(dt_timing t) { return t.median + (t.hi - t.lo) / 2; }
-
 int main(int argc, char **argv)
 {
     /* ==== setup ==== */
@@ -154,18 +149,15 @@ int main(int argc, char **argv)
     dt_timing ta = dt_train_step_timing(&acc), tb = dt_train_step_timing(&big);
     double sa = dt_timing_spread(ta), sb = dt_timing_spread(tb);
     int enough = ta.runs >= 3;           /* steps to tell a difference from noise */
-    char how[80] = "step 1 alone (a median and a spread need more steps)";
-    if (steps > 1)
-        snprintf(how, sizeof how, "the median of steps 2..%d +- half their "
-                 "interquartile range", steps);
+    char how[96];
+    dt_train_step_words(&acc, how, sizeof how);
     dt_printf0("\nTime per step, %s:\n  accum %-2d  %8.3f ms +-%3.0f%%\n"
                "  accum 1   %8.3f ms +-%3.0f%%\n", how, K, ta.median * 1e3,
                100 * sa, tb.median * 1e3, 100 * sb);
     if (!enough)
         dt_printf0("Too few steps to tell a difference from noise: try --steps "
                    "10.\n");
-    else if (K > 1 && below(ta) > above(tb))  /* slower beyond the noise: the
-                                            ranges printed do not overlap */
+    else if (K > 1 && dt_timing_compare(ta, tb) > 0)   /* slower beyond the noise */
         dt_printf0("Accumulating was slower, by more than the runs spread. The "
                    "arithmetic and the\nbytes are the same, but each of the K "
                    "passes pays a layer's fixed costs again on\n1/K of the rows, "
@@ -174,7 +166,7 @@ int main(int argc, char **argv)
                    "then): overlap hides the allreduces\nbehind 1/K of backward, "
                    "not all of it. Or the machine was busier during the first\n"
                    "run: the two came one after the other.\n");
-    else if (K > 1 && below(tb) > above(ta))
+    else if (K > 1 && dt_timing_compare(ta, tb) < 0)
         dt_printf0("Accumulating was faster, by more than the runs spread: "
                    "nothing in it is\ncheaper (the same arithmetic, the same "
                    "bytes), so this is the machine: the two\nruns came one "

@@ -177,17 +177,14 @@ int main(int argc, char **argv)
     dt_timing tm = dt_train_step_timing(&meg), tg = dt_train_step_timing(&gat);
     double sm = dt_timing_spread(tm), sg = dt_timing_spread(tg);
     int enough = tm.runs >= 3;           /* steps to tell a difference from noise */
-    char how[80] = "step 1 alone (a median and a spread need more steps)";
-    if (steps > 1)
-        snprintf(how, sizeof how, "the median of steps 2..%d +- half their "
-                 "interquartile range", steps);
+    char how[96];
+    dt_train_step_words(&meg, how, sizeof how);
     dt_printf0("\nTime per step, %s:\n"
                "  Megatron   %8.3f ms +-%3.0f%%%s\n"
                "  allgather  %8.3f ms +-%3.0f%%%s\n", how, tm.median * 1e3,
                100 * sm, n > 1 ? "   (3 collectives a step)" : "", tg.median * 1e3,
                100 * sg, n > 1 ? "   (7 collectives a step)" : "");
-    if (n > 1 && enough && tm.lo > tg.hi)          /* slower beyond the noise: the middle
-                                            halves of the runs do not overlap */
+    if (n > 1 && enough && dt_timing_compare(tm, tg) > 0)   /* slower beyond the noise */
         dt_printf0("Megatron was slower, by more than the runs spread, with "
                    "fewer collectives and\nfewer bytes: nothing in it costs "
                    "more, so the likely cause is the machine: the\nruns came "

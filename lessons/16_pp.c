@@ -168,10 +168,8 @@ int main(int argc, char **argv)
     double sp[2] = {dt_timing_spread(tt[0]), dt_timing_spread(tt[1])};
     int turn[2] = {turns(0, P, M), turns(1, P, M)};
     int enough = tt[0].runs >= 3;        /* steps to tell a difference from noise */
-    char over[80] = "step 1 alone (a median and a spread need more steps)";
-    if (steps > 1)
-        snprintf(over, sizeof over, "the median of steps 2..%d +- half their "
-                 "interquartile range", steps);
+    char over[96];
+    dt_train_step_words(&res[0], over, sizeof over);
     dt_printf0("\nTime per step, %s:\n", over);
     for (int sch = 0; sch < 2; sch++) {
         char t[32] = "";
@@ -183,14 +181,9 @@ int main(int argc, char **argv)
     if (P > 1)
         dt_printf0("A turn: on one core, a stage runs until it needs a message "
                    "not yet sent, then\ngives the core to the next stage.\n");
-    /* slower beyond the noise: the ranges printed, median +- half the
-     * interquartile range, do not overlap; one stage is no pipeline: no claim */
-    double lo[2], hi[2];
-    for (int sch = 0; sch < 2; sch++) {
-        lo[sch] = tt[sch].median - (tt[sch].hi - tt[sch].lo) / 2;
-        hi[sch] = tt[sch].median + (tt[sch].hi - tt[sch].lo) / 2;
-    }
-    int slow = !enough || P == 1 ? -1 : lo[1] > hi[0] ? 1 : lo[0] > hi[1] ? 0 : -1;
+    /* which was slower beyond the noise (-1: neither); one stage is no pipeline */
+    int cmp = dt_timing_compare(tt[1], tt[0]);
+    int slow = !enough || P == 1 || cmp == 0 ? -1 : cmp > 0 ? 1 : 0;
     if (slow == 1 && turn[1] > turn[0])
         dt_printf0("1F1B was slower, by more than the runs spread: its equal "
                    "time assumes a core\nper stage. GPipe lets a stage run all "

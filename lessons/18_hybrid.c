@@ -260,13 +260,12 @@ int main(int argc, char **argv)
     /* the time: the median and quartiles of steps 2.., each the slowest rank's */
     dt_timing tm = dt_train_step_timing(&res);
     double spread = dt_timing_spread(tm);
-    char how[128] = "step 1 alone: a median and a spread need more steps";
-    if (steps > 1)
-        snprintf(how, sizeof how, "the median of steps 2..%d on the slowest rank, +- "
-                 "half their\ninterquartile range", steps);
+    char how[96];
+    dt_train_step_words(&res, how, sizeof how);
     dt_printf0("\nLoss: step 1 %.5f, step %d %.5f (serial: %.5f). %.2f ms per step +-%.0f%%"
-               "\n(%s).\n", res.loss[0], steps, res.loss[steps - 1], rank == 0 ?
-               ref.loss[steps - 1] : 0.0, tm.median * 1e3, 100 * spread, how);
+               "\n(%s, each the slowest rank's).\n", res.loss[0], steps,
+               res.loss[steps - 1], rank == 0 ? ref.loss[steps - 1] : 0.0, tm.median * 1e3,
+               100 * spread, how);
     dt_timing_note(spread, "This lesson compares no timings, so its checks stand; only "
                    "the time per step grows and varies (with ranks taking turns on cores, "
                    "each pipeline hand-off and each allreduce step waits for a core).");

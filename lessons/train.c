@@ -221,7 +221,11 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
         case O_DUMP: d->dump = optarg; break;
         case O_CHECKPOINT: c->checkpoint_dir = optarg; break;
         case O_EVERY: c->checkpoint_every = int_arg(1, 1000000); break;
-        case O_RESUME: c->resume_dir = optarg; break;
+        case O_RESUME:           /* read and checked in lib/parallel/checkpoint.c */
+            if (!*optarg)
+                bad("--resume '': the name is empty");
+            c->resume_dir = optarg;
+            break;
         case O_SERVER: c->dedicated_server = 1; break;
         case O_ASYNC: c->async = int_arg(0, 1000); break;
         case O_BUCKET: c->bucket_kb = int_arg(1, 1 << 20); break;
@@ -310,30 +314,6 @@ static void check_sizes(const dt_train_config *c)
     if ((double)c->batch * wide * m->layers > (double)MAX_FLOATS)
         bad("--batch %d through %d layers of width %d: more than 256 MiB of activations",
             c->batch, m->layers, wide);
-}
-
-/* --dump FILE and --checkpoint DIR that cannot be written are refused before training
- * (and before the banner), as --trace is, not found out after it; --resume '' too
- * (the folder's checkpoint is read and checked in lib/parallel/checkpoint.c). Rank 0
- * writes them, so rank 0 looks; every rank stops, status 2. is_dir: 0 a file written,
- * 1 a folder written, -1 a folder read. */
-static void check_path(const char *opt, const char *path, int is_dir)
-{
-    char err[512] = "", why[640] = "";
-    int bad_path = 0;
-    if (path && dt_rank() == 0) {
-        int rc = dt_output_check(path, is_dir != 0, err, sizeof err);
-        if (is_dir < 0)                 /* read, not written: only the name counts */
-            rc = rc == -2 ? rc : 0;
-        bad_path = rc != 0;
-        if (rc == -2)                   /* no file can have that name: show the name */
-            snprintf(why, sizeof why, "--%s '%s': %s", opt, path, err);
-        else if (rc)                    /* err names the path and the reason */
-            snprintf(why, sizeof why, "--%s: %s", opt, err);
-    }
-    DT_CHECK_MPI(MPI_Bcast(&bad_path, 1, MPI_INT, 0, MPI_COMM_WORLD));
-    if (bad_path)
-        dt_usage_error(NULL, why);
 }
 
 /* ==== data: the same set on every rank ==== */
@@ -439,9 +419,8 @@ int main(int argc, char **argv)
     c.tp = c.pp = 1;
     struct driver d = {.examples = 4096, .features = 32, .classes = 10};
     parse(argc, argv, &c, &d);
-    check_path("dump", d.dump, 0);
-    check_path("checkpoint", c.checkpoint_dir, 1);
-    check_path("resume", c.resume_dir, -1);
+    dt_check_output("--dump", d.dump, 0);          /* before the banner, not after */
+    dt_check_output("--checkpoint", c.checkpoint_dir, 1);
     c.on_device = dt_device() == DT_CUDA;
 
     dt_dataset set;

@@ -131,16 +131,11 @@ static int tmp_creatable(const char *path)
 static void check_trace(const char *path, int option)
 {
     const char *what = option ? "--trace" : "DT_TRACE";
-    char why[640] = "", err[512];
-    int bad = 0;
+    char why[640] = "";
+    int bad = 0, e;
     if (dt.rank == 0 && path) {
-        int rc = dt_output_check(path, 0, err, sizeof err), e;
-        bad = rc != 0;
-        if (rc == -2)                   /* no file can have that name: show the name */
-            snprintf(why, sizeof why, "%s '%s': %s", what, path, err);
-        else if (rc)                    /* err names the path and the reason */
-            snprintf(why, sizeof why, "%s: %s", what, err);
-        else if ((e = tmp_creatable(path)) != 0) {
+        bad = dti_output_why(what, path, 0, why, sizeof why) != 0;
+        if (!bad && (e = tmp_creatable(path)) != 0) {
             bad = 1;
             snprintf(why, sizeof why, "%s: cannot write %s: creating %s.tmp beside it, "
                      "which is renamed to it at the end: %s", what, path, path, strerror(e));

@@ -55,6 +55,26 @@ void dt_usage_error(const char *usage, const char *why)
     exit(2);
 }
 
+int dti_output_why(const char *opt, const char *path, int is_dir, char *why, size_t len)
+{
+    char err[512];
+    int rc = dt_output_check(path, is_dir, err, sizeof err);
+    if (rc == -2)                       /* no file can have that name: show the name */
+        snprintf(why, len, "%s '%s': %s", opt, path, err);
+    else if (rc)                        /* err names the path and the reason */
+        snprintf(why, len, "%s: %s", opt, err);
+    return rc;
+}
+
+void dt_check_output(const char *opt, const char *path, int is_dir)
+{
+    char why[640] = "";
+    int bad = path && dt_rank() == 0 && dti_output_why(opt, path, is_dir, why, sizeof why);
+    DT_CHECK_MPI(MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (bad)
+        dt_usage_error(NULL, why);
+}
+
 void dt_usage_help(const char *usage)
 {
     if (dt_rank() <= 0) {

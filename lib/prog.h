@@ -29,6 +29,16 @@ void dt_usage_error(const char *usage, const char *why);
 /* (for lib/) Those two lines, from the caller's rank; dt_init's own refusals use it. */
 void dti_usage_say(const char *why);
 
+/* An output path given on the command line as --opt (is_dir: a folder): when rank 0
+ * cannot write it (dt_output_check: '', a missing folder, a folder where a file goes,
+ * ...), a usage error on every rank, "PROG: --opt: cannot write PATH: why", before any
+ * work. Creates nothing. path NULL: not given, nothing to check. Collective over
+ * MPI_COMM_WORLD. */
+void dt_check_output(const char *opt, const char *path, int is_dir);
+/* The same sentence in why (len bytes) for a caller that decides itself: returns
+ * dt_output_check's 0, -1 or -2. */
+int dti_output_why(const char *opt, const char *path, int is_dir, char *why, size_t len);
+
 /* --help: rank 0 prints the usage text to stdout; every rank exits with status 0. */
 __attribute__((noreturn))
 void dt_usage_help(const char *usage);
@@ -42,8 +52,9 @@ void dt_usage_help(const char *usage);
  * plus --help, --device and --trace always. Counts and sizes take K, M, G suffixes.
  * count_max caps --count (0 means 2^28; a program whose count is per block sets
  * 2^28 / N), for 4-byte elements: a wider --type gets count_max * 4 bytes' worth.
- * Fields of options not given keep the values the caller put there. Anything wrong (an unknown option, a missing or bad value, a stray
- * argument, min-size above max-size) ends every rank through dt_usage_error. Good
+ * Fields of options not given keep the values the caller put there. Anything wrong (an
+ * unknown option, a missing or bad value, a stray argument, min-size above max-size)
+ * ends every rank through dt_usage_error. Good
  * options end with the device line (dt_print_devices). */
 typedef struct {
     int count, root, iters;
@@ -138,6 +149,11 @@ dt_timing dt_timing_of(const double *t, int n);
 /* Half the interquartile range over the median: 0.1 means runs spread +-10%; 0 for fewer
  * than two runs. */
 double dt_timing_spread(dt_timing t);
+
+/* Whether a is slower than b beyond the noise: 1 when the ranges the lessons print,
+ * median +- half the interquartile range, do not overlap and a's lies above; -1 when
+ * b's lies above; 0 when they overlap (no winner can be named). */
+int dt_timing_compare(dt_timing a, dt_timing b);
 
 /* Above this spread a comparison of two timings is called noisy. */
 #define DT_NOISY 0.15

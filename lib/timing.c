@@ -52,6 +52,12 @@ double dt_timing_spread(dt_timing t)
     return t.median > 0 ? (t.hi - t.lo) / (2 * t.median) : 0;
 }
 
+int dt_timing_compare(dt_timing a, dt_timing b)
+{
+    double ha = (a.hi - a.lo) / 2, hb = (b.hi - b.lo) / 2;
+    return a.median - ha > b.median + hb ? 1 : b.median - hb > a.median + ha ? -1 : 0;
+}
+
 dt_timing dt_time_runs(void (*fn)(void *ctx), void *ctx, int iters, MPI_Comm comm)
 {
     DT_REQUIRE(iters >= 1, "dt_time_runs: iters is %d; it must be 1 or more", iters);

@@ -90,7 +90,8 @@ bad_run() {
 
 # bad_group NAME RANKS PROG CASE...: each CASE, an argument list as the shell reads it
 # ("--count ''" is --count and an empty word), at each rank count in RANKS (0: without
-# MPI). One PASS or FAIL line for the whole group.
+# MPI), run by bad_run (or $bad_runner, whose runs must end with status $bad_exit). One
+# PASS or FAIL line for the whole group.
 bad_group() {
     local name=$1 ranks=$2 prog=$3 case n runs=0 fails="" t0 took
     shift 3
@@ -103,68 +104,55 @@ bad_group() {
     for case in "$@"; do
         eval "set -- $case"
         for n in $ranks; do
-            bad_run "$n" "$prog" "$@"
+            "${bad_runner:-bad_run}" "$n" "$prog" "$@"
             runs=$((runs + 1))
             [ -z "$bad_why" ] || fails="$fails | [$case] at $n: $bad_why"
         done
     done
     took=$(since "$t0")
     if [ -z "$fails" ]; then
-        report "$name" 1 "$runs run$([ "$runs" = 1 ] || echo s), exit 2 on every rank  [$took]"
+        report "$name" 1 \
+            "$runs run$([ "$runs" = 1 ] || echo s), exit ${bad_exit:-2} on every rank  [$took]"
     else
         report "$name" 0 "${fails# | }  [$took]"
     fi
 }
 
-# full_group NAME RANKS PROG CASE...: like bad_group, for output that fails only when it
-# is written, at the end of a run (/dev/full: every write fails with ENOSPC). Each run
-# must end soon with exit status 1 on the job and on every rank, and a line on stderr
-# that names /dev/full and the reason. /dev/full must stay a device: a writer that
-# renames a FILE.tmp over it replaces the device with a file (it did, run as root).
+# full_run N PROG ARGS...: as bad_run, for output that fails only when it is written, at
+# the end of a run (/dev/full: every write fails with ENOSPC). The run must end soon with
+# exit status 1 on the job and on every rank, and a line on stderr that names /dev/full
+# and the reason. /dev/full must stay a device: a writer that renames a FILE.tmp over it
+# replaces the device with a file (it did, run as root).
+full_run() {
+    local n=$1 prog=$2 rc k others out=$tmp/full.out err=$tmp/full.err
+    shift 2
+    MPIEXEC_TIMEOUT=30 "$MPIEXEC" -n "$n" sh -c "$bad_wrap" "$prog" "$@" \
+        >"$out" 2>"$err" </dev/null
+    rc=$?
+    bad_why=""
+    if grep -q 'APPLICATION TIMED OUT' "$out" "$err"; then
+        bad_why="; timed out after 30 s"
+    elif [ "$rc" != 1 ]; then
+        bad_why="; $(status_words "$rc"), not 1"
+    fi
+    k=$(grep -c '^rank-exit ' "$err")
+    others=$(awk '/^rank-exit / && $3 != 1 { printf " rank %s: %s", $2, $3 }' "$err")
+    [ "$k" = "$n" ] || bad_why="$bad_why; $k of $n ranks ended"
+    [ -z "$others" ] || bad_why="$bad_why; exit status of$others"
+    grep -q '/dev/full.*No space left on device' "$err" ||
+        bad_why="$bad_why; no line names /dev/full and the reason"
+    ! grep -q '^dtlab: rank ' "$err" || bad_why="$bad_why; dtlab's abort path"
+    [ -c /dev/full ] || bad_why="$bad_why; /dev/full is no longer a device"
+    bad_why=${bad_why#; }
+    if [ -n "$bad_why" ]; then
+        { echo "---- ${prog##*/} $* (at $n ranks): $bad_why"
+          grep -v '^rank-exit ' "$err" | tail -n 6; } >>"$log"
+    fi
+}
+
+# full_group NAME RANKS PROG CASE...: bad_group with full_run's checks.
 full_group() {
-    local name=$1 ranks=$2 prog=$3 case n rc runs=0 fails="" t0 why others k
-    local out=$tmp/full.out err=$tmp/full.err
-    shift 3
-    if [ ! -x "$prog" ]; then
-        missing "$name" "$prog"
-        return
-    fi
-    : >"$log"
-    t0=$(now)
-    for case in "$@"; do
-        eval "set -- $case"
-        for n in $ranks; do
-            MPIEXEC_TIMEOUT=30 "$MPIEXEC" -n "$n" sh -c "$bad_wrap" "$prog" "$@" \
-                >"$out" 2>"$err" </dev/null
-            rc=$?
-            runs=$((runs + 1))
-            why=""
-            if grep -q 'APPLICATION TIMED OUT' "$out" "$err"; then
-                why="; timed out after 30 s"
-            elif [ "$rc" != 1 ]; then
-                why="; $(status_words "$rc"), not 1"
-            fi
-            k=$(grep -c '^rank-exit ' "$err")
-            others=$(awk '/^rank-exit / && $3 != 1 { printf " rank %s: %s", $2, $3 }' "$err")
-            [ "$k" = "$n" ] || why="$why; $k of $n ranks ended"
-            [ -z "$others" ] || why="$why; exit status of$others"
-            grep -q '/dev/full.*No space left on device' "$err" ||
-                why="$why; no line names /dev/full and the reason"
-            ! grep -q '^dtlab: rank ' "$err" || why="$why; dtlab's abort path"
-            [ -c /dev/full ] || why="$why; /dev/full is no longer a device"
-            if [ -n "$why" ]; then
-                fails="$fails | [$case] at $n: ${why#; }"
-                { echo "---- $prog $* at $n ranks: ${why#; }"
-                  grep -v '^rank-exit ' "$err" | tail -n 6; } >>"$log"
-            fi
-            [ -c /dev/full ] || break 2         # nothing more can be learnt
-        done
-    done
-    if [ -z "$fails" ]; then
-        report "$name" 1 "$runs run$([ "$runs" = 1 ] || echo s), exit 1 on every rank  [$(since "$t0")]"
-    else
-        report "$name" 0 "${fails# | }  [$(since "$t0")]"
-    fi
+    bad_runner=full_run bad_exit=1 bad_group "$@"
 }
 
 badinput_tests() {

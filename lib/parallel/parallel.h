@@ -230,6 +230,9 @@ void dt_train_result_free(dt_train_result *r);
 /* The median and quartiles of the step times seconds_per_step averages (dt_timing_of);
  * a run with one such step, or none, gives seconds_per_step with no spread. */
 dt_timing dt_train_step_timing(const dt_train_result *r);
+/* Which steps that timing covers, in words for a lesson's heading: "the median of steps
+ * 2..6 +- half their interquartile range", or "step 1 alone (...)". */
+void dt_train_step_words(const dt_train_result *r, char *buf, size_t len);
 
 /* The reference for lessons and tests: rank 0 of comm trains c in mode serial alone
  * (dp's options cleared, no step reports) into ref, while the other ranks wait

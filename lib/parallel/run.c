@@ -485,6 +485,17 @@ void dt_train_result_free(dt_train_result *r)
     r->stage_stash = NULL;
 }
 
+void dt_train_step_words(const dt_train_result *r, char *buf, size_t len)
+{
+    int first = r->first_timed > 0 ? r->first_timed : 1;
+    if (r->steps - first + 1 < 2)
+        snprintf(buf, len, "step %d alone (a median and a spread need more steps)",
+                 r->steps);
+    else
+        snprintf(buf, len, "the median of steps %d..%d +- half their interquartile range",
+                 first, r->steps);
+}
+
 dt_timing dt_train_step_timing(const dt_train_result *r)
 {
     int first = r->first_timed > 0 ? r->first_timed : 1, n = r->steps - first + 1;
