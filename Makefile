@@ -47,7 +47,9 @@ CFLAGS   += -std=gnu11 -Wall -Wextra -MMD -MP -Ilib -pthread
 # GCC 12 takes MPICH's MPI_STATUS(ES)_IGNORE, a constant pointer, for a zero-sized array
 CFLAGS   += -Wno-stringop-overflow
 LDLIBS   := -lm -lz -pthread
-NVFLAGS  := -O3 -Ilib -DDT_HAVE_CUDA -Xcompiler -Wall,-Wextra $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
+# --default-stream per-thread: each host thread's kernels and copies go to its own
+# stream (DDP's communication thread overlaps the main thread's compute; device.cu)
+NVFLAGS  := -O3 -Ilib -DDT_HAVE_CUDA --default-stream per-thread -Xcompiler -Wall,-Wextra $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
 
 ifeq ($(CUDA),1)
   CFLAGS += -DDT_HAVE_CUDA -I$(CUDA_HOME)/include
@@ -175,6 +177,13 @@ $(TRAIN): $(BUILD)/obj/lessons/train.o $(LIBDT)
 	$(CC) $(CFLAGS) $< $(LIBDT) $(LDLIBS) -o $@
 
 $(BENCH): $(BUILD)/obj/bench/collbench.o $(LIBDT)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LIBDT) $(LDLIBS) -o $@
+
+# the reduction kernel beside a device-to-device copy (bench/gpubw.c): CUDA builds only
+GPUBW := $(if $(filter 1,$(CUDA)),$(BUILD)/bench/gpubw)
+all: $(GPUBW)
+$(BUILD)/bench/gpubw: $(BUILD)/obj/bench/gpubw.o $(LIBDT)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(LIBDT) $(LDLIBS) -o $@
 

@@ -1,4 +1,5 @@
-/* Buffers, datatypes and ops (see buf.h). */
+/* Buffers, datatypes and ops (see buf.h), and the collectives' scratch (internal.h). */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "buf.h"
@@ -141,4 +142,97 @@ void dt_memzero(void *p, size_t nbytes)
         dti_cuda_memzero(p, nbytes);
     else
         memset(p, 0, nbytes);
+}
+
+/* ==== scratch ====
+ *
+ * One table per thread, found through a pthread key whose destructor frees it when the
+ * thread ends (a _Thread_local pointer alone would leak: C runs no code at thread exit).
+ *
+ *     level (0, or 1 inside a step hook) x place (host, device) x slot -> {p, nbytes}
+ *
+ * A slot grows to at least 1.5 times its old size, so a size that creeps up call after
+ * call reallocates a few times, not every call; it never shrinks. */
+enum { LEVELS = 2 };
+typedef struct { void *p; size_t nbytes; } scratch_buf;
+typedef struct {
+    int level;
+    scratch_buf buf[LEVELS][2][DTI_SCRATCH_SLOTS];      /* [level][on device][slot] */
+} scratch_table;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_release(void *arg)
+{
+    scratch_table *t = arg;
+    if (t == NULL)
+        return;
+    for (int l = 0; l < LEVELS; l++)
+        for (int d = 0; d < 2; d++)
+            for (int s = 0; s < DTI_SCRATCH_SLOTS; s++) {
+                void *p = t->buf[l][d][s].p;
+                if (p != NULL && d)
+                    dti_cuda_free(p);
+                else
+                    free(p);
+            }
+    free(t);
+}
+
+static void scratch_key_make(void)
+{
+    DT_REQUIRE(pthread_key_create(&scratch_key, scratch_release) == 0,
+               "cannot create a thread-local key for the collectives' scratch");
+}
+
+static scratch_table *scratch_mine(void)
+{
+    pthread_once(&scratch_once, scratch_key_make);
+    scratch_table *t = pthread_getspecific(scratch_key);
+    if (t == NULL) {
+        t = calloc(1, sizeof *t);
+        DT_REQUIRE(t != NULL, "out of host memory");
+        DT_REQUIRE(pthread_setspecific(scratch_key, t) == 0, "pthread_setspecific failed");
+    }
+    return t;
+}
+
+void *dti_scratch(int slot, size_t nbytes, const void *like)
+{
+    DT_REQUIRE(slot >= 0 && slot < DTI_SCRATCH_SLOTS, "no scratch slot %d", slot);
+    scratch_table *t = scratch_mine();
+    int dev = dt_is_device_ptr(like);
+    scratch_buf *b = &t->buf[t->level][dev][slot];
+    if (b->p == NULL || b->nbytes < nbytes) {
+        size_t grow = b->nbytes + b->nbytes / 2;
+        size_t n = nbytes > grow ? nbytes : grow;
+        /* The old buffer may go at once: the operations that used it have all returned,
+         * and every dtlab operation is complete when it returns (no copy or kernel of
+         * ours is still reading it). */
+        if (b->p != NULL && dev)
+            dti_cuda_free(b->p);
+        else
+            free(b->p);
+        b->p = NULL;                    /* never left dangling if the next line aborts */
+        b->p = dt_malloc(n, dev ? DT_CUDA : DT_CPU);
+        b->nbytes = n;
+    }
+    return b->p;
+}
+
+void dti_scratch_nest(int delta)
+{
+    scratch_table *t = scratch_mine();
+    DT_REQUIRE(t->level + delta >= 0 && t->level + delta < LEVELS,
+               "scratch nested %d deep: a step hook's collective may not run a hook",
+               t->level + delta);
+    t->level += delta;
+}
+
+void dti_scratch_fini(void)
+{
+    pthread_once(&scratch_once, scratch_key_make);
+    scratch_release(pthread_getspecific(scratch_key));
+    pthread_setspecific(scratch_key, NULL);
 }

@@ -12,6 +12,7 @@
 #include "core.h"
 #include "cuda.h"
 #include "internal.h"
+#include "mailbox.h"
 #include "prog.h"
 #include "trace.h"
 
@@ -212,6 +213,7 @@ int dt_init(int *argc, char ***argv)
     const char *device = getenv("DT_DEVICE"), *trace = getenv("DT_TRACE");
     const char *wait = getenv("DT_WAIT"), *algo = getenv("DT_ALLREDUCE_ALGO");
     const char *watch = getenv("DT_WATCH"), *limit = getenv("DT_TIMEOUT");
+    const char *p2p = getenv("DT_P2P");
     int help = 0, from_argv = 0;
     if (argc && argv && *argv)
         read_options(*argc, *argv, &device, &trace, &from_argv, &help);
@@ -219,6 +221,8 @@ int dt_init(int *argc, char ***argv)
         bad_input("DT_WAIT must be 'polite' or 'block'", 0);
     if (algo && *algo && strcmp(algo, "ring") && strcmp(algo, "naive") && strcmp(algo, "rd"))
         bad_input("DT_ALLREDUCE_ALGO must be 'ring', 'naive' or 'rd'", 0);
+    if (p2p && *p2p && !dti_mb_mode_ok(p2p))
+        bad_input("DT_P2P must be 'auto' (the default), 'staging', 'shm' or 'ipc'", 0);
     if (watch && strcmp(watch, "0") && strcmp(watch, "1"))
         bad_input("DT_WATCH must be 1 (a watcher per rank, the default) or 0", 0);
     double per_wait = 0;
@@ -274,6 +278,8 @@ int dt_init(int *argc, char ***argv)
                     dti_cuda_why_none());
     }
 
+    dti_mb_init(local_comm, p2p);      /* the mailboxes of this host's ranks (p2p.h) */
+
     const char *prog = (argc && argv && *argv && (*argv)[0]) ? (*argv)[0] : "dtlab";
     const char *slash = strrchr(prog, '/');
     dt_trace_open(trace && *trace ? trace : NULL, slash ? slash + 1 : prog);
@@ -284,6 +290,7 @@ int dt_finalize(void)
 {
     dti_trace_close();
     dti_p2p_fini();
+    dti_scratch_fini();
     dti_buf_fini();
     dti_watch_board_close();
     if (local_comm != MPI_COMM_NULL)

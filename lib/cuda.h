@@ -25,10 +25,12 @@ void dti_cuda_free(void *p);
 void *dti_cuda_host_alloc(size_t nbytes);    /* pinned host memory */
 void dti_cuda_host_free(void *p);
 int dti_cuda_is_device_ptr(const void *p);
+/* The next three run on the calling thread's stream (cudaStreamPerThread) and return
+ * when their work is done, waiting for that stream only, not the whole GPU. */
 void dti_cuda_memcpy(void *dst, const void *src, size_t nbytes);   /* any direction */
 void dti_cuda_memzero(void *p, size_t nbytes);
 /* dst[i] = src[i] op in[i] on the GPU (dst may be src); type and op are dt_dtype and
- * dt_op values. */
+ * dt_op values. Fastest when in, src and dst sit at the same offset within 16 bytes. */
 void dti_cuda_reduce(const void *in, const void *src, void *dst, size_t count, int type, int op);
 
 #else

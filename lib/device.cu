@@ -1,6 +1,13 @@
 /* The CUDA runtime calls of lib/, behind the C interface of cuda.h. Every call is
  * checked; a missing driver or GPU is not an error here but a count of 0, and CUDA's
- * reason kept for the caller (dti_cuda_why_none). */
+ * reason kept for the caller (dti_cuda_why_none).
+ *
+ * Streams: every copy and kernel of lib/ runs on cudaStreamPerThread, the calling host
+ * thread's own stream (the .cu files are also compiled with --default-stream
+ * per-thread), and the host waits for that stream alone. So DDP's communication thread
+ * copies and reduces while the main thread's kernels run, neither waiting for the
+ * other's work, as they would on the legacy default stream or with
+ * cudaDeviceSynchronize. Each function still returns only when its work is done. */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -79,12 +86,17 @@ extern "C" int dti_cuda_is_device_ptr(const void *p)
     return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
 }
 
+/* Complete on return, in every direction: a plain cudaMemcpy may return before a copy
+ * between two device buffers has finished (it is only ordered on the stream), and the
+ * p2p layer hands a buffer back to its sender as soon as the copy returns. */
 extern "C" void dti_cuda_memcpy(void *dst, const void *src, size_t nbytes)
 {
-    DT_CHECK_CUDA(cudaMemcpy(dst, src, nbytes, cudaMemcpyDefault));
+    DT_CHECK_CUDA(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, cudaStreamPerThread));
+    DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
 }
 
 extern "C" void dti_cuda_memzero(void *p, size_t nbytes)
 {
-    DT_CHECK_CUDA(cudaMemset(p, 0, nbytes));
+    DT_CHECK_CUDA(cudaMemsetAsync(p, 0, nbytes, cudaStreamPerThread));
+    DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
 }

@@ -10,6 +10,46 @@ void dti_buf_fini(void);
 void dti_p2p_fini(void);        /* frees the staging buffers (dt_finalize) */
 int dti_gpu_count(void);        /* GPUs this rank can use: 0 on the CPU or without CUDA */
 
+/* ==== scratch for the collectives (buf.c) ====
+ *
+ * A collective that needs a temporary (an incoming segment, a partner's buffer) takes it
+ * from this thread's scratch instead of allocating and freeing it on every call: on a
+ * GPU, cudaFree waits for the whole device, which would stall the compute that DDP's
+ * communication thread is meant to overlap.
+ *
+ * Each thread has its own slots (DDP's communication thread and the main thread never
+ * share one), each slot a host and a device buffer, grown on demand and kept: freed when
+ * the thread ends, the main thread's by dt_finalize (dti_scratch_fini).
+ *
+ * Slot ownership: two users of one slot must never be live at once in one thread. A
+ * collective that calls another uses other slots than its callee:
+ *
+ *     slot                 owner                                     calls
+ *     DTI_SCRATCH_SEG      dti_ring_reduce_scatter: one segment      -
+ *     DTI_SCRATCH_WORK     dt_reduce_scatter_block: the whole        dti_ring_reduce_scatter
+ *                          buffer the ring works on
+ *     DTI_SCRATCH_PEER     allreduce naive/rd: the partner's data;   -
+ *                          reduce: a child's partial result
+ *     DTI_SCRATCH_TREE     gather, scatter: the subtree's blocks;    -
+ *                          reduce: its own partial result;
+ *                          alltoall: the copy of its input
+ *
+ * (dt_allreduce_ring calls the ring reduce-scatter, SEG, and the allgather, no scratch.)
+ * A step hook may itself call a collective (hook.c): while it runs, dti_scratch_nest(1)
+ * switches the thread to a second set of slots, so the caller's buffers stay valid. */
+enum { DTI_SCRATCH_SEG, DTI_SCRATCH_WORK, DTI_SCRATCH_PEER, DTI_SCRATCH_TREE,
+       DTI_SCRATCH_SLOTS };
+
+/* At least nbytes of this thread's slot, on the GPU when like is a device pointer, else
+ * on the host. The contents are undefined. Valid until the same slot (same place) is
+ * asked for again by this thread at the same nesting level; growing frees the old
+ * buffer, which is safe because every dtlab operation is complete when it returns. */
+void *dti_scratch(int slot, size_t nbytes, const void *like);
+/* +1 on entering a step hook, -1 on leaving it: the slots a nested collective uses. */
+void dti_scratch_nest(int delta);
+/* Frees the calling thread's scratch (dt_finalize, for the main thread). */
+void dti_scratch_fini(void);
+
 /* ==== dying and stuck ranks (watch.c) ==== */
 
 double dti_now(void);           /* seconds on a monotonic clock (CLOCK_MONOTONIC) */

@@ -10,6 +10,8 @@
 #include "buf.h"
 #include "cuda.h"
 #include "internal.h"
+#include "mailbox.h"
+#include "ops.h"
 #include "trace.h"
 
 /* MPI counts are ints: a message larger than this goes as several pieces. */
@@ -177,16 +179,13 @@ static int waited_for(int n, MPI_Request *reqs)
     return world_rank_of(what & 1 ? cur.src : what & 2 ? cur.dst : -1, cur.comm);
 }
 
-/* t0: when the wait began; now: when it stopped (the deadline, plus any GRACE). */
+/* t0: when the wait began; now: when it stopped (the deadline, plus any GRACE). src and
+ * dst: the world ranks still waited for (a message from src; dst to take this rank's),
+ * -1 for none; n: the MPI requests waited for, for when neither is known. */
 __attribute__((noreturn))
-static void timed_out(int n, MPI_Request *reqs, double t0, double now, int by_wait)
+static void die_waiting(int src, int dst, int n, double t0, double now, int by_wait)
 {
     char what[200], where[96], ctx[160], whom[32] = "a rank", limit[128];
-    int p = pending(n, reqs);
-    if (cur.on && p == 0)           /* done just now (the deadline came mid-way): name */
-        p = (cur.nrecv > 0) | (n > cur.nrecv) << 1;     /* what the wait was for */
-    int src = p & 1 ? world_rank_of(cur.src, cur.comm) : -1;
-    int dst = p & 2 ? world_rank_of(cur.dst, cur.comm) : -1;
     if (src >= 0 && dst >= 0)
         snprintf(what, sizeof what, "a message from rank %d, and for rank %d to take "
                  "this rank's", src, dst);
@@ -204,7 +203,7 @@ static void timed_out(int n, MPI_Request *reqs, double t0, double now, int by_wa
     dti_trace_where(where, sizeof where);
     if (!where[0])
         ctx[0] = '\0';
-    else if (cur.on)
+    else if (src >= 0 || dst >= 0)
         snprintf(ctx, sizeof ctx, " (%s?)", where);
     else
         snprintf(ctx, sizeof ctx, " (the last dtlab step of this thread: %s)", where);
@@ -226,6 +225,36 @@ static void timed_out(int n, MPI_Request *reqs, double t0, double now, int by_wa
             what, ctx, whom, limit);
 }
 
+__attribute__((noreturn))
+static void timed_out(int n, MPI_Request *reqs, double t0, double now, int by_wait)
+{
+    int p = pending(n, reqs);
+    if (cur.on && p == 0)           /* done just now (the deadline came mid-way): name */
+        p = (cur.nrecv > 0) | (n > cur.nrecv) << 1;     /* what the wait was for */
+    die_waiting(p & 1 ? world_rank_of(cur.src, cur.comm) : -1,
+                p & 2 ? world_rank_of(cur.dst, cur.comm) : -1, n, t0, now, by_wait);
+}
+
+/* When a wait that began at t0 must stop: 0 for never; *by_wait when DT_TIMEOUT decides. */
+static double wait_stop(double t0, int *by_wait)
+{
+    double stop = lim.deadline;
+    *by_wait = lim.per_wait > 0 && (stop == 0 || t0 + lim.per_wait < stop);
+    return *by_wait ? t0 + lim.per_wait : stop;
+}
+
+void dti_p2p_poll(double t0, int src_w, int dst_w)
+{
+    int by_wait;
+    double stop = wait_stop(t0, &by_wait), now;
+    if (stop == 0 || (now = dti_now()) <= stop)
+        return;
+    int whom = src_w >= 0 ? src_w : dst_w;
+    if (now < stop + GRACE && whom >= 0 && dti_watch_is_waiting(whom))
+        return;                       /* that rank waits too: let it speak first */
+    die_waiting(src_w, dst_w, 0, t0, now, by_wait);
+}
+
 /* MPICH's MPI_Wait spins on the CPU until the message arrives. With one rank per core
  * that is the fastest thing to do; with more ranks than cores the spinning rank holds
  * the core that the rank it waits for needs in order to send. Polite waiting asks MPI
@@ -233,10 +262,8 @@ static void timed_out(int n, MPI_Request *reqs, double t0, double now, int by_wa
  * gives the core away with sched_yield before asking again, until the time limit. */
 static int wait_politely(int n, MPI_Request *reqs, MPI_Status *st)
 {
-    double t0 = dti_now(), stop = lim.deadline;
-    int by_wait = lim.per_wait > 0 && (stop == 0 || t0 + lim.per_wait < stop);
-    if (by_wait)
-        stop = t0 + lim.per_wait;
+    int by_wait;
+    double t0 = dti_now(), stop = wait_stop(t0, &by_wait);
     double last = stop + GRACE;
     int err, done = 0;
     dti_watch_waiting(1);
@@ -329,8 +356,11 @@ static void *staging(int slot, size_t nbytes)
     return stage[slot].p;
 }
 
+void *dti_p2p_staging(int slot, size_t nbytes) { return staging(slot, nbytes); }
+
 void dti_p2p_fini(void)
 {
+    dti_mb_fini();
     pthread_once(&stage_once, stage_key_make);
     stage_release(pthread_getspecific(stage_key));
     pthread_setspecific(stage_key, NULL);
@@ -344,8 +374,19 @@ static void staged_copy(void *dst, const void *src, size_t nbytes, dt_event_kind
     dt_trace_add(kind, -1, nbytes, t0, dt_trace_now());
 }
 
+void dti_p2p_copy(void *dst, const void *src, size_t nbytes)
+{
+    int d = dt_is_device_ptr(dst), s = dt_is_device_ptr(src);
+    if (!d && !s)
+        memcpy(dst, src, nbytes);
+    else
+        staged_copy(dst, src, nbytes, d && s ? DT_EV_COPY : d ? DT_EV_H2D : DT_EV_D2H);
+}
+
 /* Traces name peers by their rank in MPI_COMM_WORLD, whatever communicator carried the
  * message (tensor- and pipeline-parallel groups are sub-communicators). */
+int dti_p2p_world_rank(int peer, MPI_Comm comm) { return world_rank_of(peer, comm); }
+
 static int world_rank_of(int peer, MPI_Comm comm)
 {
     if (peer < 0 || comm == MPI_COMM_WORLD)
@@ -380,15 +421,53 @@ static int post(int send, void *buf, size_t nbytes, int peer, int tag, MPI_Comm 
     return n;
 }
 
-/* The whole of send, recv and sendrecv: sbuf NULL means no send, rbuf NULL no receive. */
-static void exchange(const void *sbuf, size_t snbytes, int dst,
-                     void *rbuf, size_t rnbytes, int src, int tag, MPI_Comm comm)
+/* After an exchange: the log, the byte counters and the trace. */
+static void account(const void *sbuf, size_t snbytes, int dst, dt_via svia,
+                    const void *rbuf, size_t rnbytes, int src, dt_via rvia, int tag,
+                    MPI_Comm comm, double t0, double t1)
 {
+    if (lg.notes) {                     /* the send first: both left in one round */
+        if (sbuf)
+            log_add(log_note(1, world_rank_of(dst, comm), tag));
+        if (rbuf)
+            log_add(log_note(0, world_rank_of(src, comm), tag));
+    }
+    if (sbuf) {
+        bytes_sent += snbytes;
+        if (dt_trace_enabled())
+            dt_trace_add_via(DT_EV_SEND, world_rank_of(dst, comm), snbytes, t0, t1,
+                             dt_via_name(svia));
+    }
+    if (rbuf) {
+        bytes_received += rnbytes;
+        if (dt_trace_enabled())
+            dt_trace_add_via(DT_EV_RECV, world_rank_of(src, comm), rnbytes, t0, t1,
+                             dt_via_name(rvia));
+    }
+}
+
+/* The whole of send, recv and sendrecv: sbuf NULL means no send, rbuf NULL no receive;
+ * red: reduce what arrives into rbuf instead of copying it (dti_sendrecv_reduce).
+ * Through the mailboxes where this host has them (mailbox.c, which also carries plain
+ * MPI messages then); else through MPI, device data staged through pinned host memory. */
+static void exchange(const void *sbuf, size_t snbytes, int dst,
+                     void *rbuf, size_t rnbytes, int src, int tag, MPI_Comm comm,
+                     const dti_mb_reduce *red)
+{
+    if (dti_mb_active()) {
+        dt_via sv = DT_VIA_MPI, rv = DT_VIA_MPI;
+        double t0 = dt_trace_now(), w0 = dti_now();
+        dti_mb_exchange(sbuf, snbytes, dst, rbuf, rnbytes, src, tag, comm, red, &sv, &rv);
+        wait_ns += (unsigned long long)((dti_now() - w0) * 1e9);
+        account(sbuf, snbytes, dst, sv, rbuf, rnbytes, src, rv, tag, comm, t0,
+                dt_trace_now());
+        return;
+    }
     MPI_Request reqs[MAX_REQS];
     int n = 0;
     int s_dev = sbuf && dt_is_device_ptr(sbuf);
     int r_dev = rbuf && dt_is_device_ptr(rbuf);
-    void *shost = (void *)sbuf, *rhost = rbuf;
+    void *shost = (void *)sbuf, *rhost = red ? red->tmp : rbuf;
 
     if (s_dev) {
         shost = staging(0, snbytes);
@@ -410,40 +489,28 @@ static void exchange(const void *sbuf, size_t snbytes, int dst,
     cur.comm = comm;
     dt_waitall(n, reqs);
     cur.on = 0;
-    double t1 = dt_trace_now();
-
-    if (lg.notes) {                     /* the send first: both left in one round */
-        if (sbuf)
-            log_add(log_note(1, world_rank_of(dst, comm), tag));
-        if (rbuf)
-            log_add(log_note(0, world_rank_of(src, comm), tag));
-    }
-    if (sbuf) {
-        bytes_sent += snbytes;
-        if (dt_trace_enabled())
-            dt_trace_add(DT_EV_SEND, world_rank_of(dst, comm), snbytes, t0, t1);
-    }
-    if (rbuf) {
-        bytes_received += rnbytes;
-        if (dt_trace_enabled())
-            dt_trace_add(DT_EV_RECV, world_rank_of(src, comm), rnbytes, t0, t1);
-    }
+    account(sbuf, snbytes, dst, s_dev ? DT_VIA_STAGING : DT_VIA_MPI, rbuf, rnbytes, src,
+            r_dev ? DT_VIA_STAGING : DT_VIA_MPI, tag, comm, t0, dt_trace_now());
+    void *in = rhost;
     if (r_dev)
-        staged_copy(rbuf, rhost, rnbytes, DT_EV_H2D);
+        staged_copy(in = red ? red->tmp : rbuf, rhost, rnbytes, DT_EV_H2D);
+    if (red)
+        dti_reduce_into(in, red->own, rbuf, (int)(rnbytes / dt_type_size(red->type)),
+                        red->type, red->op);
 }
 
 void dt_send(const void *buf, size_t nbytes, int dst, int tag, MPI_Comm comm)
 {
     DT_REQUIRE(buf != NULL || nbytes == 0, "dt_send: NULL buffer with %zu bytes", nbytes);
     static const char empty;
-    exchange(buf ? buf : &empty, nbytes, dst, NULL, 0, -1, tag, comm);
+    exchange(buf ? buf : &empty, nbytes, dst, NULL, 0, -1, tag, comm, NULL);
 }
 
 void dt_recv(void *buf, size_t nbytes, int src, int tag, MPI_Comm comm)
 {
     DT_REQUIRE(buf != NULL || nbytes == 0, "dt_recv: NULL buffer with %zu bytes", nbytes);
     static char empty;
-    exchange(NULL, 0, -1, buf ? buf : &empty, nbytes, src, tag, comm);
+    exchange(NULL, 0, -1, buf ? buf : &empty, nbytes, src, tag, comm, NULL);
 }
 
 void dt_sendrecv(const void *sbuf, size_t snbytes, int dst,
@@ -454,7 +521,19 @@ void dt_sendrecv(const void *sbuf, size_t snbytes, int dst,
     static const char sempty;
     static char rempty;
     exchange(sbuf ? sbuf : &sempty, snbytes, dst, rbuf ? rbuf : &rempty, rnbytes, src,
-             tag, comm);
+             tag, comm, NULL);
+}
+
+void dti_sendrecv_reduce(const void *sbuf, size_t snbytes, int dst, const void *own,
+                         void *out, int count, MPI_Datatype type, MPI_Op op, void *tmp,
+                         int src, int tag, MPI_Comm comm)
+{
+    static const char sempty;
+    static char rempty;
+    dti_mb_reduce red = { own, type, op, tmp };
+    size_t rnbytes = (size_t)count * dt_type_size(type);
+    exchange(sbuf ? sbuf : &sempty, snbytes, dst, rnbytes ? out : &rempty, rnbytes, src,
+             tag, comm, rnbytes ? &red : NULL);
 }
 
 /* ==== nonblocking ==== */
@@ -497,3 +576,4 @@ MPI_Request dt_irecv(void *buf, size_t nbytes, int src, int tag, MPI_Comm comm)
 {
     return post_one(0, buf, nbytes, src, tag, comm, "dt_irecv");
 }
+

@@ -9,6 +9,10 @@
  * spin. With more ranks than cores a spinning rank steals the core its peer needs; a
  * polite one gives it back. See dt_set_polite in core.h.
  *
+ * A message dt_send or dt_sendrecv sends must be received by dt_recv or dt_sendrecv (it
+ * may come as a mailbox's doorbell, which only they understand); dt_recv also takes
+ * dt_isend's messages, which are always plain MPI.
+ *
  * Every call is recorded in the trace with the context the caller set (trace.h). Calls
  * are blocking: when they return the send buffer may be reused and the data received.
  * Threads may use p2p at the same time on different communicators (each thread has its
@@ -45,6 +49,46 @@ void dt_waitall(int n, MPI_Request *reqs);
 /* A barrier over comm, waited for politely (MPI_Ibarrier, then dt_waitall). Programs use
  * it to start timed runs together; MPI_Barrier itself would spin. */
 void dt_barrier(MPI_Comm comm);
+
+/* ==== transports ====
+ * How a message's bytes travel (DT_P2P, read by dt_init; dt_p2p_set_mode switches later):
+ *   staging  everything through MPI; device data staged through pinned host buffers
+ *   shm      between ranks on one host, messages of DT_P2P_INLINE bytes or more go
+ *            through shared-memory mailboxes (MPI carries only a small doorbell); device
+ *            data is copied straight between the GPU and the mailbox
+ *   ipc      as shm, and device data between ranks that share a GPU goes through device
+ *            mailboxes opened with CUDA IPC (device to device, no host copy)
+ *   auto     (the default) the fastest of those this run can use, pair by pair
+ * Ranks on other hosts always use MPI (staging device data). */
+typedef enum { DT_VIA_MPI, DT_VIA_STAGING, DT_VIA_SHM, DT_VIA_IPC } dt_via;
+
+/* "mpi" (host data through MPI), "staging", "shm", "ipc" */
+const char *dt_via_name(dt_via via);
+
+/* The transport a message of nbytes to or from peer on comm takes now; on_device: the
+ * buffer is on the GPU. */
+dt_via dt_p2p_via(int peer, MPI_Comm comm, int on_device, size_t nbytes);
+
+/* The mode in force: "auto", "staging", "shm" or "ipc". */
+const char *dt_p2p_mode(void);
+
+/* Switches the mode for the messages that follow: every rank must switch alike, between
+ * the same two calls. Returns 1, or 0 (and changes nothing) when mode is not a mode's
+ * name. A mode this run cannot use (ipc with no shared GPU) quietly falls back, pair by
+ * pair: dt_p2p_via says what each pair gets. */
+int dt_p2p_set_mode(const char *mode);
+
+/* For the ring reduce-scatter (internal): sends sbuf to dst while receiving count
+ * elements from src and reducing them into out: out = own op received, own and out may
+ * be the same. Through a mailbox the reduction reads the sender's slot directly; else
+ * the message lands in tmp (count elements, where out lives) and is reduced from there. */
+void dti_sendrecv_reduce(const void *sbuf, size_t snbytes, int dst, const void *own,
+                         void *out, int count, MPI_Datatype type, MPI_Op op, void *tmp,
+                         int src, int tag, MPI_Comm comm);
+
+/* Bytes per segment the ring collectives cut their chunks into: what a mailbox slot
+ * holds, larger for device buffers (each segment costs a fixed overhead). */
+size_t dt_p2p_segment(int on_device);
 
 /* Bytes this rank has sent and received through p2p since the last reset. */
 size_t dt_bytes_sent(void);

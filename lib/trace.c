@@ -3,7 +3,7 @@
  * lives in trace_read.c, shared with the reader).
  *
  *   dt_init ── dt_trace_open: rank 0's clock reading, shared  (one common time zero)
- *   running ── dt_trace_add: append to this rank's array      (under a mutex)
+ *   running ── dt_trace_add(_via): append to this rank's array (under a mutex)
  *   dt_finalize ── dti_trace_close:
  *        every rank: sort its events by t0, format them as text
  *        MPI_Gather of (text bytes, events, dropped) to rank 0
@@ -245,11 +245,20 @@ void dt_trace_step(int step, int send_chunk, size_t slo, size_t shi,
 
 void dt_trace_add(dt_event_kind kind, int peer, size_t nbytes, double t0, double t1)
 {
+    dt_trace_add_via(kind, peer, nbytes, t0, t1, NULL);
+}
+
+void dt_trace_add_via(dt_event_kind kind, int peer, size_t nbytes, double t0, double t1,
+                      const char *via)
+{
     if (!dt_trace_enabled())
         return;
     DT_REQUIRE((unsigned)kind < DT_EV_NKINDS, "dt_trace_add: bad event kind %d", (int)kind);
     DT_REQUIRE(isfinite(t0) && isfinite(t1), "dt_trace_add: times %g and %g are not "
                "finite (take them with dt_trace_now)", t0, t1);
+    int v = dt_trace_via_find(via);     /* the event keeps the index, not the pointer */
+    DT_REQUIRE(v >= 0, "dt_trace_add_via: unknown transport '%.40s' (mpi, staging, shm "
+               "or ipc; NULL for none)", via != NULL ? via : "");
 
     dt_event e;
     memset(&e, 0, sizeof e);
@@ -271,6 +280,7 @@ void dt_trace_add(dt_event_kind kind, int peer, size_t nbytes, double t0, double
     if (e.hi < e.lo)
         e.hi = e.lo;
     e.nbytes = field64(nbytes);
+    e.via = (unsigned char)v;
 
     pthread_mutex_lock(&tr.mu);
     if (tr.n == tr.cap && tr.cap < TRACE_MAX_EVENTS) {

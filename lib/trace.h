@@ -5,11 +5,11 @@
  * off). Each rank keeps its events in memory; dt_finalize gathers them to rank 0, which
  * writes one text file:
  *
- *     # dtlab-trace 1
+ *     # dtlab-trace 2
  *     # ranks 4
  *     # program 08_ring_allreduce
- *     # columns t0 t1 rank kind peer coll phase step chunk lo hi nbytes
- *     0.000153 0.000161 0 send 1 allreduce_ring reduce-scatter 0 3 75 100 100
+ *     # columns t0 t1 rank kind peer coll phase step chunk lo hi nbytes via
+ *     0.000153 0.000161 0 send 1 allreduce_ring reduce-scatter 0 3 75 100 100 shm
  *     ...
  *
  * A training run (dt_train) adds "# train TEXT" after "# program": what it trained, as
@@ -32,9 +32,23 @@
  *   chunk   the chunk moved or reduced, -1 if none
  *   lo hi   its element range [lo, hi) in the collective's buffer (0 0 if none)
  *   nbytes  bytes moved or reduced
+ *   via     the transport that moved a send's or recv's bytes (lib/p2p.c picks one per
+ *           message): mpi (host data through MPI), staging (device data through pinned
+ *           host buffers and MPI), shm (a shared-memory mailbox between ranks on one
+ *           host), ipc (a CUDA IPC device mailbox between ranks sharing a GPU); "-" for
+ *           other kinds, and for messages whose transport was not recorded
  * Lines are grouped by rank and ordered by t0 within a rank. Lines starting with '#'
  * are comments; unknown header lines are ignored, so later versions can add some
  * ("# train" came that way: version 1 readers without it skip it).
+ *
+ * Versions. A header line can come without a new version; a column cannot: a reader
+ * that splits lines into 12 fields would refuse every event of a 13-field file with a
+ * puzzling message. So the via column made version 2, and the version says the columns:
+ *   1   t0 .. nbytes (12 fields)              read as before, every via "-"
+ *   2   t0 .. nbytes via (13 fields)          what dtlab writes now
+ * This reader takes both; a version 1 reader refuses a version 2 file by its first
+ * line ("trace format version '2'; this reader knows version 1"). The "# columns" line,
+ * when present, must be the one of the file's version.
  *
  * The reader and the Chrome export need no MPI, so the viewer can use them.
  *
@@ -127,7 +141,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#define DT_TRACE_VERSION 1
+#define DT_TRACE_VERSION 2      /* written; the reader also takes 1 (see Versions) */
 
 typedef enum {
     DT_EV_SEND, DT_EV_RECV, DT_EV_REDUCE, DT_EV_COPY,
@@ -143,9 +157,17 @@ typedef struct {
     int step, chunk;
     long long lo, hi;
     long long nbytes;
+    unsigned char via;      /* the transport: an index of dt_trace_via_name, 0 none */
 } dt_event;
 
 const char *dt_event_kind_name(dt_event_kind kind);   /* "send", ... */
+
+/* Transports, as the via column names them: index 0 is none ("-"), then 1 "mpi",
+ * 2 "staging", 3 "shm", 4 "ipc" (the names dt_via_name in p2p.h gives). A small index
+ * keeps dt_event one byte bigger, not a pointer or a name bigger. */
+#define DT_TRACE_NVIA 5
+const char *dt_trace_via_name(int via);          /* "-" for 0 and out of range */
+int dt_trace_via_find(const char *name);         /* 0 for NULL or "-", -1 unknown */
 
 /* ==== recording (ranks; active only when tracing is on) ==== */
 
@@ -173,6 +195,12 @@ void dt_trace_call(const char *coll, size_t count, size_t esize);
 /* Records one event [t0, t1] with the current context. Thread-safe. */
 void dt_trace_add(dt_event_kind kind, int peer, size_t nbytes, double t0, double t1);
 
+/* The same, with the transport that moved it: via is "mpi", "staging", "shm", "ipc" or
+ * NULL for none (dt_trace_add is via NULL). Only the index is kept, so via need not
+ * outlive the call. Any other name aborts (DT_REQUIRE) while tracing is on. */
+void dt_trace_add_via(dt_event_kind kind, int peer, size_t nbytes, double t0, double t1,
+                      const char *via);
+
 /* What this run trains, for the "# train TEXT" header line (format above): text is
  * 1..191 printable ASCII characters, spaces allowed (copied). Any rank may
  * call it, with or without tracing on, any number of times: the last text rank 0 gave
@@ -192,7 +220,7 @@ void dti_trace_discard(void);
 /* ==== reading (no MPI) ==== */
 
 typedef struct {
-    int version;
+    int version;       /* the file's: 1 or 2 (see Versions) */
     int nranks;
     char program[64];
     char train[192];   /* the "# train ..." header line after "# train ", "" if none */
@@ -213,7 +241,8 @@ void dt_trace_free(dt_trace *t);
 
 /* Writes t as Chrome trace JSON (open it in Perfetto or chrome://tracing): one process
  * per rank, a "comm" track (send, recv, d2h, h2d) and a "compute" track (reduce, copy,
- * compute); the program and the train text go into otherData. Returns 0, or -1 with a
+ * compute); an event's fields go into its args ("via" only where it has one); the
+ * program and the train text go into otherData. Returns 0, or -1 with a
  * sentence in err. */
 int dt_trace_write_chrome(const dt_trace *t, const char *path, char *err, size_t errlen);
 

@@ -40,16 +40,36 @@ static const char *const kind_names[DT_EV_NKINDS] = {
     "send", "recv", "reduce", "copy", "d2h", "h2d", "compute", "mark"
 };
 
+/* Index 0 is "none"; the others are lib/p2p.c's transports (trace.h, "via"). */
+static const char *const via_names[DT_TRACE_NVIA] = { "-", "mpi", "staging", "shm", "ipc" };
+
 static const char *const field_names[] = {
     "t0", "t1", "rank", "kind", "peer", "coll", "phase", "step", "chunk", "lo", "hi",
-    "nbytes"
+    "nbytes", "via"
 };
-#define NFIELDS 12
-#define COLUMNS "t0 t1 rank kind peer coll phase step chunk lo hi nbytes"
+/* Version 1 has the first 12 columns, version 2 all 13 (trace.h, "Versions"). */
+#define NFIELDS 13
+#define COLUMNS_V1 "t0 t1 rank kind peer coll phase step chunk lo hi nbytes"
+#define COLUMNS COLUMNS_V1 " via"
 
 const char *dt_event_kind_name(dt_event_kind kind)
 {
     return (unsigned)kind < DT_EV_NKINDS ? kind_names[kind] : "?";
+}
+
+const char *dt_trace_via_name(int via)
+{
+    return via > 0 && via < DT_TRACE_NVIA ? via_names[via] : via_names[0];
+}
+
+int dt_trace_via_find(const char *name)
+{
+    if (name == NULL)
+        return 0;
+    for (int v = 0; v < DT_TRACE_NVIA; v++)
+        if (strcmp(name, via_names[v]) == 0)
+            return v;
+    return -1;
 }
 
 /* ==== the line format, shared with the writer ==== */
@@ -87,11 +107,11 @@ int dti_trace_format_event(const dt_event *e, char *buf, size_t len)
 {
     const char *coll = name_or_dash(e->coll), *phase = name_or_dash(e->phase);
     if ((unsigned)e->kind >= DT_EV_NKINDS || !isfinite(e->t0) || !isfinite(e->t1) ||
-        !dti_trace_name_ok(coll) || !dti_trace_name_ok(phase))
+        !dti_trace_name_ok(coll) || !dti_trace_name_ok(phase) || e->via >= DT_TRACE_NVIA)
         return -1;
-    int n = snprintf(buf, len, "%.9f %.9f %d %s %d %s %s %d %d %lld %lld %lld\n",
+    int n = snprintf(buf, len, "%.9f %.9f %d %s %d %s %s %d %d %lld %lld %lld %s\n",
                      e->t0, e->t1, e->rank, kind_names[e->kind], e->peer, coll, phase,
-                     e->step, e->chunk, e->lo, e->hi, e->nbytes);
+                     e->step, e->chunk, e->lo, e->hi, e->nbytes, via_names[e->via]);
     if (n < 0 || (size_t)n >= len || n - 1 > DTI_TRACE_LINE_MAX)
         return -1;
     return n;
@@ -327,17 +347,31 @@ static int field_name(reader *r, char **fld, int f, char dst[32])
     return 0;
 }
 
-/* Parses the event line in r->buf (cut in place into fields) against nranks. */
-static int parse_event(reader *r, int nranks, dt_event *e)
+/* The via field: a transport's name or "-" (a version 1 line has none: 0). */
+static int field_via(reader *r, char **fld, int nf, unsigned char *via)
+{
+    char q[48];
+    int v = nf > 12 ? dt_trace_via_find(fld[12]) : 0;
+    if (v < 0)
+        return fail(r, "field via: unknown transport '%s' (mpi, staging, shm, ipc, or - "
+                    "for none)", quote(fld[12], q));
+    *via = (unsigned char)v;
+    return 0;
+}
+
+/* Parses the event line in r->buf (cut in place into fields) against nranks; a line of
+ * a version 1 file has 12 fields, of version 2 all NFIELDS. */
+static int parse_event(reader *r, int nranks, int version, dt_event *e)
 {
     char *fld[NFIELDS], q[48];
-    int nf = 1;
+    int nf = 1, want = version == 1 ? 12 : NFIELDS;
     for (const char *p = r->buf; *p; p++)
         nf += (*p == ' ');
-    if (nf != NFIELDS)
-        return fail(r, "%d fields where an event has %d (%s)", nf, NFIELDS, COLUMNS);
+    if (nf != want)
+        return fail(r, "%d fields where an event of version %d has %d (%s)", nf, version,
+                    want, version == 1 ? COLUMNS_V1 : COLUMNS);
     char *p = r->buf;
-    for (int f = 0; f < NFIELDS; f++) {
+    for (int f = 0; f < want; f++) {
         fld[f] = p;
         char *sp = strchr(p, ' ');
         if (sp != NULL) {
@@ -366,7 +400,7 @@ static int parse_event(reader *r, int nranks, dt_event *e)
         field_int(r, fld, 8, -1, INT_MAX, &chunk) ||
         field_int(r, fld, 9, 0, LLONG_MAX, &lo) ||
         field_int(r, fld, 10, 0, LLONG_MAX, &hi) ||
-        field_int(r, fld, 11, 0, LLONG_MAX, &nbytes))
+        field_int(r, fld, 11, 0, LLONG_MAX, &nbytes) || field_via(r, fld, nf, &e->via))
         return -1;
     if (e->t1 < e->t0)
         return fail(r, "the event ends (t1 %s) before it begins (t0 %s)", fld[1], fld[0]);
@@ -383,10 +417,11 @@ static int parse_event(reader *r, int nranks, dt_event *e)
     return 0;
 }
 
-/* The header lines this version knows. Returns 0 (also for unknown "#" lines, which are
- * comments) or -1. train is "" until a "# train" line has been read. */
-static int parse_header(reader *r, int *nranks, long long *nevents, char *program,
-                        char *train, size_t nev_read)
+/* The header lines this reader knows, in a file of format version (1 or 2). Returns 0
+ * (also for unknown "#" lines, which are comments) or -1. train is "" until a "# train"
+ * line has been read. */
+static int parse_header(reader *r, int version, int *nranks, long long *nevents,
+                        char *program, char *train, size_t nev_read)
 {
     char q[48];
     const char *s = r->buf;
@@ -424,9 +459,10 @@ static int parse_header(reader *r, int *nranks, long long *nevents, char *progra
                         quote(s + 8, q), DTI_TRACE_TRAIN_MAX);
         memcpy(train, s + 8, strlen(s + 8) + 1);
     } else if (strncmp(s, "# columns ", 10) == 0) {
-        if (strcmp(s + 10, COLUMNS) != 0)
+        const char *cols = version == 1 ? COLUMNS_V1 : COLUMNS;
+        if (strcmp(s + 10, cols) != 0)
             return fail(r, "the columns are '%s'; version %d has '%s'", quote(s + 10, q),
-                        DT_TRACE_VERSION, COLUMNS);
+                        version, cols);
     }
     return 0;
 }
@@ -457,7 +493,7 @@ int dt_trace_read_stream(FILE *f, const char *name, dt_trace *t, char *err, size
     reader r = { .path = name ? name : "(stream)", .err = err, .errlen = errlen, .f = f };
     dt_event *ev = NULL;
     size_t n = 0, cap = 0;
-    int nranks = 0, nother = 0, rc = -1;
+    int nranks = 0, nother = 0, rc = -1, version = 0;
     long long nevents = -1;
     char program[PROGRAM_MAX + 1] = "-", train[DTI_TRACE_TRAIN_MAX + 1] = "", q[48];
 
@@ -489,11 +525,12 @@ int dt_trace_read_stream(FILE *f, const char *name, dt_trace *t, char *err, size
                 goto out;
             }
             int prc = parse_ll(r.buf + 14, 0, INT_MAX, &v);
-            if (prc != 0 || v != DT_TRACE_VERSION) {
-                fail(&r, "trace format version '%s'; this reader knows version %d",
+            if (prc != 0 || v < 1 || v > DT_TRACE_VERSION) {
+                fail(&r, "trace format version '%s'; this reader knows versions 1 to %d",
                      quote(r.buf + 14, q), DT_TRACE_VERSION);
                 goto out;
             }
+            version = (int)v;
             continue;
         }
         if (r.too_long) {                   /* comments too: the writer never goes past */
@@ -506,7 +543,8 @@ int dt_trace_read_stream(FILE *f, const char *name, dt_trace *t, char *err, size
                      TRACE_MAX_OTHER);
                 goto out;
             }
-            if (r.buf[0] == '#' && parse_header(&r, &nranks, &nevents, program, train, n))
+            if (r.buf[0] == '#' &&
+                parse_header(&r, version, &nranks, &nevents, program, train, n))
                 goto out;
             continue;
         }
@@ -528,7 +566,7 @@ int dt_trace_read_stream(FILE *f, const char *name, dt_trace *t, char *err, size
             ev = p;
             cap = ncap;
         }
-        if (parse_event(&r, nranks, &ev[n]))
+        if (parse_event(&r, nranks, version, &ev[n]))
             goto out;
         n++;
     }
@@ -548,7 +586,7 @@ int dt_trace_read_stream(FILE *f, const char *name, dt_trace *t, char *err, size
         goto out;
     }
     dti_trace_sort(ev, n);
-    t->version = DT_TRACE_VERSION;
+    t->version = version;
     t->nranks = nranks;
     memcpy(t->program, program, sizeof program);
     memcpy(t->train, train, sizeof train);
@@ -668,13 +706,17 @@ int dt_trace_write_chrome(const dt_trace *t, const char *path, char *err, size_t
         json_str(f, e->coll, sizeof e->coll);
         fputs(",\"phase\":", f);
         json_str(f, e->phase, sizeof e->phase);
+        if (e->via > 0 && e->via < DT_TRACE_NVIA)        /* names only: no escaping */
+            fprintf(f, ",\"via\":\"%s\"", via_names[e->via]);
         fputs(i + 1 < t->n ? "}},\n" : "}}\n", f);
     }
     fputs("],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"program\":", f);
     json_str(f, t->program, sizeof t->program);
     fputs(",\"train\":", f);
     json_str(f, t->train, sizeof t->train);
-    fprintf(f, ",\"dtlab_trace_version\":%d}}\n", DT_TRACE_VERSION);
+    int version = t->version >= 1 && t->version <= DT_TRACE_VERSION ? t->version
+                                                                     : DT_TRACE_VERSION;
+    fprintf(f, ",\"dtlab_trace_version\":%d}}\n", version);
 
     int bad = ferror(f);
     if (fclose(f) != 0 || bad)

@@ -34,6 +34,15 @@
 #define EXPECT(cond, ...) do { if (!(cond)) { fprintf(stderr, "fuzz_trace: " __VA_ARGS__); \
         fprintf(stderr, "\n"); abort(); } } while (0)
 
+/* A set of transports (dv_msg.vias, dv_tt_block.vias): bits 1..DT_TRACE_NVIA-1 only,
+ * each of them a name in words. */
+static int vias_ok(unsigned vias)
+{
+    char s[64];
+    dv_vias_text(vias, s, sizeof s);
+    return (vias & ~((1u << DT_TRACE_NVIA) - 2)) == 0 && (vias == 0) == (s[0] == '\0');
+}
+
 /* The arrays hang together and the positions add up. */
 static void check_struct(const dv_model *m)
 {
@@ -61,6 +70,7 @@ static void check_struct(const dv_model *m)
                        M->dst < m->nranks && M->c0 >= 0 && M->c0 <= M->c1 &&
                        M->c1 <= C->ncells, "message %d: %d -> %d cells [%d, %d) of %d", q,
                        M->src, M->dst, M->c0, M->c1, C->ncells);
+                EXPECT(vias_ok(M->vias), "message %d: transports %#x", q, M->vias);
             }
         }
         pos += C->nframes + 1;
@@ -168,6 +178,9 @@ static void exercise_tt(const dv_model *m, int must_build)
                "block %d out of order", i);
         EXPECT(b->call >= -1 && b->call < m->ncalls, "block %d: call %d of %d", i, b->call,
                m->ncalls);
+        EXPECT(vias_ok(b->vias) && (b->vias & ~tt.vias) == 0 && (b->lane || !b->vias),
+               "block %d: transports %#x (trace's %#x, lane %d)", i, b->vias, tt.vias,
+               b->lane);
     }
     for (int i = 0; i < tt.nwaits; i++)
         EXPECT(tt.waits[i].rank >= 0 && tt.waits[i].rank < tt.nranks &&

@@ -760,6 +760,84 @@ START_TEST(test_hook_same_steps)
 }
 END_TEST
 
+/* A hook that runs dtlab collectives itself, on buffers larger than its caller's: they
+ * need more scratch than the caller holds, and must take it from their own slots, not
+ * grow (and so free) the caller's under it (internal.h, dti_scratch_nest). ctx counts
+ * wrong results. Integer sums: exact, whatever the order. */
+enum { NEST_COUNT = 4099 };
+static void nesting_hook(const char *coll, const char *phase, int step, const void *buf,
+                         int count, MPI_Datatype type, MPI_Comm comm, void *ctx)
+{
+    (void)coll; (void)phase; (void)step; (void)buf; (void)count; (void)type;
+    int r, n, c = NEST_COUNT, *bad = ctx;
+    MPI_Comm_rank(comm, &r);
+    MPI_Comm_size(comm, &n);
+    int *x = malloc(sizeof(int) * n * c), *y = malloc(sizeof(int) * n * c);
+    DT_REQUIRE(x && y, "out of memory");
+    for (int i = 0; i < n * c; i++)
+        x[i] = 7 * r + i;                  /* summed over ranks: 7 n(n-1)/2 + n i */
+    int base = 7 * n * (n - 1) / 2;
+    for (int a = 0; a < NALGO; a++) {
+        ar_algos[a].fn(x, y, c, MPI_INT, MPI_SUM, comm);
+        for (int i = 0; i < c; i++)
+            *bad += y[i] != base + n * i;
+    }
+    dt_reduce_scatter_block(x, y, c, MPI_INT, MPI_SUM, comm);
+    for (int i = 0; i < c; i++)
+        *bad += y[i] != base + n * (r * c + i);
+    dt_gather(x, c, MPI_INT, y, c, MPI_INT, n - 1, comm);
+    for (int i = 0; r == n - 1 && i < n * c; i++)
+        *bad += y[i] != 7 * (i / c) + i % c;
+    free(x);
+    free(y);
+}
+
+/* The collectives with scratch, each with that hook set, against MPI's results. */
+START_TEST(test_hook_nested)
+{
+    int c = 13, n = ht_size, r = ht_rank, bad = 0, root = n - 1;
+    int *x = malloc(sizeof(int) * n * c), *y = malloc(sizeof(int) * n * c);
+    int *ref = malloc(sizeof(int) * n * c);
+    DT_REQUIRE(x && y && ref, "out of memory");
+    for (int i = 0; i < n * c; i++)
+        x[i] = 1000 * r - 3 * i;
+    MPI_Comm w = MPI_COMM_WORLD;
+    char what_[96];
+
+    HT_MPI(MPI_Iallreduce(x, ref, c, MPI_INT, MPI_SUM, w, &ht_req));
+    for (int a = 0; a < NALGO; a++) {
+        snprintf(what_, sizeof what_, "%s with a hook that runs collectives", ar_algos[a].name);
+        dt_set_step_hook(nesting_hook, &bad);
+        ar_algos[a].fn(x, y, c, MPI_INT, MPI_SUM, w);
+        dt_set_step_hook(NULL, NULL);
+        HT_EXPECT(memcmp(y, ref, sizeof(int) * c) == 0, "%s: wrong result", what_);
+    }
+    HT_MPI(MPI_Ireduce_scatter_block(x, ref, c, MPI_INT, MPI_SUM, w, &ht_req));
+    dt_set_step_hook(nesting_hook, &bad);
+    dt_reduce_scatter_block(x, y, c, MPI_INT, MPI_SUM, w);
+    dt_set_step_hook(NULL, NULL);
+    HT_EXPECT(memcmp(y, ref, sizeof(int) * c) == 0,
+              "dt_reduce_scatter_block with a hook that runs collectives: wrong result");
+    HT_MPI(MPI_Ireduce(x, ref, c, MPI_INT, MPI_SUM, root, w, &ht_req));
+    dt_set_step_hook(nesting_hook, &bad);
+    dt_reduce(x, y, c, MPI_INT, MPI_SUM, root, w);
+    dt_set_step_hook(NULL, NULL);
+    HT_EXPECT(r != root || memcmp(y, ref, sizeof(int) * c) == 0,
+              "dt_reduce with a hook that runs collectives: wrong result");
+    HT_MPI(MPI_Igather(x, c, MPI_INT, ref, c, MPI_INT, root, w, &ht_req));
+    dt_set_step_hook(nesting_hook, &bad);
+    dt_gather(x, c, MPI_INT, y, c, MPI_INT, root, w);
+    dt_set_step_hook(NULL, NULL);
+    HT_EXPECT(r != root || memcmp(y, ref, sizeof(int) * n * c) == 0,
+              "dt_gather with a hook that runs collectives: wrong result");
+    HT_EXPECT(bad == 0, "the collectives run by a hook got %d elements wrong", bad);
+    free(x);
+    free(y);
+    free(ref);
+    HT_VERDICT();
+}
+END_TEST
+
 /* ==== other communicators ==== */
 
 /* Two halves of the world (even and odd ranks), each numbered backwards: a collective
@@ -1044,6 +1122,7 @@ int main(int argc, char **argv)
         { "allreduce_choice", test_allreduce_choice, 1 },
         { "hook", test_hook_ring, 1 },
         { "hook_steps", test_hook_same_steps, 1 },
+        { "hook_nested", test_hook_nested, 1 },
         { "subcomm", test_subcomm, 1 },
         { "device", test_device, NT },
         { "mpi_leniency", test_mpi_leniency, 1 },

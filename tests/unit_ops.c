@@ -174,7 +174,63 @@ START_TEST(test_half_rounding)
 }
 END_TEST
 
-/* The CUDA kernels against the CPU loops, where there is a GPU. */
+/* The CUDA kernels against the CPU loops, where there is a GPU.
+ *
+ * The kernel picks its loads from the pointers' alignment (ops_kernels.cu): 16-byte
+ * vectors when the three buffers sit at the same offset within 16 bytes (after a head
+ * of single elements when that offset is not 0), pairs of halves when all three are
+ * 4-byte aligned, else single elements; and a tail of single elements after the last
+ * vector. So each case places in, src and dst at element offsets from a 256-byte
+ * aligned cudaMalloc, in place (dst == src) or not, on counts around the vector widths:
+ *
+ *     in src dst                          float, int    double     half
+ *      0   0   0   in place               16-byte       16-byte    16-byte
+ *      0   0   0   dst apart              16-byte       16-byte    16-byte
+ *      1   1   1   in place               head 3        head 1     head 7
+ *      3   3   3   dst apart              head 1        head 1     head 5
+ *      1   0   2   dst apart              single        single     single
+ *      0   2   4   dst apart              single        single     pairs
+ */
+static const struct { int in, src, dst, in_place; } places[] = {
+    {0, 0, 0, 1}, {0, 0, 0, 0}, {1, 1, 1, 1}, {3, 3, 3, 0}, {1, 0, 2, 0}, {0, 2, 4, 0},
+};
+#define MAXOFF 4         /* the largest offset above, in elements */
+
+/* Copies of the case's buffers on the GPU at the offsets of place p, reduced there, and
+ * the result (count + GUARD elements at dst) brought back into got. A dst apart from src
+ * starts as all-ones bits (NaN, -1) with src's guard, so an element left unwritten
+ * cannot pass for a result. Checks that src is unchanged when it is not dst. */
+static void run_on_gpu(const bufs *b, size_t count, dt_dtype t, dt_op o, int p, void *got)
+{
+    size_t es = type_sizes[t], room = b->nbytes + MAXOFF * es;
+    char *d_in = dti_cuda_malloc(room), *d_src = dti_cuda_malloc(room);
+    char *d_dst = places[p].in_place ? d_src : dti_cuda_malloc(room);
+    char *in = d_in + places[p].in * es, *src = d_src + places[p].src * es;
+    char *dst = places[p].in_place ? src : d_dst + places[p].dst * es;
+    dti_cuda_memcpy(in, b->in, b->nbytes);
+    dti_cuda_memcpy(src, b->io, b->nbytes);
+    if (dst != src) {
+        memset(got, 0xff, count * es);
+        memcpy((char *)got + count * es, (const char *)b->io + count * es, GUARD * es);
+        dti_cuda_memcpy(dst, got, b->nbytes);
+    }
+    dti_cuda_reduce(in, src, dst, count, t, o);
+    dti_cuda_memcpy(got, dst, b->nbytes);
+    dti_cuda_memcpy(b->in, in, b->nbytes);               /* in must be unchanged */
+    if (dst != src) {
+        void *back = malloc(b->nbytes);
+        dti_cuda_memcpy(back, src, b->nbytes);
+        REQUIRE(memcmp(back, b->io, b->nbytes) == 0, "dti_cuda_reduce %s %s count %zu, "
+                "offsets %d %d %d: changed src", type_names[t], op_names[o], count,
+                places[p].in, places[p].src, places[p].dst);
+        free(back);
+    }
+    dti_cuda_free(d_in);
+    dti_cuda_free(d_src);
+    if (d_dst != d_src)
+        dti_cuda_free(d_dst);
+}
+
 START_TEST(test_reduce_cuda)
 {
     if (dti_cuda_device_count() == 0) {
@@ -182,34 +238,27 @@ START_TEST(test_reduce_cuda)
         return;
     }
     dti_cuda_set_device(0);
-    static const size_t big[] = { 0, 1, 3, 1001, 4099, (1 << 20) + 3 };
+    static const size_t big[] = { 0, 1, 2, 3, 5, 7, 8, 9, 17, 1001, 4099, (1 << 20) + 3 };
     for (int t = 0; t < 4; t++)
         for (int o = 0; o < 4; o++)
-            for (size_t c = 0; c < sizeof big / sizeof big[0]; c++) {
-                size_t count = big[c];
-                bufs b = make_case(count, (dt_dtype)t, (dt_op)o);
-                void *d_in = dti_cuda_malloc(b.nbytes), *d_io = dti_cuda_malloc(b.nbytes);
-                void *got = malloc(b.nbytes);
-                dti_cuda_memcpy(d_in, b.in, b.nbytes);
-                dti_cuda_memcpy(d_io, b.io, b.nbytes);
-                REQUIRE(dti_cuda_is_device_ptr(d_io) && !dti_cuda_is_device_ptr(b.io),
-                        "dti_cuda_is_device_ptr is wrong");
-                dti_cuda_reduce(d_in, d_io, d_io, count, t, o);
-                dti_cuda_memcpy(got, d_io, b.nbytes);
-                dti_cuda_memcpy(b.in, d_in, b.nbytes);      /* in must be unchanged */
-                /* Against the CPU twin: the same values (max and min may pick either of
-                 * +0 and -0), the guard untouched, the input unchanged. */
-                void *cpu = malloc(b.nbytes);
-                memcpy(cpu, b.io, b.nbytes);
-                dt_reduce_cpu(b.in0, cpu, count, (dt_dtype)t, (dt_op)o);
-                memcpy(b.want, cpu, b.nbytes);
-                compare(&b, got, count, (dt_dtype)t, (dt_op)o, "dti_cuda_reduce vs CPU");
-                free(cpu);
-                dti_cuda_free(d_in);
-                dti_cuda_free(d_io);
-                free(got);
-                free_case(&b);
-            }
+            for (size_t c = 0; c < sizeof big / sizeof big[0]; c++)
+                for (int p = 0; p < (int)(sizeof places / sizeof places[0]); p++) {
+                    size_t count = big[c];
+                    bufs b = make_case(count, (dt_dtype)t, (dt_op)o);
+                    void *got = malloc(b.nbytes);
+                    run_on_gpu(&b, count, (dt_dtype)t, (dt_op)o, p, got);
+                    /* Against the CPU twin: the same values (max and min may pick either
+                     * of +0 and -0), the guard untouched, the input unchanged. */
+                    memcpy(b.want, b.io, b.nbytes);
+                    dt_reduce_cpu(b.in0, b.want, count, (dt_dtype)t, (dt_op)o);
+                    char path[96];
+                    snprintf(path, sizeof path, "dti_cuda_reduce vs CPU, offsets %d %d %d%s",
+                             places[p].in, places[p].src, places[p].dst,
+                             places[p].in_place ? " in place" : "");
+                    compare(&b, got, count, (dt_dtype)t, (dt_op)o, path);
+                    free(got);
+                    free_case(&b);
+                }
 }
 END_TEST
 

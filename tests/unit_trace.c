@@ -74,7 +74,7 @@ static dt_event ev(double t0, double t1, int rank, dt_event_kind kind, int peer,
 
 /* The sample, in file order: not grouped by rank, and rank 0 out of t0 order, so the
  * reader must sort; two rank-1 events share t0 and must keep their order. Every kind,
- * names of 31 characters, -1s, and 64-bit ranges appear. */
+ * names of 31 characters, -1s, 64-bit ranges, and every transport (and none) appear. */
 #define NSAMPLE 10
 static dt_event sample[NSAMPLE];
 static const int sorted_order[NSAMPLE] = { 2, 1, 0, 9, 3, 4, 5, 6, 7, 8 };
@@ -99,6 +99,11 @@ static void make_sample(void)
                    4000000000LL, 9000000000000000000LL, 9000000000000000000LL);
     sample[8] = ev(3.5, 3.75, 2, DT_EV_SEND, 0, "bcast_tree", "-", 1, -1, 0, 0, 1);
     sample[9] = ev(0.000001000, 0.000002000, 1, DT_EV_SEND, 2, "x", "y", 0, 0, 0, 0, 0);
+    sample[1].via = (unsigned char)dt_trace_via_find("shm");
+    sample[3].via = (unsigned char)dt_trace_via_find("shm");
+    sample[8].via = (unsigned char)dt_trace_via_find("mpi");
+    sample[9].via = (unsigned char)dt_trace_via_find("ipc");
+    sample[2].via = (unsigned char)dt_trace_via_find("staging");   /* any kind may */
 }
 
 /* What dt_train writes for a pp run (lib/parallel/run.c). */
@@ -134,12 +139,13 @@ static void assert_same(const dt_event *a, const dt_event *b)
     ck_assert_int_eq(a->lo, b->lo);
     ck_assert_int_eq(a->hi, b->hi);
     ck_assert_int_eq(a->nbytes, b->nbytes);
+    ck_assert_int_eq(a->via, b->via);
 }
 
 /* What any successful read must satisfy, whatever the file was. */
 static void assert_valid(const dt_trace *t)
 {
-    ck_assert_int_eq(t->version, DT_TRACE_VERSION);
+    ck_assert(t->version == 1 || t->version == DT_TRACE_VERSION);
     ck_assert_int_ge(t->nranks, 1);
     ck_assert(t->n == 0 || t->ev != NULL);
     for (size_t i = 0; i < t->n; i++) {
@@ -150,6 +156,7 @@ static void assert_valid(const dt_trace *t)
         ck_assert(isfinite(e->t0) && isfinite(e->t1) && e->t1 >= e->t0);
         ck_assert(dti_trace_name_ok(e->coll) && dti_trace_name_ok(e->phase));
         ck_assert(e->lo >= 0 && e->hi >= e->lo && e->nbytes >= 0);
+        ck_assert(e->via < DT_TRACE_NVIA && (t->version > 1 || e->via == 0));
         if (i > 0)
             ck_assert(e[-1].rank < e->rank || (e[-1].rank == e->rank && e[-1].t0 <= e->t0));
     }
@@ -297,7 +304,9 @@ START_TEST(test_bad_files)
     expect_fail_s("", "empty");
     expect_fail_s("hello\n", ":1: not a dtlab trace");
     expect_fail_s("# dtlab-trace\n", ":1: not a dtlab trace");
-    expect_fail_s("# dtlab-trace 2\n# ranks 2\n", ":1: trace format version '2'");
+    expect_fail_s("# dtlab-trace 3\n# ranks 2\n", ":1: trace format version '3'; this "
+                  "reader knows versions 1 to 2");
+    expect_fail_s("# dtlab-trace 0\n# ranks 2\n", ":1: trace format version '0'");
     expect_fail_s("# dtlab-trace one\n", "version");
     expect_fail_s("# dtlab-trace 1\n# program p\n", "no '# ranks N'");
     expect_fail_s("# dtlab-trace 1\n" GOOD, ":2: an event before the '# ranks N'");
@@ -344,7 +353,8 @@ START_TEST(test_bad_events)
     expect_fail_s(HEAD "0.1 0.2 0 send 1 c p 0 3 0 1 -100\n", "field nbytes");
     expect_fail_s(HEAD "0.2 0.1 0 send 1 c p 0 3 75 100 100\n", ":4: the event ends");
     expect_fail_s(HEAD "0.1 0.2 0 send 1 c p 0 3 100 75 100\n", "backwards");
-    expect_fail_s(HEAD "0.1 0.2 0 send 1 c p 0 3 75 100\n", ":4: 11 fields where an event has 12");
+    expect_fail_s(HEAD "0.1 0.2 0 send 1 c p 0 3 75 100\n",
+                  ":4: 11 fields where an event of version 1 has 12");
     expect_fail_s(HEAD "0.1 0.2 0 send 1 c p 0 3 75 100 100 7\n", "13 fields");
     expect_fail_s(HEAD "0.1 0.2 0 send 1 c p 0 3 75 100 100 \n", "13 fields");
     expect_fail_s(HEAD "0.1 0.2 0 send 1 c  0 3 75 100 100\n", "field phase is empty");
@@ -367,6 +377,77 @@ START_TEST(test_bad_events)
 }
 END_TEST
 
+/* The via column (version 2): each transport's name and "-" read back; the version
+ * says the columns, so a version 1 file (no via) still reads, with every via none, and
+ * a line of the other version's width, a columns line of the other version, or a
+ * transport nobody knows is refused with its line. */
+#define HEAD2 "# dtlab-trace 2\n# ranks 2\n# program p\n"
+
+START_TEST(test_via)
+{
+    static const char *const names[] = { "-", "mpi", "staging", "shm", "ipc" };
+    for (int v = 0; v < DT_TRACE_NVIA; v++) {
+        ck_assert_str_eq(dt_trace_via_name(v), names[v]);
+        ck_assert_int_eq(dt_trace_via_find(names[v]), v);
+    }
+    ck_assert_str_eq(dt_trace_via_name(DT_TRACE_NVIA), "-");
+    ck_assert_str_eq(dt_trace_via_name(-1), "-");
+    ck_assert_int_eq(dt_trace_via_find(NULL), 0);
+    ck_assert_int_eq(dt_trace_via_find("SHM"), -1);
+    ck_assert_int_eq(dt_trace_via_find(""), -1);
+
+    /* the writer: the name last, "-" for none; an index out of the table refused */
+    char buf[512];
+    dt_event e = ev(0, 1, 0, DT_EV_RECV, 1, "a", "b", 0, 0, 0, 1, 4);
+    ck_assert_int_gt(dti_trace_format_event(&e, buf, sizeof buf), 0);
+    ck_assert_str_eq(buf, "0.000000000 1.000000000 0 recv 1 a b 0 0 0 1 4 -\n");
+    e.via = 4;
+    ck_assert_int_gt(dti_trace_format_event(&e, buf, sizeof buf), 0);
+    ck_assert_str_eq(buf, "0.000000000 1.000000000 0 recv 1 a b 0 0 0 1 4 ipc\n");
+    e.via = DT_TRACE_NVIA;
+    ck_assert_int_eq(dti_trace_format_event(&e, buf, sizeof buf), -1);
+
+    /* the reader: version 2 with every name, and a version 1 file without the column */
+    const char *v2 = HEAD2 "# columns t0 t1 rank kind peer coll phase step chunk lo hi "
+                     "nbytes via\n"
+                     "0.1 0.2 0 send 1 c p 0 0 0 1 4 shm\n0.2 0.3 0 send 1 c p 0 0 0 1 4 -\n"
+                     "0.3 0.4 0 send 1 c p 0 0 0 1 4 mpi\n0.4 0.5 0 send 1 c p 0 0 0 1 4 ipc\n"
+                     "0.5 0.6 0 d2h -1 c p 0 0 0 1 4 staging\n";
+    const int want[] = { 3, 0, 1, 4, 2 };
+    dt_trace t;
+    char err[256];
+    ck_assert_msg(dt_trace_read(write_file("v2.trace", v2, strlen(v2)), &t, err,
+                                sizeof err) == 0, "read failed: %s", err);
+    assert_valid(&t);
+    ck_assert_int_eq(t.version, 2);
+    ck_assert_uint_eq(t.n, 5);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(t.ev[i].via, want[i]);
+    dt_trace_free(&t);
+    const char *v1 = HEAD "# columns t0 t1 rank kind peer coll phase step chunk lo hi "
+                     "nbytes\n" GOOD;
+    ck_assert_msg(dt_trace_read(write_file("v1.trace", v1, strlen(v1)), &t, err,
+                                sizeof err) == 0, "read failed: %s", err);
+    assert_valid(&t);
+    ck_assert_int_eq(t.version, 1);
+    ck_assert_uint_eq(t.n, 1);
+    ck_assert_int_eq(t.ev[0].via, 0);
+    ck_assert_int_eq(t.ev[0].nbytes, 100);
+    dt_trace_free(&t);
+
+    expect_fail_s(HEAD2 "0.1 0.2 0 send 1 c p 0 0 0 1 4 shm\n0.1 0.2 0 send 1 c p 0 0 0 1 4 "
+                  "tcp\n", ":5: field via: unknown transport 'tcp' (mpi, staging, shm, ipc");
+    expect_fail_s(HEAD2 "0.1 0.2 0 send 1 c p 0 0 0 1 4 Shm\n", ":4: field via");
+    expect_fail_s(HEAD2 GOOD, ":4: 12 fields where an event of version 2 has 13");
+    expect_fail_s(HEAD "0.1 0.2 0 send 1 c p 0 0 0 1 4 shm\n",
+                  ":4: 13 fields where an event of version 1 has 12");
+    expect_fail_s(HEAD2 "# columns t0 t1 rank kind peer coll phase step chunk lo hi nbytes\n",
+                  ":4: the columns are");
+    expect_fail_s(HEAD "# columns t0 t1 rank kind peer coll phase step chunk lo hi nbytes "
+                  "via\n", ":4: the columns are");
+}
+END_TEST
+
 /* The "# train" line: right after "# program", written only when given; 191
  * characters of printable ASCII with spaces, read back whole; a second one, an empty
  * one, one too long or with a character out of range refused, by the writer and by
@@ -376,9 +457,9 @@ START_TEST(test_train_line)
     char buf[2048], err[256], long_text[DTI_TRACE_TRAIN_MAX + 2];
     int n = dti_trace_format_header(buf, sizeof buf, 2, "train", TRAIN, -1);
     ck_assert_int_gt(n, 0);
-    ck_assert_str_eq(buf, "# dtlab-trace 1\n# ranks 2\n# program train\n# train " TRAIN
+    ck_assert_str_eq(buf, "# dtlab-trace 2\n# ranks 2\n# program train\n# train " TRAIN
                           "\n# columns t0 t1 rank kind peer coll phase step chunk lo hi "
-                          "nbytes\n");
+                          "nbytes via\n");
     /* without one, the header is what it always was */
     char plain[1024];
     ck_assert_int_gt(dti_trace_format_header(plain, sizeof plain, 2, "train", NULL, 5), 0);
@@ -798,7 +879,11 @@ START_TEST(test_chrome)
                                     "\"ts\":153.000,\"dur\":8.000,\"pid\":0,\"tid\":0,"
                                     "\"args\":{\"peer\":1,\"chunk\":3,\"step\":0,\"lo\":75,"
                                     "\"hi\":100,\"nbytes\":100,\"coll\":\"allreduce_ring\","
-                                    "\"phase\":\"reduce-scatter\"}}"));
+                                    "\"phase\":\"reduce-scatter\",\"via\":\"shm\"}}"));
+    /* events without a transport have no via; the version is the file's */
+    ck_assert_uint_eq(count(s, "\"via\":"), 5);
+    ck_assert_ptr_nonnull(strstr(s, "\"via\":\"ipc\""));
+    ck_assert_ptr_nonnull(strstr(s, "\"dtlab_trace_version\":2}"));
     ck_assert_ptr_nonnull(strstr(s, "\"name\":\"recv<-0 c3\""));
     ck_assert_ptr_nonnull(strstr(s, "\"name\":\"reduce c2\",\"cat\":\"reduce\""));
     ck_assert_ptr_nonnull(strstr(s, "\"name\":\"compute forward\",\"cat\":\"compute\",\"ph\":\"X\","
@@ -857,6 +942,7 @@ int main(void)
     tcase_add_test(tc, test_sort_stable);
     tcase_add_test(tc, test_bad_files);
     tcase_add_test(tc, test_bad_events);
+    tcase_add_test(tc, test_via);
     tcase_add_test(tc, test_truncated);
     tcase_add_test(tc, test_mutations);
     tcase_add_test(tc, test_endless);

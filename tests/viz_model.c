@@ -893,6 +893,84 @@ START_TEST(test_trace_order)
 }
 END_TEST
 
+/* ==== transports (issue 19) ==== */
+
+/* A 2-rank ring allreduce of 4 floats, version 2: rank 0 gets chunk 0 in two pieces,
+ * by shm and by mpi (a small last piece), rank 1 gets chunk 1 by shm; the allgather
+ * records no transport. */
+static const char VIA2[] =
+    "# dtlab-trace 2\n# ranks 2\n# program handmade\n"
+    "0.0 0.0 0 mark -1 allreduce_ring call -1 -1 0 4 16 -\n"
+    "0.1 0.2 0 send 1 allreduce_ring reduce-scatter 0 1 2 4 8 shm\n"
+    "0.1 0.2 0 recv 1 allreduce_ring reduce-scatter 0 0 0 1 4 shm\n"
+    "0.2 0.3 0 recv 1 allreduce_ring reduce-scatter 0 0 1 2 4 mpi\n"
+    "0.3 0.4 0 send 1 allreduce_ring allgather 0 0 0 2 8 -\n"
+    "0.3 0.4 0 recv 1 allreduce_ring allgather 0 1 2 4 8 -\n"
+    "0.0 0.0 1 mark -1 allreduce_ring call -1 -1 0 4 16 -\n"
+    "0.1 0.2 1 send 0 allreduce_ring reduce-scatter 0 0 0 2 8 shm\n"
+    "0.1 0.2 1 recv 0 allreduce_ring reduce-scatter 0 1 2 4 8 shm\n"
+    "0.3 0.4 1 send 0 allreduce_ring allgather 0 1 2 4 8 -\n"
+    "0.3 0.4 1 recv 0 allreduce_ring allgather 0 0 0 2 8 -\n";
+
+/* Each message keeps the transports of its receives (both, when its pieces went two
+ * ways), and the position line names those of the step the arrows show. */
+START_TEST(test_vias)
+{
+    char s[512];
+    dv_vias_text(0, s, sizeof s);
+    REQUIRE(strcmp(s, "") == 0, "no transport: '%s'", s);
+    dv_vias_text(1u << 3, s, sizeof s);
+    REQUIRE(strcmp(s, "shm") == 0, "shm: '%s'", s);
+    dv_vias_text(0x1e, s, sizeof s);
+    REQUIRE(strcmp(s, "mpi+staging+shm+ipc") == 0, "all four: '%s'", s);
+    dv_vias_text(0x1e, s, 6);
+    REQUIRE(strcmp(s, "mpi+s") == 0, "cut to 6 bytes: '%s'", s);
+
+    dv_model m;
+    build_ok(&m, VIA2, "transports");
+    REQUIRE(m.ncalls == 1 && m.nframes == 2, "%d calls, %d frames", m.ncalls, m.nframes);
+    const dv_frame *f = &m.frames[0];
+    for (int i = 0; i < f->nmsg; i++) {
+        const dv_msg *g = &m.msgs[f->first_msg + i];
+        unsigned want = g->dst == 0 ? (1u << 1 | 1u << 3) : 1u << 3;
+        REQUIRE(g->vias == want, "message %d -> %d: transports %#x, want %#x", g->src,
+                g->dst, g->vias, want);
+    }
+    for (int i = 0; i < m.frames[1].nmsg; i++)
+        REQUIRE(m.msgs[m.frames[1].first_msg + i].vias == 0, "the allgather names one");
+    dv_pos_describe(&m, 0, s, sizeof s);
+    REQUIRE(strcmp(s, "position 0 of 0..2: call 1 of 1, allreduce_ring on ranks 0,1: 0 of 2 "
+                   "steps done, next: step 1 of 2 (reduce-scatter) via mpi+shm") == 0,
+            "position 0: %s", s);
+    dv_pos_describe(&m, 1, s, sizeof s);
+    REQUIRE(strstr(s, "(allgather)") != NULL && strstr(s, "via") == NULL,
+            "position 1 names a transport it has not: %s", s);
+    dv_model_free(&m);
+
+    /* the same trace as version 1 (the via column cut off): no transport anywhere */
+    char v1[sizeof VIA2];
+    size_t n = 0;
+    for (const char *p = VIA2; *p; p++) {
+        const char *eol = strchr(p, '\n'), *sp = eol;
+        if (p[0] != '#')
+            while (sp > p && sp[-1] != ' ')
+                sp--;
+        memcpy(v1 + n, p, (size_t)(sp - p) - (p[0] != '#'));
+        n += (size_t)(sp - p) - (p[0] != '#');
+        v1[n++] = '\n';
+        p = eol;
+    }
+    v1[n] = '\0';
+    v1[14] = '1';                                          /* "# dtlab-trace 1" */
+    build_ok(&m, v1, "transports, version 1");
+    for (int i = 0; i < m.nmsgs; i++)
+        REQUIRE(m.msgs[i].vias == 0, "a version 1 trace names a transport");
+    dv_pos_describe(&m, 0, s, sizeof s);
+    REQUIRE(strstr(s, "via") == NULL, "version 1: %s", s);
+    dv_model_free(&m);
+}
+END_TEST
+
 /* ==== what a new user read wrong (issue 17): counters, colours, communicators ==== */
 
 /* The counters say one thing each, in the same words everywhere (dv_pos_describe): a
@@ -1377,6 +1455,7 @@ int main(void)
     tcase_add_test(tr, test_subcomms);
     tcase_add_test(tr, test_unmarked_traffic);
     tcase_add_test(tr, test_real_traces);
+    tcase_add_test(tr, test_vias);
     tcase_set_timeout(tr, 120);
     suite_add_tcase(s, tr);
     return unit_run(s);

@@ -658,6 +658,51 @@ START_TEST(test_odd_headers)
 }
 END_TEST
 
+/* Transports (issue 19): the built-in DDP step and GPipe with a transport on every
+ * send and receive (rank 0's receives by mpi, everything else by shm): a comm block
+ * carries those of its messages (stage 0's activations out by shm, its gradients in by
+ * mpi; a bucket of rank 0 both), a compute block none, the timetable all of them, and
+ * the picture draws with the labels and the legend that name them. */
+START_TEST(test_vias)
+{
+    for (int pp = 0; pp < 2; pp++) {
+        dt_trace t;
+        dv_model m;
+        dv_tt tt;
+        char err[256] = "";
+        const char *what = pp ? "gpipe P=3 M=4 with transports" : "ddp with transports";
+        int rc = pp ? dv_train_algo_trace(0, 3, 4, &t, err, sizeof err)
+                    : dv_train_ddp_trace(DV_DDP_DEFAULT, &t, err, sizeof err);
+        REQUIRE(rc == 0, "%s: %s", what, err);
+        for (size_t i = 0; i < t.n; i++)
+            if (t.ev[i].kind == DT_EV_SEND || t.ev[i].kind == DT_EV_RECV)
+                t.ev[i].via = (unsigned char)dt_trace_via_find(
+                    t.ev[i].rank == 0 && t.ev[i].kind == DT_EV_RECV ? "mpi" : "shm");
+        REQUIRE(dv_model_build(&m, &t, err, sizeof err) == 0, "%s: %s", what, err);
+        REQUIRE(dv_tt_build(&tt, &m, err, sizeof err) == 0, "%s: %s", what, err);
+        check_contract(&tt, what);
+        REQUIRE(tt.vias == (1u << 1 | 1u << 3), "%s: transports %#x", what, tt.vias);
+        int ncomm = 0;
+        for (int i = 0; i < tt.nblocks; i++) {
+            const dv_tt_block *b = &tt.blocks[i];
+            unsigned want = b->lane == 0 ? 0 : b->rank == 0 ? tt.vias : 1u << 3;
+            if (b->lane == 1 && b->rank == 0 && pp)   /* stage 0: one message a block */
+                want = strncmp(b->label, "act", 3) == 0 ? 1u << 3 : 1u << 1;
+            ncomm += b->lane == 1 && b->vias != 0;
+            REQUIRE(b->vias == want, "%s: block '%s' of rank %d lane %d: transports %#x, "
+                    "want %#x", what, b->label, b->rank, b->lane, b->vias, want);
+        }
+        REQUIRE(ncomm > 0, "%s: no comm block names a transport", what);
+        dv_view v = { .tt = &tt, .t0 = tt.t_begin, .t1 = tt.t_end, .cursor = -1, .call = -1 };
+        SDL_Surface *p = dv_render_surface(&m, &v, 1200, 600, err, sizeof err);
+        REQUIRE(p != NULL, "%s: %s", what, err);
+        SDL_FreeSurface(p);
+        dv_tt_free(&tt);
+        dv_model_free(&m);
+    }
+}
+END_TEST
+
 /* ==== real traces against their own events ==== */
 
 /* What the file name says was given to train. */
@@ -1640,6 +1685,7 @@ int main(void)
     tcase_add_loop_test(tc, test_builtin_ddp, 0, 8);
     tcase_add_test(tc, test_builtin_ddp_edges);
     tcase_add_test(tc, test_odd_headers);
+    tcase_add_test(tc, test_vias);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
     tc = tcase_create("traces");

@@ -257,13 +257,18 @@ static void tt_click(dv_app *a, int x, int y)
         return;
     }
     const dv_tt_block *k = &a->tt->blocks[b];
+    char via[48] = "";
     a->call = k->call;
+    if (k->vias != 0) {                          /* how its messages travelled */
+        memcpy(via, " via ", 6);
+        dv_vias_text(k->vias, via + 5, sizeof via - 5);
+    }
     if (k->call >= 0) {
-        snprintf(s, sizeof s, "%s on rank %d: %s, call %d; t or Enter shows it chunk by chunk",
-                 k->label, rank, a->m.calls[k->call].coll, k->call);
+        snprintf(s, sizeof s, "%s on rank %d%s: %s, call %d; t or Enter shows it chunk by "
+                 "chunk", k->label, rank, via, a->m.calls[k->call].coll, k->call);
         note(a, s);
     } else {
-        snprintf(s, sizeof s, "%s on rank %d", k->label, rank);
+        snprintf(s, sizeof s, "%s on rank %d%s", k->label, rank, via);
         note(a, s);
     }
 }

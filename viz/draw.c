@@ -183,10 +183,19 @@ static void ranks_text(dv_mask mask, char *buf, size_t len)
     }
 }
 
+/* The transports of frame f's messages, in words ("" when none were recorded). */
+static void frame_vias(const dv_model *m, const dv_frame *f, char *buf, size_t len)
+{
+    unsigned vias = 0;
+    for (int i = 0; i < f->nmsg; i++)
+        vias |= m->msgs[f->first_msg + i].vias;
+    dv_vias_text(vias, buf, len);
+}
+
 void dv_pos_describe(const dv_model *m, int pos, char *buf, size_t len)
 {
     int call, k;
-    char on[256];
+    char on[256], via[40];
     pos = dvi_clampi(pos, 0, m->npos - 1);
     const dv_frame *f = pos_frame(m, pos, &call, &k);
     if (call < 0) {
@@ -195,10 +204,13 @@ void dv_pos_describe(const dv_model *m, int pos, char *buf, size_t len)
     }
     const dv_call *c = &m->calls[call];
     ranks_text(c->members, on, sizeof on);
-    if (k < c->nframes)
+    if (k < c->nframes) {
+        frame_vias(m, f, via, sizeof via);
         snprintf(buf, len, "position %d of 0..%d: call %d of %d, %s on %s: %d of %d steps "
-                 "done, next: step %d of %d (%s)", pos, m->npos - 1, call + 1, m->ncalls,
-                 c->coll, on, k, c->nframes, k + 1, c->nframes, f->phase);
+                 "done, next: step %d of %d (%s)%s%s", pos, m->npos - 1, call + 1,
+                 m->ncalls, c->coll, on, k, c->nframes, k + 1, c->nframes, f->phase,
+                 via[0] ? " via " : "", via);
+    }
     else
         snprintf(buf, len, "position %d of 0..%d: call %d of %d, %s on %s: %d of %d steps "
                  "done, call finished", pos, m->npos - 1, call + 1, m->ncalls, c->coll, on,
@@ -364,7 +376,7 @@ static void arrow_line(SDL_Renderer *r, int x0, int y0, int x1, int y1, int dash
 static void draw_arrows(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_layout *L,
                         const dv_frame *f)
 {
-    char s[32];
+    char s[64];
     int gap = row_gap(L->row_h);
     for (int i = 0; i < f->nmsg; i++) {
         const dv_msg *g = &m->msgs[f->first_msg + i];
@@ -387,10 +399,14 @@ static void draw_arrows(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv
             char who[24] = "";
             if (far)
                 snprintf(who, sizeof who, "%d->%d ", g->src, g->dst);
-            if (g->c1 - g->c0 == 1)
-                snprintf(s, sizeof s, "%s%sc%d", who, g->add ? "+" : "", g->c0);
-            else
-                snprintf(s, sizeof s, "%s%sc%d-%d", who, g->add ? "+" : "", g->c0, g->c1 - 1);
+            int n = g->c1 - g->c0 == 1
+                ? snprintf(s, sizeof s, "%s%sc%d", who, g->add ? "+" : "", g->c0)
+                : snprintf(s, sizeof s, "%s%sc%d-%d", who, g->add ? "+" : "", g->c0,
+                           g->c1 - 1);
+            if (g->vias != 0 && n > 0 && (size_t)n + 1 < sizeof s) {   /* "c2 shm" */
+                s[n] = ' ';
+                dv_vias_text(g->vias, s + n + 1, sizeof s - (size_t)n - 1);
+            }
             /* labels of downward arrows to the right, upward ones to the left, so the
              * two arrows of an exchange keep their labels apart */
             int ly = dir > 0 ? y1 - gap + 2 : y1 + 1;
@@ -504,6 +520,16 @@ static void draw_header(dv_text *t, const dv_model *m, const dv_view *v, const d
     }
 }
 
+/* 1 when some message of call c names its transport: the arrows' labels then do. */
+static int call_has_vias(const dv_model *m, const dv_call *c)
+{
+    for (int f = c->first_frame; f < c->first_frame + c->nframes; f++)
+        for (int i = 0; i < m->frames[f].nmsg; i++)
+            if (m->msgs[m->frames[f].first_msg + i].vias != 0)
+                return 1;
+    return 0;
+}
+
 static void draw_panel(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_layout *L, int k)
 {
     double sent[DV_MAX_RANKS] = { 0 }, expect[DV_MAX_RANKS] = { 0 };
@@ -513,12 +539,14 @@ static void draw_panel(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_
     dv_bytes_sent(m, L->call, k, sent);
     int y = L->grid.y + L->grid.h + 4;
     dv_text_draw(t, DV_FONT_BODY, PAD, y, TEXT, known ? s : "no cost model for this collective");
-    dv_text_draw(t, DV_FONT_SMALL, PAD, y + BODY_H, DIM, L->send_x0 > 0
-                 ? "arrows: from the sender's block for the receiver (left) to the receiver's "
-                   "block for the sender (right); solid white: copied, dashed grey '+': added"
-                 : "arrows: solid white = copied into the receiver's cells, dashed grey '+' = "
-                   "added to them; label c0-2 = the receiver's cells c0 to c2; 3->1 = from "
-                   "rank 3 to rank 1");
+    snprintf(s, sizeof s, "%s%s", L->send_x0 > 0
+             ? "arrows: from the sender's block for the receiver (left) to the receiver's "
+               "block for the sender (right); solid white: copied, dashed grey '+': added"
+             : "arrows: solid white = copied into the receiver's cells, dashed grey '+' = "
+               "added to them; label c0-2 = the receiver's cells c0 to c2; 3->1 = from "
+               "rank 3 to rank 1", call_has_vias(m, c) ? "; then the transport"
+                                                 : "");
+    dvi_text_fit(t, DV_FONT_SMALL, PAD, y + BODY_H, L->w - 2 * PAD, DIM, s);
     int bw = L->panel.w * 2 / 5;
     for (int q = 0; q < m->nranks; q++) {
         SDL_Rect cq = dv_layout_cell(L, q, 0);

@@ -16,7 +16,8 @@
  *             the sender's send block to the receiver's receive block); solid white: the
  *             receiver copies what comes, dashed grey with a '+': it adds it in. The
  *             label names the receiver's cells, "c0-2" = cells c0 to c2, and "3->1" the
- *             ranks when they are not neighbours; while the position moves between k and
+ *             ranks when they are not neighbours, then the transport where the trace
+ *             records one ("c0-2 shm"); while the position moves between k and
  *             k+1 a copy of each moving piece slides along its arrow
  *   panel     bytes sent per rank in this call so far, beside the formula's total
  *   timeline  one row per rank over the trace's time (compute, comm, reduce), with a
@@ -126,8 +127,10 @@ extern const char *const dv_key_help[][2];
 /* Where position pos is, in one line, with the counters of model.h: "position 3 of 0..6:
  * call 1 of 1, allreduce_ring on ranks 0-3: 3 of 6 steps done, next: step 4 of 6
  * (allgather)", at the end of a call "... 6 of 6 steps done, call finished", without
- * calls "position 0 of 0..0: no collective calls". The header, dtviz --png and dtviz
- * --verbose all say where they are with it. */
+ * calls "position 0 of 0..0: no collective calls". When the next step's messages
+ * recorded their transports, the line ends with them: "... (allgather) via shm" (two:
+ * "via mpi+shm"). The header, dtviz --png and dtviz --verbose all say where they are
+ * with it. */
 void dv_pos_describe(const dv_model *m, int pos, char *buf, size_t len);
 
 /* ==== the training timetable (tt_draw.c; the layout and the rows: tt_rows.c) ==== */

@@ -6,7 +6,10 @@
  * The summary gives, for every rank, its events by kind, the bytes it sent and
  * received, and the time from its first event to its last. In a ring allreduce every
  * rank sends and receives the same bytes, 2(N-1)/N of the buffer; a rank that differs,
- * or recorded nothing, is where to look first.
+ * or recorded nothing, is where to look first. Where the trace records how messages
+ * travelled (the via column), a last line sums the bytes sent by transport, e.g.
+ * "bytes sent by transport: shm 12 MiB, mpi 1.2 KiB": a run expected to use shared
+ * memory that sends most bytes through MPI is not getting what it asked for.
  *
  * Exit status: 0 done; 1 a write that failed once the work had started (a full disk);
  * 2 bad input: a usage error, a trace that cannot be read, an output that cannot be
@@ -21,11 +24,13 @@
 #include <string.h>
 
 #include "trace.h"
+#include "units.h"
 
 static const char usage[] =
     "usage: dttrace [--chrome OUT.json] FILE\n"
     "Summarises a dtlab trace (written by a program run with --trace FILE): per rank,\n"
-    "its events by kind, the bytes it sent and received, and the time it spans.\n"
+    "its events by kind, the bytes it sent and received, and the time it spans;\n"
+    "then the bytes sent by transport, where the trace records them.\n"
     "  --chrome OUT.json   also write the trace as Chrome trace JSON, for\n"
     "                      https://ui.perfetto.dev or chrome://tracing\n"
     "  -h, --help          print this text\n";
@@ -65,6 +70,37 @@ static void print_row(const char *label, const summary *s)
         printf(" %11s %11s %10s\n", "-", "-", "-");
 }
 
+/* The bytes of send events by transport, largest first ("none": sends that recorded
+ * none); nothing when no event names one. */
+static void print_vias(const dt_trace *t)
+{
+    double by[DT_TRACE_NVIA] = { 0 };
+    int named = 0, done[DT_TRACE_NVIA] = { 0 };
+    for (size_t i = 0; i < t->n; i++) {
+        const dt_event *e = &t->ev[i];
+        named |= e->via > 0;
+        if (e->kind == DT_EV_SEND && e->via < DT_TRACE_NVIA)
+            by[e->via] += (double)e->nbytes;
+    }
+    if (!named)
+        return;
+    printf("\nbytes sent by transport:");
+    int n = 0;
+    for (; n < DT_TRACE_NVIA; n++) {
+        int v = -1;                             /* the largest left; ties in table order */
+        for (int u = 0; u < DT_TRACE_NVIA; u++)
+            if (!done[u] && by[u] > 0 && (v < 0 || by[u] > by[v]))
+                v = u;
+        if (v < 0)
+            break;
+        char b[32];
+        done[v] = 1;
+        printf("%s %s %s", n ? "," : "", v ? dt_trace_via_name(v) : "none",
+               dt_format_bytes(by[v], b, sizeof b));
+    }
+    printf("%s\n", n > 0 ? "" : " no bytes sent");
+}
+
 static void print_summary(const char *path, const dt_trace *t)
 {
     printf("%s: program %s, %d rank%s, %zu event%s (trace format %d)\n\n", path,
@@ -99,6 +135,7 @@ static void print_summary(const char *path, const dt_trace *t)
     if (empty > 0)
         printf("\n%d rank%s recorded no events%s.\n", empty, empty == 1 ? "" : "s",
                list_empty ? "" : " (not listed)");
+    print_vias(t);
 }
 
 /* A usage error: one sentence, the hint, status 2. */

@@ -53,6 +53,19 @@ int dvi_grow(void *p, size_t *cap, size_t need, size_t sz)
     return 0;
 }
 
+/* ==== transports in words ==== */
+
+void dv_vias_text(unsigned vias, char *buf, size_t len)
+{
+    size_t n = 0;
+    if (len > 0)
+        buf[0] = '\0';
+    for (int v = 1; v < DT_TRACE_NVIA && n < len; v++)
+        if (vias >> v & 1)
+            n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "+" : "",
+                                  dt_trace_via_name(v));
+}
+
 /* ==== 1. names ==== */
 
 typedef struct {

@@ -27,7 +27,8 @@
  *          come from the receive events (sender = peer, cells = the receiver's [lo,
  *          hi)); segments of one chunk are merged into one message per (sender,
  *          receiver, cell range). A receiver that also recorded a reduce event in the
- *          same frame adds what arrives; otherwise it copies it.
+ *          same frame adds what arrives; otherwise it copies it. A message keeps the
+ *          transports its receives name (dt_event.via: trace.h).
  *   cell   a piece of the call's buffer: the boundaries of every chunk moved in the
  *          call (and, for gather, allgather and alltoall, of each member's block), at
  *          most DV_MAX_CELLS of them (more are replaced by DV_MAX_CELLS even cells).
@@ -75,6 +76,10 @@ typedef struct {
                              * block for dst); [c0, c1) when it recorded none */
     int add;                /* 1: the receiver adds it in; 0: it copies it */
     double nbytes;          /* bytes of its receive events */
+    unsigned vias;          /* the transports its receive events name: bit v for
+                             * dt_event.via v (1..DT_TRACE_NVIA-1); 0 none recorded.
+                             * Two bits when pieces went two ways (a small last
+                             * segment by mpi beside shm ones) */
 } dv_msg;
 
 typedef struct {
@@ -189,6 +194,14 @@ void dv_bytes_sent(const dv_model *m, int call, int k, double *sent);
  * 2(N-1)/N x S = 6 MiB; S = 4 MiB"). Returns 1, or 0 when the coll is not one the
  * viewer knows (expect and text then empty). */
 int dv_formula(const dv_model *m, int call, double *expect, char *text, size_t len);
+
+/* Transports in words: the names of the bits of vias (dv_msg.vias), joined by '+' in
+ * the order of trace.h's table ("shm", "mpi+shm"); "" for 0. */
+void dv_vias_text(unsigned vias, char *buf, size_t len);
+
+/* e's transport as a bit of such a set: 1 << e->via, 0 for none (or out of range). */
+static inline unsigned dv_via_bit(const dt_event *e)
+{ return e->via > 0 && e->via < DT_TRACE_NVIA ? 1u << e->via : 0; }
 
 /* One sentence on what a phase of a collective does, for the header; "" if unknown. */
 const char *dv_phase_text(const char *coll, const char *phase);

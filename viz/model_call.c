@@ -31,6 +31,7 @@ typedef struct {
     long long lo, hi;
     double nbytes;
     int c0, c1;
+    unsigned vias;          /* bit v: a piece came by transport v (dv_msg.vias) */
 } rng;
 
 static int by_range(const void *x, const void *y)
@@ -68,6 +69,7 @@ static size_t merge_ranges(rng *r, size_t n)
             if (r[i].hi > p->hi)
                 p->hi = r[i].hi;
             p->nbytes += r[i].nbytes;
+            p->vias |= r[i].vias;
         } else {
             r[k++] = r[i];
         }
@@ -485,7 +487,8 @@ static int build_call(dv_model *m, scratch *s, int ci, const int *ev, size_t nev
         const dt_event *e = &t->ev[ev[i]];
         int f = s->evf[i], peer = e->peer >= 0 && e->peer < nr ? e->peer : -1;
         rng r = { .f = f, .a = e->rank, .p = peer, .chunk = e->chunk, .lo = e->lo,
-                  .hi = e->hi, .nbytes = (double)e->nbytes };
+                  .hi = e->hi, .nbytes = (double)e->nbytes,
+                  .vias = dv_via_bit(e) };
         if (e->kind == DT_EV_RECV && peer >= 0)
             s->recv[nrecv++] = r;
         else if (e->kind == DT_EV_SEND)
@@ -547,6 +550,7 @@ static int build_call(dv_model *m, scratch *s, int ci, const int *ev, size_t nev
         if (p && p->f == r->f && p->p == r->p && p->a == r->a && r->c0 <= p->c1) {
             p->c1 = r->c1 > p->c1 ? r->c1 : p->c1;
             p->nbytes += r->nbytes;
+            p->vias |= r->vias;
         } else {
             s->recv[k++] = *r;
         }
@@ -562,7 +566,7 @@ static int build_call(dv_model *m, scratch *s, int ci, const int *ev, size_t nev
             dv_msg *g = &m->msgs[m->nmsgs++];
             *g = (dv_msg){ .src = r->p, .dst = r->a, .c0 = r->c0, .c1 = r->c1, .s0 = r->c0,
                            .s1 = r->c1, .add = (int)(s->red[f] >> r->a & 1),
-                           .nbytes = r->nbytes };
+                           .nbytes = r->nbytes, .vias = r->vias };
             sent_cells(s->send, nsend, f, r->p, r->a, &g->s0, &g->s1);
             fr->nmsg++;
         }

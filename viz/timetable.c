@@ -43,7 +43,7 @@ typedef struct {
     double s0, s1;          /* the span of that communication on this rank */
 } piece;
 
-typedef struct { double t0, t1, sent; int first, mark, attach, piece; } seg;
+typedef struct { double t0, t1, sent; int first, mark, attach, piece; unsigned vias; } seg;
 typedef struct { const char *coll; int a, b, ev; } end;        /* a message's end */
 typedef struct { int piece, rank; double t0, t1; } wstretch;
 
@@ -217,7 +217,7 @@ static int cut(bld *b, open_call *open, int *nopen, size_t i)
         seg *s = push(&b->sg, &b->nsg, &b->capsg, sizeof *b->sg);
         if (s == NULL)
             return -1;
-        *s = (seg){ e->t0, e->t1, 0, (int)i, -1, -1, -1 };
+        *s = (seg){ e->t0, e->t1, 0, (int)i, -1, -1, -1, 0 };
         k = (*nopen)++;
         open[k] = (open_call){ .seg = (int)b->nsg - 1, .coll = e->coll };
     }
@@ -232,6 +232,7 @@ static int cut(bld *b, open_call *open, int *nopen, size_t i)
     s->t0 = e->t0 < s->t0 ? e->t0 : s->t0;
     s->t1 = e->t1 > s->t1 ? e->t1 : s->t1;
     s->sent += e->kind == DT_EV_SEND ? (double)e->nbytes : 0;
+    s->vias |= dv_via_bit(e);
     b->ev_seg[i] = o->seg;
     return 0;
 }
@@ -267,6 +268,7 @@ static int message(bld *b, size_t i, int last)
         snprintf(q->b.label, sizeof q->b.label, "%.10s + %.10s", a, c);
         q->b.micro = dvi_micro(in);
         q->b.nbytes += sent;
+        q->b.vias |= dv_via_bit(e);
         b->ev_piece[i] = last;
         return -1;
     }
@@ -275,6 +277,7 @@ static int message(bld *b, size_t i, int last)
         q->s0 = q->b.t0 = fmin(q->b.t0, e->t0);
         q->s1 = q->b.t1 = fmax(q->b.t1, e->t1);
         q->b.nbytes += sent;
+        q->b.vias |= dv_via_bit(e);
         b->ev_piece[i] = last;
         return last;
     }
@@ -283,6 +286,7 @@ static int message(bld *b, size_t i, int last)
     q->known = 0;                                   /* dp's weights carry a version */
     q->b.layer = -1;
     q->b.nbytes = sent;
+    q->b.vias = dv_via_bit(e);
     q->ev = (int)i;
     q->s0 = e->t0;
     q->s1 = e->t1;
@@ -363,6 +367,7 @@ static int name_calls(bld *b, size_t seg0, int nmk)
                           : begins(e->coll, "reduce_scatter") ? DV_TT_ROLE_RS : q->b.role;
         }
         q->b.nbytes += s->sent;
+        q->b.vias |= s->vias;
         if (q->ev < 0)
             q->ev = s->first, q->s0 = s->t0, q->s1 = s->t1;
         s->piece = (int)(q - b->p);
@@ -719,6 +724,7 @@ int dv_tt_build(dv_tt *tt, const dv_model *m, char *err, size_t errlen)
     for (int k = 0; k < tt->nblocks; k++) {
         tt->t_begin = fmin(tt->t_begin, tt->blocks[k].t0);
         tt->t_end = fmax(tt->t_end, tt->blocks[k].t1);
+        tt->vias |= tt->blocks[k].vias;
     }
     if (!(tt->t_end > tt->t_begin))                 /* the model's span is never empty */
         tt->t_begin = m->t_begin, tt->t_end = m->t_end;

@@ -22,7 +22,9 @@
  *            (older traces' "ddp bucket") names the call that follows it. Without
  *            marks, one collective call on one rank is one block. Blocks of the comm
  *            lane may overlap: hybrid's DDP thread reduces a bucket while tp's
- *            allreduces run.
+ *            allreduces run. Where the trace records how its messages travelled
+ *            (dt_event.via), the block shows it after its label where it fits:
+ *            "bucket 2 · shm", "act 3 · ipc", "AG L1 · mpi+shm".
  * Waiting. The k-th send from a to b of a coll is matched with the k-th receive on b
  * from a of that coll (MPI keeps order per pair). A receive whose send began later
  * waits from its begin to the send's begin (or its own end); a send whose receive was
@@ -78,7 +80,10 @@ typedef struct {
     double nbytes;          /* bytes this rank sent in it (comm), 0 for compute */
     double wait;            /* seconds of [t0, t1] spent waiting for a peer (comm) */
     dv_tt_role role;        /* comm: what it is for; compute: DV_TT_ROLE_OTHER */
-    char label[24];         /* as drawn, e.g. "F3", "bucket 2", "AG L1" */
+    unsigned vias;          /* comm: the transports its sends and receives name, as
+                             * dv_msg.vias (drawn after the label: "bucket 2 · shm");
+                             * 0 none recorded */
+    char label[24];         /* e.g. "F3", "bucket 2", "AG L1" */
 } dv_tt_block;
 
 typedef struct {
@@ -152,6 +157,8 @@ typedef struct dv_tt {
     dv_tt_step *steps;      /* in step order */
     int nsteps;
     double t_begin, t_end;  /* the span of every block (t_end > t_begin) */
+    unsigned vias;          /* every block's vias together: the transports the trace
+                             * records, 0 none (the legend then says nothing of them) */
     int slots;              /* times are slots (a built-in schedule: m->from_trace 0),
                              * not seconds */
     /* built with the rest for the queries below (owned; read them through those) */

@@ -151,9 +151,25 @@ static int legend_item(dv_text *t, const dvi_tt_layout *L, int *x, int *y, int w
     return sx;
 }
 
-/* The kinds' swatches (waiting hatched as in the lanes, idle the lanes' background);
- * pp adds a line: the arrows' two styles, and what "stash k" counts. */
-static void draw_legend(SDL_Renderer *r, dv_text *t, const dvi_tt_layout *L, int w)
+/* Where the trace records transports, what a block's "· shm" says, after the kinds
+ * when it fits on their last line. */
+static void legend_vias(dv_text *t, const dv_tt *tt, int x, int y, int w)
+{
+    char via[40], s[96];
+    if (tt->vias == 0)
+        return;
+    dv_vias_text(tt->vias, via, sizeof via);
+    snprintf(s, sizeof s, "label \u00b7 %s: the transport (%s)", via,
+             "mpi, staging, shm or ipc");
+    if (x + dv_text_width(t, DV_FONT_SMALL, s) <= w - PAD)
+        dv_text_draw(t, DV_FONT_SMALL, x, y, DIM, s);
+}
+
+/* The kinds' swatches (waiting hatched as in the lanes, idle the lanes' background),
+ * then the transports where the trace has them; pp adds a line: the arrows' two styles,
+ * and what "stash k" counts. */
+static void draw_legend(SDL_Renderer *r, dv_text *t, const dv_tt *tt, const dvi_tt_layout *L,
+                        int w)
 {
     static const struct { const char *name; int kind; } items[] = {
         { "forward", DV_C_FORWARD }, { "backward", DV_C_BACKWARD },
@@ -181,6 +197,7 @@ static void draw_legend(SDL_Renderer *r, dv_text *t, const dvi_tt_layout *L, int
         if (items[i].kind == DV_C_WAIT)
             dvi_tt_hatch(r, sw, dvi_mix(dv_kind_color(DV_C_WAIT), dv_kind_color(DV_C_COMM), 0.6));
     }
+    legend_vias(t, tt, x, y, w);
     if (!L->pp)
         return;
     x = PAD;
@@ -237,7 +254,7 @@ void dv_tt_draw(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_view *v
     if (L.row > 0) {
         dvi_tt_rows(r, t, v, &L, ticks, nticks);
         draw_axis(r, t, tt, &L, ticks, nticks, step);
-        draw_legend(r, t, &L, w);
+        draw_legend(r, t, tt, &L, w);
     }
     if (v->note != NULL)
         dv_text_draw(t, DV_FONT_BODY, PAD, h - BODY_H - 1, NOTE, v->note);

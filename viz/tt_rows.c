@@ -349,16 +349,29 @@ static void draw_fills(SDL_Renderer *r, const dv_tt *tt, const dvi_tt_layout *L,
 }
 
 /* Text centred in box, in font f, when it fits; a 1 px halo of the fill keeps it
- * readable over the hatching of a wait. */
-static void label_in(dv_text *t, dv_font f, SDL_Rect box, SDL_Color fillc, const char *s)
+ * readable over the hatching of a wait. Returns 1 when drawn. */
+static int label_in(dv_text *t, dv_font f, SDL_Rect box, SDL_Color fillc, const char *s)
 {
     int tw = dv_text_width(t, f, s), th = dv_text_height(t, f);
     int x = box.x + (box.w - tw) / 2, y = box.y + (box.h - th) / 2;
     if (tw + 4 > box.w || s[0] == '\0')
-        return;
+        return 0;
     for (int d = 0; d < 4; d++)
         dv_text_draw(t, f, x + (d == 0) - (d == 1), y + (d == 2) - (d == 3), fillc, s);
     dv_text_draw(t, f, x, y, ink_on(fillc), s);
+    return 1;
+}
+
+/* A block's label, with its transports after a dot when it names some and that fits
+ * ("bucket 2 \u00b7 shm"), else the label alone where that fits. */
+static void block_label(dv_text *t, dv_font f, SDL_Rect box, SDL_Color fillc,
+                        const dv_tt_block *k)
+{
+    char via[40], s[80];
+    dv_vias_text(k->vias, via, sizeof via);
+    snprintf(s, sizeof s, "%s \u00b7 %s", k->label, via);
+    if (via[0] == '\0' || !label_in(t, f, box, fillc, s))
+        label_in(t, f, box, fillc, k->label);
 }
 
 /* Each block wide enough gets a darker edge (so F0 F1 F2 read as three blocks) and its
@@ -397,8 +410,8 @@ static void draw_edges(SDL_Renderer *r, dv_text *t, const dv_tt *tt, const dvi_t
                 if (x1 - x0 >= 6 && dvi_tt_time_x(L, k->t1) <= L->area.x + L->area.w)
                     batch_add(r, &e[kind], (SDL_Rect){ x1 - 1, y, 1, lh });
                 if (x1 - x0 >= 8 && lh >= SMALL_H - 2 && x0 >= label_end) {
-                    label_in(t, f, (SDL_Rect){ x0 + 1, y, x1 - x0 - 2, lh },
-                             k->step == step ? kind_color(kind) : dvi_tt_faded(kind), k->label);
+                    block_label(t, f, (SDL_Rect){ x0 + 1, y, x1 - x0 - 2, lh },
+                                k->step == step ? kind_color(kind) : dvi_tt_faded(kind), k);
                     label_end = x1;
                 }
             }

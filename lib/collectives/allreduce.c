@@ -10,6 +10,7 @@
 #include <string.h>
 #include "collectives.h"
 #include "buf.h"
+#include "internal.h"
 #include "ops.h"
 #include "p2p.h"
 #include "schedule.h"
@@ -145,7 +146,8 @@ int dt_allreduce_naive(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
         return MPI_SUCCESS;
     dt_trace_call("allreduce_naive", (size_t)count, nbytes / (size_t)count);
 
-    void *tmp = rank == 0 ? dt_malloc_like(recvbuf, nbytes) : NULL;   /* one worker's data */
+    /* one worker's data, at rank 0 only; scratch kept by this thread between calls */
+    void *tmp = rank == 0 ? dti_scratch(DTI_SCRATCH_PEER, nbytes, recvbuf) : NULL;
     for (int s = 1; s < n; s++) {
         dt_trace_phase("allreduce_naive", "reduce");
         if (rank == 0) {
@@ -169,7 +171,6 @@ int dt_allreduce_naive(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
         }
         dti_step_done("allreduce_naive", "bcast", s - 1, recvbuf, count, type, comm);
     }
-    dt_free(tmp);
     return MPI_SUCCESS;
 }
 
@@ -212,7 +213,7 @@ int dt_allreduce_rd(const void *sendbuf, void *recvbuf, int count, MPI_Datatype 
     if (count == 0 || n == 1)
         return MPI_SUCCESS;
 
-    void *tmp = dt_malloc_like(recvbuf, nbytes);      /* the partner's buffer */
+    void *tmp = dti_scratch(DTI_SCRATCH_PEER, nbytes, recvbuf);   /* the partner's buffer */
     int active = dt_rd_vrank(rank, n) >= 0;
     int peer = dt_rd_fold_peer(rank, n);              /* -1 outside the folded pairs */
     int folding = dt_pow2_floor(n) != n;
@@ -252,6 +253,5 @@ int dt_allreduce_rd(const void *sendbuf, void *recvbuf, int count, MPI_Datatype 
         }
         dti_step_done("allreduce_rd", "unfold", 0, recvbuf, count, type, comm);
     }
-    dt_free(tmp);
     return MPI_SUCCESS;
 }

@@ -3,6 +3,7 @@
  * and some tensor-parallel layouts use it to re-shard data. */
 #include "collectives.h"
 #include "buf.h"
+#include "internal.h"
 #include "p2p.h"
 #include "schedule.h"
 #include "trace.h"
@@ -48,11 +49,12 @@ int dt_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
         return MPI_SUCCESS;
     dt_trace_call("alltoall_pairwise", (size_t)n * recvcount, dt_type_size(recvtype));
 
-    char *r = recvbuf, *tmp = NULL;
+    char *r = recvbuf;
     const char *s = sendbuf;
-    if (in_place) {
-        s = tmp = dt_malloc_like(recvbuf, (size_t)n * blk);
-        dt_memcpy(tmp, recvbuf, (size_t)n * blk);
+    if (in_place) {                  /* the copy goes to scratch, kept between calls */
+        char *copy = dti_scratch(DTI_SCRATCH_TREE, (size_t)n * blk, recvbuf);
+        dt_memcpy(copy, recvbuf, (size_t)n * blk);
+        s = copy;
     }
 
     if (!in_place)                                 /* step 0: keep my own block */
@@ -68,6 +70,5 @@ int dt_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
         dti_step_done("alltoall_pairwise", "exchange", step, recvbuf, n * recvcount,
                       recvtype, comm);
     }
-    dt_free(tmp);
     return MPI_SUCCESS;
 }

@@ -1,6 +1,7 @@
 /* Gather: every rank's block ends up at the root, in rank order (MPI_Gather). */
 #include "collectives.h"
 #include "buf.h"
+#include "internal.h"
 #include "p2p.h"
 #include "schedule.h"
 #include "trace.h"
@@ -87,12 +88,14 @@ int dt_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
     int my_round = dt_tree_round(rank, root, n);     /* -1 at the root */
     const void *own = in_place ? (char *)recvbuf + (size_t)root * blk : sendbuf;
 
-    /* buf: this subtree's blocks in virtual order, own block first. A leaf needs none. */
-    char *buf = NULL, *tmp = NULL;
+    /* buf: this subtree's blocks in virtual order, own block first (scratch, kept by this
+     * thread between calls). A leaf needs none. */
+    char *buf = NULL;
     if (rank == root && root == 0)
         buf = recvbuf;
     else if (size > 1 || rank == root)
-        buf = tmp = dt_malloc_like(rank == root ? recvbuf : sendbuf, (size_t)size * blk);
+        buf = dti_scratch(DTI_SCRATCH_TREE, (size_t)size * blk,
+                          rank == root ? recvbuf : sendbuf);
     if (buf)
         dt_memcpy(buf, own, blk);
     const void *out = buf ? (const void *)buf : sendbuf;
@@ -122,6 +125,5 @@ int dt_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
         dt_memcpy((char *)recvbuf + (size_t)root * blk, buf, (size_t)(n - root) * blk);
         dt_memcpy(recvbuf, buf + (size_t)(n - root) * blk, (size_t)root * blk);
     }
-    dt_free(tmp);
     return MPI_SUCCESS;
 }

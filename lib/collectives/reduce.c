@@ -3,6 +3,7 @@
  * the same binomial tree, each rank combining its children's with its own. */
 #include "collectives.h"
 #include "buf.h"
+#include "internal.h"
 #include "ops.h"
 #include "p2p.h"
 #include "schedule.h"
@@ -67,19 +68,20 @@ int dt_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
     int my_round = dt_tree_round(rank, root, n);     /* -1 at the root */
 
     /* acc: this rank's partial result. The root builds it in recvbuf; a rank with
-     * children in a temporary; a leaf has nothing to add and sends its input as is. */
-    void *acc = NULL, *own = NULL, *tmp = NULL;
+     * children in scratch; a leaf has nothing to add and sends its input as is. Both
+     * scratch buffers are this thread's, kept between calls. */
+    void *acc = NULL, *tmp = NULL;
     if (rank == root) {
         acc = recvbuf;
         if (!in_place)
             dt_memcpy(recvbuf, sendbuf, nbytes);
     } else if (nchildren > 0) {
-        acc = own = dt_malloc_like(sendbuf, nbytes);
-        dt_memcpy(own, sendbuf, nbytes);
+        acc = dti_scratch(DTI_SCRATCH_TREE, nbytes, sendbuf);
+        dt_memcpy(acc, sendbuf, nbytes);
     }
     const void *out = acc ? acc : sendbuf;       /* what goes up, and what the hook sees */
     if (nchildren > 0)
-        tmp = dt_malloc_like(acc, nbytes);        /* one child's partial result */
+        tmp = dti_scratch(DTI_SCRATCH_PEER, nbytes, acc);   /* one child's partial result */
 
     int K = dt_log2_ceil(n);
     for (int t = 0; t < K; t++) {
@@ -98,7 +100,5 @@ int dt_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
         }
         dti_step_done("reduce_tree", "reduce", t, out, count, type, comm);
     }
-    dt_free(tmp);
-    dt_free(own);
     return MPI_SUCCESS;
 }

@@ -3,17 +3,16 @@
  * first half of the ring allreduce (allreduce.c), which is why its core works in place
  * on a whole buffer. */
 #include <limits.h>
+#include <stdint.h>
 #include "collectives.h"
 #include "buf.h"
+#include "internal.h"
 #include "ops.h"
 #include "p2p.h"
 #include "schedule.h"
 #include "trace.h"
 
 #define TAG (DT_TAG_BASE + 7)
-
-/* Bytes per message within a step of the ring reduce-scatter (see below). */
-#define SEGMENT ((size_t)256 * 1024)
 
 /* ==== ring ====
  *
@@ -64,19 +63,28 @@ void dti_ring_reduce_scatter(const void *src, void *buf, int count, MPI_Datatype
     const char *in = src;
     int left = dt_ring_left(rank, n), right = dt_ring_right(rank, n);
 
-    /* Each step moves its chunk in segments of at most SEGMENT bytes, so that a segment
-     * is added in while it is still in the cache it arrived in (measured on 2 cores, 2
-     * ranks, 64 MiB: 31 ms a call with whole chunks, 18 ms with segments of 256 KiB;
-     * 64 KiB to 4 MiB all do about as well). Every rank cuts every
-     * chunk into the same nseg segments, those of the largest chunk (chunk 0); a shorter
-     * chunk's last segments are empty, and both sides then agree on 0 bytes. */
+    /* Each step moves its chunk in segments of at most dt_p2p_segment bytes: what one
+     * mailbox slot of the p2p layer holds, so a segment is one message, and one the
+     * next can overlap. On the host (256 KiB) a segment is also added in while it is
+     * still in the cache it arrived in (measured on 2 cores, 2 ranks, 64 MiB: 31 ms a
+     * call with whole chunks, 18 ms with segments of 256 KiB; 64 KiB to 4 MiB all do
+     * about as well). On a GPU (16 MiB) each segment costs a fixed overhead of copies
+     * and a kernel launch, so segments are larger. Every rank cuts every chunk into the
+     * same nseg segments, those of the largest chunk (chunk 0); a shorter chunk's last
+     * segments are empty, and both sides then agree on 0 bytes. (All ranks' buffers are
+     * on the host, or all on GPUs, so all agree on the segment too.) */
     size_t lo0, hi0;
     dt_chunk_bounds((size_t)count, n, 0, &lo0, &hi0);
-    size_t seg = SEGMENT / esize;
+    size_t seg = dt_p2p_segment(dt_is_device_ptr(buf)) / esize;
     if (seg == 0 || seg > hi0 - lo0)
         seg = hi0 - lo0;
     size_t nseg = (hi0 - lo0 + seg - 1) / seg;
-    char *tmp = dt_malloc_like(buf, seg * esize);      /* one incoming segment */
+    /* One incoming segment, from this thread's scratch (kept between calls), with 16
+     * bytes to spare: each segment is received at the same offset within 16 bytes as
+     * the spot of buf it is added into, so the three buffers of the reduction line up
+     * for the wide loads of the GPU kernel (ops_kernels.cu) even when the chunk starts
+     * at an odd element. */
+    char *tmp = dti_scratch(DTI_SCRATCH_SEG, seg * esize + 16, buf);
 
     for (int s = 0; s < n - 1; s++) {
         int sc = dt_ring_rs_send_chunk(rank, n, s), rc = dt_ring_rs_recv_chunk(rank, n, s);
@@ -90,15 +98,16 @@ void dti_ring_reduce_scatter(const void *src, void *buf, int count, MPI_Datatype
             size_t sa = slo + k * seg, sz = sa + seg, ra = rlo + k * seg, rz = ra + seg;
             sa = sa < shi ? sa : shi; sz = sz < shi ? sz : shi;
             ra = ra < rhi ? ra : rhi; rz = rz < rhi ? rz : rhi;
+            char *into = tmp + ((uintptr_t)(b + ra * esize) & 15);
             dt_trace_step(s, sc, sa, sz, rc, ra, rz);
-            dt_sendrecv(from + sa * esize, (sz - sa) * esize, right,
-                        tmp, (rz - ra) * esize, left, TAG, comm);
-            if (rz > ra)
-                dti_reduce_into(tmp, in + ra * esize, b + ra * esize, (int)(rz - ra), type, op);
+            /* b = in op (the segment from the left): through a mailbox, the sum reads
+             * the left rank's slot directly; else the segment lands in into first */
+            dti_sendrecv_reduce(from + sa * esize, (sz - sa) * esize, right,
+                                in + ra * esize, b + ra * esize, (int)(rz - ra), type, op,
+                                into, left, TAG, comm);
         }
         dti_step_done(coll, "reduce-scatter", s, buf, count, type, comm);
     }
-    dt_free(tmp);
 }
 
 /* The ring runs on a whole buffer of n * recvcount elements, whose chunk r under
@@ -127,13 +136,13 @@ int dt_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
         return MPI_SUCCESS;
     dt_trace_call("reduce_scatter_ring", (size_t)n * recvcount, dt_type_size(type));
 
-    char *work = recvbuf, *tmp = NULL;
-    if (!in_place)                      /* results go to a scratch copy; sendbuf is read */
-        work = tmp = dt_malloc_like(recvbuf, (size_t)n * blk);
+    /* results go to scratch (kept by this thread between calls); sendbuf is only read */
+    char *work = recvbuf;
+    if (!in_place)
+        work = dti_scratch(DTI_SCRATCH_WORK, (size_t)n * blk, recvbuf);
     dti_ring_reduce_scatter(in_place ? recvbuf : sendbuf, work, n * recvcount, type, op,
                             comm, "reduce_scatter_ring");
     /* block r sits at r * blk; for r > 0 it does not overlap the front block */
     dt_memcpy(recvbuf, work + (size_t)rank * blk, blk);
-    dt_free(tmp);
     return MPI_SUCCESS;
 }

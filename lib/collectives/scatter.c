@@ -1,6 +1,7 @@
 /* Scatter: the root cuts its buffer into n blocks and rank r gets block r (MPI_Scatter). */
 #include "collectives.h"
 #include "buf.h"
+#include "internal.h"
 #include "p2p.h"
 #include "schedule.h"
 #include "trace.h"
@@ -83,19 +84,20 @@ int dt_scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
     int nchildren = dt_tree_children(rank, root, n, children);
     int my_round = dt_tree_round(rank, root, n);     /* -1 at the root */
 
-    /* buf: this subtree's blocks in virtual order, own block first. A leaf receives
-     * straight into recvbuf. */
+    /* buf: this subtree's blocks in virtual order, own block first; tmp, when needed,
+     * is scratch kept by this thread between calls. A leaf receives straight into
+     * recvbuf. */
     const char *buf;
     char *tmp = NULL;
     if (rank == root && root == 0) {
         buf = sendbuf;
     } else if (rank == root) {
         /* ranks root..n-1 become virtual blocks 0..n-root-1, ranks 0..root-1 the rest */
-        buf = tmp = dt_malloc_like(sendbuf, (size_t)n * blk);
+        buf = tmp = dti_scratch(DTI_SCRATCH_TREE, (size_t)n * blk, sendbuf);
         dt_memcpy(tmp, (const char *)sendbuf + (size_t)root * blk, (size_t)(n - root) * blk);
         dt_memcpy(tmp + (size_t)(n - root) * blk, sendbuf, (size_t)root * blk);
     } else if (size > 1) {
-        buf = tmp = dt_malloc_like(recvbuf, (size_t)size * blk);
+        buf = tmp = dti_scratch(DTI_SCRATCH_TREE, (size_t)size * blk, recvbuf);
     } else {
         buf = recvbuf;
     }
@@ -120,6 +122,5 @@ int dt_scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 
     if (!in_place)
         dt_memcpy(recvbuf, buf, blk);             /* own block; a no-op for a leaf */
-    dt_free(tmp);
     return MPI_SUCCESS;
 }

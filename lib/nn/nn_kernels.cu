@@ -4,11 +4,14 @@
  * path is the reference: a GPU test runs each function both ways on the same inputs and
  * compares to rounding (the GPU sums in another order and fuses multiply-adds).
  *
- * Every launcher checks its launches and ends with a synchronisation, so that a fault is
- * reported by the call that caused it and a compute event in the trace covers the work,
- * not just its launch. Everything runs on the legacy default stream, cuBLAS included,
- * so the kernels and the products of one call run in the order they are written, and a
- * cudaMemcpy made afterwards by any thread of the process sees their results. */
+ * Every launcher checks its launches and ends by waiting for its work, so that a fault is
+ * reported by the call that caused it, a compute event in the trace covers the work, not
+ * just its launch, and a copy made afterwards by any thread of the process sees the
+ * results. Everything runs on cudaStreamPerThread, the calling thread's own stream,
+ * cuBLAS included, so the kernels and the products of one call run in the order they
+ * are written; and the wait is for that stream alone, not the whole GPU, so the main
+ * thread's compute and DDP's communication thread (its copies and reductions on its own
+ * stream, device.cu) overlap instead of waiting for each other. */
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include <math.h>
@@ -36,11 +39,11 @@ static int grid_for(size_t n)
 }
 
 /* Called after the launches of each function: was the launch itself valid, and did the
- * work run without fault. */
+ * work run without fault. Waits for this thread's stream only. */
 static void check_and_wait(void)
 {
     DT_CHECK_CUDA(cudaGetLastError());
-    DT_CHECK_CUDA(cudaDeviceSynchronize());
+    DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
 }
 
 /* ==== cuBLAS: one handle per process ==== */
@@ -53,12 +56,18 @@ static void check_and_wait(void)
  * atexit handler could run after the CUDA runtime has already been torn down.
  *
  * The math mode stays the default, true fp32: TF32 tensor cores would keep 10 bits of
- * mantissa instead of 23, and the GPU would no longer agree with the CPU to rounding. */
+ * mantissa instead of 23, and the GPU would no longer agree with the CPU to rounding.
+ *
+ * The stream is cudaStreamPerThread, which names the stream of whichever thread makes
+ * the call: the products run on the caller's stream, in order with its kernels. (A
+ * handle left on stream 0 would use the legacy default stream, which waits for every
+ * other stream of the device, the communication thread's included.) */
 static cublasHandle_t create_handle(void)
 {
     cublasHandle_t h;
     DT_CHECK_CUBLAS(cublasCreate(&h));
     DT_CHECK_CUBLAS(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+    DT_CHECK_CUBLAS(cublasSetStream(h, cudaStreamPerThread));
     return h;
 }
 
@@ -124,7 +133,8 @@ extern "C" void dti_nn_cuda_linear_forward(const float *x, const float *W, const
                                 &one, W, in, x, in, &zero, y, out));
     if (b) {
         size_t total = (size_t)B * out;
-        add_bias_kernel<<<grid_for(total), NN_THREADS>>>(y, b, (size_t)B, out);
+        add_bias_kernel<<<grid_for(total), NN_THREADS, 0, cudaStreamPerThread>>>(
+            y, b, (size_t)B, out);
     }
     check_and_wait();
 }
@@ -146,7 +156,8 @@ extern "C" void dti_nn_cuda_linear_backward(const float *x, const float *W, cons
     DT_CHECK_CUBLAS(cublasSgemm(blas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, B,
                                 &one, x, in, dy, out, &one, dW, in));
     if (db)
-        col_sum_kernel<<<grid_for((size_t)out), NN_THREADS>>>(dy, db, B, out);
+        col_sum_kernel<<<grid_for((size_t)out), NN_THREADS, 0, cudaStreamPerThread>>>(
+            dy, db, B, out);
     if (dx) {
         /* dx^T (in, B) = W^T (in, out) dy^T (out, B), column-major:
          *   A = W   stored as W^T (in, out) col, lda = in;  op N (m = in,  k = out)
@@ -206,7 +217,7 @@ extern "C" void dti_nn_cuda_act_forward(int act, const float *x, float *y, size_
     DT_REQUIRE(act == DT_RELU || act == DT_GELU, "unknown activation %d", act);
     if (n == 0)
         return;
-    act_forward_kernel<<<grid_for(n), NN_THREADS>>>(act, x, y, n);
+    act_forward_kernel<<<grid_for(n), NN_THREADS, 0, cudaStreamPerThread>>>(act, x, y, n);
     check_and_wait();
 }
 
@@ -216,7 +227,7 @@ extern "C" void dti_nn_cuda_act_backward(int act, const float *x, const float *d
     DT_REQUIRE(act == DT_RELU || act == DT_GELU, "unknown activation %d", act);
     if (n == 0)
         return;
-    act_backward_kernel<<<grid_for(n), NN_THREADS>>>(act, x, dy, dx, n);
+    act_backward_kernel<<<grid_for(n), NN_THREADS, 0, cudaStreamPerThread>>>(act, x, dy, dx, n);
     check_and_wait();
 }
 
@@ -292,6 +303,14 @@ static __global__ void xent_kernel(const float *logits, const int *labels, int B
     }
 }
 
+/* Copies nbytes from the device to the host on this thread's stream, and waits for it. */
+static void read_back(void *dst, const void *src, size_t nbytes)
+{
+    DT_CHECK_CUDA(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost,
+                                  cudaStreamPerThread));
+    DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+}
+
 /* Scratch kept between calls, grown to the largest batch seen: the row losses on the
  * device and their copy on the host, and the bad-label flag. Used by the compute thread
  * only; the process's exit frees them. */
@@ -322,22 +341,22 @@ extern "C" float dti_nn_cuda_xent(const float *logits, const int *labels, int B,
     if (B == 0)
         return 0.0f;
     xent_scratch(B);
-    DT_CHECK_CUDA(cudaMemset(xent_dbad, 0, sizeof(int)));
+    DT_CHECK_CUDA(cudaMemsetAsync(xent_dbad, 0, sizeof(int), cudaStreamPerThread));
     int blocks = B < 4096 ? B : 4096;
-    xent_kernel<<<blocks, NN_THREADS>>>(logits, labels, B, C, scale, dlogits, xent_dloss,
-                                        xent_dbad);
+    xent_kernel<<<blocks, NN_THREADS, 0, cudaStreamPerThread>>>(logits, labels, B, C, scale,
+                                                              dlogits, xent_dloss, xent_dbad);
     check_and_wait();           /* the kernel is done before its results are read back */
 
+    /* the copies back, on the same stream, each waited for before its result is read */
     int bad;
-    DT_CHECK_CUDA(cudaMemcpy(&bad, xent_dbad, sizeof(int), cudaMemcpyDeviceToHost));
+    read_back(&bad, xent_dbad, sizeof(int));
     if (bad) {
         int y;
-        DT_CHECK_CUDA(cudaMemcpy(&y, labels + (bad - 1), sizeof(int), cudaMemcpyDeviceToHost));
+        read_back(&y, labels + (bad - 1), sizeof(int));
         dti_die(__FILE__, __LINE__, "dt_xent: label %d of row %d is not a class (0..%d)",
                 y, bad - 1, C - 1);
     }
-    DT_CHECK_CUDA(cudaMemcpy(xent_hloss, xent_dloss, (size_t)B * sizeof(double),
-                             cudaMemcpyDeviceToHost));
+    read_back(xent_hloss, xent_dloss, (size_t)B * sizeof(double));
     double total = 0.0;
     for (int i = 0; i < B; i++)
         total += xent_hloss[i];
@@ -396,12 +415,13 @@ extern "C" void dti_nn_cuda_optim_step(int kind, float lr, float momentum, float
     if (n == 0)
         return;
     if (kind == DT_SGD) {
-        sgd_kernel<<<grid_for(n), NN_THREADS>>>(params, grads, state, lr, momentum, n);
+        sgd_kernel<<<grid_for(n), NN_THREADS, 0, cudaStreamPerThread>>>(params, grads, state,
+                                                                        lr, momentum, n);
     } else {
         float bc1 = (float)(1.0 - pow((double)beta1, step));
         float bc2 = (float)(1.0 - pow((double)beta2, step));
-        adam_kernel<<<grid_for(n), NN_THREADS>>>(params, grads, state, lr,
-                                                 beta1, beta2, eps, bc1, bc2, n);
+        adam_kernel<<<grid_for(n), NN_THREADS, 0, cudaStreamPerThread>>>(
+            params, grads, state, lr, beta1, beta2, eps, bc1, bc2, n);
     }
     check_and_wait();
 }

@@ -1,0 +1,536 @@
+/* Mailboxes: messages between ranks of one host with one copy (p2p.h, "transports").
+ *
+ * Through MPI, a message between two processes of one host is copied twice: the sender
+ * copies it into MPICH's shared memory, the receiver copies it out into its buffer. A
+ * mailbox takes one copy out. Every rank owns an outbox of slots that every rank of the
+ * host can read:
+ *   - HSLOTS slots of host memory, in an MPI-3 shared-memory window over the ranks of
+ *     the host (MPI_Win_allocate_shared: each rank's part is mapped in every process);
+ *   - with a GPU, DSLOTS slots of device memory, which the ranks sharing that GPU open
+ *     through CUDA IPC (cudaIpcGetMemHandle, handles exchanged over MPI, opened once
+ *     at start-up and kept until dt_finalize), as NCCL's P2P transport does.
+ *
+ * A message of nbytes goes as pieces of at most a slot each. For every piece the sender
+ *   1. takes a free slot of its outbox: its busy flag 0 -> 1 (an atomic compare-and-swap);
+ *   2. copies the piece into it (memcpy; GPU to host; or GPU to GPU);
+ *   3. rings the doorbell: a 48-byte MPI message on the message's own communicator and
+ *      tag, naming the slot, the piece's place and the message's length.
+ * The receiver, which finds the doorbell as it would find any message (MPI_Improbe: so
+ * tags, communicators and the order of messages work exactly as for MPI),
+ *   4. reads the piece straight out of the sender's slot into its buffer, or adds it into
+ *      its own data there (the ring reduce-scatter's step: no copy at all in between);
+ *   5. gives the slot back, busy 1 -> 0: the credit that lets the sender reuse it.
+ *
+ *      rank 0                       shared memory                       rank 1
+ *      buf --copy--> [slot 3 of rank 0's outbox] --copy or add--> buf
+ *        \__ doorbell "slot 3, bytes 0..262144 of 1048576" (MPI) __/
+ *                                                  <-- busy[3] = 0 (credit)
+ *
+ * A sender with no free slot waits for a credit, and meanwhile keeps receiving (in a
+ * dt_sendrecv round a ring every rank would otherwise wait for its right neighbour,
+ * which waits for its own...). Smaller messages than MB_MIN keep to MPI, which sends
+ * them at once (eagerly) and faster than a doorbell plus a copy; so do messages to other
+ * hosts. The receiver cannot know which way a message comes: it probes, and a doorbell
+ * is a message of exactly sizeof(doorbell) bytes beginning with MAGIC. So a message
+ * that dt_send or dt_sendrecv sends must be received by dt_recv or dt_sendrecv, not by a
+ * receive posted with MPI or dt_irecv (dt_isend's messages are always plain MPI).
+ *
+ * Memory order: the sender's copy into the slot is published by a release fence before
+ * the doorbell is sent, and the receiver's acquire fence after the doorbell arrived
+ * orders its reads after it; the credit is a release store, taken by an acquire CAS. */
+#include <limits.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "mailbox.h"
+#include "buf.h"
+#include "cuda.h"
+#include "internal.h"
+#include "ops.h"
+
+#define MAGIC 0x78626d62616c7464ULL             /* "dtlabmbx" */
+enum { HSLOTS = 8, DSLOTS = 4, SLOTS = HSLOTS + DSLOTS };
+#define HSLOT ((size_t)256 << 10)               /* bytes in a host slot */
+#define DSLOT ((size_t)16 << 20)                /* bytes in a device slot */
+#define MB_MIN ((size_t)64 << 10)               /* smaller messages keep to MPI */
+#define CTL_BYTES ((size_t)4096)                /* the flags; the slots start a page in */
+
+typedef struct {
+    uint64_t magic, total, offset;  /* the message's bytes; this piece's first byte */
+    uint64_t len;                   /* this piece's bytes */
+    int32_t slot;                   /* 0..HSLOTS-1 host, HSLOTS.. device */
+    int32_t from;                   /* the sender's rank on the host */
+    int32_t pad[2];
+} doorbell;
+
+typedef struct { _Atomic int busy[SLOTS]; } ctl;
+
+enum { M_AUTO, M_STAGING, M_SHM, M_IPC };
+static const char *const mode_names[] = { "auto", "staging", "shm", "ipc" };
+
+static struct {
+    int on;                 /* the window exists: mailboxes can be used */
+    int mode;
+    MPI_Comm local;
+    MPI_Win win;
+    int me, n;              /* this rank on the host; ranks on the host */
+    int *local_of;          /* world rank -> rank on the host, -1 on another host */
+    ctl **ctl;              /* every local rank's flags */
+    char **hslots;          /* every local rank's host slots */
+    int *pinned;            /* that part of the window registered with CUDA */
+    void *dout;             /* this rank's device slots; NULL without a GPU */
+    char **dslots;          /* every local rank's device slots, opened; NULL: no IPC */
+    int *ipc_ok;            /* per local rank: IPC works both ways */
+    _Atomic unsigned next;  /* where the search for a free slot starts */
+} mb = { .mode = M_AUTO };
+
+static int mode_of(const char *mode)
+{
+    for (int i = 0; i < 4; i++)
+        if (mode && strcmp(mode, mode_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+int dti_mb_mode_ok(const char *mode) { return mode_of(mode) >= 0; }
+int dti_mb_active(void) { return mb.on && mb.mode != M_STAGING; }
+const char *dt_p2p_mode(void) { return mode_names[mb.mode]; }
+
+int dt_p2p_set_mode(const char *mode)
+{
+    int m = mode_of(mode);
+    if (m >= 0)
+        mb.mode = m;
+    return m >= 0;
+}
+
+const char *dt_via_name(dt_via via)
+{
+    static const char *const names[] = { "mpi", "staging", "shm", "ipc" };
+    return via >= DT_VIA_MPI && via <= DT_VIA_IPC ? names[via] : "?";
+}
+
+size_t dt_p2p_segment(int on_device) { return on_device ? DSLOT : HSLOT; }
+
+/* The transport to a rank of the host (local; -1: another host) for nbytes of host or
+ * device (dev) data. */
+static dt_via via_of(int local, int dev, size_t nbytes)
+{
+    int boxes = dti_mb_active() && local >= 0 && local != mb.me && nbytes >= MB_MIN;
+    if (!boxes)
+        return dev ? DT_VIA_STAGING : DT_VIA_MPI;
+    if (dev && mb.mode != M_SHM && mb.ipc_ok && mb.ipc_ok[local])
+        return DT_VIA_IPC;
+    return DT_VIA_SHM;
+}
+
+static int local_of(int peer, MPI_Comm comm)
+{
+    int w = dti_p2p_world_rank(peer, comm);
+    return mb.local_of && w >= 0 ? mb.local_of[w] : -1;
+}
+
+dt_via dt_p2p_via(int peer, MPI_Comm comm, int on_device, size_t nbytes)
+{
+    return via_of(local_of(peer, comm), on_device, nbytes);
+}
+
+/* ==== setting up and taking down ==== */
+
+/* CUDA IPC between the ranks of this host that share this rank's GPU: each exports its
+ * device slots, opens those of the others, and reads back a pattern they wrote, so a
+ * runtime where IPC does not work (some sandboxes) is found here, not in a collective.
+ * A pair uses IPC only when both of its ranks opened the other's slots. */
+static void ipc_setup(void)
+{
+    typedef struct { char bus[32]; unsigned char handle[DTI_IPC_HANDLE]; int ok; } card;
+    card mine = { .ok = 0 };
+    char why[160] = "";
+    dti_ipc_bus_id(mine.bus, sizeof mine.bus);
+    mb.dout = dti_cuda_malloc(DSLOTS * DSLOT);
+    mine.ok = mine.bus[0] && dti_ipc_export(mb.dout, mine.handle, why, sizeof why) == 0;
+    uint64_t pattern = 0x0101010101010101ULL * (uint64_t)(mb.me + 1);
+    dti_cuda_memcpy(mb.dout, &pattern, sizeof pattern);
+
+    card *all = malloc(sizeof *all * (size_t)mb.n);
+    int *opened = calloc((size_t)mb.n * (size_t)(mb.n + 1), sizeof *opened);
+    mb.dslots = calloc((size_t)mb.n, sizeof *mb.dslots);
+    mb.ipc_ok = calloc((size_t)mb.n, sizeof *mb.ipc_ok);
+    DT_REQUIRE(all && opened && mb.dslots && mb.ipc_ok, "out of host memory");
+    DT_CHECK_MPI(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE,
+                               mb.local));
+    int shared = 0;
+    for (int i = 0; i < mb.n; i++) {
+        if (i == mb.me || !all[i].bus[0] || strcmp(all[i].bus, mine.bus) != 0)
+            continue;
+        shared = 1;
+        void *p = NULL;
+        if (!mine.ok || !all[i].ok || dti_ipc_open(all[i].handle, &p, why, sizeof why))
+            continue;
+        uint64_t got = 0;
+        dti_cuda_memcpy(&got, p, sizeof got);
+        if (got == 0x0101010101010101ULL * (uint64_t)(i + 1)) {
+            mb.dslots[i] = p;
+            opened[i] = 1;
+        } else {
+            dti_ipc_close(p);
+            snprintf(why, sizeof why, "a pattern written through IPC did not read back");
+        }
+    }
+    int *rows = opened + mb.n;          /* row i: whom rank i opened */
+    DT_CHECK_MPI(MPI_Allgather(opened, mb.n, MPI_INT, rows, mb.n, MPI_INT, mb.local));
+    int failed = 0;
+    for (int i = 0; i < mb.n; i++) {
+        mb.ipc_ok[i] = i != mb.me && rows[mb.me * mb.n + i] && rows[i * mb.n + mb.me];
+        failed |= i != mb.me && mb.dslots[i] && !mb.ipc_ok[i];
+    }
+    for (int i = 0; i < mb.n; i++)      /* opened one way only: of no use */
+        if (mb.dslots[i] && !mb.ipc_ok[i]) {
+            dti_ipc_close(mb.dslots[i]);
+            mb.dslots[i] = NULL;
+        }
+    if (shared && (failed || !mine.ok || why[0]) && mb.mode == M_IPC && mb.me == 0)
+        fprintf(stderr, "dtlab: DT_P2P=ipc: CUDA IPC does not work between some ranks "
+                "sharing a GPU here (%s); their device data goes through shared memory\n",
+                why[0] ? why : "a rank could not open another's memory");
+    free(all);
+    free(opened);
+}
+
+void dti_mb_init(MPI_Comm local, const char *mode)
+{
+    int world, wsize;
+    if (mode && *mode)
+        mb.mode = mode_of(mode);        /* dt_init checked it */
+    DT_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &world));
+    DT_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &wsize));
+    DT_CHECK_MPI(MPI_Comm_rank(local, &mb.me));
+    DT_CHECK_MPI(MPI_Comm_size(local, &mb.n));
+    mb.local = local;
+    mb.local_of = malloc(sizeof *mb.local_of * (size_t)wsize);
+    int *worlds = malloc(sizeof *worlds * (size_t)mb.n);
+    DT_REQUIRE(mb.local_of && worlds, "out of host memory");
+    DT_CHECK_MPI(MPI_Allgather(&world, 1, MPI_INT, worlds, 1, MPI_INT, local));
+    for (int i = 0; i < wsize; i++)
+        mb.local_of[i] = -1;
+    for (int i = 0; i < mb.n; i++)
+        mb.local_of[worlds[i]] = i;
+    free(worlds);
+    if (mb.n == 1)
+        return;                         /* nobody to share memory with */
+
+    /* Each rank's part: its flags, then its host slots (noncontig: each part on its
+     * own pages, near the core of the rank that writes it). A host that cannot give
+     * the memory keeps every message on MPI. */
+    MPI_Info info;
+    DT_CHECK_MPI(MPI_Info_create(&info));
+    DT_CHECK_MPI(MPI_Info_set(info, "alloc_shared_noncontig", "true"));
+    void *base = NULL;
+    int ok = MPI_Win_allocate_shared((MPI_Aint)(CTL_BYTES + HSLOTS * HSLOT), 1, info,
+                                     local, &base, &mb.win) == MPI_SUCCESS;
+    MPI_Info_free(&info);
+    int all_ok = ok;
+    DT_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, local));
+    if (!all_ok) {
+        if (ok)
+            MPI_Win_free(&mb.win);
+        if (mb.mode == M_SHM && mb.me == 0)
+            fprintf(stderr, "dtlab: DT_P2P=shm: no shared-memory window could be made "
+                    "(/dev/shm full?); messages go through MPI\n");
+        return;
+    }
+    mb.ctl = calloc((size_t)mb.n, sizeof *mb.ctl);
+    mb.hslots = calloc((size_t)mb.n, sizeof *mb.hslots);
+    mb.pinned = calloc((size_t)mb.n, sizeof *mb.pinned);
+    DT_REQUIRE(mb.ctl && mb.hslots && mb.pinned, "out of host memory");
+    memset(base, 0, CTL_BYTES);
+    DT_CHECK_MPI(MPI_Win_lock_all(MPI_MODE_NOCHECK, mb.win));
+    for (int i = 0; i < mb.n; i++) {
+        MPI_Aint size;
+        int unit;
+        char *p;
+        DT_CHECK_MPI(MPI_Win_shared_query(mb.win, i, &size, &unit, &p));
+        mb.ctl[i] = (ctl *)p;
+        mb.hslots[i] = p + CTL_BYTES;
+        /* pinned, the GPU's copy engine reads and writes it at full speed */
+        if (dti_gpu_count() > 0)
+            mb.pinned[i] = dti_ipc_host_register(mb.hslots[i], HSLOTS * HSLOT) == 0;
+    }
+    if (dti_gpu_count() > 0 && mb.mode != M_SHM)
+        ipc_setup();
+    atomic_thread_fence(memory_order_seq_cst);
+    dt_barrier(local);                  /* every flag zeroed before anyone sends */
+    mb.on = 1;
+}
+
+void dti_mb_fini(void)
+{
+    if (mb.on) {
+        for (int i = 0; mb.dslots && i < mb.n; i++)
+            dti_ipc_close(mb.dslots[i]);
+        for (int i = 0; i < mb.n; i++)
+            if (mb.pinned[i])
+                dti_ipc_host_unregister(mb.hslots[i]);
+        dt_barrier(mb.local);           /* every mapping closed before memory goes */
+        if (mb.dout)
+            dti_cuda_free(mb.dout);
+        MPI_Win_unlock_all(mb.win);
+        MPI_Win_free(&mb.win);
+    }
+    free(mb.local_of);
+    free(mb.ctl);
+    free(mb.hslots);
+    free(mb.pinned);
+    free(mb.dslots);
+    free(mb.ipc_ok);
+    memset(&mb, 0, sizeof mb);
+}
+
+/* ==== slots ==== */
+
+static int take_slot(int dev)
+{
+    int lo = dev ? HSLOTS : 0, k = dev ? DSLOTS : HSLOTS;
+    unsigned start = atomic_fetch_add_explicit(&mb.next, 1, memory_order_relaxed);
+    for (int i = 0; i < k; i++) {
+        int s = lo + (int)((start + (unsigned)i) % (unsigned)k), free_ = 0;
+        if (atomic_compare_exchange_strong_explicit(&mb.ctl[mb.me]->busy[s], &free_, 1,
+                                                    memory_order_acquire,
+                                                    memory_order_relaxed))
+            return s;
+    }
+    return -1;
+}
+
+static char *slot_at(int owner, int s)
+{
+    return s < HSLOTS ? mb.hslots[owner] + (size_t)s * HSLOT
+                      : (owner == mb.me ? (char *)mb.dout : mb.dslots[owner])
+                        + (size_t)(s - HSLOTS) * DSLOT;
+}
+
+/* ==== one exchange: a send side and a receive side, moved on in turns ==== */
+
+typedef struct {
+    const char *buf;
+    size_t n, off;          /* bytes; handed over so far */
+    int peer, w, dev;       /* in comm; in MPI_COMM_WORLD; buf on the GPU */
+    dt_via via;
+    int raw;                /* plain MPI: posted */
+    MPI_Request rawreq;
+    doorbell db[SLOTS];     /* one per slot this exchange used, until sent */
+    MPI_Request req[SLOTS];
+    int done;
+} out_side;
+
+typedef struct {
+    char *buf;
+    size_t n, got, total;   /* total: SIZE_MAX until the first piece says */
+    int peer, from, dev;    /* asked for (maybe MPI_ANY_SOURCE); the sender found */
+    const dti_mb_reduce *red;
+    dt_via via;
+    MPI_Request rawreq;     /* a plain message being received */
+    char *landing;          /* where it lands */
+    size_t rawn;
+    int done;
+} in_side;
+
+static void send_some(out_side *s, int tag, MPI_Comm comm, int *moved)
+{
+    if (s->via == DT_VIA_MPI || s->via == DT_VIA_STAGING) {
+        if (!s->raw) {
+            const void *p = s->buf;
+            if (s->dev) {
+                p = dti_p2p_staging(0, s->n);
+                dti_p2p_copy((void *)p, s->buf, s->n);
+            }
+            DT_CHECK_MPI(MPI_Isend(p, (int)s->n, MPI_BYTE, s->peer, tag, comm, &s->rawreq));
+            s->raw = 1;
+            *moved = 1;
+        }
+        int flag = 0;
+        DT_CHECK_MPI(MPI_Test(&s->rawreq, &flag, MPI_STATUS_IGNORE));
+        s->done = flag;
+        return;
+    }
+    while (s->off < s->n) {
+        int k = take_slot(s->via == DT_VIA_IPC);
+        if (k < 0)
+            return;                     /* wait for a credit */
+        if (s->req[k] != MPI_REQUEST_NULL)  /* this slot's last doorbell: arrived */
+            DT_CHECK_MPI(MPI_Wait(&s->req[k], MPI_STATUS_IGNORE));
+        size_t cap = k < HSLOTS ? HSLOT : DSLOT;
+        size_t len = s->n - s->off < cap ? s->n - s->off : cap;
+        char *slot = slot_at(mb.me, k);
+        if (s->dev || k >= HSLOTS)
+            dti_p2p_copy(slot, s->buf + s->off, len);
+        else
+            memcpy(slot, s->buf + s->off, len);
+        s->db[k] = (doorbell){ MAGIC, s->n, s->off, len, k, mb.me, {0, 0} };
+        atomic_thread_fence(memory_order_release);
+        DT_CHECK_MPI(MPI_Isend(&s->db[k], sizeof(doorbell), MPI_BYTE, s->peer, tag, comm,
+                               &s->req[k]));
+        s->off += len;
+        *moved = 1;
+    }
+    s->done = 1;
+}
+
+__attribute__((noreturn))
+static void too_long(int from, size_t got, size_t room, MPI_Comm comm)
+{
+    dti_die(__FILE__, __LINE__, "a message from or to rank %d failed: a message of %zu "
+            "bytes came for a receive of %zu (a message was longer than its receive "
+            "buffer: do all ranks pass the same count and datatype?)",
+            dti_p2p_world_rank(from, comm), got, room);
+}
+
+/* A piece of a mailbox message: read straight from the sender's slot. */
+static void take_piece(in_side *r, const doorbell *d, MPI_Comm comm)
+{
+    int owner = mb.local_of ? local_of(r->from, comm) : -1;
+    DT_REQUIRE(owner == d->from && d->slot >= 0 && d->slot < SLOTS &&
+               (d->slot < HSLOTS || (mb.dslots && mb.dslots[owner])) && d->offset == r->got &&
+               (r->total == SIZE_MAX || r->total == d->total),
+               "a mailbox doorbell from rank %d makes no sense (slot %d, bytes %llu of "
+               "%llu): is MPI used directly on dtlab's communicator and tag?",
+               dti_p2p_world_rank(r->from, comm), (int)d->slot,
+               (unsigned long long)d->offset, (unsigned long long)d->total);
+    if (r->total == SIZE_MAX && d->total > r->n)
+        too_long(r->from, d->total, r->n, comm);
+    r->total = d->total;
+    r->via = d->slot < HSLOTS ? DT_VIA_SHM : DT_VIA_IPC;
+    atomic_thread_fence(memory_order_acquire);
+    const char *slot = slot_at(owner, d->slot);
+    size_t off = d->offset, len = d->len;
+    if (r->red) {
+        size_t esize = dt_type_size(r->red->type);
+        const char *in = slot;
+        if (r->dev && d->slot < HSLOTS) {       /* device data, host slot: upload first */
+            dti_p2p_copy((char *)r->red->tmp + off, slot, len);
+            in = (char *)r->red->tmp + off;
+        }
+        dti_reduce_into(in, (const char *)r->red->own + off, r->buf + off,
+                        (int)(len / esize), r->red->type, r->red->op);
+    } else if (r->dev || d->slot >= HSLOTS) {
+        dti_p2p_copy(r->buf + off, slot, len);
+    } else {
+        memcpy(r->buf + off, slot, len);
+    }
+    atomic_store_explicit(&mb.ctl[owner]->busy[d->slot], 0, memory_order_release);
+    r->got += len;
+    r->done = r->got == r->total;
+}
+
+/* A plain message (MPI's own) has arrived in r->landing, host memory: into place. */
+static void take_plain(in_side *r)
+{
+    r->via = r->dev ? DT_VIA_STAGING : DT_VIA_MPI;
+    if (r->red) {
+        const void *in = r->landing;
+        if (r->dev) {                           /* the reduction runs on the GPU */
+            dti_p2p_copy(r->red->tmp, r->landing, r->rawn);
+            in = r->red->tmp;
+        }
+        dti_reduce_into(in, r->red->own, r->buf, (int)(r->rawn / dt_type_size(r->red->type)),
+                        r->red->type, r->red->op);
+    } else if (r->landing != r->buf) {
+        dti_p2p_copy(r->buf, r->landing, r->rawn);
+    }
+    r->got = r->rawn;
+    r->done = 1;
+}
+
+static void recv_some(in_side *r, int tag, MPI_Comm comm, int *moved)
+{
+    while (!r->done) {
+        if (r->rawreq != MPI_REQUEST_NULL) {
+            int flag = 0;
+            DT_CHECK_MPI(MPI_Test(&r->rawreq, &flag, MPI_STATUS_IGNORE));
+            if (!flag)
+                return;
+            take_plain(r);
+            *moved = 1;
+            return;
+        }
+        int flag = 0, count = 0;
+        MPI_Message msg;
+        MPI_Status st;
+        DT_CHECK_MPI(MPI_Improbe(r->got ? r->from : r->peer, tag, comm, &flag, &msg, &st));
+        if (!flag)
+            return;
+        *moved = 1;
+        r->from = st.MPI_SOURCE;
+        DT_CHECK_MPI(MPI_Get_count(&st, MPI_BYTE, &count));
+        if (count == (int)sizeof(doorbell)) {
+            doorbell d;
+            DT_CHECK_MPI(MPI_Mrecv(&d, sizeof d, MPI_BYTE, &msg, MPI_STATUS_IGNORE));
+            if (d.magic == MAGIC) {
+                take_piece(r, &d, comm);
+                continue;
+            }
+            if (sizeof d > r->n)    /* plain bytes that happen to be a doorbell's size */
+                too_long(r->from, sizeof d, r->n, comm);
+            r->landing = (char *)&d;
+            r->rawn = sizeof d;
+            take_plain(r);
+            return;
+        }
+        if ((size_t)count > r->n)
+            too_long(r->from, (size_t)count, r->n, comm);
+        r->rawn = (size_t)count;
+        /* MPI writes host memory only: device data lands in staging */
+        r->landing = r->dev ? dti_p2p_staging(1, r->n) : r->red ? r->red->tmp : r->buf;
+        DT_CHECK_MPI(MPI_Imrecv(r->landing, count, MPI_BYTE, &msg, &r->rawreq));
+    }
+}
+
+void dti_mb_exchange(const void *sbuf, size_t snbytes, int dst, void *rbuf, size_t rnbytes,
+                     int src, int tag, MPI_Comm comm, const dti_mb_reduce *red,
+                     dt_via *svia, dt_via *rvia)
+{
+    out_side s = { .buf = sbuf, .n = snbytes, .peer = dst, .done = sbuf == NULL };
+    in_side r = { .buf = rbuf, .n = rnbytes, .peer = src, .red = red, .total = SIZE_MAX,
+                  .done = rbuf == NULL, .rawreq = MPI_REQUEST_NULL };
+    for (int k = 0; k < SLOTS; k++)
+        s.req[k] = MPI_REQUEST_NULL;
+    if (sbuf) {
+        s.w = dti_p2p_world_rank(dst, comm);
+        s.dev = dt_is_device_ptr(sbuf);
+        s.via = via_of(s.w >= 0 ? mb.local_of[s.w] : -1, s.dev, snbytes);
+        DT_REQUIRE(snbytes <= INT_MAX || (s.via != DT_VIA_MPI && s.via != DT_VIA_STAGING),
+                   "a message of %zu bytes is too large for dtlab's p2p", snbytes);
+    }
+    if (rbuf)
+        r.dev = dt_is_device_ptr(rbuf);
+    int src_w = rbuf ? dti_p2p_world_rank(src, comm) : -1;   /* for a stuck wait's words */
+    double t0 = dti_now();
+    int waiting = 0;
+    while (!s.done || !r.done) {
+        int moved = 0;
+        if (!s.done)
+            send_some(&s, tag, comm, &moved);
+        if (!r.done)
+            recv_some(&r, tag, comm, &moved);
+        if (moved || (s.done && r.done))
+            continue;
+        if (!waiting)
+            dti_watch_waiting(waiting = 1);
+        if (dt_polite())
+            sched_yield();
+        dti_p2p_poll(t0, r.done ? -1 : src_w, s.done ? -1 : s.w);
+    }
+    if (waiting)
+        dti_watch_waiting(-1);
+    for (int k = 0; k < SLOTS; k++)     /* doorbells: small, sent at once */
+        if (s.req[k] != MPI_REQUEST_NULL)
+            DT_CHECK_MPI(MPI_Wait(&s.req[k], MPI_STATUS_IGNORE));
+    DT_REQUIRE(!rbuf || r.got == r.total || r.total == SIZE_MAX, "mailbox: short message");
+    if (svia)
+        *svia = s.via;
+    if (rvia)
+        *rvia = r.via;
+}
