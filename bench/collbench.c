@@ -3,6 +3,7 @@
  *   mpiexec -n 4 build/bench/collbench                       allreduce, 1 KiB .. 16 MiB
  *   mpiexec -n 4 build/bench/collbench -C all -b 4K -e 4M    every collective
  *   mpiexec -n 4 build/bench/collbench -C allreduce_ring -W block
+ *   mpiexec -n 4 build/bench/collbench -C allreduce,allgather --mpi 0 --csv rows.csv
  *
  * For each size it times the dtlab collective and the MPI one with the same
  * arguments, out of place and in place, and prints one row for each, `impl` naming
@@ -51,7 +52,10 @@ static const char *usage =
     "                      (default 0)\n"
     "  -C, --coll NAME     allreduce (default), allreduce_ring, allreduce_rd,\n"
     "                      allreduce_naive, bcast, bcast_naive, reduce, gather,\n"
-    "                      scatter, allgather, reduce_scatter, alltoall, or all\n"
+    "                      scatter, allgather, reduce_scatter, alltoall, or all;\n"
+    "                      several: a comma-separated list (allreduce,allgather)\n"
+    "  -M, --mpi 0|1       also time MPI's call and print its rows (default 1); with\n"
+    "                      0 only dtlab's rows (--check still runs MPI's once a size)\n"
     "      --csv FILE      rank 0 also writes the rows to FILE as CSV\n"
     "  -W, --wait MODE     how dtlab waits: polite (default, or DT_WAIT) yields the\n"
     "                      core, block spins in MPI_Waitall\n"
@@ -137,6 +141,7 @@ static double bus_factor(coll_kind k, int n)
 typedef struct {
     size_t minbytes, maxbytes;
     int factor, warmup, iters, check, root;
+    int mpi_rows;               /* --mpi: time MPI's call and print its rows */
     MPI_Datatype type;
     MPI_Op op;
     const char *csv_path;
@@ -287,7 +292,9 @@ static void *input_at(const bench_t *b, coll_kind k, int impl, int in_place, int
 
 /* Fills the input of a call with per-rank test data (seed), and the rest of both
  * buffers, as far as the call reaches, with other data: an element dtlab forgets to
- * write then shows up as wrong rather than as a stale right answer. */
+ * write then shows up as wrong rather than as a stale right answer. With --check 0
+ * only the input: nothing is compared, and each fill of 256 MiB costs about a second
+ * of CPU time (the values are drawn one by one). */
 static void fill_inputs(const bench_t *b, coll_kind k, int impl, int in_place, int count,
                         unsigned seed)
 {
@@ -295,8 +302,10 @@ static void fill_inputs(const bench_t *b, coll_kind k, int impl, int in_place, i
     int reach = blocked(k) ? b->n * count : count, in_count;
     void *in = input_at(b, k, impl, in_place, count, &in_count);
 
-    dt_fill_test_data(b->sendbuf[impl], reach, b->type, op, seed + 7777, b->rank);
-    dt_fill_test_data(b->recvbuf[impl], reach, b->type, op, seed + 8888, b->rank);
+    if (b->check) {
+        dt_fill_test_data(b->sendbuf[impl], reach, b->type, op, seed + 7777, b->rank);
+        dt_fill_test_data(b->recvbuf[impl], reach, b->type, op, seed + 8888, b->rank);
+    }
     dt_fill_test_data(in, in_count, b->type, op, seed, b->rank);
 }
 
@@ -467,7 +476,7 @@ static void bench_coll(bench_t *b, const coll_t *c)
                    count_for(b, c->kind, b->minbytes, &nbytes)};
     for (int e = 0; e < 2; e++)
         for (int i = 0; i < b->warmup; i++)
-            for (int impl = 0; impl < 2; impl++)
+            for (int impl = 0; impl < 1 + b->mpi_rows; impl++)
                 run_once(b, c, impl, 0, ends[e]);
 
     unsigned seed = 1;
@@ -481,7 +490,7 @@ static void bench_coll(bench_t *b, const coll_t *c)
         for (int ip = 0; ip < 2; ip++) {
             if (ip && !has_in_place(c->kind))
                 continue;
-            for (int impl = 0; impl < 2; impl++) {
+            for (int impl = 0; impl < 1 + b->mpi_rows; impl++) {
                 result_t *x = &r[impl][ip];
                 x->t = time_coll(b, c, impl, ip, count, seed);
                 x->algbw = x->t > 0 ? (double)nbytes / 1e9 / x->t : 0;
@@ -495,7 +504,8 @@ static void bench_coll(bench_t *b, const coll_t *c)
             seed += 2;
         }
         print_row(b, c, DTLAB, nbytes, count, r[DTLAB]);
-        print_row(b, c, MPI, nbytes, count, r[MPI]);
+        if (b->mpi_rows)
+            print_row(b, c, MPI, nbytes, count, r[MPI]);
         if (size > b->maxbytes / b->factor)
             break;                              /* the next size would overflow */
     }
@@ -503,7 +513,30 @@ static void bench_coll(bench_t *b, const coll_t *c)
 
 /* ==== options ==== */
 
-static void parse_options(int argc, char **argv, bench_t *b, int *which)
+/* -C's value: one collective's name, "all", or names separated by commas. Returns the
+ * set as a bit mask over colls[], 0 when some name is unknown. */
+static unsigned colls_named(const char *list)
+{
+    unsigned set = 0;
+    if (!strcmp(list, "all"))
+        return (1u << NCOLLS) - 1;
+    for (const char *p = list; ; p++) {
+        size_t len = strcspn(p, ",");
+        int found = 0;
+        for (int i = 0; i < NCOLLS; i++)
+            if (strlen(colls[i].name) == len && !strncmp(p, colls[i].name, len)) {
+                set |= 1u << i;
+                found = 1;
+            }
+        if (!found)
+            return 0;
+        p += len;
+        if (*p == 0)
+            return set;
+    }
+}
+
+static void parse_options(int argc, char **argv, bench_t *b, unsigned *which)
 {
     static const struct option longopts[] = {
         {"minbytes", required_argument, NULL, 'b'},
@@ -516,6 +549,7 @@ static void parse_options(int argc, char **argv, bench_t *b, int *which)
         {"datatype", required_argument, NULL, 'd'},
         {"root", required_argument, NULL, 'r'},
         {"coll", required_argument, NULL, 'C'},
+        {"mpi", required_argument, NULL, 'M'},
         {"csv", required_argument, NULL, 'V'},
         {"wait", required_argument, NULL, 'W'},
         {"help", no_argument, NULL, 'h'},
@@ -523,12 +557,12 @@ static void parse_options(int argc, char **argv, bench_t *b, int *which)
         {NULL, 0, NULL, 0}};
     int opt;
     char why[320];
-    *which = 0;                                 /* allreduce */
+    *which = 1;                                 /* allreduce */
     opterr = 0;                                 /* dt_usage_error speaks instead */
     optind = 0;
 #define BAD(...) do { snprintf(why, sizeof why, __VA_ARGS__); \
                       dt_usage_error(usage, why); } while (0)
-    while ((opt = getopt_long(argc, argv, ":b:e:f:w:n:c:o:d:r:C:W:h", longopts, NULL))
+    while ((opt = getopt_long(argc, argv, ":b:e:f:w:n:c:o:d:r:C:M:W:h", longopts, NULL))
            != -1) {
         switch (opt) {
         case 'b': case 'e': {
@@ -570,17 +604,19 @@ static void parse_options(int argc, char **argv, bench_t *b, int *which)
                 BAD("--root wants a rank from 0 to %d, not '%s'", b->n - 1, optarg);
             break;
         case 'C':
-            *which = -2;
-            if (!strcmp(optarg, "all")) *which = -1;
-            for (int i = 0; i < NCOLLS; i++)
-                if (!strcmp(optarg, colls[i].name)) *which = i;
-            if (*which == -2) {             /* the sentence lists them: no usage text follows */
+            *which = colls_named(optarg);
+            if (*which == 0) {              /* the sentence lists them: no usage text follows */
                 char names[256] = "";
                 for (int i = 0; i < NCOLLS; i++)
                     snprintf(names + strlen(names), sizeof names - strlen(names), "%s, ",
                              colls[i].name);
-                BAD("--coll wants one of %sor all, not '%.40s'", names, optarg);
+                BAD("--coll wants one of %sor all, or a list with commas, not '%.40s'",
+                    names, optarg);
             }
+            break;
+        case 'M':
+            if (dt_parse_int(optarg, 0, 1, &b->mpi_rows))
+                BAD("--mpi wants 0 or 1, not '%s'", optarg);
             break;
         case 'V': b->csv_path = optarg; break;
         case 'W':
@@ -609,9 +645,9 @@ int main(int argc, char **argv)
     /* Initialization */
     dt_init(&argc, &argv);
     bench_t b = {.minbytes = 1024, .maxbytes = 16 << 20, .factor = 2, .warmup = 5,
-                 .iters = 20, .check = 1, .type = MPI_FLOAT, .op = MPI_SUM,
+                 .iters = 20, .check = 1, .mpi_rows = 1, .type = MPI_FLOAT, .op = MPI_SUM,
                  .rank = dt_rank(), .n = dt_size()};
-    int which;
+    unsigned which;
     parse_options(argc, argv, &b, &which);
 
     int ok = 1;
@@ -673,14 +709,20 @@ int main(int argc, char **argv)
                    forced_algo(), forced_algo());
     if (mirror)
         dt_printf0("# mpi rows: on host copies of the buffers (Debian's MPICH is not "
-                   "CUDA-aware); dtlab rows: on the device, staged by dtlab's p2p\n");
+                   "CUDA-aware); dtlab rows: on the device, moved by dtlab's p2p\n");
+    /* the transport dtlab's messages take (p2p.h): what DT_P2P asked for, and what a
+     * largest message to the next rank gets, as a script can read it back */
+    int right = (b.rank + 1) % b.n;
+    dt_printf0("# p2p: mode %s; to rank %d, %s buffers of %zu B go via %s\n", dt_p2p_mode(),
+               right, mirror ? "device" : "host", cap,
+               dt_via_name(dt_p2p_via(right, MPI_COMM_WORLD, mirror, cap)));
     dt_printf0("#\n# Using devices\n");
     dt_printf_ordered("#  Rank %2d Pid %6d on %10s device %s\n", b.rank, (int)getpid(), host,
                       dt_device_name());
 
     /* Update: every size of every collective asked for */
     for (int i = 0; i < NCOLLS; i++)
-        if (which == -1 || which == i)
+        if (which >> i & 1)
             bench_coll(&b, &colls[i]);
 
     /* Summary */
@@ -689,8 +731,12 @@ int main(int argc, char **argv)
     double avg[2];
     for (int k = 0; k < 2; k++)
         avg[k] = b.busbw_rows[k] ? b.busbw_sum[k] / b.busbw_rows[k] : 0;
-    dt_printf0("# Avg bus bandwidth    : %g (dtlab)  %g (mpi)  dtlab/mpi %.2f\n#\n",
-               avg[DTLAB], avg[MPI], avg[MPI] > 0 ? avg[DTLAB] / avg[MPI] : 0);
+    if (b.mpi_rows)
+        dt_printf0("# Avg bus bandwidth    : %g (dtlab)  %g (mpi)  dtlab/mpi %.2f\n#\n",
+                   avg[DTLAB], avg[MPI], avg[MPI] > 0 ? avg[DTLAB] / avg[MPI] : 0);
+    else
+        dt_printf0("# Avg bus bandwidth    : %g (dtlab; MPI's not timed: --mpi 0)\n#\n",
+                   avg[DTLAB]);
 
     /* De-Initialization */
     int csv_ok = csv_close(&b);     /* rows that never reached their file: status 1 */

@@ -56,14 +56,27 @@ enum { HSLOTS = 8, DSLOTS = 4, SLOTS = HSLOTS + DSLOTS };
 #define HSLOT ((size_t)256 << 10)               /* bytes in a host slot */
 #define DSLOT ((size_t)16 << 20)                /* bytes in a device slot */
 #define MB_MIN ((size_t)64 << 10)               /* smaller messages keep to MPI */
+/* Under auto, device data goes by IPC from this size up, below it through host slots:
+ * ranks sharing a GPU take turns on it (their CUDA contexts are time-sliced, unless
+ * MPS runs), which costs an IPC message about half a millisecond however small it is
+ * (measured on an H200), while the copy engines that move data between the GPU and
+ * host slots interleave the processes' copies at little cost. DT_P2P=ipc: every size. */
+#define IPC_MIN ((size_t)4 << 20)
 #define CTL_BYTES ((size_t)4096)                /* the flags; the slots start a page in */
+/* A piece sits in its slot at the same address modulo 16 as it had in the sender's
+ * buffer (its skew): in the ring, the receiver adds it into the same chunk of its own
+ * buffer, so all three pointers of the reduction line up for 16-byte loads. Slots are
+ * spaced a little wider than they hold, for the skew. */
+#define HSTRIDE (HSLOT + 64)
+#define DSTRIDE (DSLOT + 256)
 
 typedef struct {
     uint64_t magic, total, offset;  /* the message's bytes; this piece's first byte */
     uint64_t len;                   /* this piece's bytes */
     int32_t slot;                   /* 0..HSLOTS-1 host, HSLOTS.. device */
     int32_t from;                   /* the sender's rank on the host */
-    int32_t pad[2];
+    int32_t skew;                   /* the piece starts this many bytes into the slot */
+    int32_t pad;
 } doorbell;
 
 typedef struct { _Atomic int busy[SLOTS]; } ctl;
@@ -116,15 +129,18 @@ const char *dt_via_name(dt_via via)
 size_t dt_p2p_segment(int on_device) { return on_device ? DSLOT : HSLOT; }
 
 /* The transport to a rank of the host (local; -1: another host) for nbytes of host or
- * device (dev) data. */
+ * device (dev) data. A message larger than the whole outbox goes plain (the ring
+ * collectives cut theirs into segments of one slot, dt_p2p_segment). */
 static dt_via via_of(int local, int dev, size_t nbytes)
 {
     int boxes = dti_mb_active() && local >= 0 && local != mb.me && nbytes >= MB_MIN;
+    dt_via plain = dev ? DT_VIA_STAGING : DT_VIA_MPI;
     if (!boxes)
-        return dev ? DT_VIA_STAGING : DT_VIA_MPI;
-    if (dev && mb.mode != M_SHM && mb.ipc_ok && mb.ipc_ok[local])
-        return DT_VIA_IPC;
-    return DT_VIA_SHM;
+        return plain;
+    if (dev && mb.mode != M_SHM && mb.ipc_ok && mb.ipc_ok[local] &&
+        (mb.mode == M_IPC || nbytes >= IPC_MIN))
+        return nbytes <= DSLOTS * DSLOT ? DT_VIA_IPC : plain;
+    return nbytes <= HSLOTS * HSLOT ? DT_VIA_SHM : plain;
 }
 
 static int local_of(int peer, MPI_Comm comm)
@@ -150,7 +166,7 @@ static void ipc_setup(void)
     card mine = { .ok = 0 };
     char why[160] = "";
     dti_ipc_bus_id(mine.bus, sizeof mine.bus);
-    mb.dout = dti_cuda_malloc(DSLOTS * DSLOT);
+    mb.dout = dti_cuda_malloc(DSLOTS * DSTRIDE);
     mine.ok = mine.bus[0] && dti_ipc_export(mb.dout, mine.handle, why, sizeof why) == 0;
     uint64_t pattern = 0x0101010101010101ULL * (uint64_t)(mb.me + 1);
     dti_cuda_memcpy(mb.dout, &pattern, sizeof pattern);
@@ -229,7 +245,7 @@ void dti_mb_init(MPI_Comm local, const char *mode)
     DT_CHECK_MPI(MPI_Info_create(&info));
     DT_CHECK_MPI(MPI_Info_set(info, "alloc_shared_noncontig", "true"));
     void *base = NULL;
-    int ok = MPI_Win_allocate_shared((MPI_Aint)(CTL_BYTES + HSLOTS * HSLOT), 1, info,
+    int ok = MPI_Win_allocate_shared((MPI_Aint)(CTL_BYTES + HSLOTS * HSTRIDE), 1, info,
                                      local, &base, &mb.win) == MPI_SUCCESS;
     MPI_Info_free(&info);
     int all_ok = ok;
@@ -257,7 +273,7 @@ void dti_mb_init(MPI_Comm local, const char *mode)
         mb.hslots[i] = p + CTL_BYTES;
         /* pinned, the GPU's copy engine reads and writes it at full speed */
         if (dti_gpu_count() > 0)
-            mb.pinned[i] = dti_ipc_host_register(mb.hslots[i], HSLOTS * HSLOT) == 0;
+            mb.pinned[i] = dti_ipc_host_register(mb.hslots[i], HSLOTS * HSTRIDE) == 0;
     }
     if (dti_gpu_count() > 0 && mb.mode != M_SHM)
         ipc_setup();
@@ -291,6 +307,7 @@ void dti_mb_fini(void)
 
 /* ==== slots ==== */
 
+/* Takes one free slot of this rank's outbox (a device slot: dev), or returns -1. */
 static int take_slot(int dev)
 {
     int lo = dev ? HSLOTS : 0, k = dev ? DSLOTS : HSLOTS;
@@ -305,11 +322,25 @@ static int take_slot(int dev)
     return -1;
 }
 
+/* Takes n slots at once, or none (returns 0): a message that fits in the outbox goes
+ * only when all its slots are free now, so a send never waits for a credit that a
+ * third rank's message holds. */
+static int take_slots(int dev, int n, int *got)
+{
+    for (int i = 0; i < n; i++)
+        if ((got[i] = take_slot(dev)) < 0) {
+            while (i-- > 0)
+                atomic_store_explicit(&mb.ctl[mb.me]->busy[got[i]], 0, memory_order_release);
+            return 0;
+        }
+    return 1;
+}
+
 static char *slot_at(int owner, int s)
 {
-    return s < HSLOTS ? mb.hslots[owner] + (size_t)s * HSLOT
+    return s < HSLOTS ? mb.hslots[owner] + (size_t)s * HSTRIDE
                       : (owner == mb.me ? (char *)mb.dout : mb.dslots[owner])
-                        + (size_t)(s - HSLOTS) * DSLOT;
+                        + (size_t)(s - HSLOTS) * DSTRIDE;
 }
 
 /* ==== one exchange: a send side and a receive side, moved on in turns ==== */
@@ -320,6 +351,8 @@ typedef struct {
     int peer, w, dev;       /* in comm; in MPI_COMM_WORLD; buf on the GPU */
     dt_via via;
     int raw;                /* plain MPI: posted */
+    int planned;            /* the slots are chosen (or the message goes plain) */
+    int nres, res[SLOTS];   /* slots reserved for the message, used in order */
     MPI_Request rawreq;
     doorbell db[SLOTS];     /* one per slot this exchange used, until sent */
     MPI_Request req[SLOTS];
@@ -330,6 +363,7 @@ typedef struct {
     char *buf;
     size_t n, got, total;   /* total: SIZE_MAX until the first piece says */
     int peer, from, dev;    /* asked for (maybe MPI_ANY_SOURCE); the sender found */
+    int owner;              /* the sender's rank on the host, once its first piece came */
     const dti_mb_reduce *red;
     dt_via via;
     MPI_Request rawreq;     /* a plain message being received */
@@ -338,8 +372,28 @@ typedef struct {
     int done;
 } in_side;
 
+/* A mailbox message takes all the slots it needs at once, or, when they are not all
+ * free, goes as a plain MPI message instead. So a send never waits for a credit: MPI
+ * buffers a small message or hands a large one over to its receiver without waiting
+ * for any third rank, and the mailbox must not be stricter. (Were a send to wait for
+ * slots, a rank whose slots hold messages for a neighbour that is busy elsewhere, say
+ * in DDP's other thread, could wait on that neighbour while it waits on this rank.) */
+static void plan(out_side *s)
+{
+    int dev = s->via == DT_VIA_IPC;
+    size_t cap = dev ? DSLOT : HSLOT;
+    s->planned = 1;
+    s->nres = (int)((s->n + cap - 1) / cap);    /* at most the outbox: via_of says so */
+    if (!take_slots(dev, s->nres, s->res)) {
+        s->nres = 0;
+        s->via = s->dev ? DT_VIA_STAGING : DT_VIA_MPI;
+    }
+}
+
 static void send_some(out_side *s, int tag, MPI_Comm comm, int *moved)
 {
+    if (!s->planned && s->via != DT_VIA_MPI && s->via != DT_VIA_STAGING)
+        plan(s);
     if (s->via == DT_VIA_MPI || s->via == DT_VIA_STAGING) {
         if (!s->raw) {
             const void *p = s->buf;
@@ -356,20 +410,17 @@ static void send_some(out_side *s, int tag, MPI_Comm comm, int *moved)
         s->done = flag;
         return;
     }
-    while (s->off < s->n) {
-        int k = take_slot(s->via == DT_VIA_IPC);
-        if (k < 0)
-            return;                     /* wait for a credit */
-        if (s->req[k] != MPI_REQUEST_NULL)  /* this slot's last doorbell: arrived */
-            DT_CHECK_MPI(MPI_Wait(&s->req[k], MPI_STATUS_IGNORE));
+    for (int used = 0; s->off < s->n; used++) {
+        int k = s->res[used];
         size_t cap = k < HSLOTS ? HSLOT : DSLOT;
         size_t len = s->n - s->off < cap ? s->n - s->off : cap;
-        char *slot = slot_at(mb.me, k);
+        int skew = (int)((uintptr_t)(s->buf + s->off) & 15);
+        char *slot = slot_at(mb.me, k) + skew;
         if (s->dev || k >= HSLOTS)
             dti_p2p_copy(slot, s->buf + s->off, len);
         else
             memcpy(slot, s->buf + s->off, len);
-        s->db[k] = (doorbell){ MAGIC, s->n, s->off, len, k, mb.me, {0, 0} };
+        s->db[k] = (doorbell){ MAGIC, s->n, s->off, len, k, mb.me, skew, 0 };
         atomic_thread_fence(memory_order_release);
         DT_CHECK_MPI(MPI_Isend(&s->db[k], sizeof(doorbell), MPI_BYTE, s->peer, tag, comm,
                                &s->req[k]));
@@ -391,9 +442,12 @@ static void too_long(int from, size_t got, size_t room, MPI_Comm comm)
 /* A piece of a mailbox message: read straight from the sender's slot. */
 static void take_piece(in_side *r, const doorbell *d, MPI_Comm comm)
 {
-    int owner = mb.local_of ? local_of(r->from, comm) : -1;
+    if (r->got == 0)
+        r->owner = mb.local_of ? local_of(r->from, comm) : -1;
+    int owner = r->owner;
     DT_REQUIRE(owner == d->from && d->slot >= 0 && d->slot < SLOTS &&
                (d->slot < HSLOTS || (mb.dslots && mb.dslots[owner])) && d->offset == r->got &&
+               d->skew >= 0 && d->skew < 16 &&
                (r->total == SIZE_MAX || r->total == d->total),
                "a mailbox doorbell from rank %d makes no sense (slot %d, bytes %llu of "
                "%llu): is MPI used directly on dtlab's communicator and tag?",
@@ -404,7 +458,7 @@ static void take_piece(in_side *r, const doorbell *d, MPI_Comm comm)
     r->total = d->total;
     r->via = d->slot < HSLOTS ? DT_VIA_SHM : DT_VIA_IPC;
     atomic_thread_fence(memory_order_acquire);
-    const char *slot = slot_at(owner, d->slot);
+    const char *slot = slot_at(owner, d->slot) + d->skew;
     size_t off = d->offset, len = d->len;
     if (r->red) {
         size_t esize = dt_type_size(r->red->type);
@@ -490,7 +544,7 @@ static void recv_some(in_side *r, int tag, MPI_Comm comm, int *moved)
 
 void dti_mb_exchange(const void *sbuf, size_t snbytes, int dst, void *rbuf, size_t rnbytes,
                      int src, int tag, MPI_Comm comm, const dti_mb_reduce *red,
-                     dt_via *svia, dt_via *rvia)
+                     dt_via *svia, dt_via *rvia, double *idle)
 {
     out_side s = { .buf = sbuf, .n = snbytes, .peer = dst, .done = sbuf == NULL };
     in_side r = { .buf = rbuf, .n = rnbytes, .peer = src, .red = red, .total = SIZE_MAX,
@@ -519,9 +573,11 @@ void dti_mb_exchange(const void *sbuf, size_t snbytes, int dst, void *rbuf, size
             continue;
         if (!waiting)
             dti_watch_waiting(waiting = 1);
+        double i0 = dti_now();
         if (dt_polite())
             sched_yield();
         dti_p2p_poll(t0, r.done ? -1 : src_w, s.done ? -1 : s.w);
+        *idle += dti_now() - i0;
     }
     if (waiting)
         dti_watch_waiting(-1);

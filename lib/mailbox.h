@@ -29,10 +29,11 @@ typedef struct {
 } dti_mb_reduce;
 
 /* One send and one receive at once (either may be absent: buf NULL), as p2p.c's
- * exchange. Returns after both. */
+ * exchange. Returns after both, with the transports they took and the seconds spent
+ * waiting, with nothing to do (added to *idle: dt_wait_seconds). */
 void dti_mb_exchange(const void *sbuf, size_t snbytes, int dst, void *rbuf, size_t rnbytes,
                      int src, int tag, MPI_Comm comm, const dti_mb_reduce *red,
-                     dt_via *svia, dt_via *rvia);
+                     dt_via *svia, dt_via *rvia, double *idle);
 
 /* p2p.c's, for the mailbox's waits: */
 /* The polling loop's limits: t0 when the wait began; src_w, dst_w the world ranks still

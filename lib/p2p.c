@@ -456,9 +456,10 @@ static void exchange(const void *sbuf, size_t snbytes, int dst,
 {
     if (dti_mb_active()) {
         dt_via sv = DT_VIA_MPI, rv = DT_VIA_MPI;
-        double t0 = dt_trace_now(), w0 = dti_now();
-        dti_mb_exchange(sbuf, snbytes, dst, rbuf, rnbytes, src, tag, comm, red, &sv, &rv);
-        wait_ns += (unsigned long long)((dti_now() - w0) * 1e9);
+        double t0 = dt_trace_now(), idle = 0;
+        dti_mb_exchange(sbuf, snbytes, dst, rbuf, rnbytes, src, tag, comm, red, &sv, &rv,
+                        &idle);
+        wait_ns += (unsigned long long)(idle * 1e9);
         account(sbuf, snbytes, dst, sv, rbuf, rnbytes, src, rv, tag, comm, t0,
                 dt_trace_now());
         return;

@@ -53,20 +53,24 @@ void dt_barrier(MPI_Comm comm);
 /* ==== transports ====
  * How a message's bytes travel (DT_P2P, read by dt_init; dt_p2p_set_mode switches later):
  *   staging  everything through MPI; device data staged through pinned host buffers
- *   shm      between ranks on one host, messages of DT_P2P_INLINE bytes or more go
- *            through shared-memory mailboxes (MPI carries only a small doorbell); device
- *            data is copied straight between the GPU and the mailbox
- *   ipc      as shm, and device data between ranks that share a GPU goes through device
- *            mailboxes opened with CUDA IPC (device to device, no host copy)
- *   auto     (the default) the fastest of those this run can use, pair by pair
- * Ranks on other hosts always use MPI (staging device data). */
+ *   shm      between ranks on one host, messages of 64 KiB up to 2 MiB (what an outbox
+ *            holds) go through shared-memory mailboxes (MPI carries only a small
+ *            doorbell; mailbox.c); device data is copied straight between the GPU and
+ *            the mailbox
+ *   ipc      as shm, and device data between ranks that share a GPU, up to 64 MiB, goes
+ *            through device mailboxes opened with CUDA IPC (device to device, no host)
+ *   auto     (the default) as ipc, but device data below 4 MiB through host mailboxes
+ *            (ranks sharing a GPU take turns on it: an IPC message costs about half a
+ *            millisecond however small)
+ * Other messages, and those to ranks on other hosts, go through MPI (staging device
+ * data), as do mailbox messages whose slots are not all free when they are sent. */
 typedef enum { DT_VIA_MPI, DT_VIA_STAGING, DT_VIA_SHM, DT_VIA_IPC } dt_via;
 
 /* "mpi" (host data through MPI), "staging", "shm", "ipc" */
 const char *dt_via_name(dt_via via);
 
-/* The transport a message of nbytes to or from peer on comm takes now; on_device: the
- * buffer is on the GPU. */
+/* The transport a message of nbytes to or from peer on comm takes now, when the
+ * outbox's slots are free; on_device: the buffer is on the GPU. */
 dt_via dt_p2p_via(int peer, MPI_Comm comm, int on_device, size_t nbytes);
 
 /* The mode in force: "auto", "staging", "shm" or "ipc". */

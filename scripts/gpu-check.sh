@@ -22,20 +22,32 @@
 #   6. traces: d2h and h2d staging events beside the sends and receives
 #   7. every lesson with --device cuda at 4 ranks; stress (random collectives on device
 #      buffers against MPICH's) at 2, 4 and 8 ranks; collbench on device buffers
+#   8. the transports (DT_P2P, lib/p2p.h): the multi-rank suites and stress with
+#      DT_P2P=ipc and DT_P2P=staging at 2 and 4 ranks on device buffers; then the
+#      benchmarks (names bench-*): bench-kernel (bench/gpubw: the reduction kernel
+#      against a device-to-device copy), bench-coll-N (collbench's allreduce,
+#      allgather, reduce_scatter, 1 MiB to 256 MiB, DT_P2P=ipc, DT_P2P=staging and
+#      host buffers), bench-gloo-N (bench/gloo_bench.py: torch's gloo on CUDA tensors,
+#      the same sizes and formulas), at N = 2, 4, 8 ranks on the one GPU; bench-ddp
+#      (train --mode ddp, overlap on and off, beside the compute alone). The ratios
+#      come last, before the table, and into gpu-bench.txt
 # Every run has a time limit (timeout, and MPIEXEC_TIMEOUT on every mpiexec). A run in
 # which some rank fell back to the CPU fails. Each check has an estimated cost: one that
 # would not fit in what is left of --budget (default 480 s, counted from the start) is
-# skipped, and the table says so. The table comes last: check, PASS/FAIL/SKIP, seconds.
+# skipped, and the table says so (as is a check that finds nothing to run: SKIP with
+# its reason). The table comes last: check, PASS/FAIL/SKIP, seconds.
 #
-# Logs: one per check, in gpu-check-logs.tar.gz, and the table, gpu-check-table.txt,
-# under $OUT when it is set (the device tool brings those back), else in a temporary
+# Logs: one per check, in gpu-check-logs.tar.gz (the benchmarks' CSVs too), the table,
+# gpu-check-table.txt, and the benchmarks' ratios, gpu-bench.txt, under $OUT when it is set (the device tool brings those back), else in a temporary
 # folder named at the end. Exit status 0 when nothing failed.
 #
 # --only RE runs only the checks whose names match the extended regular expression RE
 # (and the set-up and mpiexec's start, always): a short rerun of what failed.
 # --dry-run runs every command line on this machine's CPU (--device cpu, DT_DEVICE=cpu):
 # the same pack, unpacking and environment, so that every line is known to be valid
-# before the one run on a GPU. DT_UNPACK=dpkg|ar|python forces one way of unpacking.
+# before the one run on a GPU (the benchmarks on small sizes). DT_UNPACK=dpkg|ar|python
+# forces one way of unpacking; DT_PYTHON names the python3 that runs gloo_bench.py (one
+# with torch), default python3 (without torch its checks are SKIP).
 set -u
 
 cd "$(dirname "$0")/.." || exit 1
@@ -124,11 +136,98 @@ table() {
         "${gpu_name:-no GPU named}"
 }
 
+# ==== the benchmarks' ratios (section 8), printed before the table ====
+# bench_report: one compact table from the files bench-* left in $bw; nothing when no
+# benchmark ran. busbw of a row: the better of its out-of-place and in-place cells
+# (all_reduce on gloo runs in place only; its allgather and reduce_scatter out of place).
+kv() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" "$2" | tail -n 1; }   # KEY FILE: a value
+bench_report() {
+    [ -n "${bw:-}" ] && [ -n "$(ls "$bw" 2>/dev/null)" ] || return 0
+    local k=$bw/kernel.txt copy="" n f
+    [ -s "$k" ] && copy=$(kv copy_GBps "$k")
+    echo "==== gpu-bench: the transports' ratios, one run: ${gpu_name:-no GPU named}$([ "$dry" = 1 ] && echo ', DRY RUN on the CPU (small sizes: the layout, not the numbers)') ===="
+    if [ -s "$k" ]; then
+        echo "kernel (bench/gpubw, $(kv device "$k")): reduce $(kv reduce_GBps "$k") GB/s," \
+             "D2D copy $(kv copy_GBps "$k") (copy+sync $(kv copysync_GBps "$k")):" \
+             "reduce/copy+sync $(kv ratio "$k"), reduce/copy $(kv ratio_bare "$k") (aim 0.9);" \
+             "pinned h2d $(kv h2d_GBps "$k"), d2h $(kv d2h_GBps "$k") GB/s"
+    else
+        echo "kernel: not measured (bench-kernel did not run or failed)"
+    fi
+    for n in 2 4 8; do
+        for f in "$bw/coll-$n-ipc.p2p" "$bw/coll-$n-staging.p2p" "$bw/coll-$n-host.p2p" \
+                 "$bw/coll-$n-ipc-mps.p2p"; do
+            [ -s "$f" ] && echo "  -n $n transport: $(cat "$f")"
+        done
+    done
+    local files
+    files=$(ls "$bw"/coll-*-*.csv "$bw"/gloo-*.csv 2>/dev/null)
+    [ -n "$files" ] &&
+    echo "busbw in GB/s (collbench's and gloo_bench's formulas); copy = the D2D copy's GB/s above" &&
+    awk -F, -v copy="$copy" '
+        function best(a, b) { return a == "" ? b : b == "" ? a : (a + 0 > b + 0 ? a : b) }
+        function num(x) { return x == "" ? "-" : sprintf("%.1f", x) }
+        function ratio(a, b, d) { return (a == "" || b == "" || b + 0 == 0) ? "-" : sprintf("%." d "f", a / b) }
+        FNR == 1 { nf = split(FILENAME, p, "/"); file = p[nf]; cfg = "host"
+                   if (file ~ /^gloo-/) cfg = "gloo"
+                   else if (file ~ /-ipc\.csv$/) cfg = "ipc"
+                   else if (file ~ /-ipc-mps\.csv$/) cfg = "mps"
+                   else if (file ~ /-staging\.csv$/) cfg = "staging"
+                   next }
+        { key = $1 SUBSEP $16 SUBSEP $3
+          seen[key] = 1; v[key, cfg] = best($10, $14)
+          if (!($3 in isz)) { isz[$3] = 1; sz[++ns] = $3 + 0 } }
+        END {
+            for (i = 2; i <= ns; i++)                       # the sizes, ascending
+                for (j = i; j > 1 && sz[j - 1] > sz[j]; j--) { t = sz[j]; sz[j] = sz[j - 1]; sz[j - 1] = t }
+            printf "%-14s %2s %6s %8s %8s %8s %8s %8s  %8s %8s %8s %8s\n", "coll", "n", "size",
+                   "ipc", "ipc+mps", "staging", "host", "gloo", "ipc/copy", "mps/copy",
+                   "ipc/gloo", "ipc/stag"
+            nc = split("allreduce allgather reduce_scatter", cl, " ")
+            for (c = 1; c <= nc; c++) for (n = 2; n <= 8; n *= 2) for (i = 1; i <= ns; i++) {
+                key = cl[c] SUBSEP n SUBSEP sz[i]
+                if (!(key in seen)) continue
+                a = v[key, "ipc"]; s = v[key, "staging"]; h = v[key, "host"]; g = v[key, "gloo"]
+                m = v[key, "mps"]
+                mb = sz[i] / 1048576
+                printf "%-14s %2d %5dM %8s %8s %8s %8s %8s  %8s %8s %8s %8s\n", cl[c], n, mb,
+                       num(a), num(m), num(s), num(h), num(g), ratio(a, copy, 3),
+                       ratio(m, copy, 3), ratio(a, g, 1), ratio(a, s, 1)
+                if (mb >= 64 && a != "") {
+                    big++
+                    if (copy != "" && a / copy >= 0.3) okc++
+                    if (g != "" && g > 0 && a / g >= 10) okg++
+                    if (g != "") withg++
+                }
+            }
+            printf "aims at >= 64 MiB: ipc busbw >= 0.3 x copy in %d of %d rows%s; ipc >= 10 x gloo in %d of %d rows\n",
+                   okc, big, copy == "" ? " (no copy measured)" : "", okg, withg
+        }' $files </dev/null
+    local any=0
+    for n in 2 4; do
+        [ -s "$bw/ddp-$n.txt" ] || continue
+        [ "$any" = 1 ] || printf '%-22s %9s %9s %11s %7s %13s\n' "ddp (train, $DEV)" "on ms" \
+            "off ms" "compute ms" "off/on" "hidden share"
+        any=1
+        awk '{ c = $3 - $4; printf "%-22s %9.3f %9.3f %11.3f %7.2f %13s\n", "-n " $1, $2, $3, $4,
+               $3 / $2, (c > 0 ? sprintf("%.2f", ($3 - $2) / c) : "- (no comm?)") }' "$bw/ddp-$n.txt"
+    done
+    [ "$any" = 1 ] && echo "hidden share = (off - on) / (off - compute): of the time that communication adds without overlap, the part overlap hides"
+    return 0
+}
+
 finished=0
 finish() {
     [ "$finished" = 1 ] && return
     finished=1
+    declare -F mps_down >/dev/null && mps_down
     table >"$logs/gpu-check-table.txt"
+    bench_report >"$logs/gpu-bench.txt" 2>&1
+    if [ -s "$logs/gpu-bench.txt" ]; then
+        cp "$logs/gpu-bench.txt" "$res/gpu-bench.txt"
+        echo
+        cat "$logs/gpu-bench.txt"
+    fi
     snapshot
     echo
     echo "==== gpu-check: the table (PASS details cut; whole in gpu-check-table.txt) ===="
@@ -170,8 +269,8 @@ FELL_BACK='no GPU found|no usable GPU|running on the CPU|no GPU here|not every r
 # check NAME EST FUNC ARGS...: runs FUNC ARGS, its output into the check's own log, when
 # the budget has EST seconds left (else SKIP), within 3*EST+30 s (EST 0: set-up, never
 # skipped, within 120 s). FUNC returns 0 for a
-# pass and may set `detail` (the table's last column) and `cpu_ok=1` (a run on the CPU
-# is what it tests). needs_mpi=1 before a call: skipped when mpiexec does not work.
+# pass and may set `detail` (the table's last column), `cpu_ok=1` (a run on the CPU
+# is what it tests) and `skipped=REASON` (nothing to run here: a SKIP row). needs_mpi=1 before a call: skipped when mpiexec does not work.
 needs_mpi=1
 mpi_ok=1
 check() {
@@ -196,7 +295,7 @@ check() {
     [ "$l" -le $((budget - SECONDS + 30)) ] || l=$((budget - SECONDS + 30))
     [ "$est" != 0 ] || l=120
     deadline=$((SECONDS + l))
-    detail="" cpu_ok=0
+    detail="" cpu_ok=0 skipped=""
     t0=$(now)
     echo "# $name (estimated $est s, limit $l s)" >"$log"
     "$@" >>"$log" 2>&1 </dev/null
@@ -207,7 +306,9 @@ check() {
     elif [ "$rc" = 0 ] && [ "$dry" = 0 ] && [ "$cpu_ok" = 0 ] && grep -Eq "$FELL_BACK" "$log"; then
         rc=1 detail="a rank ran on the CPU: $(grep -Em1 "$FELL_BACK" "$log" | cut -c1-80)"
     fi
-    if [ "$rc" = 0 ]; then
+    if [ "$rc" = 0 ] && [ -n "$skipped" ]; then
+        row SKIP "$name" "$secs" "$skipped"
+    elif [ "$rc" = 0 ]; then
         row PASS "$name" "$secs" "$detail"
     else
         [ -n "$detail" ] || detail="exit $rc$(grep -m1 '^dtlab: ' "$log" | cut -c1-90 |
@@ -373,7 +474,7 @@ setup_sources() {
     local mine packed
     cat "$PACK/MANIFEST"
     packed=$(awk '$1 == "sources" { print $2 }' "$PACK/MANIFEST")
-    mine=$(find lib lessons tests bench -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) \
+    mine=$(find lib lessons tests bench -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.py' \) \
            -not -path 'tests/grade/*' | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16)
     detail="$(sed -n 's/^commit //p' "$PACK/MANIFEST")"
     [ "$mine" = "$packed" ] || { detail="the programs were built from other sources than this tree's ($packed, here $mine): repack"; return 1; }
@@ -648,5 +749,195 @@ big=64M
 check "collbench -n 4 -b 1M -e $big --device $DEV" 20 collbench 4 \
     "$bin/bench/collbench" -b 1M -e "$big" -f 4 -n 10 -w 2 --device "$DEV"
 check "stress -n 8 --device $DEV" 20 stress 8 8
+
+# ==== 8. the transports (DT_P2P), and the benchmarks of the transports ====
+# Every multi-rank suite and stress with each transport on device buffers, a check of
+# messages larger than a segment, and the benchmarks (bench-*), whose files land in
+# $bw (and the logs); the ratios come last (bench_report, called by finish). Sizes and
+# iterations: full on a GPU, a small version of every command line in a dry run.
+bw=$w/bench
+mkdir -p "$bw" "$logs/bench"
+if [ "$dry" = 1 ]; then
+    B_MAX=4M B_IT=(-n 2 -w 1) G_IT=(-i 2 -w 1) K_ARGS=(--size 32M --iters 5 --warmup 1)
+    L_MAX=32M
+    S_SECS=3
+    DDP_BASE=(--hidden 64 --layers 4 --features 32 --examples 2048 --steps 8 --quiet)
+    DDP_BATCH=256 DDP_BUCKET=8
+else
+    B_MAX=256M B_IT=(-n 10 -w 3) G_IT=(-i 10 -w 3 --cell-seconds 2)
+    K_ARGS=(--size 256M --iters 20 --warmup 3)
+    L_MAX=64M
+    S_SECS=6
+    # about 17.3 M parameters (69 MB of fp32 gradients, 9 buckets of 8 MiB), a global
+    # batch of 4096 rows: compute and the allreduces of one step take milliseconds each
+    DDP_BASE=(--hidden 2048 --layers 6 --features 256 --examples 16384 --steps 20 --quiet)
+    DDP_BATCH=4096 DDP_BUCKET=8192
+fi
+
+# with_p2p MODE CMD...: CMD with DT_P2P=MODE, or as it is where MODE is empty
+with_p2p() {
+    local m=$1
+    shift
+    if [ -n "$m" ]; then DT_P2P=$m "$@"; else "$@"; fi
+}
+
+suite_p2p() {
+    DT_P2P=$1 suite "$2" "$3"
+}
+stress_p2p() {
+    DT_P2P=$1 stress "$2" "$3"
+    local rc=$?
+    detail="DT_P2P=$1: $detail"
+    return $rc
+}
+
+# messages larger than a segment (dt_p2p_segment: 16 MiB on the device) with ipc:
+# collbench's check against MPI at 32 and 64 MiB (stress stays under 1 MiB)
+large_ipc() {
+    DT_P2P=ipc mpi 4 "$bin/bench/collbench" -C allreduce,allgather,reduce_scatter \
+        -b 32M -e "$L_MAX" -f 2 -n 1 -w 0 -c 1 --mpi 0 --device "$DEV" || return 1
+    detail="$(grep -m1 '^# p2p:' "$log" | sed 's/^# p2p: //'); $(grep -m1 '^# Wrong' "$log" |
+              sed 's/^# //; s/  */ /g')"
+}
+
+# bench-kernel: bench/gpubw, the reduction kernel against a device-to-device copy
+bench_kernel() {
+    tl "$bin/bench/gpubw" --device "$DEV" "${K_ARGS[@]}" || return 1
+    grep '^gpubw: result ' "$log" | tail -n 1 >"$bw/kernel.txt"
+    [ -s "$bw/kernel.txt" ] || { detail="no 'gpubw: result' line"; return 1; }
+    detail="reduce $(kv reduce_GBps "$bw/kernel.txt") GB/s, copy+sync $(kv copysync_GBps \
+"$bw/kernel.txt"), copy $(kv copy_GBps "$bw/kernel.txt"): ratio $(kv ratio "$bw/kernel.txt") (aim 0.9)"
+}
+
+# bench-coll-N: collbench, dtlab's rows alone (--mpi 0) and unchecked (-c 0: the
+# suites, stress and large_ipc check; a check would cost CPU time for 4 fills of each
+# buffer per size), for DT_P2P=ipc and staging on device buffers and for host buffers
+# (the default transport); a CSV and the transport line ("# p2p: ...") for each
+bench_coll() {
+    local n=$1 cfg dev mode rc=0 out mps=()
+    for cfg in ipc staging host ipc-mps; do
+        out=$bw/coll-$n-$cfg
+        if [ "$cfg" = host ]; then dev=cpu mode=${DT_P2P:-}; else dev=$DEV mode=${cfg%-mps}; fi
+        if [ "$cfg" = ipc-mps ]; then
+            mps_up || continue
+            mps=(env CUDA_MPS_PIPE_DIRECTORY="$w/mps" CUDA_MPS_LOG_DIRECTORY="$w/mpslog")
+        fi
+        echo "== $cfg: DT_P2P=${mode:-(unset)} --device $dev"
+        with_p2p "$mode" ${mps[@]+"${mps[@]}"} mpi "$n" "$bin/bench/collbench" \
+            -C allreduce,allgather,reduce_scatter \
+            -b 1M -e "$B_MAX" -f 4 "${B_IT[@]}" -c 0 --mpi 0 --csv "$out.csv" --device "$dev" \
+            >"$out.out" 2>&1 || rc=1
+        cat "$out.out"
+        grep -m1 '^# p2p:' "$out.out" | sed "s/^# p2p: /DT_P2P=${mode:-(unset)}: /" >"$out.p2p"
+        cp "$out.csv" "$logs/bench/" 2>/dev/null
+    done
+    detail=$(awk -F, -v n="$n" 'FNR > 1 && $1 == "allreduce" { b = $10 > $14 ? $10 : $14
+                 split(FILENAME, p, "-"); v[p[length(p)]] = sprintf("%.1f", b); s = $3 }
+             END { printf "allreduce %d MiB busbw GB/s: ipc %s, staging %s, host %s", s / 1048576,
+                   v["ipc.csv"], v["staging.csv"], v["host.csv"] }' \
+             "$bw/coll-$n-ipc.csv" "$bw/coll-$n-staging.csv" "$bw/coll-$n-host.csv" 2>/dev/null)
+    return $rc
+}
+
+# MPS (NVIDIA's multi-process service), where the machine has it: the ranks' kernels
+# and copies then share the GPU at once instead of taking turns (time-slicing). Started
+# once, for the ipc-mps rows only (a private pipe folder: nothing else uses it), and
+# stopped by mps_down at the end. Not in a dry run.
+mps_state=""
+mps_up() {
+    [ "$dry" = 0 ] || return 1
+    case $mps_state in up) return 0 ;; none|down) return 1 ;; esac
+    mps_state=none
+    command -v nvidia-cuda-mps-control >/dev/null || return 1
+    mkdir -p "$w/mps" "$w/mpslog"
+    CUDA_MPS_PIPE_DIRECTORY="$w/mps" CUDA_MPS_LOG_DIRECTORY="$w/mpslog" \
+        timeout 20 nvidia-cuda-mps-control -d >/dev/null 2>&1 || return 1
+    mps_state=up
+}
+mps_down() {
+    [ "$mps_state" = up ] || return 0
+    echo quit | CUDA_MPS_PIPE_DIRECTORY="$w/mps" timeout 20 nvidia-cuda-mps-control \
+        >/dev/null 2>&1
+    mps_state=down
+}
+
+# bench-gloo-N: bench/gloo_bench.py with the machine's python3 and torch (the pack's
+# libraries kept out of its way)
+bench_gloo() {
+    local n=$1 py=${DT_PYTHON:-python3}
+    cpu_ok=1                                # its own "skipped: no GPU here" is the FAIL
+    tl env LD_LIBRARY_PATH="$orig_ld" "$py" "$bin/bench/gloo_bench.py" -n "$n" \
+        -C allreduce,allgather,reduce_scatter -b 1M -e "$B_MAX" -f 4 "${G_IT[@]}" \
+        --device "$DEV" --csv "$bw/gloo-$n.csv"
+    local rc=$?
+    if grep -q '^gloo_bench: skipped: ' "$log"; then
+        skipped=$(grep -m1 '^gloo_bench: skipped: ' "$log" | sed 's/^gloo_bench: //')
+        [ "$dry" = 1 ] || ! grep -q 'no GPU here' "$log" || { detail=$skipped; return 1; }
+        return "$rc"
+    fi
+    cp "$bw/gloo-$n.csv" "$logs/bench/" 2>/dev/null
+    detail=$(grep -m1 '^# Avg bus bandwidth' "$log" | sed 's/^# //')
+    return $rc
+}
+
+# bench-ddp: train --mode ddp, overlap on and off, at 2 and 4 ranks on the GPU; the
+# compute alone: the same ranks' share of the batch trained by as many serial runs at
+# once (each rank's work, sharing the GPU as DDP's ranks do, with nothing to send).
+# Hidden share = (off - on) / (off - compute): of the time communication adds when it
+# is not overlapped, the part overlap hides.
+step_ms() { sed -n 's/^time per step: \([0-9.]*\) ms.*/\1/p' "$1" | tail -n 1; }
+bench_ddp() {
+    local n i on off comp t rc=0 f
+    for n in 2 4; do
+        f=$bw/ddp-$n
+        mpi "$n" "$bin/train" --mode ddp "${DDP_BASE[@]}" --batch "$DDP_BATCH" \
+            --bucket-kb "$DDP_BUCKET" --device "$DEV" >"$f-on.out" 2>&1 || rc=1
+        mpi "$n" "$bin/train" --mode ddp "${DDP_BASE[@]}" --batch "$DDP_BATCH" \
+            --bucket-kb "$DDP_BUCKET" --no-overlap --device "$DEV" >"$f-off.out" 2>&1 || rc=1
+        for i in $(seq "$n"); do
+            mpi 1 "$bin/train" --mode serial "${DDP_BASE[@]}" --batch $((DDP_BATCH / n)) \
+                --device "$DEV" >"$f-comp$i.out" 2>&1 &
+        done
+        wait || true
+        cat "$f"-*.out
+        on=$(step_ms "$f-on.out") off=$(step_ms "$f-off.out") comp=""
+        for i in $(seq "$n"); do
+            t=$(step_ms "$f-comp$i.out")
+            [ -n "$t" ] || { rc=1; continue; }
+            comp=$(awk -v a="$comp" -v b="$t" 'BEGIN { print (a == "" || b > a) ? b : a }')
+        done
+        [ -n "$on" ] && [ -n "$off" ] && [ -n "$comp" ] || { rc=1; continue; }
+        echo "$n $on $off $comp" >"$f.txt"
+        detail="${detail:+$detail; }n=$n on $on off $off compute $comp ms"
+    done
+    return $rc
+}
+
+# ==== 8, the order: the measurements most wanted first; the 8-rank ones last, where
+# the budget may skip them ====
+needs_mpi=0
+check "bench-kernel: gpubw reduce vs D2D copy" 10 bench_kernel
+needs_mpi=1
+p2p_suites() {
+    local mode=$1 n s
+    for n in 2 4; do
+        for s in mpi_collectives mpi_p2p mpi_ddp; do
+            check "$s -n $n DT_P2P=$mode" 8 suite_p2p "$mode" "$s" "$n"
+        done
+        check "stress -n $n DT_P2P=$mode --device $DEV" $((S_SECS + 8)) stress_p2p "$mode" \
+            "$n" "$S_SECS"
+    done
+}
+p2p_suites ipc
+check "collbench -n 4 DT_P2P=ipc -c 1, 32M..$L_MAX" 15 large_ipc
+check "bench-coll-2: collbench ipc, staging, host" 25 bench_coll 2
+check "bench-gloo-2: torch gloo, $DEV tensors" 25 bench_gloo 2
+check "bench-coll-4: collbench ipc, staging, host" 30 bench_coll 4
+check "bench-gloo-4: torch gloo, $DEV tensors" 30 bench_gloo 4
+check "bench-ddp: train ddp overlap on/off, compute alone" 40 bench_ddp
+p2p_suites staging
+check "bench-coll-8: collbench ipc, staging, host" 45 bench_coll 8
+check "bench-gloo-8: torch gloo, $DEV tensors" 45 bench_gloo 8
+mps_down
 
 exit $((nfail > 0))

@@ -12,7 +12,8 @@
 #                   temporary folder, never into /)
 #   bins.tar.xz     the programs the check runs, built here for sm_90 (BUILD=build-gpu,
 #                   CUDA=1 CUDA_ARCH=90): the unit and multi-rank suites, stress, every
-#                   lesson, train, collbench and dttrace
+#                   lesson, train, collbench, gpubw and dttrace; and beside them
+#                   bench/gloo_bench.py (the machine's own python3 and torch run it)
 #   MANIFEST        what was packed, from which sources (gpu-check.sh warns when the
 #                   tree there differs from them)
 # and nothing else: the viewer (SDL) is not part of the GPU check. The build's own
@@ -41,7 +42,8 @@ for tool in make apt-get dpkg tar xz; do
 done
 
 # ==== build: only what the check runs ====
-bins=(train bench/collbench dttrace tests/stress)
+bins=(train bench/collbench bench/gpubw dttrace tests/stress)
+scripts=(bench/gloo_bench.py)     # not built: packed as they are
 for src in lessons/[0-9]*.c tests/unit_*.c tests/mpi_*.c; do
     case $src in
         lessons/*) bins+=("lessons/$(basename "$src" .c)") ;;
@@ -86,12 +88,12 @@ done
 
 # ==== the programs ====
 echo "gpu-pack: compressing the programs (xz)"
-tar -C "$BUILD" -cf - "${bins[@]}" | xz -T0 -6 >"$PACK/bins.tar.xz" ||
+tar -cf - -C "$BUILD" "${bins[@]}" -C "$PWD" "${scripts[@]}" | xz -T0 -6 >"$PACK/bins.tar.xz" ||
     die "tar | xz failed"
 
 # ==== the manifest ====
 # sources: the hash gpu-check.sh recomputes there, without git
-src_hash=$(find lib lessons tests bench -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) \
+src_hash=$(find lib lessons tests bench -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.py' \) \
            -not -path 'tests/grade/*' | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16)
 {
     echo "packed $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m)"
@@ -101,7 +103,7 @@ src_hash=$(find lib lessons tests bench -type f \( -name '*.c' -o -name '*.h' -o
     echo "build $BUILD: $(cat "$BUILD/config")"
     echo "nvcc $(nvcc --version 2>/dev/null | sed -n 's/.*release \([^,]*\),.*/\1/p')"
     echo "debs $(cd "$PACK/debs" && echo *.deb)"
-    echo "programs ${bins[*]}"
+    echo "programs ${bins[*]} ${scripts[*]}"
 } >"$PACK/MANIFEST"
 
 # ==== size ====

@@ -3,15 +3,18 @@
 # status_words, now, missing) and variables ($tmp, $log, $BUILD, $MPIEXEC).
 #
 # build/tests/faults makes the last rank die or stop in the middle of a ring allreduce
-# (tests/faults.c). For each case the job must end soon with a failing status, before
-# mpiexec's own time limit ("APPLICATION TIMED OUT" is a failure: dtlab should have
-# spoken first), and stderr must hold exactly one "dtlab:" line, naming the right rank:
-# the last rank, or for a stuck rank a waiting rank's line naming the stuck one. Then a
-# real training run with one rank killed from outside (kill -9), DT_TIMEOUT on a stuck
-# rank, and DT_WATCH=0. Case overtime never ends, with no fault: under MPIEXEC_TIMEOUT=12
-# its line must say the job ran out of time, not name a deadlock. Takes about 45 s, most
-# of it the stuck rank under MPIEXEC_TIMEOUT=20 (dtlab stops at 17 s) and overtime
-# (at 9 s).
+# whose messages go through p2p's mailboxes (the default transport), or in the middle of
+# a 4 MiB mailbox message (the mb- cases: stopped while it takes one, holding a slot, its
+# sender out of slots and waiting for a credit; killed while it sends one, two doorbells
+# rung): tests/faults.c. For each case the job must end soon with a failing status,
+# before mpiexec's own time limit ("APPLICATION TIMED OUT" is a failure: dtlab should
+# have spoken first), and stderr must hold exactly one "dtlab:" line, naming the right
+# rank: the last rank, or for a stuck rank a waiting rank's line naming the stuck one.
+# Then a real training run with one rank killed from outside (kill -9), DT_TIMEOUT on a
+# stuck rank, and DT_WATCH=0. Case overtime never ends, with no fault: under
+# MPIEXEC_TIMEOUT=12 its line must say the job ran out of time, not name a deadlock.
+# Takes about 45 s, most of it the stuck rank under MPIEXEC_TIMEOUT=15 (dtlab stops at
+# 12 s) and overtime (at 9 s); mb-stall runs under DT_TIMEOUT=3.
 
 # fault_expect CASE LAST: the regex the one dtlab line must match, "" for none.
 fault_expect() {
@@ -24,6 +27,10 @@ fault_expect() {
         exit) echo "^dtlab: rank $2: the program exited \(status 3\) before dt_final" ;;
         stuck) echo "^dtlab: rank [0-9]+: .*: waited [0-9.]+ s" \
                     "for a message from rank $2 " ;;
+        # the sender, waiting for a credit, or the stalled rank's right, for its message
+        mb-stall) echo "^dtlab: rank [0-9]+: .*: waited [0-9.]+ s for (a message from" \
+                       "rank $2[ ,:]|rank $2 to take this rank's message)" ;;
+        mb-die) fault_expect kill "$2" ;;
         # (no "stuck", no "deadlock": every wait was short)
         overtime) echo "^dtlab: rank [0-9]+: .*: the job's time limit is nearly reached" \
                        "\(MPIEXEC_TIMEOUT=[0-9]+ s;[^()]*\): this rank had waited only" \
@@ -61,7 +68,7 @@ fault_check() {
         report "$name" 0 "the dtlab line does not match /$re/  $at"
     else
         speaker=$(sed -n 's/^dtlab: rank \([0-9]*\)[ :].*/\1/p' "$tmp/stderr")
-        if [ "$case" = stuck ] && [ "$speaker" = $((n - 1)) ]; then
+        if [[ $case == *stuck || $case == *stall ]] && [ "$speaker" = $((n - 1)) ]; then
             report "$name" 0 "the stuck rank itself spoke; a waiting rank should  $at"
         elif awk -v s="$took" -v t="$t" 'BEGIN { exit !(s >= t) }'; then
             report "$name" 0 "took $took s, not before MPIEXEC_TIMEOUT=$t  $at"
@@ -96,7 +103,11 @@ faults_tests() {
     [ -n "$cases" ] || { : >"$log"; report "faults --list" 0 "no cases"; return; }
     for case in $cases; do
         if [ "$case" = stuck ]; then
-            fault_run 3 "$case" 20            # dtlab stops at 20 - 3 s
+            # dtlab stops at 15 - 3 s; the waits began about 10 s before that, far
+            # more than SHORT_WAIT (p2p.c): a stall, not a job out of time
+            fault_run 3 "$case" 15
+        elif [ "$case" = mb-stall ]; then
+            fault_run 3 "$case" 30 DT_TIMEOUT=3
         elif [ "$case" = overtime ]; then
             # dtlab stops at 12 - 3 s; a wait begun 4.5 s before that (half of 9 s)
             # would count as stuck, which the short waits of this case never are

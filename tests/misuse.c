@@ -5,6 +5,7 @@
  *     mpiexec -n 3 build/tests/misuse CASE       (misuse --list names the cases)
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "dt.h"
 
@@ -23,7 +24,22 @@ static const struct { const char *name, *expect; } cases[] = {
     {"unsupported-op", "unsupported op"},
     {"counts-disagree", "same count and datatype"},
     {"bad-algo-env", "DT_ALLREDUCE_ALGO"},
+    {"p2p-too-long", "longer than its receive buffer"},
+    {"p2p-too-long-small", "longer than its receive buffer"},
+    {"p2p-too-long-staging", "longer than its receive buffer"},
 };
+
+/* Around the ring, a message of nbytes into a receive buffer of room bytes (less): 3
+ * mailbox slots into 2 (p2p.h, "transports"), or a small message that keeps to MPI. */
+static void ring_too_long(size_t nbytes, size_t room)
+{
+    int n = dt_size(), right = (dt_rank() + 1) % n, left = (dt_rank() + n - 1) % n;
+    char *s = calloc(nbytes, 1), *r = malloc(room);
+    DT_REQUIRE(s && r, "out of memory");
+    dt_sendrecv(s, nbytes, right, r, room, left, 0, W);
+    free(s);
+    free(r);
+}
 
 static void run_case(const char *c, int rank)
 {
@@ -43,6 +59,12 @@ static void run_case(const char *c, int rank)
         dt_allreduce(a, b, 4, MPI_FLOAT, MPI_LAND, W);
     else if (!strcmp(c, "counts-disagree"))   /* erroneous MPI: the receive is too short */
         dt_allreduce_naive(a, b, rank == 0 ? 8 : 16, MPI_FLOAT, MPI_SUM, W);
+    else if (!strcmp(c, "p2p-too-long"))
+        ring_too_long(3 * dt_p2p_segment(0), 2 * dt_p2p_segment(0));
+    else if (!strcmp(c, "p2p-too-long-small"))
+        ring_too_long(1000, 500);
+    else if (!strcmp(c, "p2p-too-long-staging") && dt_p2p_set_mode("staging"))
+        ring_too_long(3 * dt_p2p_segment(0), 2 * dt_p2p_segment(0));
     /* bad-algo-env: run.sh sets DT_ALLREDUCE_ALGO=tree, and dt_init itself refuses it */
 }
 

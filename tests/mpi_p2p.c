@@ -5,11 +5,13 @@
  * pairs, with sizes from 0 bytes to more than a megabyte, sizes that differ between
  * sender and receiver, data that differs per sender and per size (so a message from the
  * wrong rank or of the wrong length shows), in polite and in blocking mode, and with the
- * byte counters checked after each exchange.
+ * byte counters checked after each exchange. Then the mailboxes (p2p.h, "transports"):
+ * the protocol's edges, in the mode DT_P2P chose (run it with DT_P2P=staging too).
  *
  *   MPIEXEC_TIMEOUT=60 mpiexec -n 3 build/tests/mpi_p2p      (any rank count from 1)
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include "harness.h"
@@ -19,10 +21,16 @@ static const size_t sizes[] = { 0, 1, 2, 3, 7, 64, 4096, 65537, (1 << 20) + 3 };
 #define NSIZES (sizeof sizes / sizeof sizes[0])
 enum { TAG = 17 };
 
-/* Byte j of a message of n bytes from rank src: differs per sender, size and position. */
+/* Byte j of a message of n bytes from src: differs per sender, size and position, and
+ * has no period. (A sum like src * 131 + j * 7 + (j >> 8) repeats every 64 KiB, so a
+ * mailbox piece of 256 KiB written at the wrong offset, or twice, would go unseen.) src
+ * is a rank, or rank + 1000 * k for the k-th of several messages a rank sends. */
 static unsigned char pattern(int src, size_t n, size_t j)
 {
-    return (unsigned char)(src * 131 + j * 7 + n * 13 + (j >> 8));
+    uint64_t x = j * 0x9E3779B97F4A7C15ULL + n * 0xC2B2AE3D27D4EB4FULL +
+                 (uint64_t)(src + 1) * 0x165667B19E3779F9ULL;
+    x = (x ^ (x >> 29)) * 0xBF58476D1CE4E5B9ULL;
+    return (unsigned char)(x >> 40);
 }
 
 static void fill_pattern(unsigned char *p, int src, size_t n)
@@ -517,6 +525,458 @@ START_TEST(test_subcomm)
 }
 END_TEST
 
+/* ==== p2p through the mailboxes ====
+ *
+ * Between two ranks of one host a message of MB_MIN bytes up to SLOTS slots goes
+ * through the sender's outbox (p2p.h, "transports"; lib/mailbox.c): in pieces of at most
+ * a slot (dt_p2p_segment(0) bytes), each announced by a small MPI doorbell and freed by
+ * its receiver: the credit that gives the slot back. A message takes all its slots at
+ * once or, when they are not all free, goes plain; a larger one always goes plain.
+ * These tests aim at the edges of that protocol: sizes at the threshold and at slot
+ * multiples, every slot full and more (plain again), messages in flight to
+ * two peers, their order, any source, a sub-communicator, two threads at once, plain MPI
+ * messages among them, and the transport switched between rounds. They run in the mode
+ * DT_P2P chose (run.sh runs the suite with the default and with DT_P2P=staging), and
+ * check that dt_p2p_via names the transport each message takes. */
+
+#define MB_MIN ((size_t)64 << 10)   /* smaller messages keep to MPI (p2p.h) */
+enum { SLOTS = 8, NEDGES = 8 };     /* host slots in an outbox; edge_size's sizes */
+
+/* The sizes at the edges: the threshold - 1, itself and + 1; a slot and a slot + 1;
+ * every slot and every slot + 1 (plain: more than the outbox); 20 slots. */
+static size_t edge_size(int k)
+{
+    size_t slot = dt_p2p_segment(0);
+    const size_t sizes[NEDGES] = { MB_MIN - 1, MB_MIN, MB_MIN + 1, slot, slot + 1,
+                                   SLOTS * slot, SLOTS * slot + 1, 20 * slot };
+    return sizes[k];
+}
+
+static int *host_of;            /* world rank -> the lowest world rank on its host */
+
+/* Fills host_of. Collective over MPI_COMM_WORLD. */
+static void find_hosts(void)
+{
+    MPI_Comm local;
+    int first = ht_rank;
+    host_of = malloc(sizeof *host_of * (size_t)ht_size);
+    DT_REQUIRE(host_of != NULL, "out of memory");
+    DT_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, ht_rank,
+                                     MPI_INFO_NULL, &local));
+    HT_MPI(MPI_Iallreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, local, &ht_req));
+    HT_MPI(MPI_Iallgather(&first, 1, MPI_INT, host_of, 1, MPI_INT, MPI_COMM_WORLD,
+                          &ht_req));
+    MPI_Comm_free(&local);
+}
+
+static int world_of(int peer, MPI_Comm comm)
+{
+    MPI_Group g, world;
+    int w = -1;
+    DT_CHECK_MPI(MPI_Comm_group(comm, &g));
+    DT_CHECK_MPI(MPI_Comm_group(MPI_COMM_WORLD, &world));
+    DT_CHECK_MPI(MPI_Group_translate_ranks(g, 1, &peer, world, &w));
+    MPI_Group_free(&g);
+    MPI_Group_free(&world);
+    return w;
+}
+
+/* What dt_p2p_via must say for nbytes of host data to peer: a mailbox (shm) for a
+ * message of MB_MIN bytes up to the outbox to another rank of this host, unless the
+ * mode is staging; else MPI. */
+static dt_via want_via(int peer, MPI_Comm comm, size_t nbytes)
+{
+    int w = world_of(peer, comm);
+    int boxes = strcmp(dt_p2p_mode(), "staging") != 0 && w != ht_rank &&
+                host_of[w] == host_of[ht_rank] && nbytes >= MB_MIN &&
+                nbytes <= SLOTS * dt_p2p_segment(0);
+    return boxes ? DT_VIA_SHM : DT_VIA_MPI;
+}
+
+/* A buffer of room bytes and 8 more, every byte 0xEE: what a receive must not touch. */
+static unsigned char *landing(size_t room)
+{
+    unsigned char *p = malloc(room + 8);
+    DT_REQUIRE(p != NULL, "out of memory");
+    memset(p, 0xEE, room + 8);
+    return p;
+}
+
+/* A message that landed in buf (from landing(room)): n bytes from src (pattern's src),
+ * and every byte after them untouched. what: the exchange, for the failure's text. */
+static void expect_msg(const unsigned char *buf, size_t room, int src, size_t n,
+                       const char *what)
+{
+    long long at = check_pattern(buf, src, n);
+    HT_EXPECT(at < 0, "%s: %zu bytes from rank %d (its message %d): byte %lld wrong", what,
+              n, src % 1000, src / 1000, at);
+    size_t past = n;
+    while (past < room + 8 && buf[past] == 0xEE)
+        past++;
+    HT_EXPECT(past == room + 8, "%s: byte %zu changed, past the %zu bytes of the message",
+              what, past, n);
+}
+
+/* Around the ring at every edge size, as the collectives call p2p. _i bit 0: by
+ * dt_sendrecv, or by dt_send and dt_recv with even ranks sending first and odd ones
+ * receiving first; bit 1: polite or blocking. */
+START_TEST(test_mb_ring)
+{
+    int split = _i & 1, was = dt_polite();
+    set_mode(_i >> 1);
+    int right = (ht_rank + 1) % ht_size, left = (ht_rank - 1 + ht_size) % ht_size;
+    for (int k = 0; k < NEDGES && ht_size > 1; k++) {
+        size_t n = edge_size(k);
+        unsigned char *s = malloc(n), *r = landing(n);
+        DT_REQUIRE(s != NULL, "out of memory");
+        fill_pattern(s, ht_rank, n);
+        dt_via via = dt_p2p_via(right, MPI_COMM_WORLD, 0, n);
+        dt_via want = want_via(right, MPI_COMM_WORLD, n);
+        char what[96];
+        snprintf(what, sizeof what, "%s %s ring of %zu bytes", mode_name(_i >> 1),
+                 split ? "dt_send/dt_recv" : "dt_sendrecv", n);
+        HT_EXPECT(via == want, "%s: dt_p2p_via says %s, want %s", what, dt_via_name(via),
+                  dt_via_name(want));
+        dt_bytes_reset();
+        if (!split) {
+            dt_sendrecv(s, n, right, r, n, left, TAG, MPI_COMM_WORLD);
+        } else if (ht_rank % 2 == 0) {
+            dt_send(s, n, right, TAG, MPI_COMM_WORLD);
+            dt_recv(r, n, left, TAG, MPI_COMM_WORLD);
+        } else {
+            dt_recv(r, n, left, TAG, MPI_COMM_WORLD);
+            dt_send(s, n, right, TAG, MPI_COMM_WORLD);
+        }
+        expect_msg(r, n, left, n, what);
+        HT_EXPECT(check_pattern(s, ht_rank, n) < 0, "%s changed the send buffer", what);
+        HT_EXPECT(dt_bytes_sent() == n && dt_bytes_received() == n, "%s: byte counters "
+                  "say %zu out, %zu in", what, dt_bytes_sent(), dt_bytes_received());
+        free(s);
+        free(r);
+    }
+    dt_set_polite(was);
+    HT_VERDICT();
+}
+END_TEST
+
+/* Messages in flight to two peers before any is received: each rank sends three to its
+ * right and three to its left, on six tags, sizes differing per message, and only then
+ * receives its six, in the opposite tag order, into buffers larger than each. Through
+ * mailboxes the six wait in 6 of the sender's 8 slots, and receives match them by tag
+ * as MPI's would. (Through MPI a message this large waits for its receive, and this
+ * order would deadlock: the test runs only where every rank's six take mailboxes.) */
+START_TEST(test_mb_inflight)
+{
+    enum { PER = 3 };
+    size_t base = 100 << 10, room = base + 2 * PER * 1000 + 7 * (size_t)ht_size;
+    int right = (ht_rank + 1) % ht_size, left = (ht_rank - 1 + ht_size) % ht_size;
+    int boxes = ht_size > 1 && want_via(right, MPI_COMM_WORLD, base) == DT_VIA_SHM &&
+                want_via(left, MPI_COMM_WORLD, base) == DT_VIA_SHM;
+    if (ht_agree(boxes)) {
+        unsigned char *s[2 * PER];
+        for (int t = 0; t < 2 * PER; t++) {     /* tags TAG.. to the right, then left */
+            size_t n = base + 1000 * (size_t)t + 7 * (size_t)ht_rank;
+            s[t] = malloc(n);
+            DT_REQUIRE(s[t] != NULL, "out of memory");
+            fill_pattern(s[t], ht_rank + 1000 * t, n);
+            dt_send(s[t], n, t < PER ? right : left, TAG + t, MPI_COMM_WORLD);
+        }
+        for (int t = 2 * PER - 1; t >= 0; t--) {
+            int from = t < PER ? left : right;  /* my left sent me its first three */
+            unsigned char *r = landing(room);
+            char what[80];
+            snprintf(what, sizeof what, "message %d of 6 in flight (tag %d)", t, TAG + t);
+            dt_recv(r, room, from, TAG + t, MPI_COMM_WORLD);
+            expect_msg(r, room, from + 1000 * t, base + 1000 * (size_t)t + 7 * (size_t)from,
+                       what);
+            free(r);
+        }
+        for (int t = 0; t < 2 * PER; t++)
+            free(s[t]);
+    }
+    HT_VERDICT();
+}
+END_TEST
+
+/* Order: messages with one tag from one sender arrive as they were sent, whatever way
+ * each goes. In pairs (0,1), (2,3)..., one rank sends three with the same tag, 3 slots
+ * + 5 bytes (a mailbox), 1000 bytes (plain MPI) and 2 slots (a mailbox again), and its
+ * partner receives them into buffers of the largest size; then the other way round.
+ * With an odd rank count the last rank sits it out. */
+START_TEST(test_mb_order)
+{
+    size_t slot = dt_p2p_segment(0), len[3] = { 3 * slot + 5, 1000, 2 * slot };
+    size_t room = len[0];
+    int peer = ht_rank ^ 1;
+    for (int turn = 0; turn < 2 && peer < ht_size; turn++) {
+        for (int m = 0; m < 3; m++) {
+            if (ht_rank % 2 == turn) {
+                unsigned char *s = malloc(len[m]);
+                DT_REQUIRE(s != NULL, "out of memory");
+                fill_pattern(s, ht_rank + 1000 * m, len[m]);
+                dt_send(s, len[m], peer, TAG, MPI_COMM_WORLD);
+                free(s);
+            } else {
+                unsigned char *r = landing(room);
+                dt_recv(r, room, peer, TAG, MPI_COMM_WORLD);
+                expect_msg(r, room, peer + 1000 * m, len[m], "messages with one tag");
+                free(r);
+            }
+        }
+    }
+    HT_VERDICT();
+}
+END_TEST
+
+/* MPI_ANY_SOURCE: every other rank sends rank 0 two messages of 4 pieces each, with
+ * one tag; rank 0 receives them from any source and tells each one's sender from its
+ * bytes: it must be some sender's next message, whole (pieces of two senders' messages
+ * mixed match nobody, and a sender's second message before its first matches nobody). */
+START_TEST(test_mb_any_source)
+{
+    size_t n = 3 * dt_p2p_segment(0) + 17;
+    if (ht_rank != 0) {
+        unsigned char *s = malloc(n);
+        DT_REQUIRE(s != NULL, "out of memory");
+        for (int m = 0; m < 2; m++) {
+            fill_pattern(s, ht_rank + 1000 * m, n);
+            dt_send(s, n, 0, TAG, MPI_COMM_WORLD);
+        }
+        free(s);
+    } else {
+        int *next = calloc((size_t)ht_size, sizeof *next);     /* per sender */
+        DT_REQUIRE(next != NULL, "out of memory");
+        for (int i = 0; i < 2 * (ht_size - 1); i++) {
+            unsigned char *r = landing(n);
+            dt_recv(r, n, MPI_ANY_SOURCE, TAG, MPI_COMM_WORLD);
+            int who = -1;
+            for (int src = 1; src < ht_size && who < 0; src++)
+                if (next[src] < 2 && check_pattern(r, src + 1000 * next[src], n) < 0)
+                    who = src;
+            HT_EXPECT(who >= 0, "message %d of %d from MPI_ANY_SOURCE is no sender's next "
+                      "message, whole", i + 1, 2 * (ht_size - 1));
+            HT_EXPECT(r[n] == 0xEE && r[n + 7] == 0xEE, "a receive from MPI_ANY_SOURCE "
+                      "wrote past its %zu bytes", n);
+            if (who >= 0)
+                next[who]++;
+            free(r);
+        }
+        free(next);
+    }
+    HT_VERDICT();
+}
+END_TEST
+
+/* Mailboxes on a communicator numbered backwards: peers are ranks of that
+ * communicator, and a slot's owner is found through it. 20 slots + 3 bytes, so the
+ * credits cycle, and 100 bytes. */
+START_TEST(test_mb_subcomm)
+{
+    MPI_Comm back;
+    DT_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, 0, ht_size - ht_rank, &back));
+    int r, n;
+    MPI_Comm_rank(back, &r);
+    MPI_Comm_size(back, &n);
+    int right = (r + 1) % n, left = (r - 1 + n) % n, left_w = ht_size - 1 - left;
+    size_t sizes[2] = { 20 * dt_p2p_segment(0) + 3, 100 };
+    for (int k = 0; k < 2 && n > 1; k++) {
+        size_t nb = sizes[k];
+        unsigned char *s = malloc(nb), *in = landing(nb);
+        DT_REQUIRE(s != NULL, "out of memory");
+        fill_pattern(s, ht_rank, nb);
+        dt_via via = dt_p2p_via(right, back, 0, nb), want = want_via(right, back, nb);
+        HT_EXPECT(via == want, "on a reversed communicator dt_p2p_via says %s for %zu "
+                  "bytes to its rank %d, want %s", dt_via_name(via), nb, right,
+                  dt_via_name(want));
+        dt_sendrecv(s, nb, right, in, nb, left, TAG, back);
+        expect_msg(in, nb, left_w, nb, "dt_sendrecv on a reversed communicator");
+        free(s);
+        free(in);
+    }
+    MPI_Comm_free(&back);
+    HT_VERDICT();
+}
+END_TEST
+
+/* Two threads at once, as DDP's communication thread and the main thread: the main
+ * thread sends around the ring to the right on MPI_COMM_WORLD while a second thread
+ * sends to the left on a duplicate; rounds of every slot + 1 (so the threads share, and
+ * wait for, the same 8 slots) and of one slot. A thread notes its first failure in its
+ * job (HT_EXPECT is the main thread's); the byte counters count both threads. */
+enum { TROUNDS = 10 };
+
+typedef struct {
+    MPI_Comm comm;
+    int dir, id;            /* +1 to the right, -1 to the left; 0 main, 1 second thread */
+    size_t nbytes;          /* sent, all rounds together */
+    char bad[200];          /* the first failure; "" for none */
+} ring_job;
+
+static void *ring_rounds(void *arg)
+{
+    ring_job *j = arg;
+    int to = (ht_rank + j->dir + ht_size) % ht_size;
+    int from = (ht_rank - j->dir + ht_size) % ht_size;
+    size_t slot = dt_p2p_segment(0), sizes[2] = { SLOTS * slot + 1 + (size_t)j->id, slot };
+    for (int round = 0; round < TROUNDS; round++)
+        for (int k = 0; k < 2; k++) {
+            size_t n = sizes[k];
+            int msg = 1000 * (2 * round + k);
+            unsigned char *s = malloc(n), *r = landing(n);
+            DT_REQUIRE(s != NULL, "out of memory");
+            fill_pattern(s, ht_rank + msg, n);
+            dt_sendrecv(s, n, to, r, n, from, TAG, j->comm);
+            long long at = check_pattern(r, from + msg, n);
+            if (at >= 0 && !j->bad[0])
+                snprintf(j->bad, sizeof j->bad, "thread %d, round %d: %zu bytes from rank "
+                         "%d: byte %lld wrong", j->id, round, n, from, at);
+            j->nbytes += n;
+            free(s);
+            free(r);
+        }
+    return NULL;
+}
+
+START_TEST(test_mb_threads)
+{
+    if (ht_size > 1) {
+        MPI_Comm dup;
+        DT_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &dup));
+        ring_job jobs[2] = { { MPI_COMM_WORLD, +1, 0, 0, "" }, { dup, -1, 1, 0, "" } };
+        pthread_t second;
+        dt_bytes_reset();
+        DT_REQUIRE(pthread_create(&second, NULL, ring_rounds, &jobs[1]) == 0,
+                   "cannot start a thread");
+        ring_rounds(&jobs[0]);
+        pthread_join(second, NULL);
+        for (int i = 0; i < 2; i++)
+            HT_EXPECT(!jobs[i].bad[0], "%s", jobs[i].bad);
+        size_t both = jobs[0].nbytes + jobs[1].nbytes;
+        HT_EXPECT(dt_bytes_sent() == both && dt_bytes_received() == both, "two threads "
+                  "sent and received %zu bytes; the counters say %zu, %zu", both,
+                  dt_bytes_sent(), dt_bytes_received());
+        MPI_Comm_free(&dup);
+    }
+    HT_VERDICT();
+}
+END_TEST
+
+/* dt_isend's messages are always plain MPI, and dt_recv, which also takes doorbells,
+ * takes them too: sizes below and above the threshold, and 48 bytes, a doorbell's size
+ * (a plain message of that size is told from a doorbell by its contents). */
+START_TEST(test_mb_isend)
+{
+    const size_t sizes[] = { 0, 47, 48, 49, MB_MIN + 1, 3 * dt_p2p_segment(0) };
+    int right = (ht_rank + 1) % ht_size, left = (ht_rank - 1 + ht_size) % ht_size;
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0] && ht_size > 1; k++) {
+        size_t n = sizes[k];
+        unsigned char *s = malloc(n + 1), *r = landing(n);
+        DT_REQUIRE(s != NULL, "out of memory");
+        fill_pattern(s, ht_rank, n);
+        dt_bytes_reset();
+        MPI_Request req = dt_isend(s, n, right, TAG, MPI_COMM_WORLD);
+        dt_recv(r, n, left, TAG, MPI_COMM_WORLD);
+        dt_waitall(1, &req);
+        expect_msg(r, n, left, n, "dt_isend received by dt_recv");
+        HT_EXPECT(dt_bytes_sent() == n && dt_bytes_received() == n, "dt_isend and dt_recv "
+                  "of %zu bytes: counters say %zu, %zu", n, dt_bytes_sent(),
+                  dt_bytes_received());
+        free(s);
+        free(r);
+    }
+    HT_VERDICT();
+}
+END_TEST
+
+/* dt_p2p_via and the modes: the mode is the one DT_P2P named (auto by default); to every
+ * peer, host data of every edge size (and 0 bytes) goes as want_via says; device data
+ * the same way, but "staging" where host data says "mpi", and shm or ipc (a GPU shared
+ * with the peer) where it says "shm". dt_p2p_set_mode refuses what is not a mode, and in
+ * staging every message goes through MPI. */
+START_TEST(test_mb_via)
+{
+    const char *env = getenv("DT_P2P"), *start = dt_p2p_mode();
+    HT_EXPECT(strcmp(start, env && *env ? env : "auto") == 0, "dt_p2p_mode() is %s with "
+              "DT_P2P=%s", start, env ? env : "(unset)");
+    HT_EXPECT(dt_p2p_set_mode("bogus") == 0 && strcmp(dt_p2p_mode(), start) == 0,
+              "dt_p2p_set_mode(\"bogus\") was taken, or changed the mode to %s",
+              dt_p2p_mode());
+    HT_EXPECT(!strcmp(dt_via_name(DT_VIA_MPI), "mpi") &&
+              !strcmp(dt_via_name(DT_VIA_STAGING), "staging") &&
+              !strcmp(dt_via_name(DT_VIA_SHM), "shm") &&
+              !strcmp(dt_via_name(DT_VIA_IPC), "ipc"),
+              "dt_via_name names the transports otherwise than p2p.h does");
+    const char *modes[2] = { strcmp(start, "staging") ? start : "auto", "staging" };
+    for (int m = 0; m < 2; m++) {
+        HT_EXPECT(dt_p2p_set_mode(modes[m]) == 1 && !strcmp(dt_p2p_mode(), modes[m]),
+                  "dt_p2p_set_mode(\"%s\") did not take", modes[m]);
+        for (int peer = 0; peer < ht_size; peer++)
+            for (int k = -1; k < NEDGES; k++) {
+                size_t n = k < 0 ? 0 : edge_size(k);
+                dt_via want = want_via(peer, MPI_COMM_WORLD, n);
+                dt_via host = dt_p2p_via(peer, MPI_COMM_WORLD, 0, n);
+                dt_via dev = dt_p2p_via(peer, MPI_COMM_WORLD, 1, n);
+                HT_EXPECT(host == want, "mode %s: dt_p2p_via says %s for %zu bytes of host "
+                          "data to rank %d, want %s", modes[m], dt_via_name(host), n, peer,
+                          dt_via_name(want));
+                HT_EXPECT(want == DT_VIA_SHM ? dev == DT_VIA_SHM || dev == DT_VIA_IPC
+                                             : dev == DT_VIA_STAGING,
+                          "mode %s: dt_p2p_via says %s for %zu bytes of device data to rank "
+                          "%d, where host data goes by %s", modes[m], dt_via_name(dev), n,
+                          peer, dt_via_name(want));
+            }
+    }
+    dt_p2p_set_mode(start);
+    HT_VERDICT();
+}
+END_TEST
+
+/* dt_p2p_set_mode between rounds, every rank alike: a ring in each mode in turn, of
+ * every slot + 1 and of 1000 bytes (sizes differ per sender), each received into a
+ * buffer 4 KiB larger than the message (allowed: the message's length counts). The
+ * byte counters must mean the same in every mode: what the first round counted. */
+START_TEST(test_mb_set_mode)
+{
+    static const char *modes[] = { "staging", "auto", "shm", "ipc", "staging", "auto" };
+    enum { NMODES = sizeof modes / sizeof modes[0] };
+    const char *start = dt_p2p_mode();
+    int right = (ht_rank + 1) % ht_size, left = (ht_rank - 1 + ht_size) % ht_size;
+    size_t base[2] = { SLOTS * dt_p2p_segment(0) + 1, 1000 }, counted[2][2] = {{0}};
+    for (int m = 0; m < (int)NMODES; m++) {
+        HT_EXPECT(dt_p2p_set_mode(modes[m]) == 1, "dt_p2p_set_mode(\"%s\") refused",
+                  modes[m]);
+        for (int k = 0; k < 2 && ht_size > 1; k++) {
+            size_t n = base[k] + (size_t)ht_rank, in = base[k] + (size_t)left;
+            size_t room = base[k] + (size_t)ht_size + 4096;
+            unsigned char *s = malloc(n), *r = landing(room);
+            DT_REQUIRE(s != NULL, "out of memory");
+            fill_pattern(s, ht_rank + 1000 * m, n);
+            dt_via via = dt_p2p_via(right, MPI_COMM_WORLD, 0, n);
+            dt_via want = want_via(right, MPI_COMM_WORLD, n);
+            char what[80];
+            snprintf(what, sizeof what, "round %d, mode %s (%s)", m, modes[m],
+                     dt_via_name(via));
+            HT_EXPECT(via == want, "%s: dt_p2p_via says %s for %zu bytes, want %s", what,
+                      dt_via_name(via), n, dt_via_name(want));
+            dt_bytes_reset();
+            dt_sendrecv(s, n, right, r, room, left, TAG, MPI_COMM_WORLD);
+            expect_msg(r, room, left + 1000 * m, in, what);
+            if (m == 0) {
+                counted[k][0] = dt_bytes_sent();
+                counted[k][1] = dt_bytes_received();
+            }
+            HT_EXPECT(dt_bytes_sent() == n && dt_bytes_received() == counted[k][1],
+                      "%s: byte counters say %zu out, %zu in; mode %s said %zu, %zu", what,
+                      dt_bytes_sent(), dt_bytes_received(), modes[0], n, counted[k][1]);
+            free(s);
+            free(r);
+        }
+    }
+    dt_p2p_set_mode(start);
+    HT_VERDICT();
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     dt_init(&argc, &argv);
@@ -552,7 +1012,22 @@ int main(int argc, char **argv)
     tcase_add_test(p2p, test_subcomm);
     suite_add_tcase(s, p2p);
 
+    find_hosts();
+    TCase *mb = tcase_create("mailbox");
+    tcase_add_checked_fixture(mb, ht_setup, NULL);
+    tcase_add_test(mb, test_mb_via);
+    tcase_add_loop_test(mb, test_mb_ring, 0, 4);
+    tcase_add_test(mb, test_mb_inflight);
+    tcase_add_test(mb, test_mb_order);
+    tcase_add_test(mb, test_mb_any_source);
+    tcase_add_test(mb, test_mb_subcomm);
+    tcase_add_test(mb, test_mb_threads);
+    tcase_add_test(mb, test_mb_isend);
+    tcase_add_test(mb, test_mb_set_mode);
+    suite_add_tcase(s, mb);
+
     int rc = ht_run(s);
+    free(host_of);
     dt_finalize();
     return rc;
 }

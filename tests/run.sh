@@ -5,8 +5,10 @@
 #
 # It builds nothing. In order it runs
 #   1. every unit suite, $BUILD/tests/unit_*            (no MPI)
-#   2. every multi-rank suite, $BUILD/tests/mpi_*, under `$MPIEXEC -n N` for N = 1..5,
-#      and $BUILD/tests/misuse: each wrong call must stop every rank with dtlab's message
+#   2. every multi-rank suite, $BUILD/tests/mpi_*, under `$MPIEXEC -n N` for N = 1..5
+#      (p2p's mailboxes on, the default), mpi_p2p and mpi_collectives again at 2 and 3
+#      ranks with DT_P2P=staging (everything through MPI), and $BUILD/tests/misuse: each
+#      wrong call must stop every rank with dtlab's message
 #   3. every lesson in $BUILD/lessons at 1..5 ranks with its default arguments (must exit
 #      0 and end naming the code it teaches), with --help (exit 0) and, when section 8
 #      does not run, with --bogus (a usage error: exit 2)
@@ -157,7 +159,13 @@ unit_tests() {
 want 1 && unit_tests
 
 # ==== 2. multi-rank suites ====
+# Each suite runs at every count of $RANKS with p2p's default transport (DT_P2P=auto:
+# mailboxes between the ranks of a host, p2p.h) or the one DT_P2P names; mpi_p2p and
+# mpi_collectives run again with DT_P2P=staging at 2 and 3 ranks (those of them in
+# $RANKS), so the path through MPI alone stays tested. mpi_p2p takes seconds: its limit
+# is 30 s, so a deadlock (dtlab names it at 27 s) costs half a minute, not two.
 multi_tests() {
+    local via=${DT_P2P:+ (DT_P2P=$DT_P2P)} limit_s n
     for src in tests/mpi_*.c; do
         [ -e "$src" ] || continue
         name=$(basename "$src" .c)
@@ -166,23 +174,47 @@ multi_tests() {
             missing "$name" "$bin"
             continue
         fi
+        limit_s=$MPIEXEC_TIMEOUT
+        [ "$name" = mpi_p2p ] && [ "$limit_s" -gt 30 ] && limit_s=30
         for n in $RANKS; do
-            run "$name -n $n" 0 "$MPIEXEC" -n "$n" "$bin"
+            MPIEXEC_TIMEOUT=$limit_s run "$name -n $n$via" 0 "$MPIEXEC" -n "$n" "$bin"
+        done
+        case $name in mpi_p2p | mpi_collectives) ;; *) continue ;; esac
+        for n in 2 3; do
+            [[ " $RANKS " == *" $n "* ]] || continue
+            MPIEXEC_TIMEOUT=$limit_s run "$name -n $n (DT_P2P=staging)" 0 \
+                env DT_P2P=staging "$MPIEXEC" -n "$n" "$bin"
         done
     done
 
     # ==== 2b. misuse: every rank stops soon, with dtlab's message, a failing status ====
+    # Two cases at a time: a case is mostly mpiexec starting and ending 3 ranks, and
+    # nothing in it is timed. misuse_case I CASE: runs one into $tmp/misuse.I.*.
     misuse=$BUILD/tests/misuse
+    misuse_case() {
+        local env=() t0
+        [ "$2" = bad-algo-env ] && env=(env DT_ALLREDUCE_ALGO=tree)
+        t0=$(now)
+        ${env[@]+"${env[@]}"} "$MPIEXEC" -n 3 "$misuse" "$2" >"$tmp/misuse.$1.log" 2>&1 \
+            </dev/null
+        echo $? >"$tmp/misuse.$1.rc"
+        since "$t0" >"$tmp/misuse.$1.took"
+    }
     if [ -x "$misuse" ]; then
-        while read -r case expect; do
+        local cases=() i case expect rc took
+        mapfile -t cases < <("$misuse" --list)
+        for ((i = 0; i < ${#cases[@]}; i += 2)); do
+            misuse_case "$i" "${cases[i]%% *}" &
+            [ $((i + 1)) -lt ${#cases[@]} ] && misuse_case $((i + 1)) "${cases[i + 1]%% *}" &
+            wait
+        done
+        for ((i = 0; i < ${#cases[@]}; i++)); do
+            case=${cases[i]%% *}
+            expect=${cases[i]#* }
             name="misuse $case -n 3"
-            env=()
-            [ "$case" = bad-algo-env ] && env=(env DT_ALLREDUCE_ALGO=tree)
-            t0=$(now)
-            ${env[@]+"${env[@]}"} "$MPIEXEC" -n 3 "$misuse" "$case" >"$log" 2>&1 \
-                </dev/null
-            rc=$?
-            took=$(since "$t0")
+            cp "$tmp/misuse.$i.log" "$log"
+            rc=$(cat "$tmp/misuse.$i.rc")
+            took=$(cat "$tmp/misuse.$i.took")
             if [ "$rc" = 0 ]; then
                 report "$name" 0 "exit 0: the misuse went through  [$took]"
             elif grep -q 'APPLICATION TIMED OUT' "$log"; then
@@ -193,7 +225,7 @@ multi_tests() {
             else
                 report "$name" 1 "$(status_words "$rc"), message names '$expect'  [$took]"
             fi
-        done < <("$misuse" --list)
+        done
     else
         missing misuse "$misuse"
     fi
@@ -237,6 +269,34 @@ code_named() {
     echo "${why#; }"
 }
 
+# p2p_transports NAME N [staging]: lesson 02's part 3 in $log, a run at N ranks on this host
+# with the default sizes (64 KiB, 1 MiB, 16 MiB): every shift matches MPI_Sendrecv, each
+# size has a row through MPI (mpi, or staging for GPU buffers) and, unless DT_P2P=staging
+# (third argument, or set for the whole test run), one through a shared-memory mailbox (shm)
+# with 2 copies; ipc is not asked for (it needs ranks sharing a GPU with working CUDA IPC).
+# At one rank the lesson must say why nothing is shown.
+p2p_transports() {
+    local why="" rows
+    if [ "$2" = 1 ]; then
+        grep -q '^Nothing is shown at one rank' "$log" || why="it does not say why nothing is shown"
+    else
+        grep -q '^   check: all match MPI_Sendrecv' "$log" || why="; part 3's check did not pass"
+        rows=$(grep -cE '^ +[0-9.]+ [KM]iB  (mpi|staging) ' "$log")
+        [ "$rows" = 3 ] || why="$why; $rows rows through MPI, not 3"
+        rows=$(grep -cE '^ +[0-9.]+ [KM]iB  shm +[0-9.]+ us .* 2 x S = ' "$log")
+        if [ "${3:-${DT_P2P:-auto}}" = staging ]; then
+            [ "$rows" = 0 ] || why="$why; $rows shm rows under DT_P2P=staging"
+            grep -q '^   shm: not shown here: DT_P2P=staging' "$log" ||
+                why="$why; no word on why shm is not shown"
+        else
+            [ "$rows" = 3 ] || why="$why; $rows shm rows, not 3"
+        fi
+        why=${why#; }
+    fi
+    [ -z "$why" ] && report "$1: part 3's transports" 1 "rows and checks as expected" ||
+        report "$1: part 3's transports" 0 "$why"
+}
+
 lesson_tests() {
     local unnamed="" why
     if [ ${#lessons[@]} -eq 0 ]; then
@@ -248,7 +308,12 @@ lesson_tests() {
             run "$name -n $n" 0 "$MPIEXEC" -n "$n" "$bin"
             why=$(code_named "${name#lessons/} -n $n")
             [ -z "$why" ] || unnamed="$unnamed; $why"
+            [ "$name" != lessons/02_p2p ] || p2p_transports "02_p2p -n $n" "$n"
         done
+        if [ "$name" = lessons/02_p2p ]; then
+            run "$name -n 3 (DT_P2P=staging)" 0 env DT_P2P=staging "$MPIEXEC" -n 3 "$bin"
+            p2p_transports "02_p2p -n 3 (DT_P2P=staging)" 3 staging
+        fi
         run "$name --help" 0 "$MPIEXEC" -n 1 "$bin" --help
         if [ "$(grep -c . "$log")" -lt 2 ]; then
             report "$name --help prints a usage text" 0 \

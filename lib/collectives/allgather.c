@@ -43,16 +43,35 @@ void dti_ring_allgather(void *buf, int count, MPI_Datatype type, MPI_Comm comm,
     char *b = buf;
     int left = dt_ring_left(rank, n), right = dt_ring_right(rank, n);
 
+    /* Device data moves in segments of dt_p2p_segment bytes, each a message that fits
+     * a mailbox slot (CUDA IPC between ranks sharing a GPU; a whole chunk larger than
+     * the outbox would go the slow way, staged through the host). Host data moves a
+     * whole chunk per message: MPI's large-message path reads it straight from the
+     * sender's memory, one copy, where a mailbox makes two. Every rank cuts every
+     * chunk like chunk 0, the largest, as the reduce-scatter does. */
+    size_t lo0, hi0;
+    dt_chunk_bounds((size_t)count, n, 0, &lo0, &hi0);
+    size_t seg = hi0 - lo0;
+    if (dt_is_device_ptr(buf) && dt_p2p_segment(1) / esize < seg)
+        seg = dt_p2p_segment(1) / esize;
+    size_t nseg = seg ? (hi0 - lo0 + seg - 1) / seg : 1;
+
     for (int s = 0; s < n - 1; s++) {
         int sc = dt_ring_ag_send_chunk(rank, n, s), rc = dt_ring_ag_recv_chunk(rank, n, s);
         size_t slo, shi, rlo, rhi;
         dt_chunk_bounds((size_t)count, n, sc, &slo, &shi);
         dt_chunk_bounds((size_t)count, n, rc, &rlo, &rhi);
         dt_trace_phase(coll, "allgather");
-        dt_trace_step(s, sc, slo, shi, rc, rlo, rhi);
-        /* with count < n some chunks are empty: both sides then agree on 0 bytes */
-        dt_sendrecv(b + slo * esize, (shi - slo) * esize, right,
-                    b + rlo * esize, (rhi - rlo) * esize, left, TAG, comm);
+        for (size_t k = 0; k < nseg; k++) {
+            /* segment k of each chunk, clipped to it; with count < n some chunks are
+             * empty: both sides then agree on 0 bytes */
+            size_t sa = slo + k * seg, sz = sa + seg, ra = rlo + k * seg, rz = ra + seg;
+            sa = sa < shi ? sa : shi; sz = sz < shi ? sz : shi;
+            ra = ra < rhi ? ra : rhi; rz = rz < rhi ? rz : rhi;
+            dt_trace_step(s, sc, sa, sz, rc, ra, rz);
+            dt_sendrecv(b + sa * esize, (sz - sa) * esize, right,
+                        b + ra * esize, (rz - ra) * esize, left, TAG, comm);
+        }
         dti_step_done(coll, "allgather", s, buf, count, type, comm);
     }
 }
