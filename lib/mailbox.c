@@ -26,14 +26,22 @@
  *        \__ doorbell "slot 3, bytes 0..262144 of 1048576" (MPI) __/
  *                                                  <-- busy[3] = 0 (credit)
  *
- * A sender with no free slot waits for a credit, and meanwhile keeps receiving (in a
- * dt_sendrecv round a ring every rank would otherwise wait for its right neighbour,
- * which waits for its own...). Smaller messages than MB_MIN keep to MPI, which sends
- * them at once (eagerly) and faster than a doorbell plus a copy; so do messages to other
- * hosts. The receiver cannot know which way a message comes: it probes, and a doorbell
- * is a message of exactly sizeof(doorbell) bytes beginning with MAGIC. So a message
- * that dt_send or dt_sendrecv sends must be received by dt_recv or dt_sendrecv, not by a
- * receive posted with MPI or dt_irecv (dt_isend's messages are always plain MPI).
+ * A message takes all the slots it needs at once, or, when they are not all free, goes
+ * as a plain MPI message; one larger than the outbox always does (the ring collectives
+ * cut theirs into segments of a slot: dt_p2p_segment). So a sender never waits for a
+ * credit, and no program that works with MPI can deadlock here. Messages smaller than
+ * MB_MIN keep to MPI too, which sends them at once (eagerly) and faster than a doorbell
+ * plus a copy; so do messages to other hosts. The receiver cannot know which way a
+ * message comes: it probes, and a doorbell is a message of exactly sizeof(doorbell)
+ * bytes beginning with MAGIC. So a message that dt_send or dt_sendrecv sends must be
+ * received by dt_recv or dt_sendrecv, not by a receive posted with MPI or dt_irecv
+ * (dt_isend's messages are always plain MPI).
+ *
+ * Where it pays: the ring reduce-scatter adds each piece straight from the sender's
+ * slot (a copy and a sum, where MPI's path is a copy, maybe two, then the sum), and
+ * device data between ranks sharing a GPU goes device to device. A plain host message
+ * is copied twice here; MPICH over UCX reads a large one straight from the sender's
+ * memory (Linux's CMA), once, so the ring allgather sends host chunks whole, by MPI.
  *
  * Memory order: the sender's copy into the slot is published by a release fence before
  * the doorbell is sent, and the receiver's acquire fence after the doorbell arrived

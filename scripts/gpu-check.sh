@@ -814,19 +814,23 @@ bench_kernel() {
 # buffer per size), for DT_P2P=ipc and staging on device buffers and for host buffers
 # (the default transport); a CSV and the transport line ("# p2p: ...") for each
 bench_coll() {
-    local n=$1 cfg dev mode rc=0 out mps=()
+    local n=$1 cfg dev mode rc=0 out mps=""
     for cfg in ipc staging host ipc-mps; do
         out=$bw/coll-$n-$cfg
         if [ "$cfg" = host ]; then dev=cpu mode=${DT_P2P:-}; else dev=$DEV mode=${cfg%-mps}; fi
         if [ "$cfg" = ipc-mps ]; then
             mps_up || continue
-            mps=(env CUDA_MPS_PIPE_DIRECTORY="$w/mps" CUDA_MPS_LOG_DIRECTORY="$w/mpslog")
+            mps=1
         fi
         echo "== $cfg: DT_P2P=${mode:-(unset)} --device $dev"
-        with_p2p "$mode" ${mps[@]+"${mps[@]}"} mpi "$n" "$bin/bench/collbench" \
-            -C allreduce,allgather,reduce_scatter \
-            -b 1M -e "$B_MAX" -f 4 "${B_IT[@]}" -c 0 --mpi 0 --csv "$out.csv" --device "$dev" \
-            >"$out.out" 2>&1 || rc=1
+        (   # the MPS rows' programs find its daemon through these (a subshell: only them)
+            if [ -n "$mps" ]; then
+                export CUDA_MPS_PIPE_DIRECTORY="$w/mps" CUDA_MPS_LOG_DIRECTORY="$w/mpslog"
+            fi
+            with_p2p "$mode" mpi "$n" "$bin/bench/collbench" \
+                -C allreduce,allgather,reduce_scatter -b 1M -e "$B_MAX" -f 4 "${B_IT[@]}" \
+                -c 0 --mpi 0 --csv "$out.csv" --device "$dev" >"$out.out" 2>&1
+        ) || rc=1
         cat "$out.out"
         grep -m1 '^# p2p:' "$out.out" | sed "s/^# p2p: /DT_P2P=${mode:-(unset)}: /" >"$out.p2p"
         cp "$out.csv" "$logs/bench/" 2>/dev/null
