@@ -8,8 +8,7 @@
  * The code: lib/p2p.c (dt_send, dt_recv, dt_sendrecv; dt_waitall is the polite wait:
  * MPI_Testall, then sched_yield), lib/mailbox.c (the mailboxes: doorbell, slot, credit).
  *
- * Run:  mpiexec -n 4 build/lessons/02_p2p
- *       DT_P2P=staging mpiexec -n 3 build/lessons/02_p2p --device cuda --max-size 64M
+ * Run:  mpiexec -n 4 build/lessons/02_p2p   (or DT_P2P=staging ... --device cuda --max-size 64M)
  */
 #include <math.h>
 #include <stdio.h>
@@ -141,9 +140,10 @@ static double transports(size_t min, size_t max, MPI_Datatype type, int *ok)
             break;
     }
     dt_printf0("   check: %s MPI_Sendrecv\n", *ok ? "all match" : "FAILED: some differ from");
-    int boxes = dt_p2p_via(right, MPI_COMM_WORLD, dev, 1u << 30) >= DT_VIA_SHM;  /* rank 0's view */
-    const char *why[NMODES] = {"", boxes ? "at the small sizes: MPI sends those at once, "
-        "faster" : "here: no rank's right neighbour shares its host", dev ? "here: no two "
+    int boxes = dt_p2p_via(right, MPI_COMM_WORLD, dev, dt_p2p_segment(dev)) >= DT_VIA_SHM;
+    const char *why[NMODES] = {"", boxes ? "below 64 KiB (MPI sends those at once) or\n"
+        "   above an outbox (MPI reads those from the sender: one copy)" : "here: no rank's "
+        "right neighbour shares its host", dev ? "here: no two "
         "neighbours share a GPU with CUDA IPC" : "here: it carries GPU data (--device cuda)"};
     for (int m = 1; m < NMODES; m++)            /* where dt_p2p_via named another transport */
         if (nmodes == 1 || fell & 1 << m)
@@ -224,7 +224,7 @@ int main(int argc, char **argv)
                       vals, count > 2 ? " ..." : "");
     dt_free(x.s);
     dt_free(x.host);
-    dt_printf0("   check: %s\n", ok ? "matches MPI_Sendrecv" : "FAILED: differs from MPI_Sendrecv");
+    dt_printf0("   check: %s\n", ok ? "matches MPI_Sendrecv" : "FAILED: unlike MPI_Sendrecv");
     dt_printf0("   Here every rank both sends and receives. Had they all called dt_send first,\n"
                "   each large send would wait for a receive nobody has posted yet; had they all\n"
                "   called dt_recv first, each would wait for a send that never comes.\n"
@@ -240,9 +240,9 @@ int main(int argc, char **argv)
                "   only a doorbell, 48 bytes naming the slot. The receiver copies it out (2\n"
                "   copies) or reduces straight from the slot (1, for host data and ipc: the ring\n"
                "   reduce-scatter's step), then clears the slot's busy flag: the credit that\n"
-               "   gives it back; a sender short of slots waits for one. A slot holds %s;\n"
-               "   more goes in pieces. Below: part 2's shift of S bytes under each transport\n"
-               "   (dt_p2p_set_mode), median of %d runs +- half the interquartile range:\n"
+               "   gives it back. A slot holds %s, an outbox 8 (4 on a GPU): a message\n"
+               "   takes all its slots at once, else goes by MPI. Below: part 2's shift of S\n"
+               "   bytes per transport (dt_p2p_set_mode), median of %d runs +- half the IQR:\n"
                "         S  via          time per message    GB/s  copies\n",
                dt_format_bytes((double)dt_p2p_segment(dt_device() == DT_CUDA), b, sizeof b), RUNS);
     double moved = transports(opts.min_size, opts.max_size, type, &ok);

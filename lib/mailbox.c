@@ -53,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "mailbox.h"
 #include "buf.h"
 #include "cuda.h"
@@ -105,7 +106,6 @@ static struct {
     void *dout;             /* this rank's device slots; NULL without a GPU */
     char **dslots;          /* every local rank's device slots, opened; NULL: no IPC */
     int *ipc_ok;            /* per local rank: IPC works both ways */
-    _Atomic unsigned next;  /* where the search for a free slot starts */
 } mb = { .mode = M_AUTO };
 
 static int mode_of(const char *mode)
@@ -224,6 +224,19 @@ static void ipc_setup(void)
     free(opened);
 }
 
+/* Maps the pages of a rank's slots into this process now (its own for writing), not
+ * at the first message through each slot: a page fault per 4 KiB on both sides would
+ * cost the first messages tens of microseconds each. Where the kernel cannot
+ * (MADV_POPULATE_* came in Linux 5.14), the first messages pay it. */
+static void prefault(char *p, size_t nbytes, int mine)
+{
+#ifdef MADV_POPULATE_WRITE
+    if (madvise(p, nbytes, mine ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) == 0)
+        return;
+#endif
+    (void)p; (void)nbytes; (void)mine;
+}
+
 void dti_mb_init(MPI_Comm local, const char *mode)
 {
     int world, wsize;
@@ -279,6 +292,7 @@ void dti_mb_init(MPI_Comm local, const char *mode)
         DT_CHECK_MPI(MPI_Win_shared_query(mb.win, i, &size, &unit, &p));
         mb.ctl[i] = (ctl *)p;
         mb.hslots[i] = p + CTL_BYTES;
+        prefault(mb.hslots[i], HSLOTS * HSTRIDE, i == mb.me);
         /* pinned, the GPU's copy engine reads and writes it at full speed */
         if (dti_gpu_count() > 0)
             mb.pinned[i] = dti_ipc_host_register(mb.hslots[i], HSLOTS * HSTRIDE) == 0;
@@ -315,13 +329,13 @@ void dti_mb_fini(void)
 
 /* ==== slots ==== */
 
-/* Takes one free slot of this rank's outbox (a device slot: dev), or returns -1. */
+/* Takes the first free slot of this rank's outbox (a device slot: dev), or returns
+ * -1: the lowest first, so the slots in use stay few and warm in the caches. */
 static int take_slot(int dev)
 {
     int lo = dev ? HSLOTS : 0, k = dev ? DSLOTS : HSLOTS;
-    unsigned start = atomic_fetch_add_explicit(&mb.next, 1, memory_order_relaxed);
-    for (int i = 0; i < k; i++) {
-        int s = lo + (int)((start + (unsigned)i) % (unsigned)k), free_ = 0;
+    for (int s = lo; s < lo + k; s++) {
+        int free_ = 0;
         if (atomic_compare_exchange_strong_explicit(&mb.ctl[mb.me]->busy[s], &free_, 1,
                                                     memory_order_acquire,
                                                     memory_order_relaxed))
