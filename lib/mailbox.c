@@ -329,13 +329,18 @@ void dti_mb_fini(void)
 
 /* ==== slots ==== */
 
-/* Takes the first free slot of this rank's outbox (a device slot: dev), or returns
- * -1: the lowest first, so the slots in use stay few and warm in the caches. */
+/* Takes a free slot of this rank's outbox (a device slot: dev), or returns -1. The
+ * search starts one slot further each time, so consecutive messages use different
+ * slots: a slot its receiver has just freed is not written again at once while its
+ * lines still sit in that receiver's cache (measured at 4 ranks on 2 cores: the
+ * lowest free slot first made a 64 MiB ring allreduce take 1.5 times as long). */
 static int take_slot(int dev)
 {
     int lo = dev ? HSLOTS : 0, k = dev ? DSLOTS : HSLOTS;
-    for (int s = lo; s < lo + k; s++) {
-        int free_ = 0;
+    static _Atomic unsigned next;
+    unsigned start = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed);
+    for (int i = 0; i < k; i++) {
+        int s = lo + (int)((start + (unsigned)i) % (unsigned)k), free_ = 0;
         if (atomic_compare_exchange_strong_explicit(&mb.ctl[mb.me]->busy[s], &free_, 1,
                                                     memory_order_acquire,
                                                     memory_order_relaxed))
