@@ -15,11 +15,12 @@
  * between ranks of one host (p2p.h, "transports"), so the ranks die holding slots.
  *
  * The mb- cases run a ring of dt_sendrecv instead: each round every rank sends MB_BYTES
- * (16 slots of 256 KiB, twice what an outbox holds) to its right. In round 1 one page
- * of the last rank's buffer, where the third piece goes, is made inaccessible, so the
- * copy of that piece faults at a known point: for mb-stall in the receive buffer (two
- * pieces taken, the third piece's slot held, and the sender, out of slots, waiting for
- * a credit), for mb-die in the send buffer (two doorbells rung, then death). */
+ * (8 slots of 256 KiB: a mailbox message as large as an outbox) to its right. In round 1 one
+ * page of the last rank's buffer, where the third piece goes, is made inaccessible, so
+ * the copy of that piece faults at a known point: for mb-stall in the receive buffer
+ * (two pieces taken, six slots held: its left neighbour's next message finds too few
+ * free slots, goes by MPI and waits for the stalled rank to take it), for
+ * mb-die in the send buffer (two doorbells rung, then death). */
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,7 +32,7 @@
 
 #define ROUNDS 3
 #define COUNT 100003              /* not a multiple of 2, 3, 4 or 5 ranks */
-#define MB_BYTES ((size_t)4 << 20)
+#define MB_BYTES ((size_t)2 << 20)
 
 static const struct { const char *name, *what; } cases[] = {
     {"none", "no fault: every round must pass and the job end with status 0"},
@@ -41,9 +42,9 @@ static const struct { const char *name, *what; } cases[] = {
     {"exit", "the last rank calls exit(3) without dt_finalize"},
     {"stuck", "the last rank sleeps forever; the others wait for its messages"},
     {"overtime", "no fault, but rounds without end: MPIEXEC_TIMEOUT must stop the job"},
-    {"mb-stall", "the last rank stops while it takes a 4 MiB mailbox message, holding a "
-                 "slot; its left neighbour waits for a credit"},
-    {"mb-die", "the last rank dies (SIGKILL) while it sends a 4 MiB mailbox message, "
+    {"mb-stall", "the last rank stops while it takes a 2 MiB mailbox message, holding "
+                 "six slots; its left neighbour's next message waits for it"},
+    {"mb-die", "the last rank dies (SIGKILL) while it sends a 2 MiB mailbox message, "
                "two doorbells rung"},
 };
 

@@ -4,9 +4,9 @@
 #
 # build/tests/faults makes the last rank die or stop in the middle of a ring allreduce
 # whose messages go through p2p's mailboxes (the default transport), or in the middle of
-# a 4 MiB mailbox message (the mb- cases: stopped while it takes one, holding a slot, its
-# sender out of slots and waiting for a credit; killed while it sends one, two doorbells
-# rung): tests/faults.c. For each case the job must end soon with a failing status,
+# a 2 MiB mailbox message (the mb- cases: stopped while it takes one, holding slots, so
+# its sender's next message goes by MPI and waits for it; killed while it sends one, two
+# doorbells rung): tests/faults.c. For each case the job must end soon with a failing status,
 # before mpiexec's own time limit ("APPLICATION TIMED OUT" is a failure: dtlab should
 # have spoken first), and stderr must hold exactly one "dtlab:" line, naming the right
 # rank: the last rank, or for a stuck rank a waiting rank's line naming the stuck one.
@@ -27,7 +27,7 @@ fault_expect() {
         exit) echo "^dtlab: rank $2: the program exited \(status 3\) before dt_final" ;;
         stuck) echo "^dtlab: rank [0-9]+: .*: waited [0-9.]+ s" \
                     "for a message from rank $2 " ;;
-        # the sender, waiting for a credit, or the stalled rank's right, for its message
+        # the sender, waiting for it to take a message, or its right, for its message
         mb-stall) echo "^dtlab: rank [0-9]+: .*: waited [0-9.]+ s for (a message from" \
                        "rank $2[ ,:]|rank $2 to take this rank's message)" ;;
         mb-die) fault_expect kill "$2" ;;

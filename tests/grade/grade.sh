@@ -223,10 +223,14 @@ token=$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')
 
 # One run of some cases at n ranks: every case gets the grader's token, the deadline
 # for one wait (DT_TIMEOUT), ASan's settings, and the hints setting; the exercises work
-# on host memory, so the ranks take no GPU (DT_DEVICE=cpu).
+# on host memory, so the ranks take no GPU (DT_DEVICE=cpu). Every message goes through
+# MPI (DT_P2P=staging): a send of more than MPI's eager limit then waits for its
+# receive, as MPI allows any send to, so an order that can deadlock does. (Through a
+# mailbox a send of up to 2 MiB returns at once, and two partners that both send first
+# would get away with it.)
 run_cases() {   # run_cases BIN N CASES(comma-separated)
     GRADE_TOKEN=$token GRADE_HINTS=$HINTS DT_TIMEOUT=$GRADE_WAIT MPIEXEC_TIMEOUT=$GRADE_TIMEOUT \
-    DT_DEVICE=cpu \
+    DT_DEVICE=cpu DT_P2P=staging \
     ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:protect_shadow_gap=0:verify_asan_link_order=0 \
         timeout -k 5 $((GRADE_TIMEOUT + 10)) $MPIEXEC -n "$2" "$1" --case "$3" \
         >"$log" 2>&1 </dev/null
@@ -329,7 +333,7 @@ grade_at() {
             # (anywhere on a line: mpiexec may put another rank's unfinished line first)
             ok=$(grep -oE "@grade $token $name [0-9]+ $n pass\$" "$log" | sort -u | wc -l)
             msg=$(grep -oE -m1 "@grade $token $name 0 $n fail.*" "$log")
-            rerun[$name]="MPIEXEC_TIMEOUT=$GRADE_TIMEOUT DT_TIMEOUT=$GRADE_WAIT DT_DEVICE=cpu${hintvar} $MPIEXEC -n $n $(printf %q "$bin") --case $name"
+            rerun[$name]="MPIEXEC_TIMEOUT=$GRADE_TIMEOUT DT_TIMEOUT=$GRADE_WAIT DT_DEVICE=cpu DT_P2P=staging${hintvar} $MPIEXEC -n $n $(printf %q "$bin") --case $name"
             if [ "$ok" = "$n" ]; then
                 continue
             elif [ -n "$msg" ]; then
@@ -352,7 +356,7 @@ grade_at() {
                     run_cases "$asan_cur" "$n" "$name"
                     if grep -q 'ERROR: AddressSanitizer: ' "$log"; then
                         died "$n" "${kind[$name]}" "$name" 1
-                        rerun[$name]="MPIEXEC_TIMEOUT=$GRADE_TIMEOUT DT_TIMEOUT=$GRADE_WAIT DT_DEVICE=cpu${hintvar} $MPIEXEC -n $n $(printf %q "$asan_cur") --case $name"
+                        rerun[$name]="MPIEXEC_TIMEOUT=$GRADE_TIMEOUT DT_TIMEOUT=$GRADE_WAIT DT_DEVICE=cpu DT_P2P=staging${hintvar} $MPIEXEC -n $n $(printf %q "$asan_cur") --case $name"
                     else
                         verdict=$crash
                     fi
