@@ -1,12 +1,15 @@
-/* Point-to-point: the one place in dtlab that moves bytes between ranks.
+/* Point-to-point: the one place in dtlab that moves bytes between ranks (with its
+ * mailboxes, mailbox.c).
  *
- * Buffers may be on the host or the GPU. Debian's MPICH is not CUDA-aware, so device
- * data is staged here, and nowhere else, through pinned host buffers: a device-to-host
- * copy before a send, a host-to-device copy after a receive.
+ * Buffers may be on the host or the GPU. Between ranks of one host a message can go
+ * through a mailbox (shared memory, or GPU memory opened with CUDA IPC: "transports"
+ * below); otherwise through MPI. Debian's MPICH is not CUDA-aware, so device data that
+ * goes through MPI is staged here, and nowhere else, through pinned host buffers: a
+ * device-to-host copy before a send, a host-to-device copy after a receive.
  *
- * Waiting is polite by default: the calls post MPI_Isend/MPI_Irecv and then loop on
- * MPI_Testall with sched_yield, instead of blocking inside MPICH, whose blocking calls
- * spin. With more ranks than cores a spinning rank steals the core its peer needs; a
+ * Waiting is polite by default: the calls post MPI_Isend/MPI_Irecv (or poll for a
+ * mailbox's doorbell) and then loop on MPI_Testall with sched_yield, instead of blocking
+ * inside MPICH, whose blocking calls spin. With more ranks than cores a spinning rank steals the core its peer needs; a
  * polite one gives it back. See dt_set_polite in core.h.
  *
  * A message dt_send or dt_sendrecv sends must be received by dt_recv or dt_sendrecv (it
