@@ -711,11 +711,13 @@ int main(int argc, char **argv)
         dt_printf0("# mpi rows: on host copies of the buffers (Debian's MPICH is not "
                    "CUDA-aware); dtlab rows: on the device, moved by dtlab's p2p\n");
     /* the transport dtlab's messages take (p2p.h): what DT_P2P asked for, and what a
-     * largest message to the next rank gets, as a script can read it back */
+     * ring segment to the next rank gets (the ring collectives cut their chunks into
+     * segments of dt_p2p_segment bytes), as a script can read it back */
     int right = (b.rank + 1) % b.n;
-    dt_printf0("# p2p: mode %s; to rank %d, %s buffers of %zu B go via %s\n", dt_p2p_mode(),
-               right, mirror ? "device" : "host", cap,
-               dt_via_name(dt_p2p_via(right, MPI_COMM_WORLD, mirror, cap)));
+    size_t seg = dt_p2p_segment(mirror);
+    dt_printf0("# p2p: mode %s; to rank %d, %s segments of %zu B go via %s\n",
+               dt_p2p_mode(), right, mirror ? "device" : "host", seg,
+               dt_via_name(dt_p2p_via(right, MPI_COMM_WORLD, mirror, seg)));
     dt_printf0("#\n# Using devices\n");
     dt_printf_ordered("#  Rank %2d Pid %6d on %10s device %s\n", b.rank, (int)getpid(), host,
                       dt_device_name());
