@@ -138,32 +138,30 @@ def rank_main(rank, a, store_path, queue):
         if a.device == "cuda":
             torch.cuda.synchronize()
 
-    api = {}
+    api = {}                                # collective -> the form torch took
+
+    def either(name, tensor_form, newer, list_form):
+        """The newer tensor form of a collective where this torch has it, else the older
+        list form; the first call finds out which, and api remembers it."""
+        if api.get(name) != "list":
+            try:
+                tensor_form()
+                api[name] = newer
+                return
+            except (RuntimeError, NotImplementedError, AttributeError):
+                if name in api:
+                    raise
+        api[name] = "list"
+        list_form()
 
     def allgather(out, inp):
-        if api.get("allgather") != "list":
-            try:
-                dist.all_gather_into_tensor(out, inp)
-                api["allgather"] = "all_gather_into_tensor"
-                return
-            except (RuntimeError, NotImplementedError, AttributeError):
-                if "allgather" in api:
-                    raise
-        api["allgather"] = "list"           # the older list form
-        parts = list(out.chunk(n))
-        dist.all_gather(parts, inp)
+        either("allgather", lambda: dist.all_gather_into_tensor(out, inp),
+               "all_gather_into_tensor", lambda: dist.all_gather(list(out.chunk(n)), inp))
 
     def reduce_scatter(out, inp):
-        if api.get("reduce_scatter") != "list":
-            try:
-                dist.reduce_scatter_tensor(out, inp)
-                api["reduce_scatter"] = "reduce_scatter_tensor"
-                return
-            except (RuntimeError, NotImplementedError, AttributeError):
-                if "reduce_scatter" in api:
-                    raise
-        api["reduce_scatter"] = "list"
-        dist.reduce_scatter(out, list(inp.chunk(n)))
+        either("reduce_scatter", lambda: dist.reduce_scatter_tensor(out, inp),
+               "reduce_scatter_tensor",
+               lambda: dist.reduce_scatter(out, list(inp.chunk(n))))
 
     def call(coll, bufs):
         if coll == "allreduce":

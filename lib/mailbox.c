@@ -461,8 +461,7 @@ __attribute__((noreturn))
 static void too_long(int from, size_t got, size_t room, MPI_Comm comm)
 {
     dti_die(__FILE__, __LINE__, "a message from or to rank %d failed: a message of %zu "
-            "bytes came for a receive of %zu (a message was longer than its receive "
-            "buffer: do all ranks pass the same count and datatype?)",
+            "bytes came for a receive of %zu (" DTI_TOO_LONG ")",
             dti_p2p_world_rank(from, comm), got, room);
 }
 

@@ -35,6 +35,10 @@ void dti_mb_exchange(const void *sbuf, size_t snbytes, int dst, void *rbuf, size
                      int src, int tag, MPI_Comm comm, const dti_mb_reduce *red,
                      dt_via *svia, dt_via *rvia, double *idle);
 
+/* What a truncated message most likely means, for both transports' messages. */
+#define DTI_TOO_LONG "a message was longer than its receive buffer: do all ranks pass " \
+                     "the same count and datatype?"
+
 /* p2p.c's, for the mailbox's waits: */
 /* The polling loop's limits: t0 when the wait began; src_w, dst_w the world ranks still
  * waited for (a message from src_w, dst_w to free a slot; -1 none). Dies past a limit. */

@@ -102,8 +102,7 @@ static void explain_failure(int err, int n, const MPI_Status *st)
             MPI_Error_class(st[i].MPI_ERROR, &cls);
             dti_die(__FILE__, __LINE__, "a message from or to rank %d failed: %s%s",
                     st[i].MPI_SOURCE, dti_mpi_error_string(st[i].MPI_ERROR),
-                    cls == MPI_ERR_TRUNCATE ? " (a message was longer than its receive "
-                    "buffer: do all ranks pass the same count and datatype?)" : "");
+                    cls == MPI_ERR_TRUNCATE ? " (" DTI_TOO_LONG ")" : "");
         }
     dti_die(__FILE__, __LINE__, "waiting for messages failed: %s", dti_mpi_error_string(err));
 }

@@ -502,15 +502,23 @@ START_TEST(test_waitall)
 }
 END_TEST
 
+/* MPI_COMM_WORLD numbered backwards (its rank r is world rank ht_size - 1 - r); *r and
+ * *n: this rank's number in it and its size. The caller frees it. */
+static MPI_Comm backwards(int *r, int *n)
+{
+    MPI_Comm back;
+    DT_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, 0, ht_size - ht_rank, &back));
+    MPI_Comm_rank(back, r);
+    MPI_Comm_size(back, n);
+    return back;
+}
+
 /* p2p on a communicator other than MPI_COMM_WORLD, numbered backwards: peers are ranks
  * of that communicator. */
 START_TEST(test_subcomm)
 {
-    MPI_Comm back;
-    DT_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, 0, ht_size - ht_rank, &back));
     int r, n;
-    MPI_Comm_rank(back, &r);
-    MPI_Comm_size(back, &n);
+    MPI_Comm back = backwards(&r, &n);
     HT_EXPECT(r == ht_size - 1 - ht_rank, "split gave rank %d", r);
     if (n > 1) {
         int right = (r + 1) % n, left = (r - 1 + n) % n;
@@ -768,17 +776,14 @@ START_TEST(test_mb_any_source)
 END_TEST
 
 /* Mailboxes on a communicator numbered backwards: peers are ranks of that
- * communicator, and a slot's owner is found through it. 20 slots + 3 bytes, so the
- * credits cycle, and 100 bytes. */
+ * communicator, and a slot's owner is found through it. 5 slots + 3 bytes (six pieces,
+ * the last of 3 bytes) and 100 bytes (plain MPI). */
 START_TEST(test_mb_subcomm)
 {
-    MPI_Comm back;
-    DT_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, 0, ht_size - ht_rank, &back));
     int r, n;
-    MPI_Comm_rank(back, &r);
-    MPI_Comm_size(back, &n);
+    MPI_Comm back = backwards(&r, &n);
     int right = (r + 1) % n, left = (r - 1 + n) % n, left_w = ht_size - 1 - left;
-    size_t sizes[2] = { 20 * dt_p2p_segment(0) + 3, 100 };
+    size_t sizes[2] = { 5 * dt_p2p_segment(0) + 3, 100 };
     for (int k = 0; k < 2 && n > 1; k++) {
         size_t nb = sizes[k];
         unsigned char *s = malloc(nb), *in = landing(nb);
@@ -800,9 +805,10 @@ END_TEST
 
 /* Two threads at once, as DDP's communication thread and the main thread: the main
  * thread sends around the ring to the right on MPI_COMM_WORLD while a second thread
- * sends to the left on a duplicate; rounds of every slot + 1 (so the threads share, and
- * wait for, the same 8 slots) and of one slot. A thread notes its first failure in its
- * job (HT_EXPECT is the main thread's); the byte counters count both threads. */
+ * sends to the left on a duplicate; rounds of 5 slots (6 for the second thread: the
+ * threads share the 8 slots, so often one of them finds too few free and goes by MPI)
+ * and of one slot. A thread notes its first failure in its job (HT_EXPECT is the main
+ * thread's); the byte counters count both threads. */
 enum { TROUNDS = 10 };
 
 typedef struct {
@@ -817,7 +823,7 @@ static void *ring_rounds(void *arg)
     ring_job *j = arg;
     int to = (ht_rank + j->dir + ht_size) % ht_size;
     int from = (ht_rank - j->dir + ht_size) % ht_size;
-    size_t slot = dt_p2p_segment(0), sizes[2] = { SLOTS * slot + 1 + (size_t)j->id, slot };
+    size_t slot = dt_p2p_segment(0), sizes[2] = { (5 + (size_t)j->id) * slot, slot };
     for (int round = 0; round < TROUNDS; round++)
         for (int k = 0; k < 2; k++) {
             size_t n = sizes[k];
@@ -936,7 +942,8 @@ START_TEST(test_mb_via)
 END_TEST
 
 /* dt_p2p_set_mode between rounds, every rank alike: a ring in each mode in turn, of
- * every slot + 1 and of 1000 bytes (sizes differ per sender), each received into a
+ * 7 slots + 1 (8 pieces: a whole outbox) and of 1000 bytes (sizes differ per sender,
+ * by the rank's number of bytes), each received into a
  * buffer 4 KiB larger than the message (allowed: the message's length counts). The
  * byte counters must mean the same in every mode: what the first round counted. */
 START_TEST(test_mb_set_mode)
@@ -945,7 +952,7 @@ START_TEST(test_mb_set_mode)
     enum { NMODES = sizeof modes / sizeof modes[0] };
     const char *start = dt_p2p_mode();
     int right = (ht_rank + 1) % ht_size, left = (ht_rank - 1 + ht_size) % ht_size;
-    size_t base[2] = { SLOTS * dt_p2p_segment(0) + 1, 1000 }, counted[2][2] = {{0}};
+    size_t base[2] = { (SLOTS - 1) * dt_p2p_segment(0) + 1, 1000 }, counted[2][2] = {{0}};
     for (int m = 0; m < (int)NMODES; m++) {
         HT_EXPECT(dt_p2p_set_mode(modes[m]) == 1, "dt_p2p_set_mode(\"%s\") refused",
                   modes[m]);
