@@ -7,7 +7,6 @@
  *
  * The code: lib/p2p.c (dt_send, dt_recv, dt_sendrecv; dt_waitall is the polite wait:
  * MPI_Testall, then sched_yield), lib/mailbox.c (the mailboxes: doorbell, slot, credit).
- *
  * Run:  mpiexec -n 4 build/lessons/02_p2p   (or DT_P2P=staging ... --device cuda --max-size 64M)
  */
 #include <math.h>
@@ -234,7 +233,8 @@ int main(int argc, char **argv)
     /* ==== 3. how the bytes travel: transports() ==== */
     dt_printf0("3. How the bytes travel. On one host MPI copies a message into shared memory and\n"
                "   out: 2 copies (1 where MPI reads the sender's memory with Linux's CMA; GPU\n"
-               "   data is staged through pinned host memory: 2 more). A mailbox: the sender\n"
+               "   data is staged through pinned host memory: 2 more, in pieces of 1 MiB whose\n"
+               "   copies overlap MPI's moving the others, DT_STAGE_KIB). A mailbox: the sender\n"
                "   copies it into a free slot of its outbox, shared memory (shm; GPU data goes\n"
                "   GPU -> slot -> GPU) or GPU memory opened with CUDA IPC (ipc), and MPI carries\n"
                "   only a doorbell, 48 bytes naming the slot. The receiver copies it out (2\n"

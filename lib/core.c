@@ -213,7 +213,7 @@ int dt_init(int *argc, char ***argv)
     const char *device = getenv("DT_DEVICE"), *trace = getenv("DT_TRACE");
     const char *wait = getenv("DT_WAIT"), *algo = getenv("DT_ALLREDUCE_ALGO");
     const char *watch = getenv("DT_WATCH"), *limit = getenv("DT_TIMEOUT");
-    const char *p2p = getenv("DT_P2P");
+    const char *p2p = getenv("DT_P2P"), *stage = getenv("DT_STAGE_KIB");
     int help = 0, from_argv = 0;
     if (argc && argv && *argv)
         read_options(*argc, *argv, &device, &trace, &from_argv, &help);
@@ -223,6 +223,14 @@ int dt_init(int *argc, char ***argv)
         bad_input("DT_ALLREDUCE_ALGO must be 'ring', 'naive' or 'rd'", 0);
     if (p2p && *p2p && !dti_mb_mode_ok(p2p))
         bad_input("DT_P2P must be 'auto' (the default), 'staging', 'shm' or 'ipc'", 0);
+    long stage_kib = 1024;
+    if (stage && *stage) {
+        char *end;
+        stage_kib = strtol(stage, &end, 10);
+        if (*end || stage_kib < 0 || stage_kib > (1L << 20))
+            bad_input("DT_STAGE_KIB must be the KiB of a staged piece, from 1 to 1048576 "
+                      "(default 1024), or 0 to stage each message whole", 0);
+    }
     if (watch && strcmp(watch, "0") && strcmp(watch, "1"))
         bad_input("DT_WATCH must be 1 (a watcher per rank, the default) or 0", 0);
     double per_wait = 0;
@@ -279,6 +287,7 @@ int dt_init(int *argc, char ***argv)
     }
 
     dti_mb_init(local_comm, p2p);      /* the mailboxes of this host's ranks (p2p.h) */
+    dti_p2p_stage_piece((size_t)stage_kib << 10);
 
     const char *prog = (argc && argv && *argv && (*argv)[0]) ? (*argv)[0] : "dtlab";
     const char *slash = strrchr(prog, '/');

@@ -32,6 +32,14 @@ void dti_cuda_memzero(void *p, size_t nbytes);
 /* dst[i] = src[i] op in[i] on the GPU (dst may be src); type and op are dt_dtype and
  * dt_op values. Fastest when in, src and dst sit at the same offset within 16 bytes. */
 void dti_cuda_reduce(const void *in, const void *src, void *dst, size_t count, int type, int op);
+/* Pipelines (p2p's staging): a copy queued on the thread's stream returns at once; an
+ * event recorded after it says when the GPU has done it. */
+void dti_cuda_memcpy_async(void *dst, const void *src, size_t nbytes);
+void dti_cuda_stream_sync(void);             /* waits for the thread's stream */
+void *dti_cuda_event_new(void);
+void dti_cuda_event_record(void *ev);        /* after the work queued so far */
+int dti_cuda_event_done(void *ev);           /* 1 once the GPU has passed it */
+void dti_cuda_event_free(void *ev);
 
 #else
 
@@ -50,6 +58,12 @@ static inline int dti_cuda_is_device_ptr(const void *p) { (void)p; return 0; }
 static inline void dti_cuda_memcpy(void *dst, const void *src, size_t nbytes) { (void)dst; (void)src; (void)nbytes; DTI_NO_CUDA; }
 static inline void dti_cuda_memzero(void *p, size_t nbytes) { (void)p; (void)nbytes; DTI_NO_CUDA; }
 static inline void dti_cuda_reduce(const void *in, const void *src, void *dst, size_t count, int type, int op) { (void)in; (void)src; (void)dst; (void)count; (void)type; (void)op; DTI_NO_CUDA; }
+static inline void dti_cuda_memcpy_async(void *dst, const void *src, size_t nbytes) { (void)dst; (void)src; (void)nbytes; DTI_NO_CUDA; }
+static inline void dti_cuda_stream_sync(void) { DTI_NO_CUDA; }
+static inline void *dti_cuda_event_new(void) { DTI_NO_CUDA; }
+static inline void dti_cuda_event_record(void *ev) { (void)ev; DTI_NO_CUDA; }
+static inline int dti_cuda_event_done(void *ev) { (void)ev; DTI_NO_CUDA; }
+static inline void dti_cuda_event_free(void *ev) { (void)ev; DTI_NO_CUDA; }
 
 #endif
 

@@ -100,3 +100,42 @@ extern "C" void dti_cuda_memzero(void *p, size_t nbytes)
     DT_CHECK_CUDA(cudaMemsetAsync(p, 0, nbytes, cudaStreamPerThread));
     DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
 }
+
+/* For pipelines: a copy queued on this thread's stream, an event recorded after it, and
+ * the question whether the GPU has come that far (cudaEventQuery), so the host can hand
+ * each finished piece to MPI while later pieces are still being copied. */
+extern "C" void dti_cuda_memcpy_async(void *dst, const void *src, size_t nbytes)
+{
+    DT_CHECK_CUDA(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, cudaStreamPerThread));
+}
+
+extern "C" void dti_cuda_stream_sync(void)
+{
+    DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+}
+
+extern "C" void *dti_cuda_event_new(void)
+{
+    cudaEvent_t ev;
+    DT_CHECK_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    return (void *)ev;
+}
+
+extern "C" void dti_cuda_event_record(void *ev)
+{
+    DT_CHECK_CUDA(cudaEventRecord((cudaEvent_t)ev, cudaStreamPerThread));
+}
+
+extern "C" int dti_cuda_event_done(void *ev)
+{
+    cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
+    if (e == cudaErrorNotReady)
+        return 0;
+    DT_CHECK_CUDA(e);
+    return 1;
+}
+
+extern "C" void dti_cuda_event_free(void *ev)
+{
+    DT_CHECK_CUDA(cudaEventDestroy((cudaEvent_t)ev));
+}

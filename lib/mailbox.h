@@ -35,6 +35,16 @@ void dti_mb_exchange(const void *sbuf, size_t snbytes, int dst, void *rbuf, size
                      int src, int tag, MPI_Comm comm, const dti_mb_reduce *red,
                      dt_via *svia, dt_via *rvia, double *idle);
 
+/* DT_STAGE_KIB: device data through MPI goes in staged pieces of this many bytes (a
+ * multiple of 16; default 1 MiB), 0: each message staged whole (d2h, MPI, h2d). */
+void dti_p2p_stage_piece(size_t piece);
+
+/* For the tests: stage host data too, as if it were device data, through the staging
+ * buffers in pipelined pieces of piece bytes (a multiple of 16) for every message
+ * larger than one piece, so the CPU runs the staging pipeline's protocol and logic.
+ * 0: back to normal. Every rank must set the same. */
+void dti_p2p_stage_host(size_t piece);
+
 /* What a truncated message most likely means, for both transports' messages. */
 #define DTI_TOO_LONG "a message was longer than its receive buffer: do all ranks pass " \
                      "the same count and datatype?"
@@ -44,7 +54,13 @@ void dti_mb_exchange(const void *sbuf, size_t snbytes, int dst, void *rbuf, size
  * waited for (a message from src_w, dst_w to free a slot; -1 none). Dies past a limit. */
 void dti_p2p_poll(double t0, int src_w, int dst_w);
 int dti_p2p_world_rank(int peer, MPI_Comm comm);
+/* This thread's staging buffer (slot 0 sends, 1 receives) of at least nbytes: pinned
+ * with a GPU, plain memory without; and its i-th CUDA event, i < DTI_MAX_PIECES. */
 void *dti_p2p_staging(int slot, size_t nbytes);
+#define DTI_MAX_PIECES 64
+void *dti_p2p_event(int i);
+/* A copy queued on the thread's stream (dev: either side on the GPU), else a memcpy. */
+void dti_p2p_copy_queue(void *dst, const void *src, size_t nbytes, int dev);
 /* A copy between any two buffers; one with the GPU is traced (d2h, h2d or copy) */
 void dti_p2p_copy(void *dst, const void *src, size_t nbytes);
 

@@ -14,8 +14,9 @@
 #include "ops.h"
 #include "trace.h"
 
-/* MPI counts are ints: a message larger than this goes as several pieces. */
-#define PIECE ((size_t)1 << 30)
+/* MPI counts are ints: dt_isend and dt_irecv take at most this; dt_send and the others
+ * cut a larger message into pieces (mailbox.c). */
+#define NB_MAX ((size_t)1 << 30)
 #define MAX_REQS 64
 
 /* Atomic: DDP's communication thread sends while the main thread may too. */
@@ -149,35 +150,6 @@ void dti_p2p_limits(double start, double job, double per_wait)
     lim.deadline = job - lim.margin >= 1 ? start + job - lim.margin : 0;
 }
 
-/* What exchange() is waiting for, per thread (DDP's communication thread waits too). Its
- * receives come first among the requests, then its sends. */
-static _Thread_local struct {
-    int on, src, dst, nrecv;
-    MPI_Comm comm;
-} cur;
-
-static int world_rank_of(int peer, MPI_Comm comm);
-
-/* Which of exchange()'s requests are still pending: 1 a receive, 2 a send, 3 both. */
-static int pending(int n, MPI_Request *reqs)
-{
-    int what = 0;
-    for (int i = 0; cur.on && i < n; i++) {
-        int flag = 1;
-        MPI_Request_get_status(reqs[i], &flag, MPI_STATUS_IGNORE);
-        if (!flag)
-            what |= i < cur.nrecv ? 1 : 2;
-    }
-    return what;
-}
-
-/* The rank this thread waits for, in MPI_COMM_WORLD; -1 when not known. */
-static int waited_for(int n, MPI_Request *reqs)
-{
-    int what = pending(n, reqs);
-    return world_rank_of(what & 1 ? cur.src : what & 2 ? cur.dst : -1, cur.comm);
-}
-
 /* t0: when the wait began; now: when it stopped (the deadline, plus any GRACE). src and
  * dst: the world ranks still waited for (a message from src; dst to take this rank's),
  * -1 for none; n: the MPI requests waited for, for when neither is known. */
@@ -224,16 +196,6 @@ static void die_waiting(int src, int dst, int n, double t0, double now, int by_w
             what, ctx, whom, limit);
 }
 
-__attribute__((noreturn))
-static void timed_out(int n, MPI_Request *reqs, double t0, double now, int by_wait)
-{
-    int p = pending(n, reqs);
-    if (cur.on && p == 0)           /* done just now (the deadline came mid-way): name */
-        p = (cur.nrecv > 0) | (n > cur.nrecv) << 1;     /* what the wait was for */
-    die_waiting(p & 1 ? world_rank_of(cur.src, cur.comm) : -1,
-                p & 2 ? world_rank_of(cur.dst, cur.comm) : -1, n, t0, now, by_wait);
-}
-
 /* When a wait that began at t0 must stop: 0 for never; *by_wait when DT_TIMEOUT decides. */
 static double wait_stop(double t0, int *by_wait)
 {
@@ -263,18 +225,13 @@ static int wait_politely(int n, MPI_Request *reqs, MPI_Status *st)
 {
     int by_wait;
     double t0 = dti_now(), stop = wait_stop(t0, &by_wait);
-    double last = stop + GRACE;
     int err, done = 0;
     dti_watch_waiting(1);
     while ((err = MPI_Testall(n, reqs, &done, st)) == MPI_SUCCESS && !done) {
         sched_yield();
         double now;
-        if (stop > 0 && (now = dti_now()) > stop) {
-            if (now < last && dti_watch_is_waiting(waited_for(n, reqs)))
-                stop = now + 0.05;        /* that rank waits too: let it speak first */
-            else
-                timed_out(n, reqs, t0, now, by_wait);
-        }
+        if (stop > 0 && (now = dti_now()) > stop)
+            die_waiting(-1, -1, n, t0, now, by_wait);
     }
     dti_watch_waiting(-1);
     return err;
@@ -314,21 +271,32 @@ void dt_barrier(MPI_Comm comm)
  *
  * Device data crosses through pinned host buffers: pinned (page-locked) memory is what
  * the GPU's copy engine reads and writes directly, so the copies run at full speed.
- * Two buffers, one per direction, grown on demand. Each thread has its own pair (DDP's
- * communication thread sends while the main thread computes and may send too): a
- * thread's pair is freed when the thread ends, the main thread's by dt_finalize. */
-typedef struct { void *p; size_t nbytes; } stage_buf;
+ * Two buffers, one per direction, grown on demand, and the events that mark where the
+ * GPU has got to in a pipeline of copies (mailbox.c, "staged pieces"). Each thread has
+ * its own (DDP's communication thread sends while the main thread computes and may send
+ * too): freed when the thread ends, the main thread's by dt_finalize. Without a GPU the
+ * buffers are plain memory: the CPU tests stage host data through them too
+ * (dti_p2p_stage_host), to run the pipeline's logic every day. */
+typedef struct {
+    struct { void *p; size_t nbytes; int pinned; } buf[2];
+    void *ev[DTI_MAX_PIECES];
+} stage_state;
 
 static pthread_key_t stage_key;
 static pthread_once_t stage_once = PTHREAD_ONCE_INIT;
 
 static void stage_release(void *arg)
 {
-    stage_buf *stage = arg;
-    for (int i = 0; stage && i < 2; i++)
-        if (stage[i].p)
-            dti_cuda_host_free(stage[i].p);
-    free(stage);
+    stage_state *st = arg;
+    for (int i = 0; st && i < 2; i++)
+        if (st->buf[i].p && st->buf[i].pinned)
+            dti_cuda_host_free(st->buf[i].p);
+        else
+            free(st->buf[i].p);
+    for (int i = 0; st && i < DTI_MAX_PIECES; i++)
+        if (st->ev[i])
+            dti_cuda_event_free(st->ev[i]);
+    free(st);
 }
 
 static void stage_key_make(void)
@@ -337,25 +305,42 @@ static void stage_key_make(void)
                "cannot create a thread-local key for p2p staging");
 }
 
-static void *staging(int slot, size_t nbytes)
+static stage_state *stage_of_thread(void)
 {
     pthread_once(&stage_once, stage_key_make);
-    stage_buf *stage = pthread_getspecific(stage_key);
-    if (stage == NULL) {
-        stage = calloc(2, sizeof *stage);
-        DT_REQUIRE(stage != NULL, "out of host memory");
-        pthread_setspecific(stage_key, stage);
+    stage_state *st = pthread_getspecific(stage_key);
+    if (st == NULL) {
+        st = calloc(1, sizeof *st);
+        DT_REQUIRE(st != NULL, "out of host memory");
+        pthread_setspecific(stage_key, st);
     }
-    if (stage[slot].nbytes < nbytes) {
-        if (stage[slot].p)
-            dti_cuda_host_free(stage[slot].p);
-        stage[slot].p = dti_cuda_host_alloc(nbytes);
-        stage[slot].nbytes = nbytes;
-    }
-    return stage[slot].p;
+    return st;
 }
 
-void *dti_p2p_staging(int slot, size_t nbytes) { return staging(slot, nbytes); }
+void *dti_p2p_staging(int slot, size_t nbytes)
+{
+    stage_state *st = stage_of_thread();
+    if (st->buf[slot].nbytes < nbytes || !st->buf[slot].p) {
+        if (st->buf[slot].pinned)
+            dti_cuda_host_free(st->buf[slot].p);
+        else
+            free(st->buf[slot].p);
+        st->buf[slot].pinned = dti_gpu_count() > 0;
+        st->buf[slot].p = st->buf[slot].pinned ? dti_cuda_host_alloc(nbytes)
+                                               : malloc(nbytes ? nbytes : 1);
+        DT_REQUIRE(st->buf[slot].p != NULL, "out of host memory (%zu bytes)", nbytes);
+        st->buf[slot].nbytes = nbytes;
+    }
+    return st->buf[slot].p;
+}
+
+void *dti_p2p_event(int i)
+{
+    stage_state *st = stage_of_thread();
+    if (!st->ev[i])
+        st->ev[i] = dti_cuda_event_new();
+    return st->ev[i];
+}
 
 void dti_p2p_fini(void)
 {
@@ -382,10 +367,16 @@ void dti_p2p_copy(void *dst, const void *src, size_t nbytes)
         staged_copy(dst, src, nbytes, d && s ? DT_EV_COPY : d ? DT_EV_H2D : DT_EV_D2H);
 }
 
+void dti_p2p_copy_queue(void *dst, const void *src, size_t nbytes, int dev)
+{
+    if (dev)
+        dti_cuda_memcpy_async(dst, src, nbytes);
+    else
+        memcpy(dst, src, nbytes);
+}
+
 /* Traces name peers by their rank in MPI_COMM_WORLD, whatever communicator carried the
  * message (tensor- and pipeline-parallel groups are sub-communicators). */
-int dti_p2p_world_rank(int peer, MPI_Comm comm) { return world_rank_of(peer, comm); }
-
 static int world_rank_of(int peer, MPI_Comm comm)
 {
     if (peer < 0 || comm == MPI_COMM_WORLD)
@@ -400,25 +391,9 @@ static int world_rank_of(int peer, MPI_Comm comm)
     return out == MPI_UNDEFINED ? -1 : out;
 }
 
-/* ==== posting ==== */
+int dti_p2p_world_rank(int peer, MPI_Comm comm) { return world_rank_of(peer, comm); }
 
-static int post(int send, void *buf, size_t nbytes, int peer, int tag, MPI_Comm comm,
-                MPI_Request *reqs, int n)
-{
-    char *p = buf;
-    size_t off = 0;
-    do {   /* one request per piece; a zero-byte message is still one message */
-        size_t len = nbytes - off < PIECE ? nbytes - off : PIECE;
-        DT_REQUIRE(n < MAX_REQS, "message of %zu bytes is too large for dtlab's p2p", nbytes);
-        if (send)
-            DT_CHECK_MPI(MPI_Isend(p + off, (int)len, MPI_BYTE, peer, tag, comm, &reqs[n]));
-        else
-            DT_CHECK_MPI(MPI_Irecv(p + off, (int)len, MPI_BYTE, peer, tag, comm, &reqs[n]));
-        n++;
-        off += len;
-    } while (off < nbytes);
-    return n;
-}
+/* ==== exchanges ==== */
 
 /* After an exchange: the log, the byte counters and the trace. */
 static void account(const void *sbuf, size_t snbytes, int dst, dt_via svia,
@@ -447,56 +422,18 @@ static void account(const void *sbuf, size_t snbytes, int dst, dt_via svia,
 
 /* The whole of send, recv and sendrecv: sbuf NULL means no send, rbuf NULL no receive;
  * red: reduce what arrives into rbuf instead of copying it (dti_sendrecv_reduce).
- * Through the mailboxes where this host has them (mailbox.c, which also carries plain
- * MPI messages then); else through MPI, device data staged through pinned host memory. */
+ * mailbox.c moves the bytes: through the mailboxes where this host has them, else
+ * through MPI, device data staged through pinned host memory a piece at a time. */
 static void exchange(const void *sbuf, size_t snbytes, int dst,
                      void *rbuf, size_t rnbytes, int src, int tag, MPI_Comm comm,
                      const dti_mb_reduce *red)
 {
-    if (dti_mb_active()) {
-        dt_via sv = DT_VIA_MPI, rv = DT_VIA_MPI;
-        double t0 = dt_trace_now(), idle = 0;
-        dti_mb_exchange(sbuf, snbytes, dst, rbuf, rnbytes, src, tag, comm, red, &sv, &rv,
-                        &idle);
-        wait_ns += (unsigned long long)(idle * 1e9);
-        account(sbuf, snbytes, dst, sv, rbuf, rnbytes, src, rv, tag, comm, t0,
-                dt_trace_now());
-        return;
-    }
-    MPI_Request reqs[MAX_REQS];
-    int n = 0;
-    int s_dev = sbuf && dt_is_device_ptr(sbuf);
-    int r_dev = rbuf && dt_is_device_ptr(rbuf);
-    void *shost = (void *)sbuf, *rhost = red ? red->tmp : rbuf;
-
-    if (s_dev) {
-        shost = staging(0, snbytes);
-        staged_copy(shost, sbuf, snbytes, DT_EV_D2H);
-    }
-    if (r_dev)
-        rhost = staging(1, rnbytes);
-
-    double t0 = dt_trace_now();
-    if (rbuf)
-        n = post(0, rhost, rnbytes, src, tag, comm, reqs, n);
-    int nrecv = n;
-    if (sbuf)
-        n = post(1, shost, snbytes, dst, tag, comm, reqs, n);
-    cur.on = 1;                 /* for a timed-out wait's message */
-    cur.src = rbuf ? src : -1;
-    cur.dst = sbuf ? dst : -1;
-    cur.nrecv = nrecv;
-    cur.comm = comm;
-    dt_waitall(n, reqs);
-    cur.on = 0;
-    account(sbuf, snbytes, dst, s_dev ? DT_VIA_STAGING : DT_VIA_MPI, rbuf, rnbytes, src,
-            r_dev ? DT_VIA_STAGING : DT_VIA_MPI, tag, comm, t0, dt_trace_now());
-    void *in = rhost;
-    if (r_dev)
-        staged_copy(in = red ? red->tmp : rbuf, rhost, rnbytes, DT_EV_H2D);
-    if (red)
-        dti_reduce_into(in, red->own, rbuf, (int)(rnbytes / dt_type_size(red->type)),
-                        red->type, red->op);
+    dt_via sv = DT_VIA_MPI, rv = DT_VIA_MPI;
+    double t0 = dt_trace_now(), idle = 0;
+    dti_mb_exchange(sbuf, snbytes, dst, rbuf, rnbytes, src, tag, comm, red, &sv, &rv,
+                    &idle);
+    wait_ns += (unsigned long long)(idle * 1e9);
+    account(sbuf, snbytes, dst, sv, rbuf, rnbytes, src, rv, tag, comm, t0, dt_trace_now());
 }
 
 void dt_send(const void *buf, size_t nbytes, int dst, int tag, MPI_Comm comm)
@@ -542,14 +479,18 @@ static MPI_Request post_one(int send, void *buf, size_t nbytes, int peer, int ta
                             MPI_Comm comm, const char *fn)
 {
     DT_REQUIRE(buf != NULL || nbytes == 0, "%s: NULL buffer with %zu bytes", fn, nbytes);
-    DT_REQUIRE(nbytes <= PIECE, "%s: %zu bytes; at most %zu in one nonblocking message",
-               fn, nbytes, PIECE);
+    DT_REQUIRE(nbytes <= NB_MAX, "%s: %zu bytes; at most %zu in one nonblocking message",
+               fn, nbytes, NB_MAX);
     DT_REQUIRE(!buf || !dt_is_device_ptr(buf), "%s takes host buffers only; use dt_send "
                "and dt_recv for device data", fn);
     static char empty;
     MPI_Request req;
-    int n = post(send, buf ? buf : &empty, nbytes, peer, tag, comm, &req, 0);
-    (void)n;
+    if (send)
+        DT_CHECK_MPI(MPI_Isend(buf ? buf : &empty, (int)nbytes, MPI_BYTE, peer, tag, comm,
+                               &req));
+    else
+        DT_CHECK_MPI(MPI_Irecv(buf ? buf : &empty, (int)nbytes, MPI_BYTE, peer, tag, comm,
+                               &req));
     double t = dt_trace_now();
     if (send)
         bytes_sent += nbytes;

@@ -5,7 +5,12 @@
  * through a mailbox (shared memory, or GPU memory opened with CUDA IPC: "transports"
  * below); otherwise through MPI. Debian's MPICH is not CUDA-aware, so device data that
  * goes through MPI is staged here, and nowhere else, through pinned host buffers: a
- * device-to-host copy before a send, a host-to-device copy after a receive.
+ * device-to-host copy before a send, a host-to-device copy after a receive. A message
+ * larger than DT_STAGE_KIB (default 1 MiB) goes in staged pieces: a small header, then
+ * each piece handed to MPI as soon as the GPU has copied it out, and copied back in as
+ * soon as it arrives, so the copies overlap MPI's moving of the other pieces
+ * (DT_STAGE_KIB=0: each message staged whole). Host data larger than MPI's int counts
+ * goes in pieces too (up to 64 GiB).
  *
  * Waiting is polite by default: the calls post MPI_Isend/MPI_Irecv (or poll for a
  * mailbox's doorbell) and then loop on MPI_Testall with sched_yield, instead of blocking
@@ -55,7 +60,8 @@ void dt_barrier(MPI_Comm comm);
 
 /* ==== transports ====
  * How a message's bytes travel (DT_P2P, read by dt_init; dt_p2p_set_mode switches later):
- *   staging  everything through MPI; device data staged through pinned host buffers
+ *   staging  everything through MPI; device data staged through pinned host buffers,
+ *            in pieces (above)
  *   shm      between ranks on one host, messages of 64 KiB up to 2 MiB (what an outbox
  *            holds) go through shared-memory mailboxes (MPI carries only a small
  *            doorbell; mailbox.c); device data is copied straight between the GPU and

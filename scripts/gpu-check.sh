@@ -29,8 +29,9 @@
 #      allgather, reduce_scatter, 1 MiB to 256 MiB, DT_P2P=ipc, DT_P2P=staging and
 #      host buffers), bench-gloo-N (bench/gloo_bench.py: torch's gloo on CUDA tensors,
 #      the same sizes and formulas), at N = 2, 4, 8 ranks on the one GPU; bench-ddp
-#      (train --mode ddp, overlap on and off, beside the compute alone). The ratios
-#      come last, before the table, and into gpu-bench.txt
+#      (train --mode ddp, overlap on and off, beside the compute alone); bench-stage-N
+#      (DT_P2P=staging in pieces of 1 MiB against each message staged whole). The
+#      ratios come last, before the table, and into gpu-bench.txt
 # Every run has a time limit (timeout, and MPIEXEC_TIMEOUT on every mpiexec). A run in
 # which some rank fell back to the CPU fails. Each check has an estimated cost: one that
 # would not fit in what is left of --budget (default 480 s, counted from the start) is
@@ -213,6 +214,22 @@ bench_report() {
                $3 / $2, (c > 0 ? sprintf("%.2f", ($3 - $2) / c) : "- (no comm?)") }' "$bw/ddp-$n.txt"
     done
     [ "$any" = 1 ] && echo "hidden share = (off - on) / (off - compute): of the time that communication adds without overlap, the part overlap hides"
+    files=$(ls "$bw"/stage-*-*.csv 2>/dev/null)
+    [ -n "$files" ] &&
+    echo "DT_P2P=staging, busbw GB/s: in pieces of 1 MiB (DT_STAGE_KIB=1024) against each message staged whole (DT_STAGE_KIB=0)" &&
+    awk -F, '
+        FNR == 1 { kind = FILENAME ~ /-0\.csv$/ ? "whole" : "pieces"; next }
+        { key = $1 SUBSEP $16 SUBSEP $3; b = $10 > $14 ? $10 : $14; v[key, kind] = b
+          if (!(key in seen)) { seen[key] = 1; order[++nk] = key } }
+        END {
+            printf "%-14s %2s %6s %8s %8s %13s\n", "coll", "n", "size", "pieces", "whole", "pieces/whole"
+            for (i = 1; i <= nk; i++) {
+                split(order[i], k, SUBSEP)
+                p = v[order[i], "pieces"]; w = v[order[i], "whole"]
+                printf "%-14s %2d %5dM %8.2f %8.2f %13s\n", k[1], k[2], k[3] / 1048576, p, w,
+                       (w > 0 ? sprintf("%.2f", p / w) : "-")
+            }
+        }' $files </dev/null
     return 0
 }
 
@@ -791,13 +808,35 @@ stress_p2p() {
     return $rc
 }
 
-# messages larger than a segment (dt_p2p_segment: 16 MiB on the device) with ipc:
-# collbench's check against MPI at 32 and 64 MiB (stress stays under 1 MiB)
-large_ipc() {
-    DT_P2P=ipc mpi 4 "$bin/bench/collbench" -C allreduce,allgather,reduce_scatter \
+# messages larger than a segment (dt_p2p_segment: 16 MiB on the device) with MODE:
+# collbench's check against MPI at 32 and 64 MiB (stress stays under 1 MiB); with
+# staging, every 16 MiB segment goes in staged pieces (DT_STAGE_KIB, 1 MiB)
+large() {
+    DT_P2P=$1 mpi 4 "$bin/bench/collbench" -C allreduce,allgather,reduce_scatter \
         -b 32M -e "$L_MAX" -f 2 -n 1 -w 0 -c 1 --mpi 0 --device "$DEV" || return 1
     detail="$(grep -m1 '^# p2p:' "$log" | sed 's/^# p2p: //'); $(grep -m1 '^# Wrong' "$log" |
               sed 's/^# //; s/  */ /g')"
+}
+
+# bench-stage-N: DT_P2P=staging, the pipeline (pieces of 1 MiB: a piece's copy to or
+# from the GPU overlaps MPI's moving another) against each message staged whole
+# (DT_STAGE_KIB=0: d2h, MPI, h2d one after the other), in one run
+bench_stage() {
+    local n=$1 kib out rc=0
+    for kib in 1024 0; do
+        out=$bw/stage-$n-$kib
+        DT_P2P=staging DT_STAGE_KIB=$kib mpi "$n" "$bin/bench/collbench" \
+            -C allreduce,allgather -b 4M -e "$B_MAX" -f 4 "${B_IT[@]}" -c 0 --mpi 0 \
+            --csv "$out.csv" --device "$DEV" >"$out.out" 2>&1 || rc=1
+        cat "$out.out"
+        cp "$out.csv" "$logs/bench/" 2>/dev/null
+    done
+    detail=$(awk -F, 'FNR > 1 && $1 == "allreduce" { b = $10 > $14 ? $10 : $14
+                 v[FILENAME ~ /-0\.csv$/ ? "whole" : "pieces"] = b; s = $3 }
+             END { printf "allreduce %d MiB busbw GB/s: pieces %.2f, whole %.2f", s / 1048576,
+                   v["pieces"], v["whole"] }' "$bw/stage-$n-1024.csv" "$bw/stage-$n-0.csv" \
+             2>/dev/null)
+    return $rc
 }
 
 # bench-kernel: bench/gpubw, the reduction kernel against a device-to-device copy
@@ -933,13 +972,16 @@ p2p_suites() {
     done
 }
 p2p_suites ipc
-check "collbench -n 4 DT_P2P=ipc -c 1, 32M..$L_MAX" 15 large_ipc
+check "collbench -n 4 DT_P2P=ipc -c 1, 32M..$L_MAX" 15 large ipc
 check "bench-coll-2: collbench ipc, staging, host" 25 bench_coll 2
 check "bench-gloo-2: torch gloo, $DEV tensors" 25 bench_gloo 2
 check "bench-coll-4: collbench ipc, staging, host" 30 bench_coll 4
 check "bench-gloo-4: torch gloo, $DEV tensors" 30 bench_gloo 4
 check "bench-ddp: train ddp overlap on/off, compute alone" 40 bench_ddp
 p2p_suites staging
+check "collbench -n 4 DT_P2P=staging -c 1, 32M..$L_MAX" 15 large staging
+check "bench-stage-2: staging in pieces vs whole" 20 bench_stage 2
+check "bench-stage-4: staging in pieces vs whole" 25 bench_stage 4
 check "bench-coll-8: collbench ipc, staging, host" 45 bench_coll 8
 check "bench-gloo-8: torch gloo, $DEV tensors" 45 bench_gloo 8
 mps_down

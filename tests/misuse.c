@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "dt.h"
+#include "mailbox.h"
 
 #define W MPI_COMM_WORLD
 
@@ -27,6 +28,8 @@ static const struct { const char *name, *expect; } cases[] = {
     {"p2p-too-long", "longer than its receive buffer"},
     {"p2p-too-long-small", "longer than its receive buffer"},
     {"p2p-too-long-staging", "longer than its receive buffer"},
+    {"p2p-too-long-pieces", "longer than its receive buffer"},
+    {"bad-stage-env", "DT_STAGE_KIB"},
 };
 
 /* Around the ring, a message of nbytes into a receive buffer of room bytes (less): 3
@@ -65,7 +68,12 @@ static void run_case(const char *c, int rank)
         ring_too_long(1000, 500);
     else if (!strcmp(c, "p2p-too-long-staging") && dt_p2p_set_mode("staging"))
         ring_too_long(3 * dt_p2p_segment(0), 2 * dt_p2p_segment(0));
-    /* bad-algo-env: run.sh sets DT_ALLREDUCE_ALGO=tree, and dt_init itself refuses it */
+    else if (!strcmp(c, "p2p-too-long-pieces") && dt_p2p_set_mode("staging")) {
+        dti_p2p_stage_host(64 << 10);   /* staged pieces (mailbox.c), as device data goes */
+        ring_too_long(3 * dt_p2p_segment(0), 2 * dt_p2p_segment(0));
+    }
+    /* bad-algo-env, bad-stage-env: run.sh sets DT_ALLREDUCE_ALGO=tree, DT_STAGE_KIB=1.5,
+     * and dt_init itself refuses them */
 }
 
 int main(int argc, char **argv)

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include "harness.h"
 #include "cuda.h"
+#include "mailbox.h"
 
 static const size_t sizes[] = { 0, 1, 2, 3, 7, 64, 4096, 65537, (1 << 20) + 3 };
 #define NSIZES (sizeof sizes / sizeof sizes[0])
@@ -988,6 +989,60 @@ START_TEST(test_mb_set_mode)
 }
 END_TEST
 
+/* ==== staged pieces ====
+ *
+ * Device data that goes through MPI is staged through pinned host memory in pieces
+ * (lib/mailbox.c, "staged pieces"): a header doorbell, then each piece sent as soon as
+ * its copy off the GPU is done, and copied on to the GPU (and reduced there) as soon as
+ * it arrives. dti_p2p_stage_host makes host data take the same path, through the same
+ * staging buffers, so these tests run the protocol without a GPU: in staging mode (every
+ * message through MPI), pieces of PC_PIECE bytes, the mailbox tests run again (sizes
+ * from one piece - 1 to 80 pieces, where the pieces grow to keep to 64; receives larger
+ * than their message; any source; a sub-communicator; two threads each with its own
+ * staging), and the ring allreduce, whose reduce-scatter adds each piece as it comes,
+ * is held to MPI_Allreduce. */
+#define PC_PIECE ((size_t)(64 << 10) + 16)
+
+static void pieces_on(void)
+{
+    ht_setup();
+    DT_REQUIRE(dt_p2p_set_mode("staging"), "staging mode refused");
+    dti_p2p_stage_host(PC_PIECE);
+}
+
+static void pieces_off(void)
+{
+    dti_p2p_stage_host(0);
+    dt_p2p_set_mode(getenv("DT_P2P") && *getenv("DT_P2P") ? getenv("DT_P2P") : "auto");
+}
+
+/* The ring allreduce of floats (sums differ with the order of adding: close) and ints
+ * (exact), counts that no rank count divides, against MPI_Allreduce. */
+START_TEST(test_pc_allreduce)
+{
+    const int counts[] = { 5 * (int)(PC_PIECE / 4) + 3, 1000003 };
+    for (int c = 0; c < 2; c++)
+        for (int t = 0; t < 2; t++) {
+            int n = counts[c];
+            MPI_Datatype type = t ? MPI_INT : MPI_FLOAT;
+            size_t es = t ? sizeof(int) : sizeof(float);
+            void *x = malloc(n * es), *got = malloc(n * es), *want = malloc(n * es);
+            DT_REQUIRE(x && got && want, "out of memory");
+            dt_fill_test_data(x, n, type, MPI_SUM, 70 + (unsigned)c, ht_rank);
+            dt_allreduce_ring(x, got, n, type, MPI_SUM, MPI_COMM_WORLD);
+            HT_MPI(MPI_Iallreduce(x, want, n, type, MPI_SUM, MPI_COMM_WORLD, &ht_req));
+            int same = t ? memcmp(got, want, n * es) == 0
+                         : dt_check_close(got, want, n, type, 1e-5, NULL, MPI_COMM_SELF);
+            HT_EXPECT(same, "ring allreduce of %d %s in staged pieces differs from "
+                      "MPI_Allreduce", n, t ? "ints" : "floats");
+            free(x);
+            free(got);
+            free(want);
+        }
+    HT_VERDICT();
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     dt_init(&argc, &argv);
@@ -1036,6 +1091,16 @@ int main(int argc, char **argv)
     tcase_add_test(mb, test_mb_isend);
     tcase_add_test(mb, test_mb_set_mode);
     suite_add_tcase(s, mb);
+
+    TCase *pc = tcase_create("pieces");
+    tcase_add_checked_fixture(pc, pieces_on, pieces_off);
+    tcase_add_loop_test(pc, test_mb_ring, 0, 4);
+    tcase_add_test(pc, test_mb_order);
+    tcase_add_test(pc, test_mb_any_source);
+    tcase_add_test(pc, test_mb_subcomm);
+    tcase_add_test(pc, test_mb_threads);
+    tcase_add_test(pc, test_pc_allreduce);
+    suite_add_tcase(s, pc);
 
     int rc = ht_run(s);
     free(host_of);

@@ -194,6 +194,7 @@ multi_tests() {
     misuse_case() {
         local env=() t0
         [ "$2" = bad-algo-env ] && env=(env DT_ALLREDUCE_ALGO=tree)
+        [ "$2" = bad-stage-env ] && env=(env DT_STAGE_KIB=1.5)
         t0=$(now)
         ${env[@]+"${env[@]}"} "$MPIEXEC" -n 3 "$misuse" "$2" >"$tmp/misuse.$1.log" 2>&1 \
             </dev/null
