@@ -4,10 +4,12 @@
  * rank) learns who it is from environment variables the launcher sets (PMI_RANK,
  * PMI_SIZE, ...), which MPI_Init reads to connect the ranks to each other. From then on
  * a rank asks MPI: its rank, the world size, and its local rank among the ranks on the
- * same host, which is what picks its GPU.
+ * same host, which is what picks its GPU. Then the same facts as PyTorch's launcher,
+ * torchrun, names them (RANK, WORLD_SIZE, LOCAL_RANK, ...), how each launcher's
+ * processes find each other, and which of torch.distributed's backends dtlab stands in for.
  *
  * The code: lib/core.c (dt_init: MPI_Init, then MPI_Comm_split_type for the ranks on one
- * host and the GPU pick, local rank mod GPU count).
+ * host and the GPU pick, local rank mod GPU count; dt_gpu_local_rank: LOCAL_RANK).
  *
  * Run:  mpiexec -n 4 build/lessons/01_hello
  *       mpiexec -n 4 build/lessons/01_hello --device cpu
@@ -136,6 +138,53 @@ int main(int argc, char **argv)
         free(all);
     }
 
+    /* ==== the same facts under torchrun ====
+     * PyTorch's launcher hands each process the same facts under other names. GROUP_RANK
+     * (the node) is the host's place among the hosts, in order of their lowest rank. */
+    char (*hosts)[HLEN] = malloc((size_t)n * HLEN);
+    MPI_Allgather(host, HLEN, MPI_CHAR, hosts, HLEN, MPI_CHAR, MPI_COMM_WORLD);
+    int first = 0, node = 0;                  /* my host's lowest rank; hosts before it */
+    while (strcmp(hosts[first], host) != 0)
+        first++;
+    for (int r = 0; r < first; r++) {
+        int seen = 0;                         /* r is the lowest rank of its host */
+        for (int q = 0; q < r && !seen; q++)
+            seen = strcmp(hosts[q], hosts[r]) == 0;
+        node += !seen;
+    }
+    dt_printf0("\nThe same facts as torchrun (PyTorch's launcher) would hand each process:\n\n"
+               "rank  RANK  WORLD_SIZE  LOCAL_RANK  LOCAL_WORLD_SIZE  GROUP_RANK  MASTER_ADDR\n");
+    dt_printf_ordered("%4d %5d %11d %11d %17d %11d  %.15s\n", rank, rank, n, dt_local_rank(),
+                      dt_local_size(), node, hosts[0]);
+    const char *from;
+    int pick = dt_gpu_local_rank(&from);
+    dt_printf0("\n"
+        "fact                  mpiexec (Hydra) sets          torchrun sets\n"
+        "the rank              PMI_RANK                      RANK\n"
+        "ranks in the job      PMI_SIZE                      WORLD_SIZE\n"
+        "rank on this host     MPI_LOCALRANKID               LOCAL_RANK\n"
+        "ranks on this host    MPI_LOCALNRANKS               LOCAL_WORLD_SIZE\n"
+        "which host            (none: MPI_Comm_split_type)   GROUP_RANK\n"
+        "where ranks meet      PMI_FD, a socket to this      MASTER_ADDR:MASTER_PORT,\n"
+        "                      host's Hydra proxy            a store on rank 0's host\n\n"
+        "Finding the others. mpiexec starts a Hydra proxy on every host, and each rank with\n"
+        "a socket to its proxy (PMI_FD). MPI_Init puts this rank's network address into\n"
+        "PMI's key-value space through it and reads the others' (the proxies carry the keys\n"
+        "between hosts). torchrun has no proxy per rank: every process connects to a\n"
+        "key-value store (a TCPStore) at MASTER_ADDR:MASTER_PORT, which rank 0's host\n"
+        "serves, and init_process_group swaps the addresses through it (the rendezvous).\n\n"
+        "Backends. torch.distributed moves bytes through gloo (CPU tensors, and CUDA ones\n"
+        "through host copies), mpi (the MPI PyTorch was built with: CPU, or GPU with a\n"
+        "CUDA-aware MPI) or nccl (GPU to GPU over NVLink, PCIe or InfiniBand, with its own\n"
+        "kernels). dtlab's p2p layer stands in all three places: MPI point-to-point for\n"
+        "host data (as gloo and mpi do), device data staged through pinned host memory (as\n"
+        "gloo does with CUDA tensors), and CUDA IPC between ranks that share a GPU (NCCL's\n"
+        "P2P transport in miniature): lesson 02.\n\n"
+        "LOCAL_RANK. A dtlab program that torchrun starts instead of mpiexec is an MPI job\n"
+        "of one rank per process (no PMI variables), so dtlab takes its GPU from\n"
+        "LOCAL_RANK; under mpiexec MPI's own count of the ranks on a host decides (README,\n"
+        "\"Launchers\"). Rank 0 here: local rank %d (%s) picks the GPU.\n", pick, from);
+
     /* ==== the check ====
      * dtlab's answers must agree with MPI's, and the local rank must count the ranks
      * that share this hostname (MPI_Comm_split_type groups by shared memory, which on
@@ -144,8 +193,6 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
     ok &= mpi_rank == rank && mpi_size == n;
-    char (*hosts)[HLEN] = malloc((size_t)n * HLEN);
-    MPI_Allgather(host, HLEN, MPI_CHAR, hosts, HLEN, MPI_CHAR, MPI_COMM_WORLD);
     int same = 0, below = 0;
     for (int r = 0; r < n; r++)
         if (strcmp(hosts[r], host) == 0) {
@@ -160,7 +207,8 @@ int main(int argc, char **argv)
     dt_printf0("\ncheck: %s\n", ok ? "ranks and local ranks match MPI_Comm_rank, MPI_Comm_size\n"
                                      "       and the hostnames (MPI_Allgather)"
                                    : "FAILED: dtlab's ranks disagree with MPI's");
-    dt_printf0("The code: lib/core.c (dt_init, dt_local_rank, dt_local_size)\n");
+    dt_printf0("The code: lib/core.c (dt_init, dt_local_rank, dt_local_size, "
+               "dt_gpu_local_rank)\n");
 
     /* ==== teardown ==== */
     dt_finalize();

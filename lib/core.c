@@ -20,6 +20,8 @@ static struct {
     int rank, size, local_rank, local_size;
     dt_device_kind device;
     int gpu;                /* the GPU this rank uses, -1 on the CPU */
+    int pick;               /* the local rank that picks it (dt_gpu_local_rank) */
+    const char *pick_from;
     int gpu_count;          /* GPUs visible, 0 on the CPU */
     int polite;
     char name[128];
@@ -31,6 +33,13 @@ int dt_local_rank(void) { return dt.local_rank; }
 int dt_local_size(void) { return dt.local_size; }
 dt_device_kind dt_device(void) { return dt.device; }
 int dt_cuda_device(void) { return dt.gpu; }
+
+int dt_gpu_local_rank(const char **from)
+{
+    if (from)
+        *from = dt.pick_from;
+    return dt.pick;
+}
 const char *dt_device_name(void) { return dt.name; }
 int dti_gpu_count(void) { return dt.gpu_count; }
 void dt_set_polite(int polite) { dt.polite = polite; }
@@ -248,6 +257,25 @@ int dt_init(int *argc, char ***argv)
     if (limit && *limit && per_wait == 0)
         job_s = 0;                  /* DT_TIMEOUT=0: no limits at all */
     dti_p2p_limits(start, job_s > 0 ? job_s : 0, per_wait);
+    /* The local rank that picks the GPU: MPI's under an MPI launcher; else torchrun's
+     * LOCAL_RANK where set (torchrun starts each process as an MPI job of its own, one
+     * rank, which still needs a GPU of its own); else MPI's, 0 */
+    const char *lr = getenv("LOCAL_RANK");
+    dt.pick = dt.local_rank;
+    dt.pick_from = launched ? "MPI: the ranks on this host" : "MPI: no launcher, one rank";
+    if (!launched && lr && *lr) {
+        char *end;
+        long v = strtol(lr, &end, 10);
+        if (*end || v < 0 || v > 1000000)
+            bad_input("LOCAL_RANK (torchrun's) must be this process's rank on its host, "
+                      "a whole number from 0", 0);
+        dt.pick = (int)v;
+        dt.pick_from = "LOCAL_RANK, torchrun's";
+        const char *ws = getenv("WORLD_SIZE");
+        if (ws && atoi(ws) > 1 && dt.rank == 0)
+            fprintf(stderr, "dtlab: WORLD_SIZE=%s but no MPI launcher started this process: "
+                    "it is an MPI job of one rank (dtlab's ranks come from mpiexec)\n", ws);
+    }
     dt.polite = !(wait && strcmp(wait, "block") == 0);
     if (device && strcmp(device, "cpu") && strcmp(device, "cuda")) {
         char why[160];
@@ -260,7 +288,7 @@ int dt_init(int *argc, char ***argv)
     if (!help)                          /* (--help only prints: nothing is written) */
         check_trace(trace, from_argv & 2);
 
-    /* one device per rank: GPU (local rank mod GPU count); the CPU when asked for, or
+    /* one device per rank: GPU (dt.pick mod GPU count); the CPU when asked for, or
      * by default where there is no GPU (said once, on stderr) */
     int want_cpu = device && strcmp(device, "cpu") == 0;
     int count = want_cpu ? 0 : dti_cuda_device_count();
@@ -271,7 +299,7 @@ int dt_init(int *argc, char ***argv)
     if (count > 0) {
         dt.device = DT_CUDA;
         dt.gpu_count = count;
-        dt.gpu = dt.local_rank % count;
+        dt.gpu = dt.pick % count;
         dti_cuda_set_device(dt.gpu);
         char gname[96];
         dti_cuda_device_name(dt.gpu, gname, sizeof gname);

@@ -43,6 +43,11 @@ int dt_local_size(void);    /* ranks on this host */
 
 dt_device_kind dt_device(void);       /* where this rank's buffers live by default */
 int dt_cuda_device(void);             /* the GPU this rank uses, -1 on the CPU */
+/* The local rank that picks the GPU (GPU = it mod the GPU count), and in *from (may be
+ * NULL) where it came from: under an MPI launcher (PMI_RANK or PMIX_RANK set) MPI's own
+ * rank among the ranks on this host; else torchrun's LOCAL_RANK where it is set (each
+ * process torchrun starts is an MPI job of one rank); else 0. Lesson 01. */
+int dt_gpu_local_rank(const char **from);
 const char *dt_device_name(void);     /* "cpu" or "cuda:N (name)" */
 
 /* Polite waiting (the default): dtlab's p2p waits with MPI_Testall and sched_yield, so

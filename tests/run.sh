@@ -298,6 +298,35 @@ p2p_transports() {
         report "$1: part 3's transports" 0 "$why"
 }
 
+# hello_torchrun BIN: dt_init's rule for the GPU's local rank (lib/core.h,
+# dt_gpu_local_rank), as lesson 01 prints it: torchrun's LOCAL_RANK where no MPI launcher
+# started the process (each torchrun process is an MPI job of one rank), MPI's own count
+# under mpiexec, and a LOCAL_RANK that is no whole number refused with status 2. The
+# torchrun table's row must carry the rank, size and local rank MPI gave.
+hello_torchrun() {
+    local bin=$1 why=""
+    env -u PMI_RANK -u PMIX_RANK LOCAL_RANK=3 WORLD_SIZE=2 RANK=1 \
+        ${limit[@]+"${limit[@]}"} "$bin" --device cpu >"$log" 2>&1 </dev/null ||
+        why="; alone with LOCAL_RANK=3: exit $?"
+    grep -q 'local rank 3 (LOCAL_RANK' "$log" || why="$why; alone, LOCAL_RANK=3 not used"
+    grep -q '^dtlab: WORLD_SIZE=2 but no MPI launcher' "$log" ||
+        why="$why; no word that WORLD_SIZE=2 is not this job's size"
+    LOCAL_RANK=5 "$MPIEXEC" -n 3 "$bin" --device cpu >"$log" 2>&1 </dev/null ||
+        why="$why; -n 3 with LOCAL_RANK=5: exit $?"
+    grep -q 'local rank 0 (MPI: the ranks on this host)' "$log" ||
+        why="$why; under mpiexec LOCAL_RANK=5 was taken over MPI's local rank"
+    grep -qE '^ +2 +2 +3 +2 +3 +0  ' "$log" || why="$why; no torchrun row for rank 2 of 3"
+    env -u PMI_RANK -u PMIX_RANK LOCAL_RANK=x ${limit[@]+"${limit[@]}"} "$bin" \
+        --device cpu >"$log" 2>&1 </dev/null
+    local rc=$?
+    [ "$rc" = 2 ] && grep -q '^dtlab: LOCAL_RANK' "$log" ||
+        why="$why; LOCAL_RANK=x: exit $rc, want 2 and a dtlab line"
+    why=${why#; }
+    [ -z "$why" ] && report "01_hello: torchrun's variables and LOCAL_RANK" 1 \
+        "LOCAL_RANK alone, MPI's under mpiexec, x refused" ||
+        report "01_hello: torchrun's variables and LOCAL_RANK" 0 "$why"
+}
+
 lesson_tests() {
     local unnamed="" why
     if [ ${#lessons[@]} -eq 0 ]; then
@@ -311,6 +340,7 @@ lesson_tests() {
             [ -z "$why" ] || unnamed="$unnamed; $why"
             [ "$name" != lessons/02_p2p ] || p2p_transports "02_p2p -n $n" "$n"
         done
+        [ "$name" != lessons/01_hello ] || hello_torchrun "$bin"
         if [ "$name" = lessons/02_p2p ]; then
             run "$name -n 3 (DT_P2P=staging)" 0 env DT_P2P=staging "$MPIEXEC" -n 3 "$bin"
             p2p_transports "02_p2p -n 3 (DT_P2P=staging)" 3 staging
