@@ -20,13 +20,14 @@
 #define MAX_REQS 64
 
 /* Atomic: DDP's communication thread sends while the main thread may too. */
-static _Atomic size_t bytes_sent, bytes_received;
+static _Atomic size_t bytes_sent, bytes_received, messages_sent;
 
 size_t dt_bytes_sent(void) { return bytes_sent; }
 size_t dt_bytes_received(void) { return bytes_received; }
+size_t dt_messages_sent(void) { return messages_sent; }
 static _Atomic unsigned long long wait_ns;    /* atomic doubles would need libatomic */
 double dt_wait_seconds(void) { return (double)wait_ns * 1e-9; }
-void dt_bytes_reset(void) { bytes_sent = bytes_received = 0; wait_ns = 0; }
+void dt_bytes_reset(void) { bytes_sent = bytes_received = messages_sent = 0; wait_ns = 0; }
 
 /* ==== the log of messages (p2p.h) ====
  * A message's seq is its place among this rank's messages with the same peer, tag and
@@ -408,6 +409,7 @@ static void account(const void *sbuf, size_t snbytes, int dst, dt_via svia,
     }
     if (sbuf) {
         bytes_sent += snbytes;
+        messages_sent++;
         if (dt_trace_enabled())
             dt_trace_add_via(DT_EV_SEND, world_rank_of(dst, comm), snbytes, t0, t1,
                              dt_via_name(svia));
@@ -492,9 +494,10 @@ static MPI_Request post_one(int send, void *buf, size_t nbytes, int peer, int ta
         DT_CHECK_MPI(MPI_Irecv(buf ? buf : &empty, (int)nbytes, MPI_BYTE, peer, tag, comm,
                                &req));
     double t = dt_trace_now();
-    if (send)
+    if (send) {
         bytes_sent += nbytes;
-    else
+        messages_sent++;
+    } else
         bytes_received += nbytes;
     if (dt_trace_enabled())
         dt_trace_add(send ? DT_EV_SEND : DT_EV_RECV, world_rank_of(peer, comm), nbytes, t, t);

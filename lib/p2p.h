@@ -103,13 +103,16 @@ void dti_sendrecv_reduce(const void *sbuf, size_t snbytes, int dst, const void *
  * holds, larger for device buffers (each segment costs a fixed overhead). */
 size_t dt_p2p_segment(int on_device);
 
-/* Bytes this rank has sent and received through p2p since the last reset. */
+/* Bytes this rank has sent and received through p2p since the last reset, and the
+ * messages it sent (one per dt_send, dt_sendrecv's send or dt_isend, however the
+ * transport cut it). */
 size_t dt_bytes_sent(void);
 size_t dt_bytes_received(void);
+size_t dt_messages_sent(void);
 /* Seconds spent inside dt_waitall since the last reset, by all of this rank's threads
  * together (DDP's communication thread included, whose waits overlap compute). */
 double dt_wait_seconds(void);
-void dt_bytes_reset(void);          /* resets the bytes and the waiting time */
+void dt_bytes_reset(void);          /* resets the bytes, messages and waiting time */
 
 /* ==== a log of messages, for counting rounds ====
  * Between dt_p2p_log_start and dt_p2p_log_stop this rank notes every message it sends or

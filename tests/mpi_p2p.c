@@ -660,6 +660,8 @@ START_TEST(test_mb_ring)
         HT_EXPECT(check_pattern(s, ht_rank, n) < 0, "%s changed the send buffer", what);
         HT_EXPECT(dt_bytes_sent() == n && dt_bytes_received() == n, "%s: byte counters "
                   "say %zu out, %zu in", what, dt_bytes_sent(), dt_bytes_received());
+        HT_EXPECT(dt_messages_sent() == 1, "%s: %zu messages counted, want 1 (however "
+                  "the transport cut it)", what, dt_messages_sent());
         free(s);
         free(r);
     }

@@ -379,6 +379,16 @@ START_TEST(test_mode)
     HT_EXPECT(ht_size == 1 || res.bytes_sent_max > 0, "%s: no bytes sent on %d ranks",
               t->name, ht_size);
     HT_EXPECT(res.peak_params > 0, "%s: peak memory of the weights is 0", t->name);
+    unsigned long long acts = res.peak_acts;   /* a dp server computes nothing: any rank */
+    HT_MPI(MPI_Iallreduce(MPI_IN_PLACE, &acts, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX,
+                          MPI_COMM_WORLD, &ht_req));
+    HT_EXPECT(acts > 0 || c->mode == DT_MODE_FSDP, "%s: no activations counted", t->name);
+    /* every message carries at least one byte, and a message of more than the bytes
+     * sent cannot be: messages <= bytes; some sent exactly where bytes were */
+    HT_EXPECT(res.messages_sent <= res.bytes_sent &&
+              (res.bytes_sent == 0) == (res.messages_sent == 0),
+              "%s: %zu messages counted for %zu bytes", t->name, res.messages_sent,
+              res.bytes_sent);
     if (ht_rank == 0)
         HT_EXPECT(res.nparams == n && res.params, "%s: %zu final weights, want %zu",
                   t->name, res.nparams, n);

@@ -188,6 +188,9 @@ void dti_acts_alloc(const dti_model *m, int B, dti_acts *a)
         total += (size_t)B * z_width(m, nl - 1);
     a->B = B;
     a->mem = dt_malloc(total * sizeof(float), m->run->where);
+    a->run = m->run;
+    a->bytes = total * sizeof(float);
+    dti_held(a->run, DTI_ACTS, a->bytes, 1);
     a->x = malloc((nl + 1) * sizeof *a->x);
     a->z = malloc(nl * sizeof *a->z);
     DT_REQUIRE(a->x && a->z, "out of host memory");
@@ -205,6 +208,8 @@ void dti_acts_free(dti_acts *a)
 {
     if (a == NULL)
         return;
+    if (a->run && a->mem)
+        dti_held(a->run, DTI_ACTS, a->bytes, 0);
     dt_free(a->mem);
     free(a->x);
     free(a->z);

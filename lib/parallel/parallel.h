@@ -208,12 +208,15 @@ typedef struct {
                                  (0 for steps a resumed run did not train) */
     int first_timed;          /* the first step seconds_per_step counts (1-based) */
     size_t bytes_sent;        /* through p2p during training, this rank */
+    size_t messages_sent;     /* the messages those bytes went in (dt_messages_sent) */
     size_t bytes_sent_max;    /* the largest of any rank, every rank */
     double wait_seconds;      /* this rank's time in dt_waitall during training */
     double wait_seconds_max;  /* the largest of any rank, every rank */
     size_t peak_params;       /* bytes held at the peak, this rank: weights (working */
     size_t peak_grads;        /*   and master copies), gradients, optimizer state */
     size_t peak_optim;
+    size_t peak_acts;         /* what forward keeps for backward, allocated (micro-batch
+                                 stashes, replicas' buffers), this rank */
     int buckets;              /* ddp, hybrid: gradient buckets per step (0: none) */
     int stages;               /* pp, hybrid: pipeline stages (0: none) */
     double *stage_bubble;     /* [stages] the last step's measured idle fraction of each

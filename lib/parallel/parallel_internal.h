@@ -30,7 +30,7 @@
 
 /* ==== the run (run.c) ==== */
 
-enum { DTI_PARAMS = 0, DTI_GRADS = 1, DTI_OPTIM = 2 };
+enum { DTI_PARAMS = 0, DTI_GRADS = 1, DTI_OPTIM = 2, DTI_ACTS = 3, DTI_NHELD = 4 };
 
 typedef struct {
     const dt_train_config *cfg;
@@ -39,7 +39,8 @@ typedef struct {
     dt_device_kind where;       /* where model state lives */
     dt_train_result *res;
     size_t nparams;             /* of the whole model */
-    size_t held[3], peak[3];    /* bytes of params, grads, optimizer state on this rank */
+    size_t held[DTI_NHELD];     /* bytes of params, grads, optimizer state and the */
+    size_t peak[DTI_NHELD];     /* activations forward keeps, on this rank (dti_held) */
     dt_scaler scaler;           /* fp16 */
     float grad_scale;           /* the scale the last step's gradients were made with */
     int updates;                /* optimizer steps taken (skipped fp16 steps excluded) */
@@ -61,6 +62,9 @@ void *dti_calloc(size_t n, size_t size);
  * and uncounts it; it takes the same nbytes. */
 void *dti_alloc(dti_run *r, int what, size_t nbytes, int host);
 void dti_free(dti_run *r, int what, void *p, size_t nbytes);
+/* Counts nbytes more (add 1) or fewer (0) held under what, for memory allocated
+ * otherwise (activations); safe from several threads, as dti_alloc and dti_free are. */
+void dti_held(dti_run *r, int what, size_t nbytes, int add);
 
 /* Brackets every training step. dti_step_end stores the step's mean loss (which must
  * be known on rank 0 of r->comm; other ranks may pass anything) and whether it was
@@ -178,6 +182,8 @@ typedef struct {
     int B;
     float *mem;
     float **x, **z;
+    dti_run *run;               /* counted there under DTI_ACTS */
+    size_t bytes;
 } dti_acts;
 
 void dti_acts_alloc(const dti_model *m, int B, dti_acts *a);

@@ -2,6 +2,7 @@
  * run's books (memory held, time per step, bytes sent, the losses), collects the final
  * weights, and hands the training itself to the mode's file. */
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -219,13 +220,24 @@ void *dti_calloc(size_t n, size_t size)
     return p;
 }
 
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void dti_held(dti_run *r, int what, size_t nbytes, int add)
+{
+    pthread_mutex_lock(&held_lock);
+    DT_REQUIRE(add || r->held[what] >= nbytes, "dti_free: freeing %zu bytes, %zu held",
+               nbytes, r->held[what]);
+    r->held[what] = add ? r->held[what] + nbytes : r->held[what] - nbytes;
+    if (r->held[what] > r->peak[what])
+        r->peak[what] = r->held[what];
+    pthread_mutex_unlock(&held_lock);
+}
+
 void *dti_alloc(dti_run *r, int what, size_t nbytes, int host)
 {
     void *p = dt_malloc(nbytes, host ? DT_CPU : r->where);
     dt_memzero(p, nbytes);
-    r->held[what] += nbytes;
-    if (r->held[what] > r->peak[what])
-        r->peak[what] = r->held[what];
+    dti_held(r, what, nbytes, 1);
     return p;
 }
 
@@ -233,9 +245,7 @@ void dti_free(dti_run *r, int what, void *p, size_t nbytes)
 {
     if (p == NULL)
         return;
-    DT_REQUIRE(r->held[what] >= nbytes, "dti_free: freeing %zu bytes, %zu held", nbytes,
-               r->held[what]);
-    r->held[what] -= nbytes;
+    dti_held(r, what, nbytes, 0);
     dt_free(p);
 }
 
@@ -447,6 +457,7 @@ void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
     default: dti_train_hybrid(&r); break;
     }
     res->bytes_sent = dt_bytes_sent();
+    res->messages_sent = dt_messages_sent();
     res->wait_seconds = dt_wait_seconds();
     dti_ckpt_close(&r);
 
@@ -465,6 +476,7 @@ void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
     res->peak_params = r.peak[DTI_PARAMS];
     res->peak_grads = r.peak[DTI_GRADS];
     res->peak_optim = r.peak[DTI_OPTIM];
+    res->peak_acts = r.peak[DTI_ACTS];
     MPI_Comm_free(&r.comm);
 }
 
