@@ -9,20 +9,26 @@
  * gradients too, stage 3 the weights too (gathered one layer at a time, when
  * used, then freed). This lesson trains each stage, in fp32 and fp16, and
  * prints the peak bytes rank 0 held beside the formulas; in fp32 each stage
- * reaches serial training's weights.
+ * reaches serial training's weights. Then stage 3 with --prefetch (FSDP2's
+ * explicit prefetching): the next layer's gather runs on a communication
+ * thread while this layer computes; it costs at most one more gathered layer
+ * and saves, at best, every gather but the first; same weights, bit for bit.
  *
  * The code: lib/parallel/fsdp.c (dti_train_fsdp; layer_acquire gathers a layer
  * for stage 3, layer_reduce reduce-scatters its gradient, update steps the own
- * shards and, in stages 1 and 2, gathers them back; its comment is the lesson's
- * long form), lib/collectives/allgather.c (dt_allgather),
+ * shards and, in stages 1 and 2, gathers them back; prefetched hands the next
+ * gather to prefetch_thread; its comment is the lesson's long form),
+ * lib/collectives/allgather.c (dt_allgather),
  * lib/collectives/reduce_scatter.c (dt_reduce_scatter_block).
  *
  * Run:  mpiexec -n 4 build/lessons/14_fsdp
  *       mpiexec -n 2 build/lessons/14_fsdp --hidden 256
  *       mpiexec -n 4 build/lessons/14_fsdp --trace fsdp.trace  (gathers, dtviz)
+ *       mpiexec -n 2 build/lessons/14_fsdp --hidden 512  (prefetch's time)
  */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include "dt.h"
 
 static const char usage[] =
@@ -30,8 +36,10 @@ static const char usage[] =
     "Trains an MLP (Adam) with ZeRO stages 1, 2 and 3 in fp32 and fp16; "
     "prints the\n"
     "peak memory per rank beside the formulas, and checks fp32 against "
-    "serial.\n"
-    "  --steps S           training steps, 1 to 100 (default 3)\n"
+    "serial;\nthen stage 3 with and without --prefetch: the memory and the "
+    "step time.\n"
+    "  --steps S           training steps, 1 to 100 (default 3; the prefetch\n"
+    "                      runs take at least 6, steps 2.. timed)\n"
     "  --hidden H          width of the hidden layers, 4 to 1024 (default 64)\n"
     DT_COMMON_USAGE
     "  --help              this text\n";
@@ -202,24 +210,78 @@ int main(int argc, char **argv)
                    "(forward and backward) and reduce-scatters\nthe gradients: "
                    "1.5 times stages 1 and 2, to hold 1/N of the weights.\n");
     }
-    int agreed[2] = {mem_ok, bytes_ok};
-    MPI_Bcast(agreed, 2, MPI_INT, 0, MPI_COMM_WORLD);
+
+    /* ==== prefetch: stage 3, the next layer gathered while this one computes ==== */
+    c.zero = 3;
+    c.steps = steps < 6 ? 6 : steps;          /* steps 2.. are timed */
+    dt_train_result jit, pre;
+    dt_train(&c, MPI_COMM_WORLD, &jit);
+    c.prefetch = 1;
+    dt_train(&c, MPI_COMM_WORLD, &pre);
+    c.prefetch = 0;
+    /* the gathers of a step: layers 0 .. L-1, then L-1 .. 0; prefetched, two in a
+     * row are held at once (padded layers: `big` is the largest) */
+    size_t two = 0;
+    for (int i = 0; i + 1 < 2 * L; i++) {
+        int a = i < L ? i : 2 * L - 1 - i, b = i + 1 < L ? i + 1 : 2 * L - 2 - i;
+        size_t na = dt_mlp_layer_size(&c.model, a), nb = dt_mlp_layer_size(&c.model, b);
+        size_t both = (na + n - 1) / n * n + (nb + n - 1) / n * n;
+        two = both > two ? both : two;
+    }
+    double more = (double)pre.peak_params - (double)jit.peak_params;
+    int same = dt_rank() == 0 &&
+               !memcmp(pre.params, jit.params, ref.nparams * sizeof(float));
+    mem_ok &= more == 4.0 * (two - big);
+    dt_printf0("\n--prefetch (stage 3, fp32): a communication thread gathers "
+               "layer l+1 while\nlayer l computes (and in backward l-1 while l "
+               "does). Peak params on rank 0:\n  just in time %.1f KiB, "
+               "prefetched %.1f KiB: %.0f bytes more\n  = 4 x (%zu - %zu): the "
+               "largest two gathers in a row less the largest one,\n  at most one "
+               "more gathered layer (4 x %zu = %zu bytes).\n",
+               jit.peak_params / kib, pre.peak_params / kib, more, two, big,
+               big, 4 * big);
+    dt_timing tj = dt_train_step_timing(&jit), tp = dt_train_step_timing(&pre);
+    double cj = dt_train_compute_timing(&jit).median;
+    double sj = dt_timing_spread(tj), sp = dt_timing_spread(tp);
+    char how[96];
+    dt_train_step_words(&jit, how, sizeof how);
+    dt_printf0("Time per step, %s:\n"
+               "  just in time   %8.3f ms +-%3.0f%%  (gather, compute, gather, ...)\n"
+               "  --prefetch     %8.3f ms +-%3.0f%%  (the next gather during "
+               "compute)\n  compute alone  %8.3f ms        (forward, backward, "
+               "loss, optimizer)\n  communication added %.3f ms just in time; "
+               "prefetch %s %.3f ms.\n", how, tj.median * 1e3,
+               100 * sj, tp.median * 1e3, 100 * sp, cj * 1e3, (tj.median - cj) * 1e3,
+               tp.median <= tj.median ? "saved" : "cost",
+               fabs(tj.median - tp.median) * 1e3);
+    dt_timing_note(sj > sp ? sj : sp, n == 1 ? "With one rank a gather is a "
+                   "copy: there is little to hide." : "Prefetch needs a core for "
+                   "each rank's communication thread: with ranks and their "
+                   "threads taking turns, it hides less, or costs time; with a "
+                   "core each, it hides every gather but the first, as long as "
+                   "a layer computes longer than the next one takes to gather.");
+    int agreed[3] = {mem_ok, bytes_ok, same};
+    MPI_Bcast(agreed, 3, MPI_INT, 0, MPI_COMM_WORLD);
 
     /* ==== the check ==== */
     double tol = pow(10, -TOL_EXP);
     int ok = diff[0] <= tol && diff[1] <= tol && diff[2] <= tol && agreed[0] &&
-             agreed[1];
+             agreed[1] && agreed[2];
     dt_printf0("\ncheck: fp32 ZeRO against serial training (Adam), max "
                "|weight difference|\n       stage 1 %.3g, stage 2 %.3g, "
                "stage 3 %.3g (limit 1e-%d, Adam);\n       memory as explained, "
-               "byte for byte: %s; bytes sent as the formula: %s\n       %s\n",
+               "byte for byte: %s; bytes sent as the formula: %s;\n       "
+               "prefetched weights = just in time's, bit for bit: %s\n       %s\n",
                diff[0], diff[1], diff[2], TOL_EXP, agreed[0] ? "yes" : "NO",
-               agreed[1] ? "yes" : "NO", ok ? "PASS" : "FAIL");
+               agreed[1] ? "yes" : "NO", agreed[2] ? "yes" : "NO",
+               ok ? "PASS" : "FAIL");
     dt_printf0("\nThe code: lib/parallel/fsdp.c (dti_train_fsdp, layer_acquire, "
-               "layer_reduce, update)\n");
+               "prefetched, layer_reduce, update)\n");
 
     /* ==== teardown ==== */
     dt_train_result_free(&ref);
+    dt_train_result_free(&jit);
+    dt_train_result_free(&pre);
     for (int prec = 0; prec < 2; prec++)
         for (int z = 0; z < 3; z++)
             dt_train_result_free(&res[prec][z]);

@@ -35,7 +35,7 @@ static void make_usage(const dt_train_config *d)
     snprintf(usage, sizeof usage,
     "usage: mpiexec -n N train --mode MODE [options]\n"
     "Trains an MLP serially or in parallel; prints the loss per step and the costs.\n"
-    "  --mode MODE         serial|dp|ddp|fsdp|tp|pp|hybrid|moe (default serial)\n"
+    "  --mode MODE         serial|dp|ddp|fsdp|tp|pp|hybrid|moe|dp-threads (serial)\n"
     "  --steps S           training steps (default %d)\n"
     "  --batch B           global batch, shared by the data-parallel ranks (%d)\n"
     "  --lr X              learning rate (%g)\n"
@@ -61,7 +61,8 @@ static void make_usage(const dt_train_config *d)
     "          --compress none|fp16|int8|sign (gradients compressed before they\n"
     "          travel; sign keeps what it lost for the next step: error feedback),\n"
     "          --no-feedback (sign without error feedback, to see why it is needed)\n"
-    "  fsdp    --zero 1|2|3 (%d), --offload (shards in host memory, with cuda)\n"
+    "  fsdp    --zero 1|2|3 (%d), --offload (shards in host memory, with cuda),\n"
+    "          --prefetch (zero 3: the next layer gathered while this one computes)\n"
     "  tp      --tp-style megatron|allgather (%s)\n"
     "  pp      --micro M (%d), --schedule gpipe|1f1b (%s)\n"
     "  hybrid  --dp D --tp T --pp P, D*T*P = N (--dp defaults to N/(T*P)); and the\n"
@@ -69,6 +70,8 @@ static void make_usage(const dt_train_config *d)
     "  moe     --experts E (a multiple of N; default 2 per rank), --topk 1|2 (%d),\n"
     "          --capacity X (capacity factor, %g), --moe-groups G (token groups;\n"
     "          default one per rank), --aux-loss X (load-balancing loss weight, %g)\n"
+    "  dp-threads  one rank, fp32, CPU: --threads T replicas, one thread each (%d),\n"
+    "          --gil G (a lock held for G of each thread's work, above 0 to 0.95)\n"
     DT_COMMON_USAGE
     "  --help              this text\n",
     d->steps, d->batch, (double)d->optim.lr, (double)d->optim.momentum, d->seed,
@@ -76,7 +79,7 @@ static void make_usage(const dt_train_config *d)
     (double)sc.init, sc.window, d->bucket_kb, d->zero,
     d->tp_style == DT_TP_MEGATRON ? "megatron" : "allgather", d->micro,
     d->schedule == DT_PP_GPIPE ? "gpipe" : "1f1b", d->topk, (double)d->capacity,
-    (double)d->aux_loss);
+    (double)d->aux_loss, d->threads);
 }
 
 /* Every option: its code O_<id>, its name, whether it takes a value, and the modes it
@@ -99,6 +102,7 @@ static void make_usage(const dt_train_config *d)
     X(NO_OVERLAP, "no-overlap", 0, M(DDP) | M(HYBRID)) \
     X(ACCUM, "accum", 1, M(DDP) | M(HYBRID)) \
     X(ZERO, "zero", 1, M(FSDP))               X(OFFLOAD, "offload", 0, M(FSDP)) \
+    X(PREFETCH, "prefetch", 0, M(FSDP)) \
     X(TP_STYLE, "tp-style", 1, M(TP) | M(HYBRID)) \
     X(MICRO, "micro", 1, M(PP) | M(HYBRID)) \
     X(SCHEDULE, "schedule", 1, M(PP) | M(HYBRID)) \
@@ -107,6 +111,7 @@ static void make_usage(const dt_train_config *d)
     X(EXPERTS, "experts", 1, M(MOE))          X(TOPK, "topk", 1, M(MOE)) \
     X(CAPACITY, "capacity", 1, M(MOE))        X(GROUPS, "moe-groups", 1, M(MOE)) \
     X(AUX_LOSS, "aux-loss", 1, M(MOE)) \
+    X(THREADS, "threads", 1, M(DP_THREADS))   X(GIL, "gil", 1, M(DP_THREADS)) \
     X(SLOW_RANK, "slow-rank", 1, 0)           X(SLOW_MS, "slow-ms", 1, 0)
 
 #define ENUM(id, name, arg, modes) O_##id,
@@ -233,6 +238,7 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
         case O_ACCUM: c->accum = int_arg(1, 1024); break;
         case O_ZERO: c->zero = int_arg(1, 3); break;
         case O_OFFLOAD: c->offload = 1; break;
+        case O_PREFETCH: c->prefetch = 1; break;
         case O_TP_STYLE: c->tp_style = (dt_tp_style)word_arg(styles, 2); break;
         case O_MICRO: c->micro = int_arg(1, 1024); break;
         case O_SCHEDULE: c->schedule = (dt_pp_schedule)word_arg(scheds, 2); break;
@@ -249,6 +255,8 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
         case O_CAPACITY: c->capacity = float_arg(0, 1000, 0); break;
         case O_GROUPS: c->moe_groups = int_arg(1, 1 << 20); break;
         case O_AUX_LOSS: c->aux_loss = float_arg(0, 100, 1); break;
+        case O_THREADS: c->threads = int_arg(1, 256); break;
+        case O_GIL: c->gil = float_arg(0, 0.95, 0); break;
         case O_SLOW_RANK: c->slow_rank = int_arg(0, 1 << 20); break;
         case O_SLOW_MS: c->slow_ms = int_arg(0, 100000); break;
         case 'h': dt_usage_help(usage);
@@ -463,8 +471,8 @@ int main(int argc, char **argv)
         snprintf(which, sizeof which, "step %d", c.steps);
     else
         snprintf(which, sizeof which, "one step, warm-up included");
-    dt_printf0("time per step: %.3f ms (%s, slowest rank)\n", res.seconds_per_step * 1e3,
-               which);
+    dt_printf0("time per step: %.3f ms (%s, slowest rank); compute %.3f ms\n",
+               res.seconds_per_step * 1e3, which, res.compute_seconds * 1e3);
     dt_printf0("bytes sent: at most %s by a rank; per rank: sent, peak memory, and the\n"
                "seconds spent waiting for other ranks (in dtlab's waits):\n",
                dt_format_bytes((double)res.bytes_sent_max, a, sizeof a));

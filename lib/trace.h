@@ -62,13 +62,14 @@
  *           times --accum)
  *   ddp     bucket_kb K, overlap on|off, compress none|fp16|int8|sign (sign: feedback
  *           on|off)
- *   fsdp    zero 1|2|3, offload on|off
+ *   fsdp    zero 1|2|3, offload on|off, prefetch on|off
  *   tp      tp T, tp_style megatron|allgather
  *   hybrid  dp D, tp T, pp P; then the keys of the parts it has: with P > 1 pp's
  *           (schedule, stages = P, micro), with D > 1 bucket_kb and overlap, with
  *           T > 1 tp_style
  *   dp      async K, server shared|dedicated (rank 0 computes too, or only serves)
  *   moe     experts E, topk k, capacity F, groups G, aux_loss A
+ *   dp-threads  threads T, gil G (0: no lock)
  *   serial, ddp, tp, hybrid without stages: accum K when K > 1
  * then for every mode: layers L hidden H batch B steps S ranks N precision fp32|fp16
  * optimizer sgd|adam. (Pairs that would take the line past 191 characters are left
@@ -95,6 +96,8 @@
  *                                                 the grads    (ddp; hybrid's dp part)
  *   fsdp      gather            mark      layer   [1]          ZeRO-3: the layer's
  *                                                              weights allgathered
+ *                                                              (--prefetch: on fsdp's
+ *                                                              thread, one gather ahead)
  *   fsdp      free              mark      layer   [1]          ZeRO-3: the gathered copy
  *                                                              dropped (an instant)
  *   fsdp      reduce-scatter    mark      layer   [1]          the layer's gradients
@@ -125,6 +128,17 @@
  *                                                              them; a worker receives
  *                                                              them in the step that
  *                                                              uses them)
+ *   dp-threads replicate,       mark      replica elements of  DataParallel's master:
+ *             scatter, gather,            1..T-1  the buffer   copies to and from
+ *             scatter-grad,                                    replica k (weights, rows,
+ *             reduce                                           outputs, their gradients;
+ *                                                              reduce: k's gradients
+ *                                                              added into replica 0's)
+ *   train     interpret         compute   -1      replica      dp-threads --gil: a
+ *                                                              thread's bookkeeping under
+ *                                                              the lock; its forward and
+ *                                                              backward have micro = the
+ *                                                              replica
  *   [1] the layer's weights [offset, offset + size) in the whole model (dt_mlp layout)
  *   [2] fsdp updates layer by layer: its optimizer events have chunk = the layer
  *

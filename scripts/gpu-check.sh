@@ -638,6 +638,8 @@ check "train fsdp --zero 2 -n 4" $T train_pair 4 fsdp2 f32 --mode fsdp --zero 2
 check "train fsdp --zero 3 -n 4" $T train_pair 4 fsdp3 f32 --mode fsdp --zero 3
 check "train fsdp --zero 3 --offload -n 4" $T train_pair 4 fsdp3off f32 --mode fsdp --zero 3 \
     --offload
+check "train fsdp --zero 3 --prefetch -n 4" $T train_pair 4 fsdp3pf f32 --mode fsdp --zero 3 \
+    --prefetch
 check "train tp -n 4 (megatron)" $T train_pair 4 tp f32 --mode tp
 check "train tp --tp-style allgather -n 2" $T train_pair 2 tpag f32 --mode tp \
     --tp-style allgather

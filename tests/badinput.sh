@@ -260,6 +260,21 @@ badinput_tests() {
         "--mode serial" "--mode hybrid --tp 65536 --pp 65536"
     bad_group "train at 1 rank: bad input, rank counts" "1" "$T" \
         "--bogus" "--steps 3x" "--mode dp --dedicated-server" "--mode hybrid --dp 2"
+    bad_group "train dp-threads: --threads, --gil, one rank" "1" "$T" \
+        "--mode dp-threads --threads 0" "--mode dp-threads --threads abc" \
+        "--mode dp-threads --threads 257" "--mode dp-threads --threads" \
+        "--mode dp-threads --threads 25 --batch 24" "--mode ddp --threads 2" \
+        "--mode serial --gil 0.3" "--mode dp-threads --gil 0" "--mode dp-threads --gil 1" \
+        "--mode dp-threads --gil nan" "--mode dp-threads --gil x" \
+        "--mode dp-threads --precision fp16" "--mode dp-threads --accum 2"
+    bad_group "train dp-threads at 3 ranks (it is one process)" "3" "$T" \
+        "--mode dp-threads" "--mode dp-threads --threads 3 --gil 0.5" \
+        "--mode ddp --threads 3"
+    # --prefetch gathers the next layer early: for fsdp's stage 3, the only one with
+    # gathers (lib/parallel/fsdp.c)
+    bad_group "train --prefetch: not fsdp, not --zero 3" "1 3" "$T" \
+        "--mode ddp --prefetch" "--prefetch" "--mode fsdp --zero 1 --prefetch" \
+        "--mode fsdp --zero 2 --prefetch" "--mode fsdp --prefetch 1"
 
     # ---- collbench: its own getopt_long, short options, sizes with suffixes
     local C=$BUILD/bench/collbench

@@ -11,10 +11,11 @@
  *   fp32     the final weights equal the reference's to rounding, every step's loss
  *            equals the reference's, and the loss goes down. Modes: serial (N = 1); dp
  *            with the server computing or dedicated; ddp with several bucket caps,
- *            overlap on and off, accumulation 1 and 2; fsdp ZeRO 1, 2, 3, and --offload
- *            (ZeRO 3 and 1; also in fp16); tp megatron
+ *            overlap on and off, accumulation 1 and 2; fsdp ZeRO 1, 2, 3, --offload
+ *            (ZeRO 3 and 1; also in fp16) and --prefetch (ZeRO 3); tp megatron
  *            and allgather; pp GPipe and 1F1B with 1, 2 and 4 micro-batches; hybrid with
- *            every factorisation D*T*P = N. SGD with momentum, and Adam.
+ *            every factorisation D*T*P = N; dp-threads (N = 1) with 1, 2, 5 and 7
+ *            threads, and 3 under the lock. SGD with momentum, and Adam.
  *   async    dp --async K: the loss goes down, and it equals a serial simulation of the
  *            delayed update (step s's gradients taken on the weights of step
  *            max(0, s-1-K), applied to the newest).
@@ -165,6 +166,20 @@ static void make_cases(int N)
         c.zero = z < 4 ? z : 3;
         add(K_FP32, c, N, "fsdp zero %d %s", c.zero, opt[a]);
     }
+    /* fsdp --prefetch (ZeRO 3 only): the next layer gathered on a communication thread;
+     * both optimizers, and fp16 (tests/prefetch.sh holds it to the run without, bit for
+     * bit) */
+    for (int i = 0; i < 3; i++) {
+        c = base(DT_MODE_FSDP, i == 1);
+        c.prefetch = 1;
+        if (i == 2) {
+            c.precision = DT_FP16;
+            c.scaler.init = 4096;
+            add(K_FP16, c, N, "fp16 fsdp zero 3 prefetch");
+        } else {
+            add(K_FP32, c, N, "fsdp zero 3 prefetch %s", opt[i]);
+        }
+    }
     /* fsdp --offload: on a GPU the shards, their optimizer state and gradients live in
      * host memory and the optimizer runs on the CPU; the weights must not notice (on
      * the CPU offload moves nothing, and the same case runs). ZeRO 3 and 1, both
@@ -225,6 +240,18 @@ static void make_cases(int N)
             a ^= 1;
         }
 
+    /* dp-threads (one rank): 1 thread, 2, and 5 and 7, which do not divide the batch of
+     * 24 (replicas of 5 and 4 rows, or 4 and 3); 3 under the emulated interpreter lock.
+     * Host memory, as the mode requires, also where there is a GPU. */
+    static const int dpt[][2] = { {1, 0}, {2, 0}, {5, 0}, {7, 0}, {3, 30} };
+    for (int i = 0; N == 1 && i < 5; i++, a ^= 1) {
+        c = base(DT_MODE_DP_THREADS, a);
+        c.on_device = 0;
+        c.threads = dpt[i][0];
+        c.gil = dpt[i][1] / 100.0f;
+        add(K_FP32, c, 1, "dp-threads %d gil %g %s", c.threads, (double)c.gil, opt[a]);
+    }
+
     /* async dp: workers K updates behind */
     if (N >= 2) {
         c = base(DT_MODE_DP, 0);
@@ -240,8 +267,9 @@ static void make_cases(int N)
 
     /* fp16: every mode (hybrid with two of D, T, P above 1 where N allows) */
     for (int m = 0; m < DT_NMODES; m++) {
-        if ((m == DT_MODE_SERIAL && N > 1) || m == DT_MODE_MOE)
-            continue;       /* moe: fp32 only, held to one rank with every expert (moe.sh) */
+        if ((m == DT_MODE_SERIAL && N > 1) || m == DT_MODE_MOE || m == DT_MODE_DP_THREADS)
+            continue;       /* moe: fp32 only, held to one rank with every expert (moe.sh);
+                               dp-threads: fp32 only */
         c = base((dt_mode)m, 0);
         int need = m == DT_MODE_DP || m == DT_MODE_DDP || m == DT_MODE_FSDP ? N : 1;
         if (m == DT_MODE_TP)
@@ -382,7 +410,7 @@ START_TEST(test_mode)
     unsigned long long acts = res.peak_acts;   /* a dp server computes nothing: any rank */
     HT_MPI(MPI_Iallreduce(MPI_IN_PLACE, &acts, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX,
                           MPI_COMM_WORLD, &ht_req));
-    HT_EXPECT(acts > 0 || c->mode == DT_MODE_FSDP, "%s: no activations counted", t->name);
+    HT_EXPECT(acts > 0, "%s: no activations counted", t->name);
     /* every message carries at least one byte, and a message of more than the bytes
      * sent cannot be: messages <= bytes; some sent exactly where bytes were */
     HT_EXPECT(res.messages_sent <= res.bytes_sent &&
@@ -479,7 +507,7 @@ START_TEST(test_check)
 {
     dt_dataset d;
     dt_data_synthetic(&d, 96, FEATURES, CLASSES, 11);
-    struct { const char *name, *word; dt_train_config c; int nranks; } bad[8];
+    struct { const char *name, *word; dt_train_config c; int nranks; } bad[12];
     int nb = 0;
 #define BAD(name_, word_, nranks_) do { \
         c.data = &d; \
@@ -516,6 +544,19 @@ START_TEST(test_check)
     c = base(DT_MODE_SERIAL, 0);
     c.batch = 24;
     BAD("serial on 2 ranks", "serial", 2);
+    c = base(DT_MODE_DP_THREADS, 0);
+    c.batch = 24;
+    c.on_device = 0;
+    BAD("dp-threads on 2 ranks", "1 rank", 2);
+    c.threads = 25;
+    BAD("dp-threads: 25 threads, batch 24", "threads", 1);
+    c.threads = 2;
+    c.precision = DT_FP16;
+    BAD("dp-threads in fp16", "fp32", 1);
+    c = base(DT_MODE_DDP, 0);
+    c.batch = 24;
+    c.gil = 0.5f;
+    BAD("ddp with a gil", "gil", 2);
 #undef BAD
     for (int i = 0; i < nb; i++) {
         char why[256] = "";

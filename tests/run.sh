@@ -32,6 +32,8 @@
 #  13. compressed gradients: ddp --compress, round trips, error feedback, lesson 20
 #  14. synchronous against asynchronous accumulation, lesson 21
 #  15. many hosts: network namespaces joined by veth (skipped where they cannot be made)
+#  17. fsdp --prefetch: the same weights as without, bit for bit, and as serial's; the
+#      overlap in its trace
 # and prints one line per run, PASS or FAIL, with the output of the runs that failed.
 # The last line is "N passed, M failed" (and ", K skipped" when a test cannot run on this
 # machine, each SKIP line saying why); the exit status is 0 only when nothing failed.
@@ -327,6 +329,28 @@ hello_torchrun() {
         report "01_hello: torchrun's variables and LOCAL_RANK" 0 "$why"
 }
 
+# modes_table BIN: lesson 24 at 4 ranks with --csv: a row for each of its 11 modes, with
+# the memory and bytes columns filled and the formula beside each; every mode at
+# serial's weights (the lesson's own check); the notes' claims judged one by one.
+modes_table() {
+    local bin=$1 why="" rows
+    MPIEXEC_TIMEOUT=120 "$MPIEXEC" -n 4 "$bin" --csv "$tmp/modes.csv" >"$log" 2>&1 </dev/null ||
+        why="; exit $?"
+    rows=$(awk -F, 'NR > 1 && NF == 16 && $2 > 0 && $3 > 0' "$tmp/modes.csv" 2>/dev/null |
+           wc -l)
+    [ "$rows" = 11 ] || why="$why; $rows full CSV rows, not 11"
+    for m in serial dp dp-threads ddp 'fsdp z1' 'fsdp z2' 'fsdp z3' tp 'pp gpipe' \
+             'pp 1f1b' hybrid; do
+        grep -q "^$m  *[0-9.]* ([0-9.]*) " "$log" || why="$why; no memory row for $m"
+    done
+    [ "$(grep -cE '^            here: .*: (agrees|DIFFERS on this machine)$' "$log")" -ge 10 ] ||
+        why="$why; fewer than 10 claims judged"
+    grep -q '^check: every mode that ran reached .*: PASS' "$log" || why="$why; no PASS"
+    why=${why#; }
+    [ -z "$why" ] && report "24_modes -n 4: every mode's row, claims, CSV" 1 "11 rows" ||
+        report "24_modes -n 4: every mode's row, claims, CSV" 0 "$why"
+}
+
 lesson_tests() {
     local unnamed="" why
     if [ ${#lessons[@]} -eq 0 ]; then
@@ -341,6 +365,7 @@ lesson_tests() {
             [ "$name" != lessons/02_p2p ] || p2p_transports "02_p2p -n $n" "$n"
         done
         [ "$name" != lessons/01_hello ] || hello_torchrun "$bin"
+        [ "$name" != lessons/24_modes ] || modes_table "$bin"
         if [ "$name" = lessons/02_p2p ]; then
             run "$name -n 3 (DT_P2P=staging)" 0 env DT_P2P=staging "$MPIEXEC" -n 3 "$bin"
             p2p_transports "02_p2p -n 3 (DT_P2P=staging)" 3 staging
@@ -437,8 +462,9 @@ want 4 && dttrace_tests
 # build/train in every mode at the rank counts from 1 to 4 it can use (exit 0, and a
 # "step 1 loss" line); --help; impossible combinations, each of which must stop every
 # rank soon with status 2 and a message on stderr; a traced run whose trace holds the
-# compute events (forward, backward) beside the sends and receives; and the weights of
-# a ddp run, dumped, against a serial run's.
+# compute events (forward, backward) beside the sends and receives; the weights of a
+# ddp run and of dp-threads runs (1, 2, 5 and 7 threads on a batch of 24, and under the
+# lock), dumped, against a serial run's; and a dp-threads trace through dttrace and dtviz.
 train_tests() {
     local train=$BUILD/train
     if [ ! -x "$train" ]; then
@@ -465,6 +491,7 @@ train_tests() {
     train_ok "train dp --dedicated-server -n 3" 3 --mode dp --dedicated-server \
         "${small[@]}"
     train_ok "train dp --async 1 -n 3" 3 --mode dp --async 1 "${small[@]}"
+    train_ok "train dp-threads --threads 3 -n 1" 1 --mode dp-threads --threads 3 "${small[@]}"
     train_ok "train ddp --accum 2 --no-overlap -n 2" 2 --mode ddp --accum 2 --no-overlap \
         --bucket-kb 1 "${small[@]}"
     train_ok "train fsdp --zero 1 --optim adam -n 3" 3 --mode fsdp --zero 1 --optim adam \
@@ -512,6 +539,7 @@ train_tests() {
     train_bad "--lr -1" 2 --mode ddp --lr -1
     train_bad "--mode warp" 2 --mode warp
     train_bad "ddp --zero 2" 2 --mode ddp --zero 2
+    train_bad "dp-threads" 2 --mode dp-threads --threads 2
     train_bad "a stray argument" 2 --mode ddp extra
     train_bad "--data missing" 2 --mode ddp --data "$tmp/no-such-dir"
 
@@ -562,26 +590,68 @@ train_tests() {
         report "train trace written" 0 "no trace, or no '# dtlab-trace' header"
     fi
 
-    # ddp's weights against serial's, through --dump (raw float32)
+    # ddp's and dp-threads' weights against serial's, through --dump (raw float32)
     run "train serial --dump" 0 "$MPIEXEC" -n 1 "$train" --mode serial "${small[@]}" \
         --quiet --dump "$tmp/serial.f32"
-    run "train ddp --dump (3 ranks)" 0 "$MPIEXEC" -n 3 "$train" --mode ddp "${small[@]}" \
-        --quiet --dump "$tmp/ddp.f32"
-    : >"$log"
-    if [ -s "$tmp/serial.f32" ] && [ -s "$tmp/ddp.f32" ]; then
-        local cmp
-        cmp=$(paste <(od -An -v -f -w4 "$tmp/serial.f32") <(od -An -v -f -w4 "$tmp/ddp.f32") |
+    # same_as_serial NAME N ARGS...: train ARGS at N ranks, dumped, against serial's
+    same_as_serial() {
+        local name=$1 n=$2 cmp
+        shift 2
+        rm -f "$tmp/run.f32"
+        run "train $name --dump" 0 "$MPIEXEC" -n "$n" "$train" "$@" "${small[@]}" --quiet \
+            --dump "$tmp/run.f32"
+        : >"$log"
+        if [ ! -s "$tmp/serial.f32" ] || [ ! -s "$tmp/run.f32" ]; then
+            report "train $name --dump wrote the weights" 0 "a dump file is missing or empty"
+            return
+        fi
+        cmp=$(paste <(od -An -v -f -w4 "$tmp/serial.f32") <(od -An -v -f -w4 "$tmp/run.f32") |
               awk '{ d = $1 - $2; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1
                      if (d > m) m = d; if (d > 1e-5 + 1e-4 * a || NF != 2) bad++ }
                    END { printf "%d %d %g", NR, bad, m }')
         set -- $cmp
         if [ "$2" = 0 ] && [ "$1" -gt 0 ]; then
-            report "train ddp -n 3 weights = serial's" 1 "$1 weights, largest difference $3"
+            report "train $name weights = serial's" 1 "$1 weights, largest difference $3"
         else
-            report "train ddp -n 3 weights = serial's" 0 "$2 of $1 weights differ (largest $3)"
+            report "train $name weights = serial's" 0 "$2 of $1 weights differ (largest $3)"
         fi
+    }
+    same_as_serial "ddp -n 3" 3 --mode ddp
+    # DataParallel: 1 thread, 2, and 5 and 7, which do not divide the batch of 24; the lock
+    local t
+    for t in 1 2 5 7; do
+        same_as_serial "dp-threads --threads $t" 1 --mode dp-threads --threads "$t"
+    done
+    same_as_serial "dp-threads --threads 3 --gil 0.4" 1 --mode dp-threads --threads 3 \
+        --gil 0.4
+
+    # a dp-threads trace: every replica's forward and backward (micro = the replica),
+    # the master's copies; dttrace summarizes it, dtviz draws it
+    trace=$tmp/dpt.trace
+    run "train dp-threads --threads 3 --gil 0.3 --trace" 0 "$MPIEXEC" -n 1 "$train" \
+        --mode dp-threads --threads 3 --gil 0.3 "${small[@]}" --quiet --trace "$trace"
+    : >"$log"
+    local seen
+    seen=$(awk '!/^#/ && $6 == "dp-threads" { c[$7]++ }
+                END { printf "%d %d %d", c["replicate"], c["reduce"], c["gather"] }' "$trace")
+    set -- $seen
+    if [ "$1" -gt 0 ] && [ "$2" -gt 0 ] && [ "$3" -gt 0 ] &&
+       grep -q '^# train mode dp-threads threads 3 gil 0.3 ' "$trace"; then
+        report "train dp-threads trace: the master's copies" 1 \
+            "replicate $1, reduce $2, gather $3"
     else
-        report "train --dump wrote the weights" 0 "a dump file is missing or empty"
+        report "train dp-threads trace: the master's copies" 0 \
+            "replicate $1, reduce $2, gather $3, or no '# train mode dp-threads' line"
+    fi
+    if [ -x "$BUILD/dttrace" ]; then
+        run "dttrace on the dp-threads trace" 0 ${limit[@]+"${limit[@]}"} "$BUILD/dttrace" \
+            "$trace"
+    fi
+    if [ -x "$BUILD/dtviz" ]; then
+        rm -f "$tmp/dpt.png"
+        run "dtviz --png on the dp-threads trace" 0 env SDL_VIDEODRIVER=dummy \
+            ${limit[@]+"${limit[@]}"} "$BUILD/dtviz" --png "$tmp/dpt.png" "$trace"
+        [ -s "$tmp/dpt.png" ] || report "dtviz drew the dp-threads trace" 0 "no PNG"
     fi
 }
 want 5 && train_tests
@@ -639,6 +709,7 @@ viz_tests() {
 3 ddp-accum --mode ddp --bucket-kb 1 --accum 2 --batch 42
 3 fsdp --mode fsdp --batch 21
 1 fsdp-1 --mode fsdp --batch 21
+3 fsdp-prefetch --mode fsdp --prefetch --batch 21
 2 tp --mode tp --batch 21
 4 hybrid --mode hybrid --tp 2 --batch 22
 4 hybrid-pp2-1f1b-3 --mode hybrid --pp 2 --dp 2 --schedule 1f1b --micro 3 --batch 30
@@ -988,8 +1059,9 @@ want 7 && grade_tests
 #  13. compressed gradients                            tests/compress.sh
 #  14. synchronous against asynchronous accumulation   tests/async.sh
 #  15. many hosts in network namespaces                tests/hosts.sh
+#  17. fsdp --prefetch                                 tests/prefetch.sh
 for section in 8:badinput 9:faults 10:checkpoint 11:stress 12:moe 13:compress 14:async \
-               15:hosts 16:gpu; do
+               15:hosts 16:gpu 17:prefetch; do
     if want "${section%%:*}" && [ -f "tests/${section#*:}.sh" ]; then
         . "tests/${section#*:}.sh"
         "${section#*:}_tests"

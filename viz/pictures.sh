@@ -39,4 +39,9 @@ viz "$tmp/ddp.trace" --train-step 2 --png "$out/train-ddp.png"
 "$MPIEXEC" -n 3 "$BUILD/train" --mode fsdp --steps 2 --hidden 1024 --layers 4 --batch 384 \
     --quiet --trace "$tmp/fsdp.trace" >/dev/null
 viz "$tmp/fsdp.trace" --train-step 2 --png "$out/train-fsdp.png"
+
+# the same with --prefetch: each gather on fsdp's thread, under the layer before's compute
+"$MPIEXEC" -n 3 "$BUILD/train" --mode fsdp --prefetch --steps 2 --hidden 1024 --layers 4 \
+    --batch 384 --quiet --trace "$tmp/fsdp-prefetch.trace" >/dev/null
+viz "$tmp/fsdp-prefetch.trace" --train-step 2 --png "$out/train-fsdp-prefetch.png"
 echo "pictures written to $out/"

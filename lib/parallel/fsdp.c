@@ -58,25 +58,51 @@
  * whole gradient (stages 2, 3), and in fp16 one layer's weights and gradients as floats
  * (the CPU computes in fp32 on fp16 values). Activations are not counted.
  *
+ * --prefetch (ZeRO 3; FSDP2's explicit prefetching). A step makes 2L gathers in one order
+ * on every rank: forward's 0 .. L-1, then backward's L-1 .. 0. Just in time, each is a
+ * wait; prefetched, a communication thread (on its own duplicate of the communicator, as
+ * ddp's) runs gather i+1 while the main thread computes with gather i:
+ *
+ *     just in time  main    |AG0|F0|AG1|F1|AG2|F2|AG2|B2 RS2|AG1|B1 RS1|AG0|B0 RS0|
+ *
+ *     prefetch      main    |wait|F0  |F1  |F2  |B2 RS2|B1 RS1|B0 RS0|
+ *                   thread  |AG0 |AG1 |AG2 |AG2 |AG1   |AG0   |
+ *                   (three layers; the main thread waits where a gather is late)
+ *
+ * Memory: gather i+1's buffer is held while gather i is in use, so the peak holds the
+ * largest two successive gathers instead of the largest one: at most one more gathered
+ * layer, w x the largest padded layer. (The turn gathers the last layer again while its
+ * forward copy is in use, as FSDP2 frees a layer after forward; keeping it whole would
+ * save that gather for one more layer held all backward.) Time: at best every gather but
+ * the first hides behind compute; a gather slower than its layer's compute still shows,
+ * as the main thread's wait (the step report). The bytes, the order of every sum and so
+ * the weights are those without prefetch, bit for bit. Stages 1 and 2 hold every layer
+ * whole and gather none: they refuse --prefetch (dt_train_check), never ignore it.
+ *
  * --offload: the master shards, the optimizer state and the gradient shards live in host
  * memory while the model computes on the GPU (ZeRO-Offload); the optimizer runs on the
  * CPU. On the CPU everything is in host memory already: offload changes nothing.
  *
- * Trace: marks under coll "fsdp", chunk = layer, span each layer's gather (stage 3),
+ * Trace: marks under coll "fsdp", chunk = layer, span each layer's gather (stage 3; with
+ * --prefetch on the communication thread, overlapping the layer before's compute),
  * reduce-scatter, and gather-updated (stages 1, 2, after the optimizer); "free" marks
  * the instant stage 3 drops a gathered layer (trace.h). */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "buf.h"
 #include "collectives/collectives.h"
+#include "cuda.h"
 #include "half.h"
 #include "p2p.h"
 #include "parallel_internal.h"
 #include "trace.h"
 
 /* ==== the shards ==== */
+
+typedef struct prefetcher prefetcher;
 
 typedef struct {
     dti_run *r;
@@ -99,6 +125,7 @@ typedef struct {
     void **g;                /* [L] stage 1: the whole gradient, N*s elements */
     void **gs;               /* [L] the summed gradient shard, s elements (may alias g) */
     float *wf, *gf;          /* fp16: one layer's weights and gradients as floats */
+    prefetcher *pf;          /* --prefetch: the communication thread; NULL without */
 } fsdp;
 
 /* The own shard of layer l, working type: where the optimizer writes. */
@@ -230,21 +257,171 @@ static void mark(const fsdp *f, const char *phase, int step, int l, double t0,
              instant ? NAN : t0);
 }
 
+/* ==== gathering (stage 3), just in time or prefetched ==== */
+
+/* Allgathers layer l's shards into whole (its padded N*s elements, working type) over
+ * comm, and marks it in the trace. */
+static void gather(fsdp *f, int l, void *whole, MPI_Comm comm, int step)
+{
+    size_t s = f->s[l];
+    double t0 = dti_mark_begin();
+    dt_allgather(f->w[l], (int)s, f->type, whole, (int)s, f->type, comm);
+    mark(f, "gather", step, l, t0, 0);
+}
+
+/* A step's gathers in the order every rank makes them: gather i is of layer
+ * layer_of(i), forward's 0 .. L-1 for i < L, then backward's L-1 .. 0. */
+static int layer_of(const fsdp *f, int i)
+{
+    return i < f->L ? i : 2 * f->L - 1 - i;
+}
+
+/* The most padded elements held gathered at once: the largest layer just in time;
+ * prefetched, the largest two successive gathers. */
+static size_t gathered_most(const fsdp *f)
+{
+    if (f->pf == NULL)
+        return f->zero == 3 ? f->Pmax : 0;
+    size_t most = 0;
+    for (int i = 0; i + 1 < 2 * f->L; i++) {
+        size_t two = (f->s[layer_of(f, i)] + f->s[layer_of(f, i + 1)]) * f->N;
+        most = two > most ? two : most;
+    }
+    return most;
+}
+
+/* The communication thread takes gathers [ndone, nlaunched) in order; the main thread
+ * launches gather i+1 (its buffer allocated, and booked, at launch) when it needs gather
+ * i, then waits until ndone > i. The thread sleeps on a condition variable when there
+ * is nothing to gather: a spinning thread would take the core the compute needs. */
+struct prefetcher {
+    MPI_Comm comm;           /* a duplicate of f->comm: the thread's own */
+    void **buf;              /* [2L] gather i's whole layer, from its launch to its use */
+    int step;                /* for the trace */
+    double wait_s;           /* the main thread's wait for gathers, this step */
+    pthread_mutex_t mu;
+    pthread_cond_t work;     /* nlaunched grew, or stop was set */
+    pthread_cond_t done;     /* ndone grew */
+    int nlaunched, ndone, stop;
+    pthread_t thread;
+};
+
+/* Device data: the thread picks the rank's GPU first (the GPU is per thread in CUDA),
+ * as ddp's does; the shards it sends are not written during the step. */
+static void *prefetch_thread(void *arg)
+{
+    fsdp *f = arg;
+    prefetcher *p = f->pf;
+    if (dt_cuda_device() >= 0)
+        dti_cuda_set_device(dt_cuda_device());
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (p->ndone == p->nlaunched && !p->stop)
+            pthread_cond_wait(&p->work, &p->mu);
+        if (p->ndone == p->nlaunched)               /* stop, and nothing left to do */
+            break;
+        int i = p->ndone, step = p->step;
+        void *whole = p->buf[i];
+        pthread_mutex_unlock(&p->mu);
+        gather(f, layer_of(f, i), whole, p->comm, step);
+        pthread_mutex_lock(&p->mu);
+        p->ndone++;
+        pthread_cond_signal(&p->done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* Starts the thread (--prefetch). Collective: duplicates the communicator; a checkpoint
+ * refusal frees the duplicate (r->made). */
+static void prefetch_start(fsdp *f)
+{
+    prefetcher *p = dti_calloc(1, sizeof *p);
+    p->buf = dti_calloc(2 * (size_t)f->L, sizeof *p->buf);
+    DT_CHECK_MPI(MPI_Comm_dup(f->comm, &p->comm));
+    f->r->made[f->r->nmade++] = p->comm;
+    DT_REQUIRE(pthread_mutex_init(&p->mu, NULL) == 0, "pthread_mutex_init failed");
+    DT_REQUIRE(pthread_cond_init(&p->work, NULL) == 0, "pthread_cond_init failed");
+    DT_REQUIRE(pthread_cond_init(&p->done, NULL) == 0, "pthread_cond_init failed");
+    f->pf = p;
+    DT_REQUIRE(pthread_create(&p->thread, NULL, prefetch_thread, f) == 0,
+               "could not start FSDP's prefetching thread");
+}
+
+/* Between steps (the thread is idle then): stops and frees it. */
+static void prefetch_stop(fsdp *f)
+{
+    prefetcher *p = f->pf;
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_signal(&p->work);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->thread, NULL);
+    pthread_cond_destroy(&p->done);
+    pthread_cond_destroy(&p->work);
+    pthread_mutex_destroy(&p->mu);
+    f->r->nmade = 0;
+    DT_CHECK_MPI(MPI_Comm_free(&p->comm));
+    free(p->buf);
+    free(p);
+    f->pf = NULL;
+}
+
+/* Main thread: allocates gather i's buffer (held from now) and hands it to the thread;
+ * gather 0 opens the step's sequence. */
+static void launch(fsdp *f, int i, int step)
+{
+    prefetcher *p = f->pf;
+    p->buf[i] = dti_alloc(f->r, DTI_PARAMS, f->s[layer_of(f, i)] * f->N * f->ws, 0);
+    pthread_mutex_lock(&p->mu);
+    if (i == 0) {                  /* the last step's 2L are done: the thread idles */
+        p->ndone = 0;
+        p->step = step;
+        p->wait_s = 0;
+    }
+    p->nlaunched = i + 1;
+    pthread_cond_signal(&p->work);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Main thread: launches gather i+1, then waits for gather i and takes its buffer. */
+static void *prefetched(fsdp *f, int i, int step)
+{
+    prefetcher *p = f->pf;
+    if (i == 0)
+        launch(f, 0, step);
+    if (i + 1 < 2 * f->L)
+        launch(f, i + 1, step);
+    double t0 = MPI_Wtime();
+    pthread_mutex_lock(&p->mu);
+    while (p->ndone <= i)
+        pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+    p->wait_s += MPI_Wtime() - t0;
+    void *whole = p->buf[i];
+    p->buf[i] = NULL;
+    return whole;
+}
+
 /* ==== one layer's weights, for forward or backward ==== */
 
-/* Returns layer l's whole weights as floats (W_l then b_l). Stage 3 first allgathers
- * them into *held (booked under parameters until layer_release); fp16 converts them
- * into f->wf. step is for the trace. */
-static const float *layer_acquire(fsdp *f, int l, void **held, int step)
+/* Returns layer l's whole weights as floats (W_l then b_l), for forward (bwd 0) or
+ * backward (1). Stage 3 first gathers them into *held (booked under parameters until
+ * layer_release): here, or from the prefetching thread; fp16 converts them into f->wf.
+ * step is for the trace. */
+static const float *layer_acquire(fsdp *f, int l, int bwd, void **held, int step)
 {
     size_t s = f->s[l];
     const void *whole = f->w[l];
     *held = NULL;
-    if (f->zero == 3) {
-        double t0 = dti_mark_begin();
+    if (f->pf) {
+        *held = prefetched(f, bwd ? 2 * f->L - 1 - l : l, step);
+        whole = *held;
+    } else if (f->zero == 3) {
         *held = dti_alloc(f->r, DTI_PARAMS, s * f->N * f->ws, 0);
-        dt_allgather(f->w[l], (int)s, f->type, *held, (int)s, f->type, f->comm);
-        mark(f, "gather", step, l, t0, 0);
+        gather(f, l, *held, f->comm, step);
         whole = *held;
     }
     if (!f->fp16)
@@ -284,7 +461,7 @@ static const float *forward(fsdp *f, dt_mlp_acts *a, const float *x, int B, int 
     for (int l = 0; l < f->L; l++) {
         int in = dt_mlp_layer_in(c, l), out = dt_mlp_layer_out(c, l);
         void *held;
-        const float *W = layer_acquire(f, l, &held, step);  /* (out, in), then b (out) */
+        const float *W = layer_acquire(f, l, 0, &held, step); /* W (out, in), b (out) */
         double t0 = dt_trace_now();
         size_t nz = (size_t)B * out;
         dt_linear_forward(a->x[l], W, W + (size_t)out * in, a->z[l], B, in, out);
@@ -312,7 +489,7 @@ static void backward(fsdp *f, dt_mlp_acts *a, const float *dlogits, float *gx[2]
         int in = dt_mlp_layer_in(c, l), out = dt_mlp_layer_out(c, l);
         size_t n = f->n[l], P = f->s[l] * f->N;
         void *held;
-        const float *W = layer_acquire(f, l, &held, step);
+        const float *W = layer_acquire(f, l, 1, &held, step);
         /* the layer's whole gradient: kept all step (stage 1) or only until it is cut */
         void *whole = f->zero == 1 ? f->g[l] : dti_alloc(f->r, DTI_GRADS, P * f->ws, 0);
         float *dW = f->fp16 ? f->gf : whole;              /* (out, in), then db (out) */
@@ -378,7 +555,7 @@ static void expected_bytes(const fsdp *f, double formula[3], size_t exact[3])
     size_t sumP = sums * f->N, fl = f->fp16 ? f->nmax * sizeof(float) : 0;
     exact[DTI_PARAMS] = (f->zero < 3 ? sumP : sums) * f->ws +
                         (f->sep ? sums * sizeof(float) : 0) + fl +
-                        (f->zero == 3 ? f->Pmax * f->ws : 0);
+                        gathered_most(f) * f->ws;
     exact[DTI_GRADS] = (f->zero == 1 ? sumP * f->ws + (f->host ? sums * f->ws : 0)
                                      : sums * f->ws + f->Pmax * f->ws) + fl;
     exact[DTI_OPTIM] = sums * f->S * sizeof(float);
@@ -444,7 +621,8 @@ static void report(const fsdp *f, size_t sent_steps, int steps)
                 r->peak[1], r->peak[2], same ? "" : "  (not as expected!)");
     char why[240];
     snprintf(why, sizeof why, "expected = the formula on padded layers%s%s%s",
-             f->zero == 3 ? " + one gathered layer" : "",
+             f->pf ? " + two gathered layers (the largest two in a row: prefetch)"
+             : f->zero == 3 ? " + one gathered layer" : "",
              f->zero > 1 ? " + one layer's whole gradient" : "",
              f->fp16 ? " + one layer's weights and gradients as floats (the CPU "
              "computes fp16 in fp32)" : "");
@@ -452,6 +630,13 @@ static void report(const fsdp *f, size_t sent_steps, int steps)
     summary_wrapped(r, f->sep ? "params include the fp32 master shards (4 bytes a "
                     "weight, in ZeRO's K)" : "in fp32 the working weights are "
                     "the master weights: no copy");
+    if (f->pf) {
+        size_t more = (gathered_most(f) - f->Pmax) * f->ws;
+        dti_summary(r, "  prefetch: %zu bytes more, the largest two gathers in a row less the",
+                    more);
+        dti_summary(r, "    largest one; at most one more gathered layer, w x %zu = %zu",
+                    f->Pmax, f->Pmax * f->ws);
+    }
     if (cfg->offload)
         dti_summary(r, "  offload: %s", f->host ? "master, optimizer state and gradient "
                     "shards in host memory; the optimizer runs on the CPU"
@@ -474,8 +659,11 @@ void dti_train_fsdp(dti_run *r)
                cfg->zero);
     DT_REQUIRE(cfg->accum == 1, "fsdp: --accum is for ddp; fsdp takes one batch a step "
                "(--accum %d)", cfg->accum);
+    DT_REQUIRE(!cfg->prefetch || cfg->zero == 3, "fsdp: --prefetch is for --zero 3");
     fsdp f;
     fsdp_init(&f, r);
+    if (cfg->prefetch)
+        prefetch_start(&f);
     const dt_mlp_config *c = f.c;
     int Bg = cfg->batch, B = Bg / f.N, first = f.k * B;
     DT_REQUIRE(B * f.N == Bg, "fsdp: a batch of %d rows cannot be shared by %d ranks", Bg,
@@ -483,6 +671,10 @@ void dti_train_fsdp(dti_run *r)
 
     dt_mlp_acts a;
     dt_mlp_acts_alloc(c, B, r->where == DT_CUDA, &a);
+    size_t acts = 0;                    /* what forward keeps: every layer's in and out */
+    for (int l = 0; l < c->layers; l++)
+        acts += (size_t)B * (dt_mlp_layer_in(c, l) + dt_mlp_layer_out(c, l)) * sizeof(float);
+    dti_held(r, DTI_ACTS, acts, 1);
     size_t ngx = f.L > 1 ? (size_t)B * c->hidden : 0;
     float *gx[2];
     gx[0] = dt_malloc(2 * ngx * sizeof(float), r->where);
@@ -540,7 +732,11 @@ void dti_train_fsdp(dti_run *r)
                   r->comm);
         size_t sent = dt_bytes_sent() - sent0;
         sent_steps += sent;
-        snprintf(extra, sizeof extra, "sent %.1f KiB%s%s", sent / 1024.0,
+        char waited[48] = "";
+        if (f.pf)
+            snprintf(waited, sizeof waited, ", waited %.2f ms for gathers",
+                     f.pf->wait_s * 1e3);
+        snprintf(extra, sizeof extra, "sent %.1f KiB%s%s%s", sent / 1024.0, waited,
                  scaler[0] ? ", " : "", scaler);
         dti_step_end(r, step, (float)(loss / Bg), !ok, extra);
         dti_ckpt_step(r, step);
@@ -560,6 +756,7 @@ void dti_train_fsdp(dti_run *r)
     }
     dti_result_params(r, owned);
     report(&f, sent_steps, cfg->steps - s0);
+    prefetch_stop(&f);
 
     free(shard);
     free(owned);
@@ -569,5 +766,6 @@ void dti_train_fsdp(dti_run *r)
     free(x);
     dt_free(gx[0]);
     dt_mlp_acts_free(&a);
+    dti_held(r, DTI_ACTS, acts, 0);
     fsdp_free(&f);
 }

@@ -7,12 +7,15 @@
  *           updates old (dp.c)
  *   ddp     a full replica per rank; gradients allreduced (ring) in buckets, in reverse
  *           layer order, on a communication thread while backward goes on (ddp.c)
- *   fsdp    parameters, gradients and optimizer state sharded per layer: ZeRO 1, 2, 3
- *           (fsdp.c)
+ *   fsdp    parameters, gradients and optimizer state sharded per layer: ZeRO 1, 2, 3;
+ *           --prefetch gathers the next layer on a communication thread (fsdp.c)
  *   tp      Megatron tensor parallelism: layer pairs split by columns then rows (tp.c)
  *   pp      layers cut into stages, micro-batches in GPipe or 1F1B order (pp.c)
  *   hybrid  D data-parallel replicas of P pipeline stages of T tensor-parallel ranks
  *           (hybrid.c); ddp, tp and pp are its special cases D = N, T = N and P = N
+ *   dp-threads  PyTorch's DataParallel: one rank, T threads each with a replica; the
+ *           master thread copies the weights out and the gradients in every step,
+ *           optionally under an emulated interpreter lock (dp_threads.c)
  *
  * In fp32, every mode reaches the same weights as serial training with the same global
  * batch, to rounding: the central lesson and the central test of dtlab. fp16 (mixed.c)
@@ -34,7 +37,7 @@ extern "C" {
 
 typedef enum {
     DT_MODE_SERIAL, DT_MODE_DP, DT_MODE_DDP, DT_MODE_FSDP, DT_MODE_TP, DT_MODE_PP,
-    DT_MODE_HYBRID, DT_MODE_MOE, DT_NMODES
+    DT_MODE_HYBRID, DT_MODE_MOE, DT_MODE_DP_THREADS, DT_NMODES
 } dt_mode;
 
 typedef enum { DT_FP32 = 0, DT_FP16 = 1 } dt_precision;
@@ -126,6 +129,8 @@ typedef struct {
     /* fsdp */
     int zero;                      /* ZeRO stage 1, 2 or 3 */
     int offload;                   /* shards in host memory while computing on a GPU */
+    int prefetch;                  /* ZeRO 3: the next layer's allgather on a thread of
+                                      its own while this layer computes (fsdp.c) */
     /* tp */
     dt_tp_style tp_style;
     /* pp */
@@ -150,6 +155,13 @@ typedef struct {
     float capacity;
     int moe_groups;
     float aux_loss;
+
+    /* dp-threads (dp_threads.c): replicas, one thread each (1 .. 256, at most the
+     * batch; default 2), and gil: 0 for none, else the share of each thread's work
+     * (0 .. 0.95] spent on bookkeeping that must hold one global lock, as Python's
+     * interpreter lock makes it. fp32, host memory, one rank. */
+    int threads;
+    float gil;
 
     /* A straggler, for lessons: rank slow_rank sleeps slow_ms milliseconds at the start
      * of each of its steps, as a slower GPU would (slow_ms 0: none). */
@@ -212,6 +224,12 @@ typedef struct {
     size_t bytes_sent_max;    /* the largest of any rank, every rank */
     double wait_seconds;      /* this rank's time in dt_waitall during training */
     double wait_seconds_max;  /* the largest of any rank, every rank */
+    double compute_seconds;   /* per step, over the steps seconds_per_step counts: the
+                                 time in the compute the trace records (forward,
+                                 backward, loss, optimizer), slowest rank; threads that
+                                 compute at once add up. The floor under the step time */
+    double *step_compute;     /* [steps] each step's compute, the slowest rank's, every
+                                 rank (0 for steps a resumed run did not train) */
     size_t peak_params;       /* bytes held at the peak, this rank: weights (working */
     size_t peak_grads;        /*   and master copies), gradients, optimizer state */
     size_t peak_optim;
@@ -223,6 +241,14 @@ typedef struct {
                                  stage, rank 0 only */
     int *stage_stash;         /* [stages] the most micro-batches each stage held */
     char summary[2048];       /* the mode's own summary lines, rank 0 ("" if none) */
+    /* dp-threads: the bytes the master thread copied between itself and the replicas
+     * (weights out, input rows out, outputs in, output gradients out, gradients in),
+     * all steps; and per step (mean over the timed steps) the seconds of the master's
+     * copies, of its own serial work (loss, optimizer), of the replicas' phases
+     * (forward and backward, until the last thread is done), and that a replica spent
+     * waiting for the lock (mean over replicas; 0 without --gil). */
+    size_t bytes_copied;
+    double copy_seconds, master_seconds, replica_seconds, gil_wait_seconds;
 } dt_train_result;
 
 /* Trains c->steps steps in mode c->mode on the ranks of comm. Aborts every rank with a
@@ -233,6 +259,8 @@ void dt_train_result_free(dt_train_result *r);
 /* The median and quartiles of the step times seconds_per_step averages (dt_timing_of);
  * a run with one such step, or none, gives seconds_per_step with no spread. */
 dt_timing dt_train_step_timing(const dt_train_result *r);
+/* The same over the steps' compute (step_compute): the step time's floor. */
+dt_timing dt_train_compute_timing(const dt_train_result *r);
 /* Which steps that timing covers, in words for a lesson's heading: "the median of steps
  * 2..6 +- half their interquartile range", or "step 1 alone (...)". */
 void dt_train_step_words(const dt_train_result *r, char *buf, size_t len);

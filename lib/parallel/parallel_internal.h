@@ -10,6 +10,7 @@
  *   ddp.c     gradient buckets allreduced on a communication thread
  *   hybrid.c  the training loop of serial, ddp, tp, pp and hybrid (D x T x P)
  *   dp.c      the parameter server
+ *   dp_threads.c  DataParallel: one rank, a replica per thread, a master thread
  *   fsdp.c    ZeRO 1/2/3
  *   moe.c     mixture of experts: the gate, top-k routing with capacity, the experts'
  *             all-to-all, the load-balancing loss
@@ -46,6 +47,8 @@ typedef struct {
     int updates;                /* optimizer steps taken (skipped fp16 steps excluded) */
     double t_begin;             /* start of the current step */
     double t_sum;               /* step times, steps first+1.. */
+    double c_sum;               /* their compute (dti_compute_event), in seconds */
+    unsigned long long c_begin; /* the compute count at the current step's start */
     int first;                  /* the first step this run trains: 1, or the step after
                                    the checkpoint it resumed from */
     struct dti_ckpt *ckpt;      /* checkpoints (checkpoint.c); NULL: none */
@@ -83,7 +86,8 @@ void dti_result_params(dti_run *r, const float *owned);
 
 /* Records a compute event [t0, now] in the trace: coll "train", phase (forward,
  * backward, loss, optimizer, ...), step, chunk = layer (-1 for none), lo..hi = micro
- * .. micro+1 (micro -1: 0 0). */
+ * .. micro+1 (micro -1: 0 0). t0 is a dt_trace_now(); tracing or not, the time is
+ * counted into the result's compute_seconds. */
 void dti_compute_event(const char *phase, int step, int layer, int micro, double t0);
 
 /* Marks in the trace (lib/trace.h's table of training marks): dti_mark_begin is now, or 0
@@ -341,6 +345,7 @@ void dti_train_hybrid(dti_run *r);   /* serial, ddp, tp, pp, hybrid */
 void dti_train_dp(dti_run *r);
 void dti_train_fsdp(dti_run *r);
 void dti_train_moe(dti_run *r);      /* moe.c */
+void dti_train_dp_threads(dti_run *r);   /* dp_threads.c */
 /* moe.c: whether c's moe settings can run on n ranks (experts a multiple of n, topk 1
  * or 2 and at most the experts, capacity > 0, groups dividing the batch, ...): 0, or
  * -1 with a sentence in why. */

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,7 @@
 /* ==== names and defaults ==== */
 
 static const char *const mode_names[DT_NMODES] = {
-    "serial", "dp", "ddp", "fsdp", "tp", "pp", "hybrid", "moe"
+    "serial", "dp", "ddp", "fsdp", "tp", "pp", "hybrid", "moe", "dp-threads"
 };
 static const char *const compress_names[DT_NCOMPRESS] = { "none", "fp16", "int8", "sign" };
 
@@ -81,6 +82,8 @@ void dt_train_defaults(dt_train_config *c)
     c->capacity = 1.25f;
     c->moe_groups = 0;
     c->aux_loss = 0.01f;
+    c->threads = 2;                 /* dp-threads */
+    c->gil = 0;
     c->slow_rank = 0;
     c->slow_ms = 0;
 }
@@ -165,6 +168,28 @@ int dt_train_check(const dt_train_config *c, int n, char *why, size_t len)
     }
     if (c->dedicated_server && c->mode != DT_MODE_DP)
         WHY("--dedicated-server is for mode dp");
+    if (c->prefetch && c->mode != DT_MODE_FSDP)
+        WHY("--prefetch is for mode fsdp (it gathers the next layer's weights early)");
+    if (c->prefetch && c->zero != 3)
+        WHY("--prefetch is for --zero 3: stages 1 and 2 keep every layer's weights whole, "
+            "so there is no gather to start early");
+    if (c->gil != 0 && c->mode != DT_MODE_DP_THREADS)
+        WHY("--gil is for mode dp-threads");
+    if (c->mode == DT_MODE_DP_THREADS) {
+        if (n != 1)
+            WHY("mode dp-threads is one process with threads (PyTorch's DataParallel): "
+                "run it on 1 rank, not %d", n);
+        if (c->threads < 1 || c->threads > 256 || c->threads > c->batch)
+            WHY("--threads must be 1 .. 256 and at most the batch (%d), not %d", c->batch,
+                c->threads);
+        if (!(c->gil >= 0 && c->gil <= 0.95f))
+            WHY("--gil must be a share of each thread's work above 0 and at most 0.95");
+        if (c->precision != DT_FP32 || c->on_device)
+            WHY("mode dp-threads trains in fp32 on the CPU (its replicas are threads of "
+                "one process); use --precision fp32 and --device cpu");
+        if (c->accum > 1)
+            WHY("--accum is not for mode dp-threads");
+    }
     if (c->mode == DT_MODE_DP && c->dedicated_server && n < 2)
         WHY("a dedicated server needs at least 2 ranks: one to serve, one to compute");
     if (c->checkpoint_dir && (c->checkpoint_every < 0 || c->checkpoint_every > 1000000))
@@ -249,10 +274,16 @@ void dti_free(dti_run *r, int what, void *p, size_t nbytes)
     dt_free(p);
 }
 
+/* The compute dti_compute_event records, in nanoseconds, tracing or not: the steps read
+ * it (dti_step_begin, dti_step_end) for the result's compute_seconds.
+ * Atomic: several threads may compute (atomic doubles would need libatomic). */
+static _Atomic unsigned long long compute_ns;
+
 void dti_step_begin(dti_run *r, int step)
 {
     dti_mark("train", "step", step, -1, 0, 0, 0, NAN);  /* the trace's step mark */
     r->t_begin = MPI_Wtime();                   /* the straggler's sleep is its step's */
+    r->c_begin = compute_ns;
     if (r->cfg->slow_ms > 0 && r->rank == r->cfg->slow_rank) {
         int ms = r->cfg->slow_ms;               /* a straggler: a slower GPU */
         struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
@@ -265,11 +296,14 @@ void dti_step_end(dti_run *r, int step, float loss, int skipped, const char *ext
     DT_REQUIRE(step >= 1 && step <= r->cfg->steps, "dti_step_end: step %d of %d", step,
                r->cfg->steps);
     double dt = MPI_Wtime() - r->t_begin;
-    if (step > r->first || r->cfg->steps == r->first)    /* the first warms up */
+    if (step > r->first || r->cfg->steps == r->first) {  /* the first warms up */
         r->t_sum += dt;
+        r->c_sum += (double)(compute_ns - r->c_begin) * 1e-9;
+    }
     r->res->loss[step - 1] = loss;
     r->res->skipped[step - 1] = skipped;
     r->res->step_seconds[step - 1] = dt;
+    r->res->step_compute[step - 1] = (double)(compute_ns - r->c_begin) * 1e-9;
     if (r->rank == 0 && r->cfg->on_step) {
         dt_step_report rep = { .step = step, .loss = loss };
         snprintf(rep.extra, sizeof rep.extra, "%s", extra ? extra : "");
@@ -319,12 +353,14 @@ void dti_mark(const char *coll, const char *phase, int step, int chunk, size_t l
 
 void dti_compute_event(const char *phase, int step, int layer, int micro, double t0)
 {
+    double t1 = dt_trace_now();
+    compute_ns += t1 > t0 ? (unsigned long long)((t1 - t0) * 1e9) : 0;
     if (!dt_trace_enabled())
         return;
     dt_trace_phase("train", phase);
     dt_trace_step(step, -1, 0, 0, layer, micro < 0 ? 0 : (size_t)micro,
                   micro < 0 ? 0 : (size_t)micro + 1);
-    dt_trace_add(DT_EV_COMPUTE, -1, 0, t0, dt_trace_now());
+    dt_trace_add(DT_EV_COMPUTE, -1, 0, t0, t1);
 }
 
 /* ==== the trace's "# train" line ==== */
@@ -380,6 +416,11 @@ static void train_text(const dt_train_config *c, int n, char *s, size_t len)
     if (c->mode == DT_MODE_FSDP) {
         pair(s, len, "zero %d", c->zero);
         pair(s, len, "offload %s", c->offload ? "on" : "off");
+        pair(s, len, "prefetch %s", c->prefetch ? "on" : "off");
+    }
+    if (c->mode == DT_MODE_DP_THREADS) {
+        pair(s, len, "threads %d", c->threads);
+        pair(s, len, "gil %g", (double)c->gil);
     }
     if (c->mode == DT_MODE_DP) {
         pair(s, len, "async %d", c->async);
@@ -443,8 +484,10 @@ void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
     res->loss = calloc((size_t)c->steps, sizeof *res->loss);
     res->skipped = calloc((size_t)c->steps, sizeof *res->skipped);
     res->step_seconds = calloc((size_t)c->steps, sizeof *res->step_seconds);
+    res->step_compute = calloc((size_t)c->steps, sizeof *res->step_compute);
     res->params = r.rank == 0 ? calloc(r.nparams, sizeof(float)) : NULL;
-    DT_REQUIRE(res->loss && res->skipped && res->step_seconds && (r.rank != 0 || res->params),
+    DT_REQUIRE(res->loss && res->skipped && res->step_seconds && res->step_compute &&
+               (r.rank != 0 || res->params),
                "out of host memory");
 
     dti_ckpt_open(&r);
@@ -454,6 +497,7 @@ void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
     case DT_MODE_DP: dti_train_dp(&r); break;
     case DT_MODE_FSDP: dti_train_fsdp(&r); break;
     case DT_MODE_MOE: dti_train_moe(&r); break;
+    case DT_MODE_DP_THREADS: dti_train_dp_threads(&r); break;
     default: dti_train_hybrid(&r); break;
     }
     res->bytes_sent = dt_bytes_sent();
@@ -469,8 +513,11 @@ void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
     double t = r.t_sum / (c->steps > r.first ? c->steps - r.first : 1), tmax = 0;
     MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, r.comm);
     res->seconds_per_step = tmax;
+    t = r.c_sum / (c->steps > r.first ? c->steps - r.first : 1);
+    MPI_Allreduce(&t, &res->compute_seconds, 1, MPI_DOUBLE, MPI_MAX, r.comm);
     res->first_timed = c->steps > r.first ? r.first + 1 : r.first;
     MPI_Allreduce(MPI_IN_PLACE, res->step_seconds, c->steps, MPI_DOUBLE, MPI_MAX, r.comm);
+    MPI_Allreduce(MPI_IN_PLACE, res->step_compute, c->steps, MPI_DOUBLE, MPI_MAX, r.comm);
     MPI_Bcast(res->loss, c->steps, MPI_FLOAT, 0, r.comm);
     MPI_Bcast(res->skipped, c->steps, MPI_INT, 0, r.comm);
     res->peak_params = r.peak[DTI_PARAMS];
@@ -487,6 +534,8 @@ void dt_train_result_free(dt_train_result *r)
     free(r->loss);
     free(r->skipped);
     free(r->step_seconds);
+    free(r->step_compute);
+    r->step_compute = NULL;
     free(r->params);
     free(r->stage_bubble);
     free(r->stage_stash);
@@ -508,14 +557,24 @@ void dt_train_step_words(const dt_train_result *r, char *buf, size_t len)
                  first, r->steps);
 }
 
-dt_timing dt_train_step_timing(const dt_train_result *r)
+/* The timing of t[steps] over the steps seconds_per_step counts; with fewer than two,
+ * their mean with no spread. */
+static dt_timing timed_steps(const dt_train_result *r, const double *t, double mean)
 {
     int first = r->first_timed > 0 ? r->first_timed : 1, n = r->steps - first + 1;
-    if (n < 2 || r->step_seconds == NULL) {
-        double t = r->seconds_per_step;
-        return (dt_timing){t, t, t, 1};
-    }
-    return dt_timing_of(r->step_seconds + first - 1, n);
+    if (n < 2 || t == NULL)
+        return (dt_timing){mean, mean, mean, 1};
+    return dt_timing_of(t + first - 1, n);
+}
+
+dt_timing dt_train_step_timing(const dt_train_result *r)
+{
+    return timed_steps(r, r->step_seconds, r->seconds_per_step);
+}
+
+dt_timing dt_train_compute_timing(const dt_train_result *r)
+{
+    return timed_steps(r, r->step_compute, r->compute_seconds);
 }
 
 void dt_train_serial(const dt_train_config *c, MPI_Comm comm, dt_train_result *ref)
@@ -528,6 +587,8 @@ void dt_train_serial(const dt_train_config *c, MPI_Comm comm, dt_train_result *r
         s.mode = DT_MODE_SERIAL;
         s.async = 0;
         s.dedicated_server = 0;
+        s.prefetch = 0;
+        s.gil = 0;                                /* dp-threads' lock */
         s.checkpoint_dir = s.resume_dir = NULL;   /* the reference saves nothing */
         s.checkpoint_every = 0;
         s.slow_rank = s.slow_ms = 0;              /* nor waits for a straggler */
