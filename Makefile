@@ -28,7 +28,7 @@ export MPIEXEC_TIMEOUT ?= 120
 # ---- tools ------------------------------------------------------------------
 MPICC  := $(shell command -v mpicc 2>/dev/null)
 NVCC   := $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
-PKGS   := check sdl2 SDL2_ttf SDL2_image zlib
+PKGS   := check sdl2 SDL2_ttf SDL2_image zlib openblas
 HAVE_PKGS := $(shell pkg-config --exists $(PKGS) 2>/dev/null && echo yes)
 
 ifeq ($(CUDA),auto)
@@ -46,7 +46,14 @@ CFLAGS   ?= -O3 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -MMD -MP -Ilib -pthread
 # GCC 12 takes MPICH's MPI_STATUS(ES)_IGNORE, a constant pointer, for a zero-sized array
 CFLAGS   += -Wno-stringop-overflow
+# Nothing in dtlab watches floating-point traps or errno after a math function: so GCC
+# may run element-wise loops with comparisons and sqrtf on vector registers (GELU, the
+# optimizers: lib/nn). No result changes; these flags allow no reordering of arithmetic.
+CFLAGS   += -fno-trapping-math -fno-math-errno
 LDLIBS   := -lm -lz -pthread
+# OpenBLAS (Debian's pthreads build): the CPU's matrix products (lib/nn/blas.c)
+CFLAGS   += $(shell pkg-config --cflags openblas 2>/dev/null)
+LDLIBS   += $(shell pkg-config --libs openblas 2>/dev/null)
 # --default-stream per-thread: each host thread's kernels and copies go to its own
 # stream (DDP's communication thread overlaps the main thread's compute; device.cu)
 NVFLAGS  := -O3 -Ilib -DDT_HAVE_CUDA --default-stream per-thread -Xcompiler -Wall,-Wextra $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a))
@@ -108,6 +115,7 @@ LIBDT    := $(BUILD)/libdt.a
 LESSONS  := $(patsubst lessons/%.c,$(BUILD)/lessons/%,$(wildcard lessons/[0-9]*.c))
 TRAIN    := $(BUILD)/train
 BENCH    := $(BUILD)/bench/collbench
+STEPBENCH := $(BUILD)/bench/stepbench
 TOOLS    := $(BUILD)/dttrace
 UNIT     := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/unit_*.c))
 MULTI    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/mpi_*.c tests/misuse.c \
@@ -131,7 +139,7 @@ FUZZ     := $(if $(CLANG),$(BUILD)/fuzz/fuzz_trace)
 
 .PHONY: FORCE all deps test check demo pictures run bench stress clean check-deps check-run-deps \
         check-view-deps check-grade-deps check-tools flags libs grade reset valgrind
-all: check-tools $(LIBDT) $(LESSONS) $(TRAIN) $(BENCH) $(TOOLS) $(UNIT) $(MULTI) $(DTVIZ) \
+all: check-tools $(LIBDT) $(LESSONS) $(TRAIN) $(BENCH) $(STEPBENCH) $(TOOLS) $(UNIT) $(MULTI) $(DTVIZ) \
      $(VIZTESTS) $(FUZZ)
 
 check-tools:
@@ -177,6 +185,11 @@ $(TRAIN): $(BUILD)/obj/lessons/train.o $(LIBDT)
 	$(CC) $(CFLAGS) $< $(LIBDT) $(LDLIBS) -o $@
 
 $(BENCH): $(BUILD)/obj/bench/collbench.o $(LIBDT)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LIBDT) $(LDLIBS) -o $@
+
+# one training step on the CPU, sgemm or the loops (bench/stepbench.c)
+$(STEPBENCH): $(BUILD)/obj/bench/stepbench.o $(LIBDT)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(LIBDT) $(LDLIBS) -o $@
 
@@ -295,7 +308,7 @@ $(foreach t,$(EXTRA_SUITES),$(eval $(call extra_rules,$(t),$(filter $(firstword 
 # The Debian packages, by what needs them: running a program (MPICH), the viewer (SDL2 and
 # a font), Check (the unit suites and the grader), and tools only the tests use (clang's
 # libFuzzer, a virtual display and a key presser, valgrind, network namespaces).
-RUN_DEBS   := mpich libmpich-dev zlib1g-dev pkg-config
+RUN_DEBS   := mpich libmpich-dev zlib1g-dev libopenblas-dev pkg-config
 VIEW_DEBS  := libsdl2-dev libsdl2-ttf-dev libsdl2-image-dev fonts-dejavu-core
 CHECK_DEBS := check libsubunit-dev
 TEST_DEBS  := clang libclang-rt-dev xvfb xauth xdotool valgrind iproute2
@@ -319,11 +332,11 @@ RUN_CMDS   := mpicc $(MPIEXEC) pkg-config
 check-deps:
 	$(call need,$(RUN_CMDS) clang Xvfb xauth xdotool valgrind,$(PKGS),$(FONT),$(DEBS))
 check-run-deps:
-	$(call need,$(RUN_CMDS),zlib,,$(RUN_DEBS))
+	$(call need,$(RUN_CMDS),zlib openblas,,$(RUN_DEBS))
 check-view-deps:
-	$(call need,$(RUN_CMDS),zlib sdl2 SDL2_ttf SDL2_image,$(FONT),$(RUN_DEBS) $(VIEW_DEBS))
+	$(call need,$(RUN_CMDS),zlib openblas sdl2 SDL2_ttf SDL2_image,$(FONT),$(RUN_DEBS) $(VIEW_DEBS))
 check-grade-deps:
-	$(call need,$(RUN_CMDS) objcopy,zlib check,,$(RUN_DEBS) $(CHECK_DEBS))
+	$(call need,$(RUN_CMDS) objcopy,zlib openblas check,,$(RUN_DEBS) $(CHECK_DEBS))
 
 # ---- running ----------------------------------------------------------------
 NPROC := $(shell nproc 2>/dev/null || echo 2)

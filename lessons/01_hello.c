@@ -13,6 +13,7 @@
  *
  * Run:  mpiexec -n 4 build/lessons/01_hello
  *       mpiexec -n 4 build/lessons/01_hello --device cpu
+ *       LOCAL_RANK=1 WORLD_SIZE=2 build/lessons/01_hello   (as torchrun starts one)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,13 @@ static const struct { const char *name, *what; } vars[] = {
     {"OMPI_COMM_WORLD_SIZE", "the job size, from Open MPI's mpirun"},
     {"SLURM_PROCID",         "the rank, from Slurm's srun"},
     {"SLURM_LOCALID",        "the local rank, from Slurm's srun"},
+    {"RANK",                 "torchrun's: this process's rank"},
+    {"WORLD_SIZE",           "torchrun's: how many processes the job has"},
+    {"LOCAL_RANK",           "torchrun's rank on this host: the GPU's, without mpiexec"},
+    {"LOCAL_WORLD_SIZE",     "torchrun's: processes on this host"},
+    {"GROUP_RANK",           "torchrun's: which host (node) of the job"},
+    {"MASTER_ADDR",          "torchrun's: the host of the rendezvous store"},
+    {"MASTER_PORT",          "torchrun's: the store's port"},
     {"CUDA_VISIBLE_DEVICES", "the GPUs this process may see"},
     {"MPIEXEC_TIMEOUT",      "seconds before mpiexec kills the job"},
     {"DT_DEVICE",            "dtlab: cpu or cuda, like --device"},
@@ -93,21 +101,25 @@ int main(int argc, char **argv)
     if (rank == 0) {
         /* a column per rank, as wide as the widest value (at least "rank 0"), 2 spaces
          * apart or 1, as many as fit in 80 columns; the meanings follow the table */
-        int width = 6, present[NVARS] = {0}, cols = 0, sep;
+        int width = 6, present[NVARS] = {0}, cols = 0, sep, any = 0;
         for (int k = 0; k < NVARS; k++)
             for (int r = 0; r < n; r++) {
                 int len = (int)strlen(all[r][k]);
                 present[k] |= len > 0;
+                any |= len > 0;
                 width = len > width ? len : width;
             }
         sep = NAMEW + n * (width + 2) <= WIDTH ? 2 : 1;
         while (cols < n && NAMEW + (cols + 1) * (width + sep) <= WIDTH)
             cols++;
         printf("\nWhat the launcher put in each rank's environment");
-        if (cols < n)
+        if (!any)
+            printf(": nothing, no launcher started\nthis process");
+        else if (cols < n)
             printf(" (the first %d ranks)", cols);
-        printf(":\n\n%-*s", NAMEW, "variable");
-        for (int r = 0; r < cols; r++)
+        if (any)
+            printf(":\n\n%-*s", NAMEW, "variable");
+        for (int r = 0; r < cols && any; r++)
             printf("%*srank %-*d", sep, "", r + 1 < cols ? width - 5 : 0, r);
         for (int k = 0; k < NVARS; k++) {
             if (!present[k])
@@ -117,7 +129,7 @@ int main(int argc, char **argv)
                 printf("%*s%-*s", sep, "", r + 1 < cols ? width : 0,
                        all[r][k][0] ? all[r][k] : "-");
         }
-        printf("\n\nWhat they mean:\n");
+        printf(any ? "\n\nWhat they mean:\n" : ".\n");
         for (int k = 0; k < NVARS; k++)
             if (present[k])
                 printf("  %-*s %s\n", NAMEW, vars[k].name, vars[k].what);   /* <= 80 */
@@ -152,10 +164,29 @@ int main(int argc, char **argv)
             seen = strcmp(hosts[q], hosts[r]) == 0;
         node += !seen;
     }
-    dt_printf0("\nThe same facts as torchrun (PyTorch's launcher) would hand each process:\n\n"
-               "rank  RANK  WORLD_SIZE  LOCAL_RANK  LOCAL_WORLD_SIZE  GROUP_RANK  MASTER_ADDR\n");
-    dt_printf_ordered("%4d %5d %11d %11d %17d %11d  %.15s\n", rank, rank, n, dt_local_rank(),
-                      dt_local_size(), node, hosts[0]);
+    /* Without an MPI launcher the process may hold torchrun's own variables (each
+     * process torchrun starts is an MPI job of one rank): shown where set, as dtlab
+     * takes LOCAL_RANK for the GPU; where not, what dtlab derives, marked '*'. */
+    static const char *const tnames[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK",
+                                         "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR"};
+    int alone = !dt_launched(), derived[5] = {rank, n, dt_local_rank(), dt_local_size(), node};
+    char tv[6][20];
+    for (int k = 0; k < 6; k++) {
+        const char *v = alone ? getenv(tnames[k]) : NULL;
+        if (v && *v)
+            snprintf(tv[k], sizeof tv[k], "%.15s", v);
+        else if (k < 5)
+            snprintf(tv[k], sizeof tv[k], "%d%s", derived[k], alone ? "*" : "");
+        else
+            snprintf(tv[k], sizeof tv[k], "%.15s%s", hosts[0], alone ? "*" : "");
+    }
+    dt_printf0(alone ? "\nThe same facts under torchrun's names: the values set in this "
+               "process, and where\none is not set, marked *, what dtlab derives from "
+               "MPI:\n\n" : "\nThe same facts as torchrun (PyTorch's launcher) would hand "
+               "each process:\n\n");
+    dt_printf0("rank  RANK  WORLD_SIZE  LOCAL_RANK  LOCAL_WORLD_SIZE  GROUP_RANK  MASTER_ADDR\n");
+    dt_printf_ordered("%4d %5s %11s %11s %17s %11s  %s\n", rank, tv[0], tv[1], tv[2], tv[3],
+                      tv[4], tv[5]);
     const char *from;
     int pick = dt_gpu_local_rank(&from);
     dt_printf0("\n"

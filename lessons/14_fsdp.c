@@ -24,6 +24,9 @@
  * Run:  mpiexec -n 4 build/lessons/14_fsdp
  *       mpiexec -n 2 build/lessons/14_fsdp --hidden 256
  *       mpiexec -n 4 build/lessons/14_fsdp --trace fsdp.trace  (gathers, dtviz)
+ *
+ * --trace records one run, the one with --prefetch: in dtviz each layer's gather
+ * (AG) runs on the communication thread beside the compute of the layer before it.
  *       mpiexec -n 2 build/lessons/14_fsdp --hidden 512  (prefetch's time)
  */
 #include <math.h>
@@ -42,6 +45,8 @@ static const char usage[] =
     "                      runs take at least 6, steps 2.. timed)\n"
     "  --hidden H          width of the hidden layers, 4 to 1024 (default 64)\n"
     DT_COMMON_USAGE
+    "                      (one run: stage 3 with --prefetch, gathers beside "
+    "compute)\n"
     "  --help              this text\n";
 
 /* Adam divides each step by sqrt(v): a gradient that nearly cancels (a sum of
@@ -101,6 +106,7 @@ int main(int argc, char **argv)
                n == 1 ? "" : "s", n, n == 1 ? "" : "s");
 
     /* ==== the library calls: stages 1..3 in fp32 and fp16, then serial ==== */
+    dt_trace_pause(1);                  /* --trace: the prefetch run alone, below */
     dt_train_result res[2][3], ref;
     for (int prec = 0; prec < 2; prec++)
         for (int z = 1; z <= 3; z++) {
@@ -217,7 +223,9 @@ int main(int argc, char **argv)
     dt_train_result jit, pre;
     dt_train(&c, MPI_COMM_WORLD, &jit);
     c.prefetch = 1;
+    dt_trace_pause(0);
     dt_train(&c, MPI_COMM_WORLD, &pre);
+    dt_trace_pause(1);
     c.prefetch = 0;
     /* the gathers of a step: layers 0 .. L-1, then L-1 .. 0; prefetched, two in a
      * row are held at once (padded layers: `big` is the largest) */

@@ -14,6 +14,13 @@
  * Run:  mpiexec -n 4 build/lessons/23_dp_threads
  *       mpiexec -n 3 build/lessons/23_dp_threads --gil-pct 60
  *       mpiexec -n 1 build/lessons/23_dp_threads --threads 3 --trace dpt.trace
+ *
+ * --trace records one run, the one dtviz draws whole: on N > 1 ranks DDP's (a row per
+ * rank, its buckets' allreduces beside its backward); on one rank DataParallel's T
+ * threads with the lock (one row: the master's copies in its comm lane, each replica's
+ * forward and backward, "B1 L2" for replica 1's layer 2, and the lock's bookkeeping
+ * between them). Beside N > 1 ranks DataParallel runs on rank 0 alone, which dtviz
+ * would draw as one busy row among idle ones: there DDP, its rival, is traced.
  */
 #include <math.h>
 #include <stdio.h>
@@ -29,6 +36,8 @@ static const char usage[] =
     "  --gil-pct G         share of a thread's work spent holding the lock, in\n"
     "                      percent, 1 to 95 (default 30; train's --gil 0.3)\n"
     DT_COMMON_USAGE
+    "                      (one run: DDP's on N > 1 ranks; on 1, DataParallel's\n"
+    "                      T threads with the lock)\n"
     "  --help              this text\n";
 
 enum { TOL_EXP = 5, MAXT = 16 };
@@ -94,18 +103,23 @@ int main(int argc, char **argv)
     /* ==== the library calls: DataParallel with and without the lock, as threads
      * grow; then the parameter server, DDP and serial on the same model and batch ==== */
     dt_train_result off[MAXT], on[MAXT], dp, ddp, ref;
+    dt_trace_pause(1);                  /* --trace: one run (the header says which) */
     for (int k = 0; k < T; k++) {
         t.threads = k + 1;
         t.gil = 0;
         train_alone(&t, &off[k]);
         t.gil = g;
+        dt_trace_pause(n > 1 || k < T - 1);
         train_alone(&t, &on[k]);
+        dt_trace_pause(1);
     }
     c.mode = DT_MODE_DP;
     dt_train(&c, MPI_COMM_WORLD, &dp);
     size_t dp_recv = dt_bytes_received();            /* dt_train reset it at start */
     c.mode = DT_MODE_DDP;
+    dt_trace_pause(n == 1);
     dt_train(&c, MPI_COMM_WORLD, &ddp);
+    dt_trace_pause(1);
     size_t ddp_recv = dt_bytes_received();
     dt_train_serial(&c, MPI_COMM_WORLD, &ref);
     dt_machine mc = dt_machine_now();
@@ -159,11 +173,13 @@ int main(int argc, char **argv)
     dt_printf0("The master copies the weights out and the gradients in for every "
                "replica but\nits own, (T-1) Psi each way, and the others' rows, "
                "outputs and output\ngradients; a DDP rank sends and receives 2(N-1)/N "
-               "Psi each way, under 2 Psi\nhowever many ranks. With T = N the master "
-               "moves (T-1) / (2(N-1)/N) = N/2 times\na DDP rank's bytes, and it "
-               "grows with T");
+               "Psi each way, under 2 Psi\nhowever many ranks. So the master moves "
+               "(T-1) / (2(N-1)/N) times a DDP rank's\nbytes, N/2 with T = N, and more "
+               "as T grows");
     if (n > 1 && ddp_link > 0)
-        dt_printf0(" (measured here: %.2f times).\n\n", got / ddp_link);
+        dt_printf0(":\nwith T = %d and N = %d here, %.2f times (measured: %.2f, the rows "
+                   "and outputs\nincluded).\n\n", T, n, (T - 1) / (2.0 * (n - 1) / n),
+                   got / ddp_link);
     else
         dt_printf0(".\n\n");
 

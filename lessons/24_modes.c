@@ -11,8 +11,9 @@
  *
  * Run:  mpiexec -n 4 build/lessons/24_modes
  *       mpiexec -n 4 build/lessons/24_modes --csv modes.csv     (the table, for slides)
+ *       mpiexec -n 4 build/lessons/24_modes --trace tp.trace --trace-mode tp
+ * --trace records one run (a trace describes one): the row --trace-mode names.
  */
-#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -27,20 +28,26 @@ static const char usage[] =
     "  --steps S           training steps, 2 to 50 (default 4)\n"
     "  --csv FILE          also write the table as CSV\n"
     DT_COMMON_USAGE
+    "  --trace-mode NAME   the one row --trace records, by name (default ddp)\n"
     "  --help              this text\n";
 
 enum { SERIAL, DP, DPT, DDP, Z1, Z2, Z3, TP, GPIPE, ONEF, HYB, NROWS, HELD = 4 };
 static const struct { const char *name; dt_mode mode; int zero, sched; } rowof[NROWS] = {
     {"serial", DT_MODE_SERIAL, 3, 1}, {"dp", DT_MODE_DP, 3, 1},
     {"dp-threads", DT_MODE_DP_THREADS, 3, 1}, {"ddp", DT_MODE_DDP, 3, 1},
-    {"fsdp z1", DT_MODE_FSDP, 1, 1}, {"fsdp z2", DT_MODE_FSDP, 2, 1},
-    {"fsdp z3", DT_MODE_FSDP, 3, 1}, {"tp", DT_MODE_TP, 3, 1},
-    {"pp gpipe", DT_MODE_PP, 3, DT_PP_GPIPE}, {"pp 1f1b", DT_MODE_PP, 3, DT_PP_1F1B},
+    {"fsdp-z1", DT_MODE_FSDP, 1, 1}, {"fsdp-z2", DT_MODE_FSDP, 2, 1},
+    {"fsdp-z3", DT_MODE_FSDP, 3, 1}, {"tp", DT_MODE_TP, 3, 1},
+    {"pp-gpipe", DT_MODE_PP, 3, DT_PP_GPIPE}, {"pp-1f1b", DT_MODE_PP, 3, DT_PP_1F1B},
     {"hybrid", DT_MODE_HYBRID, 3, 1}};
 
 /* One row: measured (the most of any rank) and the formula (f...), in bytes. */
-typedef struct { int ran; char why[120]; double held[HELD], fheld[HELD], sent, fsent, msgs,
-                 compute, bubble, ms, spread, diff, copied; } row;
+typedef struct { int ran, stash; char why[120]; double held[HELD], fheld[HELD], sent, fsent,
+                 msgs, compute, bubble, ms, spread, diff, copied; } row;
+
+/* m within 5% of its formula's f; the side of 1 (0: equal); weights + grads + optimizer */
+static int near(double m, double f) { return fabs(m - f) <= 0.05 * fabs(f); }
+static int side(double v) { return v > 1.05 ? 1 : v < 0.95 ? -1 : 0; }
+static double state(const double *h) { return h[0] + h[1] + h[2]; }
 
 /* The textbook's bytes per rank: weights, gradients, optimizer state, activations, and
  * sent a step. W = 4 Psi (the fp32 weights), S optimizer floats a weight, A = 4 x the
@@ -61,7 +68,7 @@ static void formula(int k, const shape *z, row *r)
     r->fsent = 2 * g * W + (P > 1 ? (P > 2 ? 2 : 1) * 4.0 * b * z->H : 0) +
                (T > 1 ? (z->L / P / 2) * 4 * (T - 1.0) / T * 4 * b * z->H : 0);
     if (k == SERIAL || k == DPT || k == DP)
-        r->fsent = k == DP ? fmax((N - 1) * z->W * (z->steps - 1) / z->steps, z->W) : 0;
+        r->fsent = k == DP && N > 1 ? fmax((N - 1) * z->W * (z->steps - 1) / z->steps, z->W) : 0;
     if (k == DPT)                       /* N replicas, the first the master's own */
         h[0] = h[1] = N * W;
     if (k >= Z1 && k <= Z3)             /* ZeRO 1 shards the optimizer, 2 the gradients */
@@ -74,13 +81,12 @@ static void formula(int k, const shape *z, row *r)
 static int config_of(int k, int N, int D, int T, int P, dt_train_config *c, char *why,
                      size_t len)
 {
-    c->mode = rowof[k].mode;
-    c->zero = rowof[k].zero;
+    c->mode = rowof[k].mode, c->zero = rowof[k].zero, c->threads = N;
     c->schedule = (dt_pp_schedule)rowof[k].sched;
-    c->threads = N;
     c->dp = k == HYB ? D : 1, c->tp = k == HYB ? T : 1, c->pp = k == HYB ? P : 1;
-    if (k == HYB && (D == N || T == N || P == N))
-        return snprintf(why, len, "%d ranks make a grid of one dimension: one mode", N), 0;
+    if (k == HYB && (D == N || T == N || P == N))       /* N is 1 or a prime */
+        return snprintf(why, len, N == 1 ? "one rank makes no grid" : "%d ranks (a prime) "
+                        "give a grid of one dimension, a mode above", N), 0;
     return dt_train_check(c, k == SERIAL || k == DPT ? 1 : N, why, len) == 0;
 }
 
@@ -88,29 +94,35 @@ int main(int argc, char **argv)
 {
     /* ==== setup ==== */
     dt_init(&argc, &argv);
-    int N = dt_size(), rank = dt_rank(), steps = 4, opt;
-    const char *csv = NULL;
-    char why[160] = "";
+    int N = dt_size(), rank = dt_rank(), steps = 4, opt, traced = 0;
+    const char *csv = NULL, *tmode = "ddp";
+    char why[200] = "";
     static const struct option longopts[] = {{"steps", required_argument, NULL, 's'},
-        {"csv", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
-        DT_COMMON_LONGOPTS, {NULL, 0, NULL, 0}};
+        {"csv", required_argument, NULL, 'c'}, {"trace-mode", required_argument, NULL, 'm'},
+        {"help", no_argument, NULL, 'h'}, DT_COMMON_LONGOPTS, {NULL, 0, NULL, 0}};
     opterr = 0;                                 /* dt_usage_error speaks, on rank 0 */
     while (!*why && (opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         if (opt == 's' && dt_parse_int(optarg, 2, 50, &steps))
             snprintf(why, sizeof why, "--steps must be a whole number from 2 to 50");
-        else if (opt == 'c')
-            csv = optarg;
+        else if (opt == 'c' || opt == 'm')
+            *(opt == 'c' ? &csv : &tmode) = optarg;
         else if (opt == 'h')
             dt_usage_help(usage);
-        else if (opt != 's' && opt != DT_OPT_DEVICE && opt != DT_OPT_TRACE)
+        else if (opt != 's' && opt != 'm' && opt != DT_OPT_DEVICE && opt != DT_OPT_TRACE)
             dt_bad_option(opt, argv, why, sizeof why);      /* ':' no value, '?' unknown */
     }
     if (!*why && optind < argc)
         snprintf(why, sizeof why, "unexpected argument '%s'", argv[optind]);
+    for (; traced < NROWS && strcmp(rowof[traced].name, tmode); traced++)
+        ;                                       /* --trace-mode: the row of that name */
+    if (!*why && (traced == NROWS || (N > 1 && (traced == SERIAL || traced == DPT))))
+        snprintf(why, sizeof why, "--trace-mode '%.40s': %s", tmode, traced == NROWS ? "no row "
+                 "has that name" : "that row runs on rank 0 alone here: trace it at -n 1");
     if (*why)
         dt_usage_error(usage, why);
     dt_check_output("--csv", csv, 0);           /* before any work */
     dt_print_devices();
+    dt_trace_pause(1);                          /* --trace: row `traced` alone */
     int D = 1, T = 1, P = 1, *dim[3] = {&D, &P, &T}, m = N, f = 2, q = 0;
     for (; m > 1; f++)                          /* hybrid: N's factors over D, P, T */
         while (m % f == 0) { *dim[q++ % 3] *= f; m /= f; }
@@ -126,9 +138,10 @@ int main(int argc, char **argv)
     base.batch = (96 + 4 * N - 1) / (4 * N) * (4 * N);   /* N x M equal shares */
     base.steps = steps;
     const dt_mlp_config *mc = &base.model;
-    double W = 4.0 * dt_mlp_nparams(mc), A = 0;
+    double W = 4.0 * dt_mlp_nparams(mc), A = 0, big = 0;    /* big: the largest layer */
     for (int l = 0; l < mc->layers; l++)
-        A += 4.0 * (dt_mlp_layer_in(mc, l) + dt_mlp_layer_out(mc, l));
+        A += 4.0 * (dt_mlp_layer_in(mc, l) + dt_mlp_layer_out(mc, l)),
+        big = fmax(big, 4.0 * dt_mlp_layer_size(mc, l));
     int S = dt_optim_state_per_param(base.optim.kind), H = mc->hidden, L = mc->layers;
     shape z = {W, A, S, base.batch, H, L, base.micro, N, D, T, P, steps};
 
@@ -139,9 +152,10 @@ int main(int argc, char **argv)
                base.batch, steps, N, N == 1 ? "" : "s", W / 1024);
 
     /* ==== the runs: the reference first, then each mode ==== */
-    dt_train_result ref;
+    dt_train_result ref, res;
     dt_train_serial(&base, MPI_COMM_WORLD, &ref);
     row rows[NROWS] = {{0}};
+    double spread = 0;                          /* of the step times, the widest */
     for (int k = 0; k < NROWS; k++) {
         row *r = &rows[k];
         dt_train_config c = base;
@@ -150,17 +164,18 @@ int main(int argc, char **argv)
             continue;
         int alone = k == SERIAL || k == DPT;    /* one rank: rank 0, the others wait */
         MPI_Comm comm = alone ? MPI_COMM_SELF : MPI_COMM_WORLD;
-        dt_train_result res;
-        if (!alone || rank == 0) {
+        dt_trace_pause(k != traced);            /* on every rank; after dt_train, */
+        if (!alone || rank == 0) {              /* nothing below records events */
             dt_train(&c, comm, &res);
             double v[HELD + 2] = {res.peak_params, res.peak_grads, res.peak_optim,
                 res.peak_acts, (double)res.bytes_sent / steps, (double)res.messages_sent / steps};
             dt_timing tm = dt_train_step_timing(&res);
             r->ms = tm.median * 1e3, r->spread = dt_timing_spread(tm);
-            r->compute = res.compute_seconds / res.seconds_per_step;
-            for (int s = 0; s < res.stages && rank == 0; s++)
-                r->bubble += res.stage_bubble[s] / res.stages;
-            r->copied = (double)res.bytes_copied / steps;
+            r->compute = res.compute_seconds / res.seconds_per_step, r->copied =
+                (double)res.bytes_copied / steps;
+            for (int s = 0; s < res.stages && rank == 0; s++)   /* and the most stashed */
+                r->bubble += res.stage_bubble[s] / res.stages,
+                r->stash = res.stage_stash[s] > r->stash ? res.stage_stash[s] : r->stash;
             r->diff = dt_params_max_diff(res.params, ref.params, ref.nparams, comm);
             if (!alone)
                 MPI_Allreduce(MPI_IN_PLACE, v, HELD + 2, MPI_DOUBLE, MPI_MAX, comm);
@@ -169,120 +184,105 @@ int main(int argc, char **argv)
             dt_train_result_free(&res);
         }
         MPI_Bcast(r, sizeof *r, MPI_BYTE, 0, MPI_COMM_WORLD);   /* rank 0's books */
-        r->ran = 1;
+        r->ran = 1, spread = fmax(spread, r->spread);
     }
 
     /* ==== the tables ==== */
     char cell[HELD][32];
-    dt_printf0("%-10s %-15s %-15s %-15s %s\n", "mode", "params", "grads", "optimizer",
-               "activations");
+    dt_printf0("%-10s %-15s %-15s %-15s activations\n", "mode", "params", "grads", "optimizer");
     for (int k = 0; k < NROWS; k++) {
         row *r = &rows[k];
         for (int i = 0; i < HELD; i++)
             snprintf(cell[i], 32, "%.1f (%.1f)", r->held[i] / 1024, r->fheld[i] / 1024);
-        if (!r->ran)
-            snprintf(cell[0], 32, "not run: %s", r->why), cell[1][0] = cell[2][0] = 0;
-        dt_printf0("%-10s %-15s %-15s %-15s %s\n", rowof[k].name, r->ran ? cell[0] : "",
-                   cell[1], cell[2], r->ran ? cell[3] : r->why);
+        dt_printf0(r->ran ? "%-10s %-15s %-15s %-15s %s\n" : "%-10s not run (below)\n",
+                   rowof[k].name, cell[0], cell[1], cell[2], cell[3]);
     }
+    for (row *r = rows; r < rows + NROWS; r++)  /* why, under the table */
+        if (!r->ran)
+            dt_printf0("%s not run: %s.\n", rowof[r - rows].name, r->why);
     dt_printf0("\nA step: KiB sent by the rank that sent most, measured (formula); messages "
-               "it sent;\ncompute over step time (dp-threads: its threads' added up); the "
-               "pipeline's bubble;\nms per step (median); max |weight difference| against "
-               "serial training.\n\n"
+               "it sent;\ncompute over step time (dp-threads: while its threads computed); "
+               "the pipeline's\nbubble; ms per step (median); max |weight difference| "
+               "against serial training.\n\n"
                "%-10s %-17s %6s %8s %7s %8s %9s\n", "mode", "sent", "msgs", "compute",
                "bubble", "ms", "weights");
     int ok = 1;
     for (row *r = rows; r < rows + NROWS; r++) {
-        char s[40];
-        snprintf(s, sizeof s, "%.1f (%.1f)", r->sent / 1024, r->fsent / 1024);
+        snprintf(cell[0], 32, "%.1f (%.1f)", r->sent / 1024, r->fsent / 1024);
         if (r->ran)
             dt_printf0("%-10s %-17s %6.0f %7.0f%% %6.0f%% %8.2f %9.2g\n", rowof[r - rows].name,
-                       s, r->msgs, 100 * r->compute, 100 * r->bubble, r->ms, r->diff);
+                       cell[0], r->msgs, 100 * r->compute, 100 * r->bubble, r->ms, r->diff);
         ok &= !r->ran || r->diff <= 1e-4;
     }
 
-    /* ==== the notes' claims beside this run, column by column ==== */
-    static const struct { int k; char col; const char *claim; } cl[] = {
-        {DP, 'c', "communication: everything crosses the server's one link"},
-        {DPT, 'c', "communication: the master copies the weights out, the gradients in"},
-        {DDP, 'm', "memory: a full replica on every rank, nothing saved"},
-        {DDP, 'c', "communication: one allreduce of the gradients a step, 2(N-1)/N W"},
-        {Z3, 'm', "memory: weights, gradients and optimizer state cut N ways"},
-        {Z3, 'c', "communication: about 1.5 x DDP's, gathered layer by layer"},
-        {TP, 'm', "memory: weights and activations cut inside each layer"},
-        {TP, 'c', "communication: very high, inside the layer"},
-        {ONEF, 'c', "communication: low, only between neighbouring stages"},
-        {ONEF, 'u', "utilisation: a bubble idles stages at a step's start and end"},
-        {GPIPE, 'm', "memory: GPipe keeps all M micro-batches' activations, 1F1B fewer"},
+    /* ==== the notes' claims beside this run, column by column ====
+     * Each judged by its formula at this N: a figure (=) within 5%, "more" or "less" (<)
+     * by the formula's side of 1 (within 5%: equal), the bubble (%), a time, within 0.15. */
+    static const struct { int k; char what, rule; const char *claim; } cl[] = {
+        {DP, 'c', '<', "communication: everything crosses the server's one link"},
+        {DPT, 'k', '=', "communication: the master copies the weights out, the gradients in"},
+        {DDP, 'm', '=', "memory: a full replica on every rank, nothing saved"},
+        {DDP, 'w', '=', "communication: one allreduce of the gradients a step, 2(N-1)/N W"},
+        {Z3, 'm', '=', "memory: weights, gradients and optimizer state cut N ways"},
+        {Z3, 'c', '=', "communication: about 1.5 x DDP's, gathered layer by layer"},
+        {TP, 'm', '=', "memory: weights and activations cut inside each layer"},
+        {TP, 'c', '<', "communication: very high, inside the layer"},
+        {ONEF, 'c', '<', "communication: low, only between neighbouring stages"},
+        {ONEF, 'u', '%', "utilisation: a bubble idles stages at a step's start and end"},
+        {GPIPE, 's', '=', "memory: GPipe keeps all M micro-batches' activations, 1F1B fewer"},
     };
-    row *d = &rows[DDP], *se = &rows[SERIAL];
-    double state0 = se->held[0] + se->held[1] + se->held[2];
+    row *d = &rows[DDP], *se = &rows[SERIAL], *o = &rows[ONEF];
+    double M = base.micro, B = base.batch, sends = fmax(d->sent, 1), fsends = fmax(d->fsent, 1);
     dt_printf0(N == 1 ? "\nAt one rank there is nothing to compare with the notes' claims: "
-               "try -n 4.\n" : "\nThe notes' claims, column by column, and this run:\n");
+               "try -n 4.\n" : "\nThe notes' claims, column by column, and this run beside "
+               "the formulas at N = %d:\n", N);
     for (size_t i = 0; i < sizeof cl / sizeof cl[0] && N > 1; i++) {
-        row *r = &rows[cl[i].k];
-        char here[160];                 /* what this run shows; whether that agrees */
-        int agrees = 0;
-        double x = r->sent / fmax(d->sent, 1), st = r->held[0] + r->held[1] + r->held[2];
-        if (!r->ran || !d->ran)
-            snprintf(here, sizeof here, "not run here");
-        else if (cl[i].col == 'u')
-            agrees = r->bubble > 0.1,
-            snprintf(here, sizeof here, "bubble %.0f%%", 100 * r->bubble);
-        else if (cl[i].col == 'm' && cl[i].k == GPIPE)
-            agrees = r->held[3] > rows[ONEF].held[3],
-            snprintf(here, sizeof here, "activations %.1f KiB, 1F1B %.1f (at most min(M, P) "
-                     "= %d micro-batches)", r->held[3] / 1024, rows[ONEF].held[3] / 1024,
-                     base.micro < N ? base.micro : N);
-        else if (cl[i].col == 'm')
-            agrees = cl[i].k == DDP ? st >= 0.99 * state0 : st < 0.75 * state0,
-            snprintf(here, sizeof here, "weights, gradients and optimizer %.2f of serial's%s",
-                     st / state0, cl[i].k == Z3 ? " (and a gathered layer, whole)" : "");
-        else if (cl[i].k == DPT)
-            agrees = r->copied > d->sent,
-            snprintf(here, sizeof here, "%.0f KiB copied a step, %.1f x a DDP rank's sends",
-                     r->copied / 1024, r->copied / fmax(d->sent, 1));
-        else if (cl[i].k == DDP)
-            agrees = fabs(r->sent - r->fsent) < 0.05 * r->fsent,
-            snprintf(here, sizeof here, "%.2f x W", r->sent / W);
-        else                            /* TP: activations, B x H a layer, against W */
-            agrees = cl[i].k == Z3 ? x > 1.2 && x < 1.8 : cl[i].k == ONEF ? x < 1 : x > 1,
-            snprintf(here, sizeof here, cl[i].k == TP ? "%.2f x DDP's bytes (B x H = %d "
-                     "floats, Psi = %.0f)" : "%.2f x DDP's bytes", x, base.batch * H, W / 4);
-        dt_printf0("  %-9s %s\n            here: %s: %s\n", rowof[cl[i].k].name, cl[i].claim, here,
-                   !r->ran ? "-" : agrees ? "agrees" : "DIFFERS on this machine");
+        int k = cl[i].k, w = cl[i].what;
+        row *r = &rows[k];
+        double m = r->sent / sends, f = r->fsent / fsends;          /* 'c': DDP's bytes */
+        if (w == 'm')                   /* fsdp-z3: and a layer gathered, its grads whole */
+            m = state(r->held) / state(se->held),
+            f = (state(r->fheld) + (k == Z3 ? 2 * big : 0)) / state(se->fheld);
+        else if (w == 'k')              /* the master's copies: lesson 23's formula */
+            m = r->copied / sends,
+            f = (2 * (N - 1) * W + 4 * (B - B / N) * (mc->in + 2 * mc->out)) / fsends;
+        else if (w == 'w' || w == 'u')
+            m = w == 'w' ? r->sent / W : r->bubble, f = w == 'w' ? r->fsent / W :
+                (N - 1) / (M + N - 1);
+        else if (w == 's')              /* micro-batches stashed, 1F1B's over GPipe's */
+            m = o->stash / fmax(r->stash, 1), f = fmin(M, N) / M;
+        int ran = r->ran && d->ran && (w != 's' || o->ran), agrees = cl[i].rule == '<' ?
+                  side(m) == side(f) : cl[i].rule == '%' ? fabs(m - f) <= 0.15 : near(m, f);
+        const char *unit = w == 'c' || w == 'k' ? "x DDP's bytes" : w == 'm' ? "of serial's "
+            "memory" : w == 'w' ? "x W" : w == 'u' ? "of a step idle" : "x GPipe's stash (1F1B)";
+        dt_printf0(ran ? "  %-9s %s\n            here: %.2f %s, formula %.2f%s: %s\n" :
+                   "  %-9s %s\n            here: not run\n", rowof[k].name, cl[i].claim, m,
+                   unit, f, N == 2 && !side(f) && cl[i].rule == '<' ? ", equal at N=2 by "
+                   "arithmetic" : "", agrees ? "agrees" : "DIFFERS on this machine");
     }
-    dt_printf0("\nWhere a figure departs from its textbook formula (figures are the most any "
-               "rank\nheld or sent): the dp server keeps master and working weights and a "
-               "buffer for\nthe gradients; fsdp pads layers to a multiple of N and holds one "
-               "gathered layer;\nlayers differ in width (the widest slice or stage holds "
-               "most), and a stage\nkeeps its output apart for the next; tp's last "
-               "allreduce carries the classes, not\nH, and its first layer needs no input "
-               "gradient; allreduces under 64 KiB go by\nrecursive doubling (log2 N x the "
-               "buffer); the loss adds 8 bytes a rank.\n");
-    double spread = 0;
-    for (int k = 0; k < NROWS; k++)
-        spread = fmax(spread, rows[k].spread);
+    dt_printf0("\nWhere a figure departs from its textbook formula (the most any rank held or "
+               "sent):\nthe dp server keeps master and working weights and a gradient buffer; "
+               "fsdp pads\nlayers to a multiple of N and holds a layer gathered (z3: and its "
+               "gradient whole);\nlayers differ in width (the widest slice or stage holds "
+               "most) and a stage keeps\nits output for the next; tp's last allreduce carries "
+               "the classes, not H, and its\nfirst layer needs no input gradient; allreduces "
+               "under 64 KiB go by recursive\ndoubling (log2 N x the buffer); the loss adds 8 "
+               "bytes a rank.\n");
     dt_timing_note(spread, "Times here are medians of few steps on shared cores: they rank the "
                    "modes only roughly.");
 
     /* ==== the CSV, for slides: bytes, the formula after each measured figure ==== */
-    FILE *fp = csv && rank == 0 ? fopen(csv, "w") : NULL;
+    FILE *fp = dt_output_open(csv);             /* rank 0's; NULL elsewhere */
     if (fp)
         fprintf(fp, "mode,params,params_formula,grads,grads_formula,optim,optim_formula,"
                 "acts,acts_formula,sent,sent_formula,messages,compute,bubble,ms,diff\n");
     for (row *r = rows; r < rows + NROWS; r++)
-        if (fp && r->ran) {
-            fprintf(fp, "%s", rowof[r - rows].name);
-            for (int i = 0; i < HELD; i++)
-                fprintf(fp, ",%.0f,%.0f", r->held[i], r->fheld[i]);
-            fprintf(fp, ",%.0f,%.0f,%.0f,%.3f,%.3f,%.3f,%.3g\n", r->sent, r->fsent, r->msgs,
-                    r->compute, r->bubble, r->ms, r->diff);
-        }
-    DT_REQUIRE(!csv || rank != 0 || (fp && fclose(fp) == 0), "24_modes: writing %s failed: "
-               "%s", csv, strerror(errno));
-    if (csv)
-        dt_printf0("wrote %s\n", csv);
+        if (fp && r->ran)
+            fprintf(fp, "%s,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.3f,%.3f,"
+                    "%.3f,%.3g\n", rowof[r - rows].name, r->held[0], r->fheld[0], r->held[1],
+                    r->fheld[1], r->held[2], r->fheld[2], r->held[3], r->fheld[3], r->sent,
+                    r->fsent, r->msgs, r->compute, r->bubble, r->ms, r->diff);
+    int wrote = dt_output_close(fp, csv, "the table");      /* a full disk: status 1 */
 
     /* ==== the check ==== */
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
@@ -295,5 +295,5 @@ int main(int argc, char **argv)
     dt_train_result_free(&ref);
     dt_data_free(&set);
     dt_finalize();
-    return ok ? 0 : 1;
+    return ok && wrote ? 0 : 1;
 }

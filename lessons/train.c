@@ -459,6 +459,11 @@ int main(int argc, char **argv)
                c.precision == DT_FP16 ? "fp16" : "fp32", set.n,
                d.data_dir ? "IDX" : "synthetic");
     dt_print_devices();                         /* "device: cpu on ranks 0-3" */
+    if (!c.on_device) {
+        char blas[160];
+        dt_blas_describe(blas, sizeof blas);
+        dt_printf0("matrix products: %s\n", blas);
+    }
     dt_train_result res;
     dt_train(&c, MPI_COMM_WORLD, &res);
 

@@ -13,6 +13,7 @@
 #include "cuda.h"
 #include "internal.h"
 #include "mailbox.h"
+#include "nn/nn.h"
 #include "prog.h"
 #include "trace.h"
 
@@ -24,6 +25,7 @@ static struct {
     const char *pick_from;
     int gpu_count;          /* GPUs visible, 0 on the CPU */
     int polite;
+    int launched;           /* an MPI launcher started this process (dt_launched) */
     char name[128];
 } dt = {.rank = -1, .gpu = -1, .polite = 1};
 
@@ -31,6 +33,7 @@ int dt_rank(void) { return dt.rank; }
 int dt_size(void) { return dt.size; }
 int dt_local_rank(void) { return dt.local_rank; }
 int dt_local_size(void) { return dt.local_size; }
+int dt_launched(void) { return dt.launched; }
 dt_device_kind dt_device(void) { return dt.device; }
 int dt_cuda_device(void) { return dt.gpu; }
 
@@ -111,6 +114,15 @@ static void bad_input(const char *why, int option)
         fprintf(stderr, "dtlab: %s\n", why);
     fflush(stderr);
     stop_all(2);
+}
+
+/* An environment variable's bad value: "VAR must be WANT, not 'VALUE'", as bad_input
+ * says it (no "Try --help": --help does not list the environment). */
+static void bad_env(const char *var, const char *value, const char *want)
+{
+    char why[400];
+    snprintf(why, sizeof why, "%s must be %s, not '%.40s'", var, want, value);
+    bad_input(why, 0);
 }
 
 /* Whether FILE.tmp, which trace.c writes and renames to a regular FILE, can be made
@@ -227,32 +239,35 @@ int dt_init(int *argc, char ***argv)
     if (argc && argv && *argv)
         read_options(*argc, *argv, &device, &trace, &from_argv, &help);
     if (wait && strcmp(wait, "polite") && strcmp(wait, "block"))
-        bad_input("DT_WAIT must be 'polite' or 'block'", 0);
+        bad_env("DT_WAIT", wait, "'polite' or 'block'");
     if (algo && *algo && strcmp(algo, "ring") && strcmp(algo, "naive") && strcmp(algo, "rd"))
-        bad_input("DT_ALLREDUCE_ALGO must be 'ring', 'naive' or 'rd'", 0);
+        bad_env("DT_ALLREDUCE_ALGO", algo, "'ring', 'naive' or 'rd'");
     if (p2p && *p2p && !dti_mb_mode_ok(p2p))
-        bad_input("DT_P2P must be 'auto' (the default), 'staging', 'shm' or 'ipc'", 0);
+        bad_env("DT_P2P", p2p, "'auto' (the default), 'staging', 'shm' or 'ipc'");
     long stage_kib = 1024;
     if (stage && *stage) {
         char *end;
         stage_kib = strtol(stage, &end, 10);
         if (*end || stage_kib < 0 || stage_kib > (1L << 20))
-            bad_input("DT_STAGE_KIB must be the KiB of a staged piece, from 1 to 1048576 "
-                      "(default 1024), or 0 to stage each message whole", 0);
+            bad_env("DT_STAGE_KIB", stage, "the KiB of a staged piece, from 1 to 1048576 "
+                    "(default 1024), or 0 to stage each message whole");
     }
     if (watch && strcmp(watch, "0") && strcmp(watch, "1"))
-        bad_input("DT_WATCH must be 1 (a watcher per rank, the default) or 0", 0);
+        bad_env("DT_WATCH", watch, "1 (a watcher per rank, the default) or 0");
+    if (dt_blas_env_error())
+        bad_input(dt_blas_env_error(), 0);
+    dt_blas_setup(dt.local_size);       /* OpenBLAS's threads: this rank's share */
     double per_wait = 0;
     if (limit && *limit) {
         char *end;
         per_wait = strtod(limit, &end);
         if (*end || !(per_wait >= 0 && per_wait <= 1e7))
-            bad_input("DT_TIMEOUT must be the seconds one wait may take (such as 30 or "
-                      "2.5), or 0 for no time limits", 0);
+            bad_env("DT_TIMEOUT", limit, "the seconds one wait may take (such as 30 or "
+                    "2.5), or 0 for no time limits");
     }
     /* MPIEXEC_TIMEOUT is mpiexec's: it applies only under a launcher */
     const char *job = getenv("MPIEXEC_TIMEOUT");
-    int launched = getenv("PMI_RANK") || getenv("PMIX_RANK");
+    int launched = dt.launched = getenv("PMI_RANK") || getenv("PMIX_RANK");
     double job_s = job && launched ? atof(job) : 0;
     if (limit && *limit && per_wait == 0)
         job_s = 0;                  /* DT_TIMEOUT=0: no limits at all */
@@ -260,22 +275,21 @@ int dt_init(int *argc, char ***argv)
     /* The local rank that picks the GPU: MPI's under an MPI launcher; else torchrun's
      * LOCAL_RANK where set (torchrun starts each process as an MPI job of its own, one
      * rank, which still needs a GPU of its own); else MPI's, 0 */
-    const char *lr = getenv("LOCAL_RANK");
+    const char *lr = getenv("LOCAL_RANK"), *ws = getenv("WORLD_SIZE");
     dt.pick = dt.local_rank;
     dt.pick_from = launched ? "MPI: the ranks on this host" : "MPI: no launcher, one rank";
     if (!launched && lr && *lr) {
         char *end;
         long v = strtol(lr, &end, 10);
         if (*end || v < 0 || v > 1000000)
-            bad_input("LOCAL_RANK (torchrun's) must be this process's rank on its host, "
-                      "a whole number from 0", 0);
+            bad_env("LOCAL_RANK (torchrun's)", lr, "this process's rank on its host, a "
+                    "whole number from 0");
         dt.pick = (int)v;
         dt.pick_from = "LOCAL_RANK, torchrun's";
-        const char *ws = getenv("WORLD_SIZE");
-        if (ws && atoi(ws) > 1 && dt.rank == 0)
-            fprintf(stderr, "dtlab: WORLD_SIZE=%s but no MPI launcher started this process: "
-                    "it is an MPI job of one rank (dtlab's ranks come from mpiexec)\n", ws);
     }
+    if (!launched && ws && atoi(ws) > 1 && dt.rank == 0)   /* with LOCAL_RANK or not */
+        fprintf(stderr, "dtlab: WORLD_SIZE=%s but no MPI launcher started this process: "
+                "it is an MPI job of one rank (dtlab's ranks come from mpiexec)\n", ws);
     dt.polite = !(wait && strcmp(wait, "block") == 0);
     if (device && strcmp(device, "cpu") && strcmp(device, "cuda")) {
         char why[160];

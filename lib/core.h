@@ -40,6 +40,9 @@ int dt_rank(void);          /* rank in MPI_COMM_WORLD */
 int dt_size(void);          /* ranks in MPI_COMM_WORLD */
 int dt_local_rank(void);    /* rank among the ranks on this host (MPI_Comm_split_type) */
 int dt_local_size(void);    /* ranks on this host */
+/* 1 when an MPI launcher started this process (PMI_RANK or PMIX_RANK set: mpiexec,
+ * a PMIx launcher); 0 for a process started alone, or by torchrun (a job of one rank). */
+int dt_launched(void);
 
 dt_device_kind dt_device(void);       /* where this rank's buffers live by default */
 int dt_cuda_device(void);             /* the GPU this rank uses, -1 on the CPU */

@@ -85,6 +85,36 @@ void dt_usage_help(const char *usage)
     exit(0);
 }
 
+/* ==== an output file, written at the end ==== */
+
+static int open_err;                    /* errno of dt_output_open's failed fopen */
+
+FILE *dt_output_open(const char *path)
+{
+    FILE *f = path && dt_rank() == 0 ? fopen(path, "w") : NULL;
+    open_err = path && dt_rank() == 0 && f == NULL ? errno : 0;
+    return f;
+}
+
+int dt_output_close(FILE *f, const char *path, const char *what)
+{
+    int err = open_err;
+    if (f && (fflush(f) != 0 || ferror(f)))    /* a full disk shows here or at fclose */
+        err = errno ? errno : EIO;
+    if (f && fclose(f) != 0 && !err)
+        err = errno;
+    if (err)
+        fprintf(stderr, "%s: cannot write %s to %s: %s\n", prog_name(), what, path,
+                strerror(err));
+    else if (path && dt_rank() == 0)
+        printf("wrote %s to %s\n", what, path);
+    fflush(stdout);
+    int ok = err == 0;
+    open_err = 0;
+    DT_CHECK_MPI(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    return ok;
+}
+
 /* ==== parsing ==== */
 
 int dt_parse_size(const char *s, size_t *out)

@@ -39,6 +39,18 @@ void dt_check_output(const char *opt, const char *path, int is_dir);
  * dt_output_check's 0, -1 or -2. */
 int dti_output_why(const char *opt, const char *path, int is_dir, char *why, size_t len);
 
+/* An output file rank 0 writes at the end of a run (a --csv table): dt_output_open
+ * opens path for writing on rank 0 and returns the stream (NULL on other ranks, for a
+ * NULL path, or when the open failed: dt_output_close says why). dt_output_close
+ * flushes and closes f and returns 1 when every byte reached the file, the same on
+ * every rank, after rank 0's "wrote WHAT to PATH"; else 0, after one line on stderr
+ * from rank 0, "PROG: cannot write WHAT to PATH: reason" (a full disk shows only
+ * here), and no "wrote" line: the program then ends with status 1 on every rank. One
+ * file at a time; dt_output_close is collective over MPI_COMM_WORLD (path NULL:
+ * nothing written, no line, 1). */
+FILE *dt_output_open(const char *path);
+int dt_output_close(FILE *f, const char *path, const char *what);
+
 /* --help: rank 0 prints the usage text to stdout; every rank exits with status 0. */
 __attribute__((noreturn))
 void dt_usage_help(const char *usage);

@@ -3,7 +3,8 @@
  * lives in trace_read.c, shared with the reader).
  *
  *   dt_init ── dt_trace_open: rank 0's clock reading, shared  (one common time zero)
- *   running ── dt_trace_add(_via): append to this rank's array (under a mutex)
+ *   running ── dt_trace_add(_via): append to this rank's array (under a mutex);
+ *              nothing while paused (dt_trace_pause), which the merge ignores
  *   dt_finalize ── dti_trace_close:
  *        every rank: sort its events by t0, format them as text
  *        MPI_Gather of (text bytes, events, dropped) to rank 0
@@ -58,6 +59,7 @@ static struct {
     int opened;
     _Atomic int on;          /* same value on every rank (rank 0's choice); atomic
                                 because close turns it off while threads may look */
+    _Atomic int paused;      /* dt_trace_pause: on, but recording nothing */
     int rank, size;
     double start;            /* MPI_Wtime() of the common time zero */
     char *path;              /* owned; where rank 0 writes */
@@ -173,7 +175,13 @@ int dt_trace_train(const char *text)
 
 int dt_trace_enabled(void)
 {
-    return atomic_load_explicit(&tr.on, memory_order_relaxed);
+    return atomic_load_explicit(&tr.on, memory_order_relaxed) &&
+           !atomic_load_explicit(&tr.paused, memory_order_relaxed);
+}
+
+void dt_trace_pause(int paused)
+{
+    tr.paused = paused != 0;
 }
 
 double dt_trace_now(void)

@@ -55,8 +55,10 @@
  * ==== What training records (lib/parallel) ====
  *
  * The header line "# train TEXT": "mode M" first, then "key value" pairs, single
- * spaces, written once per run by rank 0 (dt_train of the first run over every rank of
- * MPI_COMM_WORLD: a serial reference on MPI_COMM_SELF leaves it alone). Keys by mode:
+ * spaces, written once by rank 0: a trace describes one training run, set by dt_train
+ * of the first run over every rank of MPI_COMM_WORLD that is recorded (a serial
+ * reference on MPI_COMM_SELF, and a run while recording is paused, leave it alone; a
+ * program that trains several runs pauses all but one, dt_trace_pause). Keys by mode:
  *
  *   pp      schedule gpipe|1f1b, stages P, micro M (micro-batches per step: --micro
  *           times --accum)
@@ -187,7 +189,14 @@ int dt_trace_via_find(const char *name);         /* 0 for NULL or "-", -1 unknow
 
 /* Starts recording on this rank; dt_init calls it. path is where rank 0 writes. */
 void dt_trace_open(const char *path, const char *program);
+/* 1 while this rank records: tracing is on and not paused. */
 int dt_trace_enabled(void);
+/* Pauses recording (paused 1) or resumes it (0), so that a program that trains several
+ * runs records only the one a trace should describe: while paused dt_trace_enabled()
+ * is 0 and nothing is recorded, but the trace is still on, and dt_finalize still
+ * merges and writes the file (collectively) with what was recorded. Call it on every
+ * rank alike, from the main thread, between runs. No effect with tracing off. */
+void dt_trace_pause(int paused);
 double dt_trace_now(void);     /* seconds since the common start */
 
 /* The context later events are recorded with, per thread. dt_trace_phase sets the

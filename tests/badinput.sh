@@ -291,6 +291,12 @@ badinput_tests() {
     bad_group "collbench: stray argument" "3" "$C" "extra"
     bad_group "collbench at 1 rank: bad input" "1" "$C" "--bogus" "--iters 3x"
 
+    # ---- stepbench: one process, no MPI
+    local S=$BUILD/bench/stepbench
+    bad_group "stepbench: bad input" "0" "$S" \
+        "--bogus" "--hidden" "--hidden 3x" "--batch 0" "--threads 257" "--layers -1" \
+        "--optim sgdd" "--act tanh" "--seconds 0" "--seconds nan" "--max-steps 4" "extra"
+
     # ---- --trace (and train's --dump) where no file can be written: refused before work
     # that would outlast the 10 s allowed (--trace in dt_init), naming the path, and
     # creating nothing
@@ -343,6 +349,8 @@ badinput_tests() {
             "--steps 2 --trace /dev/full" "--steps 2 --dump /dev/full"
         full_group "--csv /dev/full: collbench" "1" "$C" \
             "-C allreduce -n 1 -w 0 -e 4K --csv /dev/full"
+        full_group "--csv /dev/full: lesson 24" "1 2" "$L/24_modes" \
+            "--steps 2 --csv /dev/full"
     else
         echo "(no writable character device /dev/full here: the full-disk runs are" \
              "skipped)"

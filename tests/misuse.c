@@ -30,6 +30,8 @@ static const struct { const char *name, *expect; } cases[] = {
     {"p2p-too-long-staging", "longer than its receive buffer"},
     {"p2p-too-long-pieces", "longer than its receive buffer"},
     {"bad-stage-env", "DT_STAGE_KIB"},
+    {"bad-blas-env", "DT_BLAS must be"},
+    {"bad-blas-threads-env", "DT_BLAS_THREADS"},
 };
 
 /* Around the ring, a message of nbytes into a receive buffer of room bytes (less): 3
@@ -72,8 +74,9 @@ static void run_case(const char *c, int rank)
         dti_p2p_stage_host(64 << 10);   /* staged pieces (mailbox.c), as device data goes */
         ring_too_long(3 * dt_p2p_segment(0), 2 * dt_p2p_segment(0));
     }
-    /* bad-algo-env, bad-stage-env: run.sh sets DT_ALLREDUCE_ALGO=tree, DT_STAGE_KIB=1.5,
-     * and dt_init itself refuses them */
+    /* bad-algo-env, bad-stage-env, bad-blas-env, bad-blas-threads-env: run.sh sets
+     * DT_ALLREDUCE_ALGO=tree, DT_STAGE_KIB=1.5, DT_BLAS=2, DT_BLAS_THREADS=0, and
+     * dt_init itself refuses them */
 }
 
 int main(int argc, char **argv)

@@ -197,6 +197,8 @@ multi_tests() {
         local env=() t0
         [ "$2" = bad-algo-env ] && env=(env DT_ALLREDUCE_ALGO=tree)
         [ "$2" = bad-stage-env ] && env=(env DT_STAGE_KIB=1.5)
+        [ "$2" = bad-blas-env ] && env=(env DT_BLAS=2)
+        [ "$2" = bad-blas-threads-env ] && env=(env DT_BLAS_THREADS=0)
         t0=$(now)
         ${env[@]+"${env[@]}"} "$MPIEXEC" -n 3 "$misuse" "$2" >"$tmp/misuse.$1.log" 2>&1 \
             </dev/null
@@ -303,16 +305,26 @@ p2p_transports() {
 # hello_torchrun BIN: dt_init's rule for the GPU's local rank (lib/core.h,
 # dt_gpu_local_rank), as lesson 01 prints it: torchrun's LOCAL_RANK where no MPI launcher
 # started the process (each torchrun process is an MPI job of one rank), MPI's own count
-# under mpiexec, and a LOCAL_RANK that is no whole number refused with status 2. The
-# torchrun table's row must carry the rank, size and local rank MPI gave.
+# under mpiexec, and a LOCAL_RANK that is no whole number refused with status 2, quoted.
+# Alone, the torchrun table shows the variables set (RANK 1, WORLD_SIZE 2, LOCAL_RANK 3)
+# and marks what dtlab derives with '*'; under mpiexec its row must carry the rank, size
+# and local rank MPI gave. WORLD_SIZE above 1 without a launcher gets a line, LOCAL_RANK
+# or not.
 hello_torchrun() {
     local bin=$1 why=""
     env -u PMI_RANK -u PMIX_RANK LOCAL_RANK=3 WORLD_SIZE=2 RANK=1 \
         ${limit[@]+"${limit[@]}"} "$bin" --device cpu >"$log" 2>&1 </dev/null ||
         why="; alone with LOCAL_RANK=3: exit $?"
     grep -q 'local rank 3 (LOCAL_RANK' "$log" || why="$why; alone, LOCAL_RANK=3 not used"
+    grep -qE '^ +0 +1 +2 +3 +1\* +0\*  ' "$log" ||
+        why="$why; alone, no torchrun row 1 2 3 (set) 1* 0* (derived)"
+    grep -qE '^LOCAL_RANK +3$' "$log" || why="$why; alone, LOCAL_RANK=3 not in the table"
     grep -q '^dtlab: WORLD_SIZE=2 but no MPI launcher' "$log" ||
         why="$why; no word that WORLD_SIZE=2 is not this job's size"
+    env -u PMI_RANK -u PMIX_RANK -u LOCAL_RANK WORLD_SIZE=2 ${limit[@]+"${limit[@]}"} \
+        "$bin" --device cpu >"$log" 2>&1 </dev/null || why="$why; WORLD_SIZE=2: exit $?"
+    grep -q '^dtlab: WORLD_SIZE=2 but no MPI launcher' "$log" ||
+        why="$why; WORLD_SIZE=2 without LOCAL_RANK: no line"
     LOCAL_RANK=5 "$MPIEXEC" -n 3 "$bin" --device cpu >"$log" 2>&1 </dev/null ||
         why="$why; -n 3 with LOCAL_RANK=5: exit $?"
     grep -q 'local rank 0 (MPI: the ranks on this host)' "$log" ||
@@ -321,8 +333,8 @@ hello_torchrun() {
     env -u PMI_RANK -u PMIX_RANK LOCAL_RANK=x ${limit[@]+"${limit[@]}"} "$bin" \
         --device cpu >"$log" 2>&1 </dev/null
     local rc=$?
-    [ "$rc" = 2 ] && grep -q '^dtlab: LOCAL_RANK' "$log" ||
-        why="$why; LOCAL_RANK=x: exit $rc, want 2 and a dtlab line"
+    [ "$rc" = 2 ] && grep -q "^dtlab: LOCAL_RANK.*, not 'x'\$" "$log" ||
+        why="$why; LOCAL_RANK=x: exit $rc, want 2 and a dtlab line quoting it"
     why=${why#; }
     [ -z "$why" ] && report "01_hello: torchrun's variables and LOCAL_RANK" 1 \
         "LOCAL_RANK alone, MPI's under mpiexec, x refused" ||
@@ -339,8 +351,7 @@ modes_table() {
     rows=$(awk -F, 'NR > 1 && NF == 16 && $2 > 0 && $3 > 0' "$tmp/modes.csv" 2>/dev/null |
            wc -l)
     [ "$rows" = 11 ] || why="$why; $rows full CSV rows, not 11"
-    for m in serial dp dp-threads ddp 'fsdp z1' 'fsdp z2' 'fsdp z3' tp 'pp gpipe' \
-             'pp 1f1b' hybrid; do
+    for m in serial dp dp-threads ddp fsdp-z1 fsdp-z2 fsdp-z3 tp pp-gpipe pp-1f1b hybrid; do
         grep -q "^$m  *[0-9.]* ([0-9.]*) " "$log" || why="$why; no memory row for $m"
     done
     [ "$(grep -cE '^            here: .*: (agrees|DIFFERS on this machine)$' "$log")" -ge 10 ] ||
@@ -349,6 +360,28 @@ modes_table() {
     why=${why#; }
     [ -z "$why" ] && report "24_modes -n 4: every mode's row, claims, CSV" 1 "11 rows" ||
         report "24_modes -n 4: every mode's row, claims, CSV" 0 "$why"
+    # at 2 ranks the server and the ring send equal bytes: no DIFFERS for that
+    MPIEXEC_TIMEOUT=60 "$MPIEXEC" -n 2 "$bin" --steps 2 >"$log" 2>&1 </dev/null
+    grep -q 'formula 1.00, equal at N=2 by arithmetic: agrees$' "$log" &&
+        report "24_modes -n 2: dp's bytes equal DDP's by arithmetic" 1 "agrees" ||
+        report "24_modes -n 2: dp's bytes equal DDP's by arithmetic" 0 "no such verdict"
+}
+
+# one_run_trace NAME N WANT BIN ARGS...: a lesson that trains several runs records one
+# with --trace (lib/trace.h: a trace describes one training run): its file has exactly one
+# "# train" line, starting "# train WANT".
+one_run_trace() {
+    local name=$1 n=$2 want=$3 trace=$tmp/one-run.trace k
+    shift 3
+    rm -f "$trace"
+    MPIEXEC_TIMEOUT=60 "$MPIEXEC" -n "$n" "$@" --trace "$trace" >"$log" 2>&1 </dev/null ||
+        { report "$name: one run traced" 0 "$(status_words $?)"; return; }
+    k=$(grep -c '^# train ' "$trace" 2>/dev/null)
+    if [ "$k" = 1 ] && grep -q "^# train $want" "$trace"; then
+        report "$name: one run traced" 1 "$(grep '^# train ' "$trace" | cut -c9-60)"
+    else
+        report "$name: one run traced" 0 "${k:-no} '# train' lines; want one, '$want ...'"
+    fi
 }
 
 lesson_tests() {
@@ -366,6 +399,20 @@ lesson_tests() {
         done
         [ "$name" != lessons/01_hello ] || hello_torchrun "$bin"
         [ "$name" != lessons/24_modes ] || modes_table "$bin"
+        case $name in
+        lessons/14_fsdp)
+            one_run_trace "14_fsdp -n 2" 2 "mode fsdp zero 3 offload off prefetch on " \
+                "$bin" ;;
+        lessons/23_dp_threads)
+            one_run_trace "23_dp_threads -n 2" 2 "mode ddp " "$bin" --steps 3 --threads 2
+            one_run_trace "23_dp_threads -n 1" 1 "mode dp-threads threads 2 gil 0.3 " \
+                "$bin" --steps 3 --threads 2 ;;
+        lessons/24_modes)
+            one_run_trace "24_modes -n 2" 2 "mode ddp " "$bin" --steps 2
+            one_run_trace "24_modes -n 2 --trace-mode tp" 2 "mode tp tp 2 " "$bin" \
+                --steps 2 --trace-mode tp
+            run "24_modes --trace-mode bogus -n 2" 2 "$MPIEXEC" -n 2 "$bin" --trace-mode bogus ;;
+        esac
         if [ "$name" = lessons/02_p2p ]; then
             run "$name -n 3 (DT_P2P=staging)" 0 env DT_P2P=staging "$MPIEXEC" -n 3 "$bin"
             p2p_transports "02_p2p -n 3 (DT_P2P=staging)" 3 staging
@@ -652,6 +699,59 @@ train_tests() {
         run "dtviz --png on the dp-threads trace" 0 env SDL_VIDEODRIVER=dummy \
             ${limit[@]+"${limit[@]}"} "$BUILD/dtviz" --png "$tmp/dpt.png" "$trace"
         [ -s "$tmp/dpt.png" ] || report "dtviz drew the dp-threads trace" 0 "no PNG"
+    fi
+
+    # ---- the CPU's matrix products: sgemm or the loops (lib/nn/blas.c), stepbench
+    local sb=$BUILD/bench/stepbench out_b out_l why
+    if [ -x "$sb" ]; then
+        # the same step with sgemm and with the loops: the loss of the first step (before
+        # any update) agrees to the printed digits, and both learn
+        local small=(--in 37 --hidden 45 --out 7 --layers 3 --batch 33 --seconds 0.05
+                     --max-steps 40 --act gelu --optim adam)
+        out_b=$(timeout 60 env DT_BLAS=1 "$sb" "${small[@]}" --threads 2 2>&1)
+        out_l=$(timeout 60 env DT_BLAS=0 "$sb" "${small[@]}" 2>&1)
+        printf '%s\n%s\n' "$out_b" "$out_l" >"$log"
+        why=""
+        [[ $out_b == *" threads 2 blas adam gelu: median "* ]] || why="$why; no sgemm line"
+        [[ $out_l == *" threads 1 loops adam gelu: median "* ]] || why="$why; no loops line"
+        local lb ll
+        lb=$(sed -n 's/.*, loss \([0-9.]*\) -> \([0-9.]*\)$/\1 \2/p' <<<"$out_b")
+        ll=$(sed -n 's/.*, loss \([0-9.]*\) -> \([0-9.]*\)$/\1 \2/p' <<<"$out_l")
+        [ -n "$lb" ] && [ "${lb% *}" = "${ll% *}" ] ||
+            why="$why; first losses '${lb% *}' and '${ll% *}' differ"
+        awk -v a="$lb" -v b="$ll" 'BEGIN { split(a, x, " "); split(b, y, " ");
+            exit !(x[2] < x[1] && y[2] < y[1]) }' || why="$why; a loss did not go down"
+        if [ -z "$why" ]; then
+            report "stepbench: sgemm and the loops" 1 "first loss ${lb% *} both, both learn"
+        else
+            report "stepbench: sgemm and the loops" 0 "${why#; }"
+        fi
+        # without PyTorch the comparison says so and exits 0 (a skip, not a failure)
+        out_b=$(timeout 60 python3 bench/step_vs_torch.py --stepbench "$sb" \
+            --python "$tmp/no-such-python" 2>&1)
+        rc=$?
+        printf '%s\n' "$out_b" >"$log"
+        if [ "$rc" = 0 ] && [[ $out_b == "step_vs_torch: skipped: "*"cannot import torch"* ]]
+        then
+            report "step_vs_torch.py without PyTorch: a skip" 1 "exit 0, says why"
+        else
+            report "step_vs_torch.py without PyTorch: a skip" 0 "$(status_words "$rc")"
+        fi
+    else
+        missing stepbench "$sb"
+    fi
+    # train says which products it uses, and how many threads a rank (cores / ranks)
+    local cores
+    cores=$(nproc)
+    out_b=$(MPIEXEC_TIMEOUT=60 "$MPIEXEC" -n 2 "$train" --mode ddp --steps 2 2>&1 </dev/null)
+    out_l=$(DT_BLAS=0 MPIEXEC_TIMEOUT=60 "$MPIEXEC" -n 1 "$train" --steps 2 2>&1 </dev/null)
+    printf '%s\n%s\n' "$out_b" "$out_l" >"$log"
+    local want_t=$((cores / 2 > 1 ? cores / 2 : 1))
+    if [[ $out_b == *"matrix products: OpenBLAS sgemm, $want_t thread"*"$cores core"*"2 ranks on this host"* ]] &&
+       [[ $out_l == *"matrix products: the plain loops (DT_BLAS=0)"* ]]; then
+        report "train: the matrix products line" 1 "$want_t thread(s) a rank at 2 ranks on $cores cores"
+    else
+        report "train: the matrix products line" 0 "want $want_t thread(s) at 2 ranks, loops with DT_BLAS=0"
     fi
 }
 want 5 && train_tests

@@ -1,7 +1,9 @@
 /* Unit tests of lib/nn: the model, the optimizers and the data, on the CPU. No MPI.
  *
  * - the linear layer against a naive triple loop on odd shapes (accumulating dW, db;
- *   overwriting dx; without bias);
+ *   overwriting dx; without bias), with OpenBLAS's sgemm and with the plain loops, and
+ *   the two against each other on shapes larger than sgemm's blocks: close, each the
+ *   same on every call, and different bit for bit (so the switch really switches);
  * - the activations against their formulas, GELU's derivative against differences;
  * - softmax cross-entropy against a direct computation, and with huge logits;
  * - the hand-written backward of whole MLPs (ReLU and GELU, 1 to 4 layers) against
@@ -30,6 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "nn/nn.h"
+#include "nn/nn_internal.h"
 
 #define REQUIRE(cond, ...) do { if (!(cond)) ck_abort_msg(__VA_ARGS__); } while (0)
 
@@ -97,12 +100,16 @@ END_TEST
 
 static const int lin_shapes[][3] = {    /* B, in, out */
     { 1, 1, 1 }, { 3, 5, 7 }, { 7, 13, 5 }, { 5, 17, 9 }, { 2, 33, 4 }, { 9, 8, 16 },
+    { 67, 301, 129 }, { 130, 1029, 33 },
 };
 #define NLIN (int)(sizeof lin_shapes / sizeof lin_shapes[0])
 
+/* Loop index: shape _i % NLIN, with sgemm (_i < NLIN) or the loops. */
 START_TEST(test_linear)
 {
-    int B = lin_shapes[_i][0], in = lin_shapes[_i][1], out = lin_shapes[_i][2];
+    int k = _i % NLIN, B = lin_shapes[k][0], in = lin_shapes[k][1], out = lin_shapes[k][2];
+    dt_set_blas(_i < NLIN);
+    double tol = in > 100 || B > 100 ? 1e-5 : 1e-6;    /* fp32 sums of hundreds of terms */
     float *x = random_floats((size_t)B * in, -2, 2), *W = random_floats((size_t)out * in, -1, 1);
     float *b = random_floats(out, -1, 1), *dy = random_floats((size_t)B * out, -1, 1);
     float *dW = random_floats((size_t)out * in, -1, 1), *db = random_floats(out, -1, 1);
@@ -141,24 +148,65 @@ START_TEST(test_linear)
         }
 
     dt_linear_forward(x, W, b, y, B, in, out);
-    unit_require_close(y, want_y, (size_t)B * out, 1e-6, "y");
+    unit_require_close(y, want_y, (size_t)B * out, tol, "y");
     dt_linear_forward(x, W, NULL, y, B, in, out);          /* no bias */
     for (int r = 0; r < B; r++)
         for (int o = 0; o < out; o++)
             want_y[r * out + o] -= b[o];
-    unit_require_close(y, want_y, (size_t)B * out, 1e-6, "y without bias");
+    unit_require_close(y, want_y, (size_t)B * out, tol, "y without bias");
 
     float *dW0 = copy_floats(dW, (size_t)out * in);
     dt_linear_backward(x, W, dy, dx, dW, db, B, in, out);
-    unit_require_close(dW, want_dW, (size_t)out * in, 1e-6, "dW");
-    unit_require_close(db, want_db, out, 1e-6, "db");
-    unit_require_close(dx, want_dx, (size_t)B * in, 1e-6, "dx");
+    unit_require_close(dW, want_dW, (size_t)out * in, tol, "dW");
+    unit_require_close(db, want_db, out, tol, "db");
+    unit_require_close(dx, want_dx, (size_t)B * in, tol, "dx");
     /* without dx and db: dW alone, the same */
     dt_linear_backward(x, W, dy, NULL, dW0, NULL, B, in, out);
-    unit_require_close(dW0, want_dW, (size_t)out * in, 1e-6, "dW (no dx, no db)");
+    unit_require_close(dW0, want_dW, (size_t)out * in, tol, "dW (no dx, no db)");
 
+    dt_set_blas(1);
     free(x); free(W); free(b); free(dy); free(dW); free(db); free(dx); free(y); free(dW0);
     free(want_y); free(want_dW); free(want_db); free(want_dx);
+}
+END_TEST
+
+/* sgemm against the loops on one large layer: within rounding of each other; each the
+ * same bits on a second call; and not the same bits as each other, which is how the
+ * test knows dt_set_blas chose (the sums run in another order). */
+START_TEST(test_blas_vs_loops)
+{
+    enum { B = 96, IN = 700, OUT = 300 };
+    float *x = random_floats((size_t)B * IN, -1, 1), *W = random_floats((size_t)OUT * IN, -1, 1);
+    float *b = random_floats(OUT, -1, 1), *dy = random_floats((size_t)B * OUT, -1, 1);
+    float *y[3], *dx[3], *dW[3];
+    for (int k = 0; k < 3; k++) {       /* sgemm, sgemm again, loops */
+        y[k] = malloc(sizeof(float) * B * OUT);
+        dx[k] = malloc(sizeof(float) * B * IN);
+        dW[k] = calloc((size_t)OUT * IN, sizeof(float));
+        dt_set_blas(k < 2);
+        ck_assert_int_eq(dt_blas(), k < 2);
+        dt_linear_forward(x, W, b, y[k], B, IN, OUT);
+        dt_linear_backward(x, W, dy, dx[k], dW[k], NULL, B, IN, OUT);
+    }
+    dt_set_blas(1);
+    REQUIRE(memcmp(y[0], y[1], sizeof(float) * B * OUT) == 0 &&
+            memcmp(dx[0], dx[1], sizeof(float) * B * IN) == 0 &&
+            memcmp(dW[0], dW[1], sizeof(float) * OUT * IN) == 0,
+            "sgemm gave different bits on a second call");
+    REQUIRE(memcmp(y[0], y[2], sizeof(float) * B * OUT) != 0,
+            "sgemm and the loops agree bit for bit: did dt_set_blas(0) choose the loops?");
+    struct { float **v; size_t n; const char *what; } c[] = {
+        { y, (size_t)B * OUT, "y" }, { dx, (size_t)B * IN, "dx" }, { dW, (size_t)OUT * IN, "dW" } };
+    for (int k = 0; k < 3; k++) {
+        double *want = malloc(sizeof(double) * c[k].n);
+        for (size_t j = 0; j < c[k].n; j++)
+            want[j] = c[k].v[2][j];
+        unit_require_close(c[k].v[0], want, c[k].n, 1e-5, c[k].what);
+        free(want);
+    }
+    for (int k = 0; k < 3; k++)
+        free(y[k]), free(dx[k]), free(dW[k]);
+    free(x); free(W); free(b); free(dy);
 }
 END_TEST
 
@@ -205,6 +253,48 @@ START_TEST(test_activations)
     dt_act_forward(DT_GELU, ip, ip, 3);
     for (int i = 0; i < 3; i++)
         REQUIRE(ip[i] == gy[i], "gelu forward in place differs at %d", i);
+    /* GELU over [-12, 12] against the double formula, relative (the float argument
+     * of e^-2u, up to 2u = 30 here, carries its rounding into e^-2u: 2e-6), 401 values
+     * at once (the vector loop) and each alone (its tail): the same bits wherever an
+     * element sits */
+    float gs[N], gv[N], g1;
+    for (int i = 0; i < N; i++)
+        gs[i] = (float)(-12.0 + 24.0 * i / (N - 1));
+    dt_act_forward(DT_GELU, gs, gv, N);
+    for (int i = 0; i < N; i++) {
+        REQUIRE(fabs(gv[i] - gelu_d(gs[i])) < 4e-6 * fmax(1e-6, fabs(gelu_d(gs[i]))),
+                "gelu(%g) = %.9g, want %.9g", (double)gs[i], (double)gv[i], gelu_d(gs[i]));
+        dt_act_forward(DT_GELU, gs + i, &g1, 1);
+        REQUIRE(g1 == gv[i], "gelu(%g) alone %.9g, in an array %.9g", (double)gs[i],
+                (double)g1, (double)gv[i]);
+    }
+}
+END_TEST
+
+/* The host's exp (layers.c: plain arithmetic, so that GELU's loops are vectorised)
+ * against double precision's over [-87, 87], relative; and the clamp beyond. */
+START_TEST(test_exp)
+{
+    double worst = 0, at = 0;
+    for (int i = 0; i <= 870000; i++) {
+        float y = (float)(-87.0 + 174.0 * i / 870000);
+        double e = fabs((double)dti_nn_exp(y) / exp((double)y) - 1.0);
+        if (e > worst)
+            worst = e, at = y;
+    }
+    REQUIRE(worst < 3e-7, "exp off by %g relative at %g", worst, at);
+    REQUIRE(dti_nn_exp(0.0f) == 1.0f && dti_nn_exp(200.0f) == dti_nn_exp(87.0f) &&
+            dti_nn_exp(-200.0f) == dti_nn_exp(-87.0f) && dti_nn_exp(-87.0f) > 0.0f,
+            "exp(0) %g, exp(200) %g, exp(-200) %g", (double)dti_nn_exp(0.0f),
+            (double)dti_nn_exp(200.0f), (double)dti_nn_exp(-200.0f));
+}
+END_TEST
+
+/* An output that partly overlaps the input is refused (the loops assume it does not). */
+START_TEST(test_act_overlap)
+{
+    float v[8] = { 0 };
+    dt_act_forward(DT_GELU, v, v + 1, 7);
 }
 END_TEST
 
@@ -418,9 +508,11 @@ END_TEST
 
 /* ==== gradient accumulation ==== */
 
-/* Rows 0..3 then rows 4..7, each with scale 1/8, add up to rows 0..7 at once. */
+/* Rows 0..3 then rows 4..7, each with scale 1/8, add up to rows 0..7 at once; with
+ * sgemm (_i 0) and the loops (_i 1). */
 START_TEST(test_accumulation)
 {
+    dt_set_blas(_i == 0);
     dt_mlp_config c = { .in = 10, .hidden = 12, .out = 4, .layers = 3, .act = DT_GELU };
     enum { B = 8, H = 4 };
     size_t np = dt_mlp_nparams(&c);
@@ -447,6 +539,7 @@ START_TEST(test_accumulation)
     for (size_t j = 0; j < np; j++)
         want[j] = whole[j];
     unit_require_close(halves, want, np, 1e-6, "gradient of two half-batches");
+    dt_set_blas(1);
     dt_mlp_acts_free(&a);
     free(params); free(x); free(whole); free(halves); free(want);
 }
@@ -882,12 +975,15 @@ int main(void)
     Suite *s = suite_create("nn");
     TCase *tc = tcase_create("model");
     tcase_add_test(tc, test_shapes);
-    tcase_add_loop_test(tc, test_linear, 0, NLIN);
+    tcase_add_loop_test(tc, test_linear, 0, 2 * NLIN);
+    tcase_add_test(tc, test_blas_vs_loops);
     tcase_add_test(tc, test_activations);
+    tcase_add_test(tc, test_exp);
+    tcase_add_exit_test(tc, test_act_overlap, 1);
     tcase_add_test(tc, test_xent);
     tcase_add_exit_test(tc, test_xent_bad_label, 1);
     tcase_add_loop_test(tc, test_backward_fd, 0, NFD);
-    tcase_add_test(tc, test_accumulation);
+    tcase_add_loop_test(tc, test_accumulation, 0, 2);
     tcase_add_exit_test(tc, test_batch_too_big, 1);
     tcase_add_test(tc, test_init);
     tcase_add_test(tc, test_synthetic);

@@ -66,6 +66,25 @@ void dt_act_backward(dt_act a, const float *x, const float *dy, float *dx, size_
 float dt_xent(const float *logits, const int *labels, int B, int C, float scale,
               float *dlogits);
 
+/* ==== the CPU's matrix products (blas.c) ====
+ * On the host, dt_linear_forward and dt_linear_backward multiply with OpenBLAS's sgemm,
+ * or with the plain loops of layers.c, the reference: DT_BLAS=0 in the environment, or
+ * dt_set_blas(0). sgemm adds in another order than the loops, so the two agree to float
+ * rounding, not bit for bit; each is the same from run to run. Threads one product may
+ * use: DT_BLAS_THREADS, else OPENBLAS_NUM_THREADS, else the cores this process may run
+ * on divided by the ranks on its host (dt_init tells it), at least 1. */
+int dt_blas(void);                      /* 1: sgemm, 0: the loops */
+void dt_set_blas(int on);
+int dt_blas_threads(void);
+void dt_set_blas_threads(int n);
+int dt_cores(void);                     /* the cores this process may run on */
+void dt_blas_setup(int ranks_on_host);  /* dt_init calls it */
+/* NULL, or the sentence that says what is wrong with DT_BLAS or DT_BLAS_THREADS */
+const char *dt_blas_env_error(void);
+/* "OpenBLAS sgemm, 1 thread a rank (cores / ranks on this host: 2 cores, 4 ranks on this
+ * host)" or "the plain loops (DT_BLAS=0), the reference" */
+void dt_blas_describe(char *out, size_t len);
+
 /* ==== the whole model ==== */
 
 /* What forward keeps for backward, for batches of up to B rows: each layer's input and

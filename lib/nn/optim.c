@@ -27,7 +27,10 @@ int dt_optim_state_per_param(dt_optim_kind kind)
     return kind == DT_SGD ? 1 : 2;
 }
 
-/* Plain SGD (momentum 0) needs no state: state may then be NULL. */
+/* Plain SGD (momentum 0) needs no state: state may then be NULL. The loops are
+ * element-wise, so the compiler runs them on vector registers (the Makefile's
+ * -fno-math-errno makes sqrtf one instruction, not a call that might set errno; sqrt
+ * and division round correctly either way, so the results are the same bit for bit). */
 void dt_optim_step(const dt_optim_config *o, int step, float *params, const float *grads,
                    float *state, size_t n)
 {
@@ -51,13 +54,14 @@ void dt_optim_step(const dt_optim_config *o, int step, float *params, const floa
     float lr = o->lr;
     if (o->kind == DT_SGD) {
         float mu = o->momentum, *v = state;         /* (n) */
+        if (v == NULL) {
+            for (size_t i = 0; i < n; i++)
+                params[i] -= lr * grads[i];
+            return;
+        }
         for (size_t i = 0; i < n; i++) {
-            float g = grads[i];
-            if (v) {
-                v[i] = mu * v[i] + g;
-                g = v[i];
-            }
-            params[i] -= lr * g;
+            v[i] = mu * v[i] + grads[i];
+            params[i] -= lr * v[i];
         }
         return;
     }

@@ -31,7 +31,10 @@
  * all through the master, every step, while in DDP every process keeps its own replica
  * and sends 2(N-1)/N Psi of gradients (ring allreduce), the same on every rank, with no
  * replicate and no gather. The master's copies, its loss and its optimizer are serial:
- * the threads wait for them (res->copy_seconds, master_seconds).
+ * the threads wait for them (res->copy_seconds, master_seconds). A step's compute
+ * (res->compute_seconds) is wall time: the threads' phases, from the master's go to
+ * the last thread's end, and the master's loss and optimizer; the threads' own compute
+ * events add up to more, T threads computing at once.
  *
  * The interpreter lock (--gil g). In Python every thread must hold the GIL to run
  * Python: the bookkeeping between two operations. PyTorch releases it inside an
@@ -342,6 +345,10 @@ void dti_train_dp_threads(dti_run *r)
 {
     const dt_train_config *c = r->cfg;
     dpt d;
+    /* the replicas' threads share this rank's BLAS threads (blas.c): T threads each
+     * running sgemm on all of them would ask for T times the cores */
+    int blas = dt_blas_threads();
+    dt_set_blas_threads(blas / c->threads > 1 ? blas / c->threads : 1);
     setup(&d, r);
     float *W = d.rep[0].m.params;
     dti_ckpt_region(r, "weights", W, d.psi);
@@ -353,6 +360,7 @@ void dti_train_dp_threads(dti_run *r)
         double t[3] = {0, 0, 0}, w = 0;
         dti_step_begin(r, s);
         double loss = step(&d, s, t);
+        dti_step_compute(r, t[1] + t[2]);       /* wall time, not T threads' summed */
         for (int k = 0; k < d.T; k++)
             w += d.rep[k].gil_wait / d.T;
         char extra[160] = "";
@@ -392,6 +400,10 @@ void dti_train_dp_threads(dti_run *r)
     dti_summary(r, "  per step: master copies %.3f ms, master loss and optimizer %.3f "
                 "ms, threads' forward and backward %.3f ms", r->res->copy_seconds * 1e3,
                 r->res->master_seconds * 1e3, r->res->replica_seconds * 1e3);
+    if (dt_blas() && r->where == DT_CPU)
+        dti_summary(r, "  each thread's matrix products on %d BLAS thread%s (this rank's "
+                    "%d shared by %d threads)", dt_blas_threads(),
+                    dt_blas_threads() == 1 ? "" : "s", blas, d.T);
     if (d.gil > 0)
         dti_summary(r, "  interpreter lock: %.0f%% of a thread's work under it; a thread "
                     "waited %.3f ms per step for it", 100.0 * d.gil,
@@ -402,4 +414,5 @@ void dti_train_dp_threads(dti_run *r)
     dti_result_params(r, full);
     free(full);
     teardown(&d);
+    dt_set_blas_threads(blas);
 }

@@ -314,8 +314,12 @@ static void moe_forward(moe *m, const float *x, double *st, int step)
 {
     int Bl = m->Bl, E = m->E, H = m->H, k = m->k;
     double t0 = dt_trace_now();
-    /* the gate: probabilities and choices, then each group's slots */
-    dt_linear_forward(x, m->gate, m->gate + (size_t)E * H, m->prob, Bl, H, E);
+    /* the gate: probabilities and choices, then each group's slots. A group at a time,
+     * as every product here: sgemm's rounding of a row depends on how many rows the
+     * call has, and a group's T rows are the same on any number of ranks */
+    for (int g = 0; g < m->Gl; g++)
+        dt_linear_forward(x + (size_t)g * m->T * H, m->gate, m->gate + (size_t)E * H,
+                          m->prob + (size_t)g * m->T * E, m->T, H, E);
     dti_moe_softmax(m->prob, m->prob, Bl, E);
     dti_moe_topk(m->prob, Bl, E, k, m->choice);
     for (int g = 0; g < m->Gl; g++) {

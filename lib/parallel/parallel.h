@@ -226,8 +226,10 @@ typedef struct {
     double wait_seconds_max;  /* the largest of any rank, every rank */
     double compute_seconds;   /* per step, over the steps seconds_per_step counts: the
                                  time in the compute the trace records (forward,
-                                 backward, loss, optimizer), slowest rank; threads that
-                                 compute at once add up. The floor under the step time */
+                                 backward, loss, optimizer), slowest rank; dp-threads:
+                                 the wall time of its threads' phases and the master's
+                                 loss and optimizer, not the threads' seconds added
+                                 up. The floor under the step time */
     double *step_compute;     /* [steps] each step's compute, the slowest rank's, every
                                  rank (0 for steps a resumed run did not train) */
     size_t peak_params;       /* bytes held at the peak, this rank: weights (working */

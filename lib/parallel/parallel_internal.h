@@ -49,6 +49,8 @@ typedef struct {
     double t_sum;               /* step times, steps first+1.. */
     double c_sum;               /* their compute (dti_compute_event), in seconds */
     unsigned long long c_begin; /* the compute count at the current step's start */
+    double c_wall;              /* the current step's compute as wall time, NAN: the
+                                   compute count's (dti_step_compute) */
     int first;                  /* the first step this run trains: 1, or the step after
                                    the checkpoint it resumed from */
     struct dti_ckpt *ckpt;      /* checkpoints (checkpoint.c); NULL: none */
@@ -74,6 +76,10 @@ void dti_held(dti_run *r, int what, size_t nbytes, int add);
  * skipped, and calls cfg->on_step on rank 0 with extra (may be NULL). Not collective. */
 void dti_step_begin(dti_run *r, int step);
 void dti_step_end(dti_run *r, int step, float loss, int skipped, const char *extra);
+/* For a mode whose threads compute at once (dp-threads): the current step's compute
+ * was `seconds` of wall time, counted in place of the sum of its compute events (which
+ * adds up T threads' seconds). Call between dti_step_begin and dti_step_end. */
+void dti_step_compute(dti_run *r, double seconds);
 
 /* Appends a line to the result's summary (rank 0 of r->comm keeps it; others ignore). */
 __attribute__((format(printf, 2, 3)))

@@ -275,7 +275,8 @@ void dti_free(dti_run *r, int what, void *p, size_t nbytes)
 }
 
 /* The compute dti_compute_event records, in nanoseconds, tracing or not: the steps read
- * it (dti_step_begin, dti_step_end) for the result's compute_seconds.
+ * it (dti_step_begin, dti_step_end) for the result's compute_seconds, unless the mode
+ * gives a step's compute as wall time (dti_step_compute: threads computing at once).
  * Atomic: several threads may compute (atomic doubles would need libatomic). */
 static _Atomic unsigned long long compute_ns;
 
@@ -284,6 +285,7 @@ void dti_step_begin(dti_run *r, int step)
     dti_mark("train", "step", step, -1, 0, 0, 0, NAN);  /* the trace's step mark */
     r->t_begin = MPI_Wtime();                   /* the straggler's sleep is its step's */
     r->c_begin = compute_ns;
+    r->c_wall = NAN;
     if (r->cfg->slow_ms > 0 && r->rank == r->cfg->slow_rank) {
         int ms = r->cfg->slow_ms;               /* a straggler: a slower GPU */
         struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
@@ -296,14 +298,15 @@ void dti_step_end(dti_run *r, int step, float loss, int skipped, const char *ext
     DT_REQUIRE(step >= 1 && step <= r->cfg->steps, "dti_step_end: step %d of %d", step,
                r->cfg->steps);
     double dt = MPI_Wtime() - r->t_begin;
+    double c = isnan(r->c_wall) ? (double)(compute_ns - r->c_begin) * 1e-9 : r->c_wall;
     if (step > r->first || r->cfg->steps == r->first) {  /* the first warms up */
         r->t_sum += dt;
-        r->c_sum += (double)(compute_ns - r->c_begin) * 1e-9;
+        r->c_sum += c;
     }
     r->res->loss[step - 1] = loss;
     r->res->skipped[step - 1] = skipped;
     r->res->step_seconds[step - 1] = dt;
-    r->res->step_compute[step - 1] = (double)(compute_ns - r->c_begin) * 1e-9;
+    r->res->step_compute[step - 1] = c;
     if (r->rank == 0 && r->cfg->on_step) {
         dt_step_report rep = { .step = step, .loss = loss };
         snprintf(rep.extra, sizeof rep.extra, "%s", extra ? extra : "");
@@ -311,6 +314,11 @@ void dti_step_end(dti_run *r, int step, float loss, int skipped, const char *ext
             rep.extra[n - 1] = 0;
         r->cfg->on_step(&rep, r->cfg->ctx);
     }
+}
+
+void dti_step_compute(dti_run *r, double seconds)
+{
+    r->c_wall = seconds;
 }
 
 void dti_summary(dti_run *r, const char *fmt, ...)
@@ -454,13 +462,14 @@ void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
     char why[256];
     DT_REQUIRE(dt_train_check(c, n, why, sizeof why) == 0, "cannot train: %s", why);
 
-    /* The trace's "# train" line describes the first run over every rank of the
-     * trace (MPI_COMM_WORLD): a reference trained on MPI_COMM_SELF beside it (the
-     * serial one, lesson 19's) and later runs of a lesson leave it as it is. */
+    /* The trace's "# train" line describes the first recorded run over every rank of
+     * the trace (MPI_COMM_WORLD): a reference trained on MPI_COMM_SELF beside it (the
+     * serial one, lesson 19's), runs while recording is paused (dt_trace_pause) and
+     * later runs leave it as it is. */
     static int told;
     int world;
     DT_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world));
-    if (!told && n == world) {
+    if (!told && n == world && dt_trace_enabled()) {
         char text[DTI_TRACE_TRAIN_MAX + 1];
         train_text(c, n, text, sizeof text);
         told = dt_trace_train(text) == 0;
