@@ -72,43 +72,41 @@ static void apply(void)
     openblas_set_num_threads(threads);
 }
 
-static void first_use(void) { apply(); }
-
 void dt_blas_setup(int ranks_on_host)
 {
     on_host = ranks_on_host > 0 ? ranks_on_host : 1;
-    pthread_once(&once, first_use);
+    pthread_once(&once, apply);
     apply();                          /* again, in case a product ran before dt_init */
 }
 
 int dt_blas(void)
 {
-    pthread_once(&once, first_use);
+    pthread_once(&once, apply);
     return use_blas;
 }
 
 void dt_set_blas(int on)
 {
-    pthread_once(&once, first_use);
+    pthread_once(&once, apply);
     use_blas = on != 0;
 }
 
 int dt_blas_threads(void)
 {
-    pthread_once(&once, first_use);
+    pthread_once(&once, apply);
     return threads;
 }
 
 void dt_set_blas_threads(int n)
 {
-    pthread_once(&once, first_use);
+    pthread_once(&once, apply);
     threads = n > 0 ? n : 1;
     openblas_set_num_threads(threads);
 }
 
 void dt_blas_describe(char *out, size_t len)
 {
-    pthread_once(&once, first_use);
+    pthread_once(&once, apply);
     if (!use_blas)
         snprintf(out, len, "the plain loops (DT_BLAS=0), the reference");
     else
