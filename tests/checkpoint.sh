@@ -5,15 +5,20 @@
 #   1. every mode: a run stopped at a checkpoint and resumed ends with the weights of a
 #      run never stopped, byte for byte (--dump, cmp), and prints the same losses for
 #      the steps after the checkpoint
-#   2. refusals, exit 2 and a sentence on stderr: a checkpoint of another mode, rank
-#      count, --hidden or optimizer; --steps not beyond the step reached; a flipped
-#      byte in a shard (rank 0's and another rank's); a truncated manifest; a missing
+#   2. another rank count or layout (resharding): every mode stopped on N ranks and
+#      resumed on M, larger and smaller, odd counts, hybrid's layouts, against the run
+#      never stopped: pp byte for byte, the others within rounding (their sums change
+#      order); the summary says what each rank read
+#   3. refusals, exit 2 and a sentence on stderr: a checkpoint of another mode,
+#      --hidden or optimizer; sign compression's error feedback on another rank
+#      count; --steps not beyond the step reached; a flipped byte in a shard (rank 0's,
+#      another rank's, one read for another layout); a truncated manifest; a missing
 #      shard; an empty directory; writing over another run's checkpoints
-#   3. a rank killed half-way through writing a shard (DT_TEST_CHECKPOINT_CRASH):
+#   4. a rank killed half-way through writing a shard (DT_TEST_CHECKPOINT_CRASH):
 #      latest still names the checkpoint before, the half-written one is never used,
 #      and resuming from it reaches the uninterrupted run's weights
 #
-# Small models (6 steps, hidden 16): the whole section takes about a minute.
+# Small models (6 steps, hidden 16): the whole section takes about a minute and a half.
 
 checkpoint_tests() {
     local train=$BUILD/train
@@ -95,6 +100,122 @@ checkpoint_tests() {
     ck_same "pp 1f1b" 2 --mode pp --schedule 1f1b --micro 2
     ck_same hybrid 4 --mode hybrid --dp 2 --pp 2 --micro 2
 
+    # ck_reshard NAME N M TOL ARGS...: a run of 6 steps on N ranks, against one stopped
+    # after step 3 on N ranks and resumed on M (another layout: ARGS2 after "--" replace
+    # the layout options for the resumed run). TOL "exact": byte for byte (the sums keep
+    # their order), else the difference allowed: TOL/10 + TOL x |the weight|
+    ck_reshard() {
+        local name="checkpoint resharded $1 -n $2 -> $3" n=$2 m=$3 tol=$4 t0 rc1 rc2 rc3
+        local c=$dir/rs.$1.$2.$3 a=() b=() seen=0 x
+        shift 4
+        for x in "$@"; do
+            if [ "$x" = -- ]; then seen=1; elif [ $seen = 0 ]; then a+=("$x"); else b+=("$x"); fi
+        done
+        [ $seen = 1 ] || b=("${a[@]}")
+        c=${c// /_}
+        t0=$(now)
+        ck_train "$n" "${a[@]}" --dump "$c.full"
+        rc1=$?
+        ck_train "$n" "${a[@]}" --steps 3 --checkpoint "$c" --every 2
+        rc2=$?
+        ck_train "$m" "${b[@]}" --checkpoint "$c" --every 2 --resume "$c" --dump "$c.res"
+        rc3=$?
+        local took cmp
+        took=$(since "$t0")
+        if [ "$rc1$rc2$rc3" != 000 ]; then
+            report "$name" 0 "exit statuses $rc1 $rc2 $rc3, want 0 0 0  [$took]"
+            return
+        fi
+        if ! grep -q "resharded from $n rank" "$log" ||
+           [ "$(grep -c '^checkpoint:   rank [0-9]* read [0-9]* bytes' "$log")" != "$m" ]; then
+            report "$name" 0 "the summary does not say it resharded, or what each of the $m ranks read"
+            return
+        fi
+        if [ "$tol" = exact ]; then
+            if cmp -s "$c.full" "$c.res"; then
+                report "$name" 1 "weights byte-equal to the run on $n ranks  [$took]"
+            else
+                report "$name" 0 "the weights differ from the run on $n ranks  [$took]"
+            fi
+            return
+        fi
+        cmp=$(paste <(od -An -v -f -w4 "$c.full") <(od -An -v -f -w4 "$c.res") |
+              awk -v tol="$tol" '{ d = $1 - $2; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1
+                     if (d > m) m = d; if (d > tol / 10 + tol * a || NF != 2) bad++ }
+                   END { printf "%d %d %g", NR, bad, m }')
+        set -- $cmp
+        if [ "$2" = 0 ] && [ "$1" -gt 0 ] && cmp -s "$c.full" "$c.res"; then
+            report "$name" 0 "byte-equal: this case was meant to change the order of the sums"
+        elif [ "$2" = 0 ] && [ "$1" -gt 0 ]; then
+            report "$name" 1 "$1 weights within $tol of the run on $n ranks (largest $3)  [$took]"
+        else
+            report "$name" 0 "$2 of $1 weights differ from the run on $n ranks (largest $3)"
+        fi
+    }
+
+    # another rank count or layout: the state re-cut (lib/parallel/checkpoint_reshard.c);
+    # pp's sums keep their order whatever the stages, the others' change with N
+    ck_reshard ddp 3 2 1e-4 --mode ddp --bucket-kb 1
+    ck_reshard "ddp accum" 1 4 1e-4 --mode ddp --accum 2
+    ck_reshard "fsdp zero 3 adam" 2 3 1e-4 --mode fsdp --zero 3 --optim adam --lr 0.01
+    ck_reshard "fsdp zero 1" 3 1 1e-4 --mode fsdp --zero 1
+    ck_reshard "fsdp fp16" 3 2 1e-3 --mode fsdp --zero 2 --precision fp16
+    ck_reshard "tp megatron" 3 2 1e-4 --mode tp --hidden 18
+    ck_reshard "tp allgather adam" 2 3 1e-4 --mode tp --tp-style allgather --hidden 18 \
+        --optim adam --lr 0.01
+    ck_reshard "pp gpipe" 3 2 exact --mode pp --schedule gpipe --micro 2
+    ck_reshard "pp 1f1b" 2 3 exact --mode pp --schedule 1f1b --micro 2
+    ck_reshard "hybrid dp2 pp2 to tp2 pp2" 4 4 1e-4 --mode hybrid --dp 2 --pp 2 --micro 2 \
+        -- --mode hybrid --tp 2 --pp 2 --micro 2
+    ck_reshard "hybrid dp2 tp2 to dp1 pp2" 4 2 1e-4 --mode hybrid --dp 2 --tp 2 --micro 2 \
+        -- --mode hybrid --dp 1 --pp 2 --micro 2
+    ck_reshard "dp" 3 2 1e-4 --mode dp
+    ck_reshard "dp fp16" 2 3 1e-3 --mode dp --precision fp16
+
+    # ck_format_weights STEPDIR: the whole model's weights in a checkpoint, one a line as
+    # od prints them, read the way the README's paragraph on the format says: the
+    # shard lines' regions, the maps of "weights" (fsdp's "weights.L"), their spans
+    ck_format_weights() {
+        awk -v dir="$1" '
+            /^shard / { file[$2] = $3; off = 0
+                        for (i = 6; i <= NF; i++) { split($i, nb, ":")
+                                                    at[$2 " " nb[1]] = off; off += nb[2] } }
+            /^map / && ($3 == "weights" || $3 ~ /^weights\.[0-9]+$/) { map[++nm] = $0 }
+            END {
+                for (i = 1; i <= nm; i++) {
+                    split(map[i], f, " "); r = f[2]; width = f[4]
+                    if (!(r in loaded)) {
+                        cmd = "od -An -v -f -w4 " dir "/" file[r]; n = 0
+                        while ((cmd | getline x) > 0) { gsub(/ /, "", x); fl[r, n++] = x }
+                        close(cmd); loaded[r] = 1
+                    }
+                    e = at[r " " f[3]] / 4
+                    for (j = 5; j in f; j++) {
+                        c = split(f[j], v, ","); count = c == 4 ? v[3] : 1
+                        for (b = 0; b < count; b++)
+                            for (q = 0; q < v[2]; q++) {
+                                w[v[1] + b * (c == 4 ? v[4] : 0) + q] = fl[r, e]; e += width
+                            }
+                    }
+                }
+                for (i = 0; i in w; i++) print w[i]
+            }' "$1/manifest"
+    }
+    # the format, read from outside: tp (a row split's strided spans), fsdp (padding),
+    # hybrid (stages and replicas), against the --dump of the same weights
+    local which
+    for which in tp_megatron.2 fsdp_zero_3_sgd.3 hybrid.4; do
+        if [ "$(ck_format_weights "$dir/$which/step-0000006")" = \
+             "$(od -An -v -f -w4 "$dir/$which.full" | tr -d ' ')" ] &&
+           [ -s "$dir/$which.full" ]; then
+            report "checkpoint format read from outside: $which" 1 \
+                "awk over the manifest's maps and od: the --dump weights, every one"
+        else
+            report "checkpoint format read from outside: $which" 0 \
+                "the weights the README's format gives are not the --dump weights"
+        fi
+    done
+
     # ck_bad NAME N PATTERN ARGS...: exit 2 on every rank, soon, and a sentence on
     # stderr that matches PATTERN (grep -E)
     ck_bad() {
@@ -123,8 +244,11 @@ checkpoint_tests() {
     local d2=$dir/ddp.3 f3=$dir/fsdp_zero_1_sgd.3 t2=$dir/tp_megatron.2 b
     ck_bad "another mode" 3 'written by --mode ddp on 3 ranks; this run is --mode fsdp' \
         --mode fsdp --steps 8 --resume "$d2"
-    ck_bad "another rank count" 2 'on 3 ranks; this run is --mode ddp on 2 ranks' \
-        --mode ddp --bucket-kb 1 --steps 8 --resume "$d2"
+    b=$dir/sign; rm -rf "$b"
+    ck_train 2 --mode ddp --compress sign --steps 3 --checkpoint "$b" --every 3
+    ck_bad "sign's error feedback on another rank count" 3 \
+        'each rank.s own error feedback.*resume it on 2 ranks' \
+        --mode ddp --compress sign --steps 8 --resume "$b"
     ck_bad "another --hidden" 3 'with --hidden 16; this run has --hidden 24' \
         --mode ddp --bucket-kb 1 --steps 8 --hidden 24 --resume "$d2"
     ck_bad "another optimizer" 3 'with --optim sgd; this run has --optim adam' \
@@ -142,6 +266,11 @@ checkpoint_tests() {
     printf '\xaa' | dd of="$b/step-0000006/shard-00002.bin" bs=1 seek=7 conv=notrunc \
         2>/dev/null
     ck_bad "a flipped byte (rank 2's shard)" 3 'shard-00002.bin is damaged' \
+        --mode fsdp --zero 1 --steps 8 --resume "$b"
+    b=$dir/flip1; cp -r "$f3" "$b"
+    printf '\xaa' | dd of="$b/step-0000006/shard-00001.bin" bs=1 seek=9 conv=notrunc \
+        2>/dev/null
+    ck_bad "a flipped byte, resharded 3 -> 2" 2 'shard-00001.bin is damaged' \
         --mode fsdp --zero 1 --steps 8 --resume "$b"
     b=$dir/cut; cp -r "$d2" "$b"
     head -c -30 "$d2/step-0000006/manifest" >"$b/step-0000006/manifest"

@@ -17,12 +17,9 @@
  *     fsdp            every rank its shard
  *     dp              the server, rank 0 (weights, optimizer); workers read its weights
  *
- * On disk, for checkpoint_dir DIR:
- *
- *     DIR/latest                  one line: the name of the newest complete checkpoint
- *     DIR/step-0000010/manifest   text: version, configuration, step, run scalars, and
- *                                 per shard its file, bytes and CRC-32; its own CRC last
- *     DIR/step-0000010/shard-00000.bin, ...   the regions one after another, raw bytes
+ * On disk (checkpoint_format.c says how, line by line): DIR/latest names the newest
+ * complete checkpoint DIR/step-NNNNNNN/, which holds a manifest (configuration, step,
+ * scalars, per shard its file, bytes and CRC-32, per region its map) and the shards.
  *
  * Writing is atomic. Every rank writes into DIR/step-0000010.tmp and fsyncs its file;
  * after a barrier rank 0 writes the manifest, renames the directory to its final name,
@@ -38,6 +35,15 @@
  * the file or the field and both values, and exit status 2 (dt_usage_error): the ranks
  * agree on the outcome first, so none is left waiting.
  *
+ * Another rank count or layout. A checkpoint resumes on N ranks when it was written on
+ * M, or by hybrid with other --dp/--tp/--pp: every region says, in its map
+ * (dti_ckpt_map), which parameters of the whole model it holds, so each rank reads the
+ * pieces of the old shards that hold its new part (checkpoint_reshard.c). Every mode
+ * equals serial training with the same global batch, so the resumed run reaches the
+ * uninterrupted run's weights to rounding (bit for bit where the order of the sums does
+ * not change: pp). State that belongs to one rank alone (compression's error feedback)
+ * has no map, and such a checkpoint is refused on another layout.
+ *
  * Test hook: with DT_TEST_CHECKPOINT_CRASH=K in the environment, the highest rank that
  * writes a shard writes half of it for step K's checkpoint and then kills itself
  * (SIGKILL), so tests/checkpoint.sh can show that a run killed in the middle of writing
@@ -46,7 +52,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,112 +60,8 @@
 #include <zlib.h>
 #include "buf.h"
 #include "p2p.h"
-#include "parallel_internal.h"
+#include "checkpoint_internal.h"
 #include "prog.h"
-
-#define VERSION 1
-#define MAX_MANIFEST (64u << 20)
-
-/* ==== small helpers: a growing string, CRC-32 ==== */
-
-typedef struct {
-    char *s;
-    size_t len, cap;
-} sbuf;
-
-__attribute__((format(printf, 2, 3)))
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        char *end = b->s ? b->s + b->len : NULL;
-        int n = vsnprintf(end, b->s ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        DT_REQUIRE(n >= 0, "checkpoint: cannot format text");
-        if (b->s && b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        }
-        b->cap = 2 * (b->len + (size_t)n + 64);
-        b->s = realloc(b->s, b->cap);
-        DT_REQUIRE(b->s != NULL, "out of host memory");
-        b->s[b->len] = 0;
-    }
-}
-
-/* A sentence into why (len bytes), cut short if it must be. */
-__attribute__((format(printf, 3, 4)))
-static void say(char *why, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, len, fmt, ap);
-    va_end(ap);
-}
-
-/* zlib's crc32 takes unsigned int lengths: feed it 1 GiB at a time. */
-static unsigned long crc_add(unsigned long crc, const void *p, size_t n)
-{
-    const unsigned char *c = p;
-    while (n > 0) {
-        unsigned part = n > (1u << 30) ? 1u << 30 : (unsigned)n;
-        crc = crc32(crc, c, part);
-        c += part;
-        n -= part;
-    }
-    return crc;
-}
-
-static unsigned long crc_of(const void *p, size_t n)
-{
-    return crc_add(crc32(0L, Z_NULL, 0), p, n);
-}
-
-/* ==== the state ==== */
-
-typedef struct {
-    char name[24];         /* one word */
-    void *p;               /* host or device */
-    size_t nbytes;
-} region;
-
-/* One shard as the manifest lists it. */
-typedef struct {
-    int rank;
-    char file[32];
-    unsigned long long bytes;
-    unsigned long crc;
-    char *regions;         /* "name:bytes name:bytes ..." (points into the manifest) */
-} shard_info;
-
-struct dti_ckpt {
-    const char *dir;       /* checkpoint_dir, or NULL: this run does not save */
-    int every;
-    region *reg;           /* this rank's regions */
-    int nreg, cap;
-    int owner;             /* the rank whose shard holds this rank's state */
-    int *owners;           /* [size] every rank's owner (after dti_ckpt_start) */
-    char **desc;           /* rank 0: [size] each writer's "name:bytes ..." */
-    int crash_step;        /* DT_TEST_CHECKPOINT_CRASH, 0: none */
-    int crash_rank;        /* the highest rank that writes a shard */
-    char *config;          /* rank 0: this run's "config ..." lines */
-    int latest;            /* rank 0: the step DIR/latest names (0: none) */
-
-    /* resuming: the manifest (every rank) and what it says */
-    char from[4096];       /* RESUME_DIR/step-NNNNNNN */
-    char *manifest;
-    int step, updates, clean;
-    float scale;
-    shard_info *shards;
-    int nshards;
-    int *reads;            /* [size] the shard each rank reads */
-
-    /* the books, rank 0 */
-    int written;
-    unsigned long long bytes_last;
-    double seconds;
-};
 
 /* ==== agreeing, refusing ==== */
 
@@ -186,7 +87,7 @@ static void refuse(dti_run *r, const char *why)
 
 /* Every rank passes its verdict (why empty: fine). When any rank found a problem,
  * every rank ends with the lowest such rank's sentence. Collective. */
-static void agree(dti_run *r, const char *why)
+void ck_agree(dti_run *r, const char *why)
 {
     int mine = why[0] ? r->rank : r->size, first = r->size;
     MPI_Request q;
@@ -218,397 +119,7 @@ static char *bcast_text(dti_run *r, const char *text, size_t n)
     return s;
 }
 
-/* ==== files ==== */
-
-/* Reads a whole file of at most max bytes into a new allocation (NUL-terminated).
- * Returns NULL with errno set (EFBIG: larger than max). */
-static char *read_file(const char *path, size_t max, size_t *len)
-{
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return NULL;
-    struct stat st;
-    int e = fstat(fd, &st) != 0 ? errno : (size_t)st.st_size > max ? EFBIG : 0;
-    if (e) {
-        close(fd);
-        errno = e;
-        return NULL;
-    }
-    size_t n = (size_t)st.st_size, got = 0;
-    char *s = dti_calloc(n + 1, 1);
-    while (got < n) {
-        ssize_t k = read(fd, s + got, n - got);
-        if (k <= 0) {
-            int e = k == 0 ? EIO : errno;
-            free(s);
-            close(fd);
-            errno = e;
-            return NULL;
-        }
-        got += (size_t)k;
-    }
-    close(fd);
-    *len = n;
-    return s;
-}
-
-static int write_all(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n > 0) {
-        ssize_t k = write(fd, c, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        c += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-/* A directory's entries reach the disk only when the directory itself is synced. */
-static void sync_dir(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_DIRECTORY);
-    DT_REQUIRE(fd >= 0 && fsync(fd) == 0, "checkpoint: cannot sync the directory %s: %s",
-               path, strerror(errno));
-    close(fd);
-}
-
-/* Writes a small file completely and syncs it (rank 0's manifest and latest). */
-static void write_small(const char *path, const char *text, size_t n)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    DT_REQUIRE(fd >= 0 && write_all(fd, text, n) == 0 && fsync(fd) == 0 && close(fd) == 0,
-               "checkpoint: cannot write %s: %s", path, strerror(errno));
-}
-
-/* Removes a checkpoint directory of ours: its manifest and shards, then itself. Anything
- * else in it (not ours) is left, and the directory with it. */
-static void remove_step_dir(const char *path)
-{
-    DIR *d = opendir(path);
-    if (d == NULL)
-        return;
-    struct dirent *e;
-    char file[4200];
-    while ((e = readdir(d)) != NULL) {
-        int shard = strncmp(e->d_name, "shard-", 6) == 0;
-        if (shard || strcmp(e->d_name, "manifest") == 0) {
-            snprintf(file, sizeof file, "%s/%s", path, e->d_name);
-            unlink(file);
-        }
-    }
-    closedir(d);
-    rmdir(path);
-}
-
-/* "step-NNNNNNN" (tmp 0) or "step-NNNNNNN.tmp" (tmp 1): the step, else -1. */
-static int step_of_name(const char *name, int *tmp)
-{
-    int n = 0, used = 0;
-    if (strncmp(name, "step-", 5) != 0 || strlen(name) < 12)
-        return -1;
-    for (int i = 5; i < 12; i++) {
-        if (name[i] < '0' || name[i] > '9')
-            return -1;
-        n = n * 10 + (name[i] - '0');
-        used = i + 1;
-    }
-    *tmp = strcmp(name + used, ".tmp") == 0;
-    return *tmp || name[used] == 0 ? n : -1;
-}
-
-/* ==== the configuration a checkpoint must match ==== */
-
-/* The shortest decimal text that reads back as v: "0.05", not "0.0500000007". */
-static const char *float_text(float v, char *buf, size_t len)
-{
-    for (int digits = 6; digits <= 9; digits++) {
-        snprintf(buf, len, "%.*g", digits, (double)v);
-        if (strtof(buf, NULL) == v)
-            break;
-    }
-    return buf;
-}
-
-/* This run's fields, one "config KEY VALUE" line each. A key that is one of train's
- * options is named after it, so that a refusal can say "--hidden 24". */
-static void config_text(const dti_run *r, sbuf *b)
-{
-    const dt_train_config *c = r->cfg;
-    const dt_dataset *set = c->data;
-    const dt_mlp_config *m = &c->model;
-    unsigned long crc = crc_of(set->x, (size_t)set->n * set->features * sizeof(float));
-    crc = crc_add(crc, set->y, (size_t)set->n * sizeof(int));
-    sb_printf(b, "config mode %s\n", dt_mode_name(c->mode));
-    sb_printf(b, "config ranks %d\n", r->size);
-    sb_printf(b, "config layers %d\nconfig hidden %d\nconfig act %s\n", m->layers,
-              m->hidden, m->act == DT_RELU ? "relu" : "gelu");
-    sb_printf(b, "config outputs %d\n", m->out);
-    sb_printf(b, "config data %d examples of %d features, %d classes, CRC-32 %08lx\n",
-              set->n, set->features, set->classes, crc);
-    char f[4][32];
-    sb_printf(b, "config optim %s\nconfig lr %s\n", c->optim.kind == DT_SGD ? "sgd"
-              : "adam", float_text(c->optim.lr, f[0], sizeof f[0]));
-    if (c->optim.kind == DT_SGD)
-        sb_printf(b, "config momentum %s\n", float_text(c->optim.momentum, f[0], 32));
-    else
-        sb_printf(b, "config adam beta1 %s beta2 %s eps %s\n",
-                  float_text(c->optim.beta1, f[0], 32),
-                  float_text(c->optim.beta2, f[1], 32),
-                  float_text(c->optim.eps, f[2], 32));
-    sb_printf(b, "config batch %d\nconfig seed %llu\n", c->batch, c->seed);
-    sb_printf(b, "config precision %s\n", c->precision == DT_FP16 ? "fp16" : "fp32");
-    if (c->precision == DT_FP16)
-        sb_printf(b, "config loss-scale %s\nconfig scale-window %d\n"
-                  "config scale-backoff %s\nconfig scale-growth %s\n",
-                  float_text(c->scaler.init, f[0], 32), c->scaler.window,
-                  float_text(c->scaler.backoff, f[1], 32),
-                  float_text(c->scaler.growth, f[2], 32));
-    sb_printf(b, "config device %s\n", r->where == DT_CUDA ? "cuda" : "cpu");
-    /* the options of the mode's loop */
-    dt_mode md = c->mode;
-    if (md == DT_MODE_DP)
-        sb_printf(b, "config dedicated-server %s\nconfig async %d\n",
-                  c->dedicated_server ? "yes" : "no", c->async);
-    if (md == DT_MODE_FSDP)
-        sb_printf(b, "config zero %d\nconfig offload %s\n", c->zero,
-                  c->offload ? "on" : "off");
-    if (md == DT_MODE_HYBRID)
-        sb_printf(b, "config dp %d\nconfig tp %d\nconfig pp %d\n", c->dp, c->tp, c->pp);
-    if (md == DT_MODE_SERIAL || md == DT_MODE_DDP || md == DT_MODE_TP ||
-        md == DT_MODE_PP || md == DT_MODE_HYBRID)
-        sb_printf(b, "config accum %d\n", c->accum);
-    if (md == DT_MODE_DDP || md == DT_MODE_HYBRID)
-        sb_printf(b, "config bucket-kb %d\nconfig overlap %s\n", c->bucket_kb,
-                  c->overlap ? "on" : "off");
-    if (md == DT_MODE_DDP)
-        sb_printf(b, "config compress %s%s\n", dt_compress_name(c->compress),
-                  c->compress == DT_COMPRESS_SIGN && !c->compress_feedback
-                  ? " --no-feedback" : "");
-    if (md == DT_MODE_TP || md == DT_MODE_HYBRID)
-        sb_printf(b, "config tp-style %s\n", c->tp_style == DT_TP_MEGATRON ? "megatron"
-                  : "allgather");
-    if (md == DT_MODE_PP || md == DT_MODE_HYBRID)
-        sb_printf(b, "config micro %d\nconfig schedule %s\n", c->micro,
-                  c->schedule == DT_PP_GPIPE ? "gpipe" : "1f1b");
-}
-
-/* The value of the line "config KEY VALUE" in text (a copy in val), or NULL. */
-static const char *config_value(const char *text, const char *key, char *val, size_t len)
-{
-    size_t kl = strlen(key);
-    for (const char *p = text; *p; p += strcspn(p, "\n") + (p[strcspn(p, "\n")] != 0)) {
-        if (strncmp(p, "config ", 7) == 0 && strncmp(p + 7, key, kl) == 0 &&
-            p[7 + kl] == ' ') {
-            const char *v = p + 8 + kl;
-            snprintf(val, len, "%.*s", (int)strcspn(v, "\n"), v);
-            return val;
-        }
-    }
-    return NULL;
-}
-
-/* Compares the checkpoint's configuration (in its manifest, from) with this run's
- * (mine): "" when they match, else a sentence in why naming the field and both values. */
-static void config_compare(const char *from, const char *manifest, const char *mine,
-                           char *why, size_t len)
-{
-    char m0[64], r0[64] = "", m1[64], r1[64] = "";
-    if (!config_value(manifest, "mode", m0, sizeof m0) ||
-        !config_value(manifest, "ranks", m1, sizeof m1)) {
-        say(why, len, "cannot resume: %s/manifest names no mode or rank count", from);
-        return;
-    }
-    config_value(mine, "mode", r0, sizeof r0);
-    config_value(mine, "ranks", r1, sizeof r1);
-    if (strcmp(m0, r0) || strcmp(m1, r1)) {
-        say(why, len, "checkpoint %s was written by --mode %s on %s rank%s; this run "
-            "is --mode %s on %s rank%s", from, m0, m1, strcmp(m1, "1") ? "s" : "", r0, r1,
-            strcmp(r1, "1") ? "s" : "");
-        return;
-    }
-    /* every other field of this run, in order; these are no option of train's */
-    static const char *const plain[] = { "outputs", "data", "adam", "scale-backoff",
-                                         "scale-growth", "overlap" };
-    for (const char *p = mine; *p; p += strcspn(p, "\n") + (p[strcspn(p, "\n")] != 0)) {
-        char key[32], want[256], got[256];
-        snprintf(key, sizeof key, "%.*s", (int)strcspn(p + 7, " \n"), p + 7);
-        if (!config_value(mine, key, want, sizeof want))
-            continue;
-        const char *dash = "--";
-        for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
-            if (strcmp(key, plain[i]) == 0)
-                dash = "";
-        if (!config_value(manifest, key, got, sizeof got)) {
-            say(why, len, "checkpoint %s has no '%s' in its manifest: it was written "
-                "by another configuration or another version of dtlab", from, key);
-            return;
-        }
-        if (strcmp(got, want) != 0) {
-            say(why, len, "checkpoint %s was written with %s%s %s; this run has "
-                "%s%s %s", from, dash, key, got, dash, key, want);
-            return;
-        }
-    }
-}
-
-/* ==== the manifest ==== */
-
-/* Parses rank 0's checked manifest text into k (every rank does this): "" or a
- * sentence in why. The text stays owned by k->manifest (the shards point into it). */
-static void manifest_parse(dti_run *r, dti_ckpt *k, char *why, size_t len)
-{
-    why[0] = 0;
-    k->reads = dti_calloc(r->size, sizeof *k->reads);
-    int have_reads = 0, have_step = 0;
-    char *save = NULL;
-    for (char *line = strtok_r(k->manifest, "\n", &save); line;
-         line = strtok_r(NULL, "\n", &save)) {
-        char *end;
-        if (strncmp(line, "step ", 5) == 0) {
-            k->step = (int)strtol(line + 5, &end, 10);
-            have_step = 1;
-        } else if (strncmp(line, "updates ", 8) == 0) {
-            k->updates = (int)strtol(line + 8, &end, 10);
-        } else if (strncmp(line, "clean ", 6) == 0) {
-            k->clean = (int)strtol(line + 6, &end, 10);
-        } else if (strncmp(line, "scale ", 6) == 0) {
-            k->scale = strtof(line + 6, &end);          /* written with %a: exact */
-        } else if (strncmp(line, "reads", 5) == 0) {
-            char *p = line + 5;
-            for (int i = 0; i < r->size; i++) {
-                k->reads[i] = (int)strtol(p, &end, 10);
-                if (end == p)
-                    break;
-                p = end;
-                have_reads = i + 1;
-            }
-        } else if (strncmp(line, "shard ", 6) == 0) {
-            k->shards = realloc(k->shards, (k->nshards + 1) * sizeof *k->shards);
-            DT_REQUIRE(k->shards != NULL, "out of host memory");
-            shard_info *s = &k->shards[k->nshards++];
-            int used = 0;
-            if (sscanf(line, "shard %d %31s %llu %lx %n", &s->rank, s->file, &s->bytes,
-                       &s->crc, &used) < 4 || used == 0) {
-                say(why, len, "%s/manifest: cannot read the line '%.60s'", k->from,
-                    line);
-                return;
-            }
-            s->regions = line + used;
-            if (strncmp(s->file, "shard-", 6) != 0 || strchr(s->file, '/')) {
-                say(why, len, "%s/manifest names a shard file '%s' outside the "
-                    "checkpoint", k->from, s->file);
-                return;
-            }
-        }
-    }
-    if (!have_step || have_reads != r->size || k->nshards < 1)
-        say(why, len, "%s/manifest lacks its step, its shards or which shard each "
-            "of the %d ranks reads", k->from, r->size);
-}
-
-/* Rank 0: reads RESUME/latest and its manifest, checks them against this run. Leaves
- * the manifest text in k->manifest (the CRC line cut off): "" or a sentence in why. */
-static void manifest_read(dti_run *r, dti_ckpt *k, char *why, size_t len)
-{
-    const char *dir = r->cfg->resume_dir;
-    char path[4200];
-    size_t n = 0;
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        say(why, len, "cannot resume: %s is not a directory", dir);
-        return;
-    }
-    snprintf(path, sizeof path, "%s/latest", dir);
-    char *latest = read_file(path, 256, &n);
-    if (latest == NULL) {
-        say(why, len, "cannot resume: %s holds no checkpoint (%s: %s)", dir, path,
-            strerror(errno));
-        return;
-    }
-    if (n > 0 && latest[n - 1] == '\n')
-        latest[n - 1] = 0;
-    int tmp = 0, step = step_of_name(latest, &tmp);
-    if (step < 0 || tmp) {
-        say(why, len, "cannot resume: %s does not name a checkpoint (it holds "
-            "'%.40s')", path, latest);
-        free(latest);
-        return;
-    }
-    snprintf(k->from, sizeof k->from, "%s/%.12s", dir, latest);
-    free(latest);
-
-    snprintf(path, sizeof path, "%s/manifest", k->from);
-    char *text = read_file(path, MAX_MANIFEST, &n);
-    if (text == NULL) {
-        say(why, len, "cannot resume: %s: %s", path, strerror(errno));
-        return;
-    }
-    k->manifest = text;
-    /* the last line: "crc32 " and 8 hex digits, the CRC-32 of everything before it */
-    const char *last = n >= 16 ? text + n - 15 : NULL;
-    char *end;
-    if (last == NULL || text[n - 1] != '\n' || strncmp(last, "crc32 ", 6) != 0 ||
-        last[-1] != '\n') {
-        say(why, len, "cannot resume: %s is incomplete or damaged: it does not end "
-            "with its CRC-32 line", path);
-        return;
-    }
-    unsigned long said = strtoul(last + 6, &end, 16), crc = crc_of(text, n - 15);
-    if (end != last + 14 || said != crc) {
-        say(why, len, "cannot resume: %s is damaged: its CRC-32 is %08lx, its last "
-            "line says %08lx", path, crc, said);
-        return;
-    }
-    int version = -1;
-    if (sscanf(text, "dtlab-checkpoint %d\n", &version) != 1 || version != VERSION) {
-        say(why, len, "cannot resume: %s is not a dtlab checkpoint manifest of "
-            "version %d", path, VERSION);
-        return;
-    }
-    text[n - 15] = 0;                                  /* the CRC line goes */
-    config_compare(k->from, text, k->config, why, len);
-    if (why[0])
-        return;
-    const char *s = strstr(text, "\nstep ");
-    int reached = s ? atoi(s + 6) : -1;
-    if (reached != step) {
-        say(why, len, "cannot resume: %s says step %d, its name step %d", path,
-            reached, step);
-        return;
-    }
-    if (reached >= r->cfg->steps)
-        say(why, len, "checkpoint %s has reached step %d: --steps %d leaves nothing "
-            "to train (ask for more than %d)", k->from, reached, r->cfg->steps,
-            reached);
-}
-
 /* ==== opening: before the mode sets up ==== */
-
-/* Rank 0: the first entry of dir that a checkpoint folder does not hold (step-NNNNNNN,
- * its .tmp, latest, latest.tmp), copied into name; 0 when there is none. Saving into a
- * folder of other files would mix them with dtlab's, which removes old step folders. */
-static int foreign_entry(const char *dir, char *name, size_t len)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    int found = 0;
-    while (d && !found && (e = readdir(d)) != NULL) {
-        int t = 0;
-        const char *s = e->d_name;
-        if (strcmp(s, ".") && strcmp(s, "..") && strcmp(s, "latest") &&
-            strcmp(s, "latest.tmp") && step_of_name(s, &t) < 0) {
-            snprintf(name, len, "%s", s);
-            found = 1;
-        }
-    }
-    if (d)
-        closedir(d);
-    return found;
-}
 
 /* Rank 0: can this run write its checkpoints into checkpoint_dir? */
 static void check_target(dti_run *r, dti_ckpt *k, char *why, size_t len)
@@ -617,17 +128,17 @@ static void check_target(dti_run *r, dti_ckpt *k, char *why, size_t len)
     struct stat st, rs;
     char other[256];
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        say(why, len, "--checkpoint %s: cannot create the directory: %s", dir,
+        ck_say(why, len, "--checkpoint %s: cannot create the directory: %s", dir,
             strerror(errno));
         return;
     }
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
-        say(why, len, "--checkpoint %s: not a directory this run can write into",
+        ck_say(why, len, "--checkpoint %s: not a directory this run can write into",
             dir);
         return;
     }
-    if (foreign_entry(dir, other, sizeof other)) {
-        say(why, len, "--checkpoint %s holds files that are not dtlab checkpoints (such "
+    if (ck_foreign_entry(dir, other, sizeof other)) {
+        ck_say(why, len, "--checkpoint %s holds files that are not dtlab checkpoints (such "
             "as '%.60s'): name a new or empty folder, or one that holds dtlab checkpoints",
             dir, other);
         return;
@@ -639,7 +150,7 @@ static void check_target(dti_run *r, dti_ckpt *k, char *why, size_t len)
     int same = res && stat(res, &rs) == 0 && rs.st_dev == st.st_dev &&
                rs.st_ino == st.st_ino;
     if (!same) {
-        say(why, len, "--checkpoint %s already holds a checkpoint (%s): continue it "
+        ck_say(why, len, "--checkpoint %s already holds a checkpoint (%s): continue it "
             "with --resume %s, or choose another directory", dir, path, dir);
         return;
     }
@@ -664,21 +175,21 @@ void dti_ckpt_open(dti_run *r)
                                      strlen(k->dir) > strlen(c->resume_dir))
                           ? k->dir : c->resume_dir;
     if (strlen(longest) > 4000)
-        say(why, sizeof why, "%.60s...: a directory name of more than 4000 characters",
+        ck_say(why, sizeof why, "%.60s...: a directory name of more than 4000 characters",
             longest);
     else if ((k->dir && !k->dir[0]) || (c->resume_dir && !c->resume_dir[0]))
-        say(why, sizeof why, "--%s '': the name is empty",
+        ck_say(why, sizeof why, "--%s '': the name is empty",
             k->dir && !k->dir[0] ? "checkpoint" : "resume");
     if (r->rank == 0 && !why[0]) {
         sbuf b = {0};
-        config_text(r, &b);
+        ck_config_text(r, &b);
         k->config = b.s;
         if (k->dir)
             check_target(r, k, why, sizeof why);
         if (!why[0] && c->resume_dir)
-            manifest_read(r, k, why, sizeof why);
+            ck_manifest_read(r, k, why, sizeof why);
     }
-    agree(r, why);                 /* only rank 0 has looked: its verdict goes */
+    ck_agree(r, why);                 /* only rank 0 has looked: its verdict goes */
     if (c->resume_dir == NULL)
         return;
     char *text = bcast_text(r, k->manifest, k->manifest ? strlen(k->manifest) : 0);
@@ -687,8 +198,8 @@ void dti_ckpt_open(dti_run *r)
     char *f = bcast_text(r, k->from, strlen(k->from));
     snprintf(k->from, sizeof k->from, "%s", f);
     free(f);
-    manifest_parse(r, k, why, sizeof why);
-    agree(r, why);
+    ck_manifest_parse(r, k, why, sizeof why);
+    ck_agree(r, why);
 }
 
 /* ==== the modes' regions ==== */
@@ -706,36 +217,37 @@ void dti_ckpt_region(dti_run *r, const char *name, void *p, size_t nbytes)
         DT_REQUIRE(k->reg != NULL, "out of host memory");
     }
     region *g = &k->reg[k->nreg++];
+    memset(g, 0, sizeof *g);
     snprintf(g->name, sizeof g->name, "%s", name);
     g->p = p;
     g->nbytes = nbytes;
 }
 
-/* "name:bytes name:bytes ..." of n regions. */
-static void describe(const region *g, int n, sbuf *b)
+void dti_ckpt_map(dti_run *r, const char *name, int width, const dti_span *s, int n)
 {
-    for (int i = 0; i < n; i++)
-        sb_printf(b, "%s%s:%zu", i ? " " : "", g[i].name, g[i].nbytes);
-}
-
-/* Where region name lies in a shard whose regions are desc: its offset, or -1 when the
- * shard has no such region of nbytes. */
-static long long region_offset(const char *desc, const char *name, size_t nbytes)
-{
-    unsigned long long off = 0;
-    const char *p = desc;
-    while (*p) {
-        size_t n = strcspn(p, ":");
-        char *end;
-        unsigned long long bytes = strtoull(p + n + 1, &end, 10);
-        if (p[n] != ':' || end == p + n + 1)
-            return -1;
-        if (n == strlen(name) && strncmp(p, name, n) == 0)
-            return bytes == nbytes ? (long long)off : -1;
-        off += bytes;
-        p = end + strspn(end, " ");
+    dti_ckpt *k = r->ckpt;
+    if (k == NULL)
+        return;
+    region *g = NULL;
+    for (int i = 0; i < k->nreg; i++)
+        if (strcmp(k->reg[i].name, name) == 0)
+            g = &k->reg[i];
+    DT_REQUIRE(g != NULL && width >= 1 && n >= 0, "checkpoint: a map of region '%s' "
+               "(width %d, %d spans), which is not registered", name, width, n);
+    size_t count = 0;
+    for (int i = 0; i < n; i++) {
+        DT_REQUIRE(s[i].count >= 1 && (s[i].count == 1 || s[i].stride >= s[i].len),
+                   "checkpoint: region '%s': span %d overlaps itself", name, i);
+        count += s[i].len * s[i].count;
     }
-    return -1;
+    DT_REQUIRE(count * width * sizeof(float) <= g->nbytes, "checkpoint: region '%s' "
+               "maps %zu parameters of %d floats into %zu bytes", name, count, width,
+               g->nbytes);
+    free(g->span);
+    g->span = dti_calloc(n ? n : 1, sizeof *g->span);
+    memcpy(g->span, s, n * sizeof *s);
+    g->nspan = n;
+    g->width = width;
 }
 
 /* The run's own regions, kept by rank 0: the losses and skipped flags of steps 1..s. */
@@ -743,8 +255,9 @@ static int run_regions(dti_run *r, int s, region *g)
 {
     if (r->rank != 0)
         return 0;
-    g[0] = (region){ "losses", r->res->loss, (size_t)s * sizeof(float) };
-    g[1] = (region){ "skipped", r->res->skipped, (size_t)s * sizeof(int) };
+    g[0] = (region){ .name = "losses", .p = r->res->loss, .nbytes = (size_t)s * 4 };
+    g[1] = (region){ .name = "skipped", .p = r->res->skipped,
+                     .nbytes = (size_t)s * sizeof(int) };
     return 2;
 }
 
@@ -757,7 +270,7 @@ static void shard_load(dti_run *r, dti_ckpt *k, char **data, shard_info **info,
     *info = NULL;
     int src = k->reads[r->rank];
     if (src != k->owner) {
-        say(why, len, "checkpoint %s: rank %d would read the shard of rank %d, this "
+        ck_say(why, len, "checkpoint %s: rank %d would read the shard of rank %d, this "
             "run's layout puts its state on rank %d", k->from, r->rank, src,
             k->owner);
         return;
@@ -767,7 +280,7 @@ static void shard_load(dti_run *r, dti_ckpt *k, char **data, shard_info **info,
             *info = &k->shards[i];
     shard_info *s = *info;
     if (s == NULL) {
-        say(why, len, "checkpoint %s: the manifest lists no shard of rank %d",
+        ck_say(why, len, "checkpoint %s: the manifest lists no shard of rank %d",
             k->from, src);
         return;
     }
@@ -775,27 +288,49 @@ static void shard_load(dti_run *r, dti_ckpt *k, char **data, shard_info **info,
     snprintf(path, sizeof path, "%s/%s", k->from, s->file);
     struct stat st;
     if (stat(path, &st) != 0) {
-        say(why, len, "checkpoint %s: cannot open %s: %s", k->from, s->file,
+        ck_say(why, len, "checkpoint %s: cannot open %s: %s", k->from, s->file,
             strerror(errno));
         return;
     }
     if ((unsigned long long)st.st_size != s->bytes) {
-        say(why, len, "checkpoint %s: %s has %llu bytes, the manifest says %llu "
+        ck_say(why, len, "checkpoint %s: %s has %llu bytes, the manifest says %llu "
             "(cut short or overwritten)", k->from, s->file,
             (unsigned long long)st.st_size, s->bytes);
         return;
     }
     size_t n = 0;
-    *data = read_file(path, (size_t)s->bytes, &n);
+    *data = ck_read_file(path, (size_t)s->bytes, &n);
     if (*data == NULL) {
-        say(why, len, "checkpoint %s: cannot read %s: %s", k->from, s->file,
+        ck_say(why, len, "checkpoint %s: cannot read %s: %s", k->from, s->file,
             strerror(errno));
         return;
     }
-    unsigned long crc = crc_of(*data, n);
+    unsigned long crc = ck_crc_of(*data, n);
     if (n != s->bytes || crc != s->crc)
-        say(why, len, "checkpoint %s: %s is damaged: its CRC-32 is %08lx, the "
+        ck_say(why, len, "checkpoint %s: %s is damaged: its CRC-32 is %08lx, the "
             "manifest says %08lx", k->from, s->file, crc, s->crc);
+}
+
+/* Resuming on the layout that wrote the checkpoint: this rank's shard, whole. */
+static void resume_same(dti_run *r, dti_ckpt *k, const region *run, int nrun, char *why,
+                        size_t len)
+{
+    char *data = NULL;
+    shard_info *s = NULL;
+    shard_load(r, k, &data, &s, why, len);
+    for (int i = 0; !why[0] && i < nrun + k->nreg; i++) {
+        const region *g = i < nrun ? &run[i] : &k->reg[i - nrun];
+        if (ck_region_offset(s->regions, g->name, g->nbytes) < 0)
+            ck_say(why, len, "checkpoint %s: %s holds no region '%s' of %zu "
+                "bytes (it has: %.200s)", k->from, s->file, g->name, g->nbytes,
+                s->regions);
+    }
+    ck_agree(r, why);
+    for (int i = 0; i < nrun + k->nreg; i++) {
+        const region *g = i < nrun ? &run[i] : &k->reg[i - nrun];
+        dt_memcpy(g->p, data + ck_region_offset(s->regions, g->name, g->nbytes), g->nbytes);
+    }
+    free(data);
 }
 
 int dti_ckpt_start(dti_run *r, int owner)
@@ -818,10 +353,12 @@ int dti_ckpt_start(dti_run *r, int owner)
             k->crash_rank = i;
     }
 
-    /* each writer's regions, to rank 0 once, for the manifests */
+    /* each writer's regions and their maps, to rank 0 once, for the manifests */
     sbuf b = {0};
-    sb_printf(&b, "%s", "");
-    describe(k->reg, k->nreg, &b);
+    ck_sb_printf(&b, "%s", "");
+    ck_describe(k->reg, k->nreg, &b);
+    ck_sb_printf(&b, "\n");
+    ck_describe_maps(k->reg, k->nreg, &b);
     int mine = owner == r->rank ? (int)b.len + 1 : 0;
     int *lens = r->rank == 0 ? dti_calloc(r->size, sizeof(int)) : NULL;
     DT_CHECK_MPI(MPI_Igather(&mine, 1, MPI_INT, lens, 1, MPI_INT, 0, r->comm, &q));
@@ -852,26 +389,16 @@ int dti_ckpt_start(dti_run *r, int owner)
     if (r->cfg->resume_dir == NULL)
         return 0;
 
-    /* resuming: every rank loads and checks its shard; all agree before any state
+    /* resuming: every rank loads and checks its shard (or, on another layout, the
+     * pieces of the old shards that hold its part); all agree before any state
      * changes */
-    char why[1024] = "", *data = NULL;
-    shard_info *s = NULL;
+    char why[1024] = "";
     region run[2];
     int nrun = run_regions(r, k->step, run);
-    shard_load(r, k, &data, &s, why, sizeof why);
-    for (int i = 0; !why[0] && i < nrun + k->nreg; i++) {
-        const region *g = i < nrun ? &run[i] : &k->reg[i - nrun];
-        if (region_offset(s->regions, g->name, g->nbytes) < 0)
-            say(why, sizeof why, "checkpoint %s: %s holds no region '%s' of %zu "
-                "bytes (it has: %.200s)", k->from, s->file, g->name, g->nbytes,
-                s->regions);
-    }
-    agree(r, why);
-    for (int i = 0; i < nrun + k->nreg; i++) {
-        const region *g = i < nrun ? &run[i] : &k->reg[i - nrun];
-        dt_memcpy(g->p, data + region_offset(s->regions, g->name, g->nbytes), g->nbytes);
-    }
-    free(data);
+    if (k->reshard)
+        ck_reshard(r, k, run, nrun, why, sizeof why);
+    else
+        resume_same(r, k, run, nrun, why, sizeof why);
     r->updates = k->updates;
     r->scaler.scale = k->scale;
     r->scaler.clean = k->clean;
@@ -913,9 +440,9 @@ static void shard_write(dti_run *r, dti_ckpt *k, const char *path, int step,
         size_t n = x->nbytes;
         if (*bytes + n > cut)
             n = cut - *bytes;
-        DT_REQUIRE(write_all(fd, h, n) == 0, "checkpoint: cannot write %s: %s", path,
+        DT_REQUIRE(ck_write_all(fd, h, n) == 0, "checkpoint: cannot write %s: %s", path,
                    strerror(errno));
-        *crc = crc_add(*crc, h, n);
+        *crc = ck_crc_add(*crc, h, n);
         *bytes += n;
         free(staged);
         if (*bytes == cut) {
@@ -935,48 +462,52 @@ static void commit(dti_run *r, dti_ckpt *k, int step, const char *tmp, const cha
                    const unsigned long long *bytes, const unsigned long *crc)
 {
     sbuf m = {0};
-    sb_printf(&m, "dtlab-checkpoint %d\n%s", VERSION, k->config);
-    sb_printf(&m, "step %d\nupdates %d\nscale %a\nclean %d\n", step, r->updates,
+    ck_sb_printf(&m, "dtlab-checkpoint %d\n%s", CK_VERSION, k->config);
+    ck_sb_printf(&m, "step %d\nupdates %d\nscale %a\nclean %d\n", step, r->updates,
               (double)r->scaler.scale, r->scaler.clean);
     k->bytes_last = 0;
     for (int i = 0; i < r->size; i++) {
         if (k->owners[i] != i)
             continue;
-        sb_printf(&m, "shard %d shard-%05d.bin %llu %08lx ", i, i, bytes[i], crc[i]);
+        /* desc[i]: the regions' line, then the lines of their maps */
+        const char *d = k->desc[i], *maps = d + strcspn(d, "\n");
+        ck_sb_printf(&m, "shard %d shard-%05d.bin %llu %08lx ", i, i, bytes[i], crc[i]);
         if (i == 0) {
             region g[2];
             run_regions(r, step, g);
-            describe(g, 2, &m);
-            sb_printf(&m, "%s", k->desc[0][0] ? " " : "");
+            ck_describe(g, 2, &m);
+            ck_sb_printf(&m, "%s", maps > d ? " " : "");
         }
-        sb_printf(&m, "%s\n", k->desc[i]);
+        ck_sb_printf(&m, "%.*s\n", (int)(maps - d), d);
+        for (const char *p = maps + (*maps == '\n'); *p; p += strcspn(p, "\n") + 1)
+            ck_sb_printf(&m, "map %d %.*s\n", i, (int)strcspn(p + 4, "\n"), p + 4);
         k->bytes_last += bytes[i];
     }
-    sb_printf(&m, "reads");
+    ck_sb_printf(&m, "reads");
     for (int i = 0; i < r->size; i++)
-        sb_printf(&m, " %d", k->owners[i]);
-    sb_printf(&m, "\n");
-    sb_printf(&m, "crc32 %08lx\n", crc_of(m.s, m.len));
+        ck_sb_printf(&m, " %d", k->owners[i]);
+    ck_sb_printf(&m, "\n");
+    ck_sb_printf(&m, "crc32 %08lx\n", ck_crc_of(m.s, m.len));
 
     char path[4300];
     snprintf(path, sizeof path, "%s/manifest", tmp);
-    write_small(path, m.s, m.len);
+    ck_write_small(path, m.s, m.len);
     free(m.s);
-    sync_dir(tmp);
-    remove_step_dir(fin);          /* a stale one of another run; latest never names it */
+    ck_sync_dir(tmp);
+    ck_remove_step_dir(fin);          /* a stale one of another run; latest never names it */
     DT_REQUIRE(rename(tmp, fin) == 0, "checkpoint: cannot rename %s to %s: %s", tmp, fin,
                strerror(errno));
-    sync_dir(k->dir);
+    ck_sync_dir(k->dir);
 
     /* the pointer to the newest: written aside, then renamed over the old one */
     char name[16], latest[4200];
     snprintf(name, sizeof name, "step-%07d\n", step);
     snprintf(path, sizeof path, "%s/latest.tmp", k->dir);
     snprintf(latest, sizeof latest, "%s/latest", k->dir);
-    write_small(path, name, strlen(name));
+    ck_write_small(path, name, strlen(name));
     DT_REQUIRE(rename(path, latest) == 0, "checkpoint: cannot rename %s to %s: %s", path,
                latest, strerror(errno));
-    sync_dir(k->dir);
+    ck_sync_dir(k->dir);
 
     /* keep this one and the one before; older ones and any leftover .tmp go */
     int prev = k->latest > 0 ? k->latest : -1;
@@ -984,11 +515,11 @@ static void commit(dti_run *r, dti_ckpt *k, int step, const char *tmp, const cha
     DIR *d = opendir(k->dir);
     struct dirent *e;
     while (d && (e = readdir(d)) != NULL) {
-        int t = 0, n = step_of_name(e->d_name, &t);
+        int t = 0, n = ck_step_of_name(e->d_name, &t);
         if (n < 0 || (!t && (n == step || n == prev)))
             continue;
         snprintf(path, sizeof path, "%s/%s", k->dir, e->d_name);
-        remove_step_dir(path);
+        ck_remove_step_dir(path);
     }
     if (d)
         closedir(d);
@@ -1006,7 +537,7 @@ void dti_ckpt_step(dti_run *r, int step)
     snprintf(tmp, sizeof tmp, "%s/step-%07d.tmp", k->dir, step);
     snprintf(fin, sizeof fin, "%s/step-%07d", k->dir, step);
     if (r->rank == 0) {               /* a leftover of a killed run goes first */
-        remove_step_dir(tmp);
+        ck_remove_step_dir(tmp);
         DT_REQUIRE(mkdir(tmp, 0755) == 0, "checkpoint: cannot create %s: %s", tmp,
                    strerror(errno));
     }
@@ -1050,6 +581,15 @@ void dti_ckpt_close(dti_run *r)
         return;
     if (r->cfg->resume_dir)
         dti_summary(r, "checkpoint: resumed at step %d, from %s", k->step, k->from);
+    if (k->read_bytes) {
+        dti_summary(r, "checkpoint: resharded from %s to %s: each rank read the old "
+                    "shards that hold its part, whole (a CRC-32 checks a whole file)",
+                    k->old_layout, k->new_layout);
+        for (int i = 0; i < r->size; i++)
+            dti_summary(r, "checkpoint:   rank %d read %llu bytes from %d shard%s; its "
+                        "state is %llu bytes", i, k->read_bytes[i], k->read_files[i],
+                        k->read_files[i] == 1 ? "" : "s", k->state_bytes[i]);
+    }
     if (k->written)
         dti_summary(r, "checkpoint: wrote %d into %s, the last step-%07d (%llu bytes in "
                     "shards), %.1f ms each", k->written, k->dir, k->latest, k->bytes_last,
@@ -1057,7 +597,13 @@ void dti_ckpt_close(dti_run *r)
     for (int i = 0; k->desc && i < r->size; i++)
         free(k->desc[i]);
     free(k->desc);
+    for (int i = 0; i < k->nreg; i++)
+        free(k->reg[i].span);
     free(k->reg);
+    free(k->maps);
+    free(k->read_bytes);
+    free(k->state_bytes);
+    free(k->read_files);
     free(k->owners);
     free(k->config);
     free(k->manifest);

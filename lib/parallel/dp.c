@@ -492,14 +492,18 @@ static int checkpoint_start(dp_state *d, float **weights)
 {
     dti_run *r = d->r;
     *weights = NULL;
+    dti_span all = { 0, d->n, 1, 0 };                /* the whole model */
     if (r->rank == 0) {
         dti_ckpt_region(r, "weights", d->master, d->n * sizeof(float));
         dti_ckpt_region(r, "state", d->state, d->state_bytes);
+        dti_ckpt_map(r, "state", dt_optim_state_per_param(r->cfg->optim.kind), &all, 1);
     } else if (r->cfg->resume_dir) {
         *weights = calloc(d->n, sizeof(float));
         DT_REQUIRE(*weights != NULL, "out of host memory");
         dti_ckpt_region(r, "weights", *weights, d->n * sizeof(float));
     }
+    if (r->rank == 0 || r->cfg->resume_dir)
+        dti_ckpt_map(r, "weights", 1, &all, 1);
     return dti_ckpt_start(r, 0);
 }
 

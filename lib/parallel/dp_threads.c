@@ -353,6 +353,9 @@ void dti_train_dp_threads(dti_run *r)
     float *W = d.rep[0].m.params;
     dti_ckpt_region(r, "weights", W, d.psi);
     dti_ckpt_region(r, "state", d.state, d.state_bytes);
+    dti_span all = { 0, (size_t)r->nparams, 1, 0 };
+    dti_ckpt_map(r, "weights", 1, &all, 1);
+    dti_ckpt_map(r, "state", dt_optim_state_per_param(c->optim.kind), &all, 1);
     int s0 = dti_ckpt_start(r, 0);
 
     double sum[3] = {0, 0, 0}, wait = 0;        /* over the timed steps */

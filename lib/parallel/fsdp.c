@@ -688,10 +688,15 @@ void dti_train_fsdp(dti_run *r)
      * rebuilt from them (rounded in fp16, gathered whole in stages 1 and 2) */
     char name[24];
     for (int l = 0; l < f.L; l++) {
+        /* layer l's parameters [k s, (k + 1) s), the last shard's tail padding */
+        size_t a = f.k * f.s[l], e = a + f.s[l] < f.n[l] ? a + f.s[l] : f.n[l];
+        dti_span own = { f.off[l] + a, e > a ? e - a : 0, 1, 0 };
         snprintf(name, sizeof name, "weights.%d", l);
         dti_ckpt_region(r, name, f.master[l], f.s[l] * sizeof(float));
+        dti_ckpt_map(r, name, 1, &own, 1);
         snprintf(name, sizeof name, "state.%d", l);
         dti_ckpt_region(r, name, f.state[l], f.s[l] * f.S * sizeof(float));
+        dti_ckpt_map(r, name, f.S, &own, 1);
     }
     int s0 = dti_ckpt_start(r, r->rank);
     for (int l = 0; s0 > 0 && l < f.L; l++) {

@@ -108,6 +108,11 @@ void dti_train_hybrid(dti_run *r)
      * the master weights rounded */
     dti_ckpt_region(r, "weights", master, m.n * sizeof(float));
     dti_ckpt_region(r, "state", state, state_bytes);
+    dti_span *spans = dti_calloc(2 * (size_t)m.nl, sizeof *spans);
+    int nspans = dti_model_spans(&m, spans);     /* what they hold: another layout */
+    dti_ckpt_map(r, "weights", 1, spans, nspans);    /* can resume them */
+    dti_ckpt_map(r, "state", S, spans, nspans);
+    free(spans);
     int s0 = dti_ckpt_start(r, own ? r->rank : r->rank % (T * P));
     if (fp16 && s0 > 0)
         dti_from_float(master, m.params, m.type, m.n);

@@ -175,6 +175,31 @@ void dti_model_put(const dti_model *m, const float *src, float *full)
         move_layer(m, i, full, (float *)src, 0);
 }
 
+int dti_model_spans(const dti_model *m, dti_span *sp)
+{
+    int n = 0;
+    for (int i = 0; i < m->nl; i++) {
+        size_t in_f = (size_t)full_in(m, i), out_f = (size_t)full_out(m, i);
+        size_t W = dt_mlp_layer_offset(m->c, m->l0 + i), b = W + out_f * in_f;
+        size_t cols = (size_t)m->in[i], rows = (size_t)m->out[i], lo = (size_t)m->lo[i];
+        switch (m->split[i]) {
+        case DTI_COL: case DTI_COL_GATHER:         /* rows lo.. of W, and of b */
+            sp[n++] = (dti_span){ W + lo * in_f, rows * in_f, 1, 0 };
+            sp[n++] = (dti_span){ b + lo, rows, 1, 0 };
+            break;
+        case DTI_ROW:                              /* columns lo.. of every row; all b */
+            sp[n++] = (dti_span){ W + lo, cols, rows, in_f };
+            sp[n++] = (dti_span){ b, rows, 1, 0 };
+            break;
+        default:
+            sp[n++] = (dti_span){ W, rows * cols, 1, 0 };
+            sp[n++] = (dti_span){ b, rows, 1, 0 };
+            break;
+        }
+    }
+    return n;
+}
+
 /* ==== activations ==== */
 
 void dti_acts_alloc(const dti_model *m, int B, dti_acts *a)

@@ -138,6 +138,14 @@ int dti_scaler_decide(dti_run *r, int found, MPI_Comm comm, char *extra, size_t 
 void dti_master_step(dti_run *r, float *master, void *params, const void *grads,
                      float *state, size_t n);
 
+/* Parameters of the whole model (dt_mlp's flat layout, the one --dump writes): count
+ * runs of len parameters, the first at start, each stride after the one before (count
+ * 1: one run). A list of them says which parameters a buffer of a rank's holds, in
+ * order (a checkpoint region's map; dti_model_spans). */
+typedef struct {
+    size_t start, len, count, stride;
+} dti_span;
+
 /* ==== this rank's part of the model (model.c, tp.c) ==== */
 
 typedef enum {
@@ -182,6 +190,9 @@ void dti_model_take(const dti_model *m, const float *full, float *dst);
  * full (host, nparams). Parts held by several tensor-parallel ranks (ROW biases) are
  * written by t = 0 only. */
 void dti_model_put(const dti_model *m, const float *src, float *full);
+/* Which parameters of the whole model this rank's n floats hold, in their order, as
+ * spans (2 a layer: W, then b) into out (2 * m->nl): their count. */
+int dti_model_spans(const dti_model *m, dti_span *out);
 /* Columns of the activations entering and leaving this rank's layers. */
 int dti_model_in_width(const dti_model *m);
 int dti_model_out_width(const dti_model *m);
@@ -330,6 +341,13 @@ void dti_ckpt_close(dti_run *r);
  * (host or device, not owned) and nbytes. Not collective; nothing when r->ckpt is
  * NULL. Register everything the next steps read that is not rebuilt from it. */
 void dti_ckpt_region(dti_run *r, const char *name, void *p, size_t nbytes);
+
+/* The map of the region registered under name: n spans, width floats per
+ * parameter (1 for weights, dt_optim_state_per_param for optimizer state). Elements
+ * after the mapped ones are padding (zero when re-cut). A checkpoint can be resumed on
+ * another rank count or layout only when every region has one: a region without is
+ * state of this rank's own (compression's error feedback). Not collective. */
+void dti_ckpt_map(dti_run *r, const char *name, int width, const dti_span *s, int n);
 
 /* After the regions: owner is the rank whose shard holds this rank's state (this rank
  * when no lower rank holds the same; owner <= rank), which writes it. When resuming,
