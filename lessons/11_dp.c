@@ -18,6 +18,10 @@
  * Run:  mpiexec -n 4 build/lessons/11_dp
  *       mpiexec -n 4 build/lessons/11_dp --async 1   (less stale: still behind)
  *       mpiexec -n 3 build/lessons/11_dp --trace dp.trace   (then dtviz it)
+ *
+ * --trace records one run, the synchronous one: in dtviz every worker's gradients
+ * go up to rank 0 and the weights come back down, all through the server's link;
+ * dttrace's bytes per rank are those of the lesson's byte table.
  */
 #include <math.h>
 #include <stdio.h>
@@ -33,6 +37,7 @@ static const char usage[] =
     "on the\n"
     "                      weights of step s-1-K, 1 to 50 (default 2)\n"
     DT_COMMON_USAGE
+    "                      (one run: the synchronous server)\n"
     "  --help              this text\n";
 
 enum { TOL_EXP = 5 };            /* weights equal to serial within 1e-5 */
@@ -95,6 +100,7 @@ int main(int argc, char **argv)
     dt_train_result sync, async, ref;
     dt_train(&c, MPI_COMM_WORLD, &sync);
     size_t recv_sync = dt_bytes_received();  /* dt_train reset it at start */
+    dt_trace_pause(1);                  /* --trace: the synchronous run alone, above */
     c.async = K;
     dt_train(&c, MPI_COMM_WORLD, &async);
     dt_train_serial(&c, MPI_COMM_WORLD, &ref);

@@ -19,6 +19,9 @@
  * Run:  mpiexec -n 4 build/lessons/12_ddp
  *       mpiexec -n 4 build/lessons/12_ddp --bucket-kb 100
  *       mpiexec -n 4 build/lessons/12_ddp --trace ddp.trace  (overlap, dtviz)
+ *
+ * --trace records one run, the one with overlap on: in dtviz each bucket's allreduce
+ * runs on the communication thread beside the backward of the layers before it.
  */
 #include <math.h>
 #include <stdio.h>
@@ -32,6 +35,7 @@ static const char usage[] =
     "  --steps S           training steps, 2 to 200 (default 6)\n"
     "  --bucket-kb N       bucket size cap in KiB, 1 to 65536 (default 20)\n"
     DT_COMMON_USAGE
+    "                      (one run: overlap on, buckets beside backward)\n"
     "  --help              this text\n";
 
 enum { TOL_EXP = 5, NCAPS = 3, MAXLAYERS = 16 };
@@ -100,6 +104,7 @@ int main(int argc, char **argv)
     /* ==== the library calls: overlap on, overlap off, serial ==== */
     dt_train_result on, off, ref;
     dt_train(&c, MPI_COMM_WORLD, &on);
+    dt_trace_pause(1);                  /* --trace: the overlap run alone, above */
     c.overlap = 0;
     dt_train(&c, MPI_COMM_WORLD, &off);
     dt_train_serial(&c, MPI_COMM_WORLD, &ref);

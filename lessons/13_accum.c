@@ -18,6 +18,9 @@
  * Run:  mpiexec -n 4 build/lessons/13_accum
  *       mpiexec -n 3 build/lessons/13_accum --accum 8
  *       mpiexec -n 2 build/lessons/13_accum --trace accum.trace
+ *
+ * --trace records one run, the one with accumulation: in dtviz each step is K
+ * forwards and backwards without a message, then the one allreduce.
  */
 #include <math.h>
 #include <stdio.h>
@@ -34,6 +37,7 @@ static const char usage[] =
     "                      rank's rows of the global batch: 240 rows, or a few\n"
     "                      more so that N ranks share them in fours (default 4)\n"
     DT_COMMON_USAGE
+    "                      (one run: accumulation over K micro-batches)\n"
     "  --help              this text\n";
 
 enum { TOL_EXP = 5 };
@@ -90,6 +94,7 @@ int main(int argc, char **argv)
     /* ==== the library calls: accum K, accum 1 (one big batch), serial ==== */
     dt_train_result acc, big, ref;
     dt_train(&c, MPI_COMM_WORLD, &acc);
+    dt_trace_pause(1);                  /* --trace: the accumulation run alone, above */
     c.accum = 1;
     dt_train(&c, MPI_COMM_WORLD, &big);
     dt_train_serial(&c, MPI_COMM_WORLD, &ref);

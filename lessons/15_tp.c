@@ -20,6 +20,9 @@
  * Run:  mpiexec -n 4 build/lessons/15_tp
  *       mpiexec -n 3 build/lessons/15_tp --hidden 120
  *       mpiexec -n 2 build/lessons/15_tp --trace tp.trace
+ *
+ * --trace records one run, Megatron's: in dtviz a g ends each pair's forward and
+ * an f each pair's backward, but layers 0-1's (the input needs no gradient).
  */
 #include <math.h>
 #include <stdio.h>
@@ -36,6 +39,7 @@ static const char usage[] =
     "4096\n"
     "                      (default 60, or the next multiple of N: 63 on 7)\n"
     DT_COMMON_USAGE
+    "                      (one run: Megatron's pairs)\n"
     "  --help              this text\n";
 
 enum { TOL_EXP = 5 };
@@ -108,6 +112,7 @@ int main(int argc, char **argv)
     dt_train_result meg, gat, ref;
     c.tp_style = DT_TP_MEGATRON;
     dt_train(&c, MPI_COMM_WORLD, &meg);
+    dt_trace_pause(1);                  /* --trace: Megatron's run alone, above */
     c.tp_style = DT_TP_ALLGATHER;
     dt_train(&c, MPI_COMM_WORLD, &gat);
     dt_train_serial(&c, MPI_COMM_WORLD, &ref);

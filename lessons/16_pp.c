@@ -19,6 +19,9 @@
  * Run:  mpiexec -n 4 build/lessons/16_pp
  *       mpiexec -n 4 build/lessons/16_pp --micro 8
  *       mpiexec -n 3 build/lessons/16_pp --trace pp.trace  (bubbles, in dtviz)
+ *
+ * --trace records one run, 1F1B's: in dtviz the timetable this lesson draws, as
+ * it ran, bubbles and all.
  */
 #include <math.h>
 #include <stdio.h>
@@ -35,6 +38,7 @@ static const char usage[] =
     "96\n"
     "                      (default 4)\n"
     DT_COMMON_USAGE
+    "                      (one run: the 1F1B schedule)\n"
     "  --help              this text\n";
 
 enum { TOL_EXP = 5, WIDTH = 80 };
@@ -123,8 +127,10 @@ int main(int argc, char **argv)
     dt_train_result res[2], ref;
     for (int sch = 0; sch < 2; sch++) {
         c.schedule = (dt_pp_schedule)sch;
+        dt_trace_pause(c.schedule != DT_PP_1F1B);  /* --trace: 1F1B's run alone */
         dt_train(&c, MPI_COMM_WORLD, &res[sch]);
     }
+    dt_trace_pause(1);
     /* serial: one batch of 96; micro-batches are pp's */
     dt_train_serial(&c, MPI_COMM_WORLD, &ref);
     double diff[2];

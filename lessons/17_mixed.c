@@ -19,6 +19,9 @@
  * Run:  mpiexec -n 4 build/lessons/17_mixed
  *       mpiexec -n 4 build/lessons/17_mixed --scale-log2 16 --window 3
  *       mpiexec -n 2 build/lessons/17_mixed --trace mixed.trace
+ *
+ * --trace records one run, the fp16 one with its loss scaler; the fp32 and serial
+ * runs after it are left out.
  */
 #include <math.h>
 #include <stdio.h>
@@ -37,6 +40,7 @@ static const char usage[] =
     "  --window W          clean steps before the scale doubles, 1 to 10^6\n"
     "                      (default 8; real runs use 2000)\n"
     DT_COMMON_USAGE
+    "                      (one run: fp16, the scaler at work)\n"
     "  --help              this text\n";
 
 enum { TOL_EXP = 5, MAXSTEPS = 200 };
@@ -104,6 +108,7 @@ int main(int argc, char **argv)
     c.on_step = print_step;
     c.ctx = used;
     dt_train(&c, MPI_COMM_WORLD, &h);
+    dt_trace_pause(1);                  /* --trace: the fp16 run alone, above */
     c.on_step = NULL;
     int skipped = 0;
     for (int s = 0; s < steps; s++)

@@ -19,6 +19,9 @@
  * Run:  mpiexec -n 4 build/lessons/20_compress
  *       mpiexec -n 3 build/lessons/20_compress --steps 30
  *       mpiexec -n 2 build/lessons/20_compress --trace compress.trace
+ *
+ * --trace records one run, sign with error feedback: in dtviz each step's bucket
+ * goes through the all-to-all and the allgather of sign codes.
  */
 #include <math.h>
 #include <stdio.h>
@@ -31,6 +34,7 @@ static const char usage[] =
     "(with and without error feedback); prints the losses and the bytes sent.\n"
     "  --steps S           training steps, 2 to 200 (default 10)\n"
     DT_COMMON_USAGE
+    "                      (one run: sign, with error feedback)\n"
     "  --help              this text\n";
 
 enum { NV = 5, TOL_EXP = 5 };
@@ -90,12 +94,15 @@ int main(int argc, char **argv)
 
     /* ==== the library calls: serial, then DDP each way ==== */
     dt_train_result ref, res[NV];
+    dt_trace_pause(1);                  /* --trace: sign with feedback alone, below */
     dt_train_serial(&c, MPI_COMM_WORLD, &ref);
     for (int v = 0; v < NV; v++) {
         c.compress = variant[v].k;
         c.compress_feedback = variant[v].feedback;
+        dt_trace_pause(c.compress != DT_COMPRESS_SIGN || !c.compress_feedback);
         dt_train(&c, MPI_COMM_WORLD, &res[v]);
     }
+    dt_trace_pause(1);
     double vs_serial = dt_params_max_diff(res[0].params, ref.params, G, MPI_COMM_WORLD);
     double fp16_diff = dt_params_max_diff(res[1].params, res[0].params, G,
                                           MPI_COMM_WORLD);

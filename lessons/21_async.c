@@ -21,6 +21,9 @@
  * Run:  mpiexec -n 4 build/lessons/21_async
  *       mpiexec -n 5 build/lessons/21_async --slow-ms 40 --async 4
  *       mpiexec -n 3 build/lessons/21_async --trace async.trace  (then dtviz it)
+ *
+ * --trace records one run, the asynchronous one with the straggler: in dtviz the
+ * other workers run up to K steps ahead of it, then wait.
  */
 #include <math.h>
 #include <stdio.h>
@@ -37,6 +40,7 @@ static const char usage[] =
     "  --slow-ms D         the straggler sleeps D ms before each step, 1 to 500\n"
     "                      (default 20)\n"
     DT_COMMON_USAGE
+    "                      (one run: --async K with the straggler)\n"
     "  --help              this text\n";
 
 enum { TOL_EXP = 5, RUNS = 4 };    /* sync equals serial within 1e-5 */
@@ -103,8 +107,10 @@ int main(int argc, char **argv)
         clock_ctx k = { MPI_Wtime(), ms[i] };
         ci.on_step = on_step;
         ci.ctx = &k;
+        dt_trace_pause(!(ci.async && ci.slow_ms));  /* --trace: that run alone */
         dt_train(&ci, MPI_COMM_WORLD, &res[i]);
     }
+    dt_trace_pause(1);
     dt_train_serial(&c, MPI_COMM_WORLD, &ref);   /* one rank, and no straggler */
     dt_train_result *sync = &res[1], *async = &res[3];
 
