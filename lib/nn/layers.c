@@ -233,8 +233,10 @@ void dt_act_backward(dt_act a, const float *x, const float *dy, float *dx, size_
                "dt_act_backward: dx partly overlaps x or dy");
     if (a == DT_RELU) {
 #pragma GCC ivdep
-        for (size_t i = 0; i < n; i++)
-            dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+        for (size_t i = 0; i < n; i++) {
+            float g = dy[i];          /* read whatever x says: a select, not a branch, */
+            dx[i] = x[i] > 0.0f ? g : 0.0f;    /* which the compiler vectorises */
+        }
     } else {
 #pragma GCC ivdep
         for (size_t i = 0; i < n; i++) {
