@@ -171,6 +171,8 @@ checkpoint_tests() {
         -- --mode hybrid --dp 1 --pp 2 --micro 2
     ck_reshard "dp" 3 2 1e-4 --mode dp
     ck_reshard "dp fp16" 2 3 1e-3 --mode dp --precision fp16
+    ck_reshard "dp dedicated" 3 4 1e-4 --mode dp --dedicated-server
+    ck_reshard "ddp compress fp16" 2 3 1e-3 --mode ddp --compress fp16
 
     # ck_format_weights STEPDIR: the whole model's weights in a checkpoint, one a line as
     # od prints them, read the way the README's paragraph on the format says: the

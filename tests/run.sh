@@ -34,6 +34,9 @@
 #  15. many hosts: network namespaces joined by veth (skipped where they cannot be made)
 #  17. fsdp --prefetch: the same weights as without, bit for bit, and as serial's; the
 #      overlap in its trace
+#  18. elastic training: scripts/elastic.sh restarts a job whose rank died from its last
+#      checkpoint (on as many ranks, or fewer), to the weights of a job never stopped;
+#      lesson 25
 # and prints one line per run, PASS or FAIL, with the output of the runs that failed.
 # The last line is "N passed, M failed" (and ", K skipped" when a test cannot run on this
 # machine, each SKIP line saying why); the exit status is 0 only when nothing failed.
@@ -72,6 +75,16 @@ limit=()
 if command -v timeout >/dev/null 2>&1; then
     limit=(timeout "$MPIEXEC_TIMEOUT")
 fi
+
+# timed N FUNCTION: runs a section's function, and keeps how long it took for the
+# last lines (make test should stay under 10 minutes: this says where the time goes).
+took_by_section=""
+timed() {
+    local n=$1 t0=$SECONDS
+    shift
+    "$@"
+    took_by_section="$took_by_section  $n: $((SECONDS - t0))"
+}
 
 # want N: whether section N is to run.
 want() { [ "$SECTIONS" = all ] || [[ " $SECTIONS " == *" $1 "* ]]; }
@@ -158,7 +171,7 @@ unit_tests() {
     done
     [ "$found" = 1 ] || { : >"$log"; report "unit suites" 0 "none found in tests/"; }
 }
-want 1 && unit_tests
+want 1 && timed 1 unit_tests
 
 # ==== 2. multi-rank suites ====
 # Each suite runs at every count of $RANKS with p2p's default transport (DT_P2P=auto:
@@ -235,7 +248,7 @@ multi_tests() {
         missing misuse "$misuse"
     fi
 }
-want 2 && multi_tests
+want 2 && timed 2 multi_tests
 
 # ==== 3. lessons ====
 lessons=()                 # sections 3 and 4
@@ -369,7 +382,7 @@ modes_table() {
 
 # one_run_trace NAME N WANT BIN ARGS...: a lesson that trains several runs records one
 # with --trace (lib/trace.h: a trace describes one training run): its file has exactly one
-# "# train" line, starting "# train WANT".
+# "# train" line, and it matches "# train WANT" (WANT a grep pattern).
 one_run_trace() {
     local name=$1 n=$2 want=$3 trace=$tmp/one-run.trace k
     shift 3
@@ -400,6 +413,18 @@ lesson_tests() {
         [ "$name" != lessons/01_hello ] || hello_torchrun "$bin"
         [ "$name" != lessons/24_modes ] || modes_table "$bin"
         case $name in
+        lessons/11_dp) one_run_trace "11_dp -n 2" 2 "mode dp async 0 " "$bin" ;;
+        lessons/12_ddp) one_run_trace "12_ddp -n 2" 2 "mode ddp bucket_kb 20 overlap on " "$bin" ;;
+        lessons/13_accum)
+            one_run_trace "13_accum -n 2" 2 "mode ddp .* accum 4 " "$bin" ;;
+        lessons/15_tp)
+            one_run_trace "15_tp -n 2" 2 "mode tp tp 2 tp_style megatron " "$bin" ;;
+        lessons/16_pp) one_run_trace "16_pp -n 2" 2 "mode pp schedule 1f1b " "$bin" ;;
+        lessons/17_mixed)
+            one_run_trace "17_mixed -n 2" 2 "mode ddp .* precision fp16 " "$bin" ;;
+        lessons/20_compress)
+            one_run_trace "20_compress -n 2" 2 "mode ddp .* compress sign feedback on " "$bin" ;;
+        lessons/21_async) one_run_trace "21_async -n 2" 2 "mode dp async 2 " "$bin" ;;
         lessons/14_fsdp)
             one_run_trace "14_fsdp -n 2" 2 "mode fsdp zero 3 offload off prefetch on " \
                 "$bin" ;;
@@ -434,7 +459,7 @@ lesson_tests() {
             report "every lesson ends naming the code it teaches" 0 "${unnamed#; }"
     fi
 }
-want 3 && lesson_tests
+want 3 && timed 3 lesson_tests
 
 # ==== 4. dttrace on a lesson's trace ====
 dttrace_tests() {
@@ -503,7 +528,7 @@ dttrace_tests() {
         done
     fi
 }
-want 4 && dttrace_tests
+want 4 && timed 4 dttrace_tests
 
 # ==== 5. the training driver ====
 # build/train in every mode at the rank counts from 1 to 4 it can use (exit 0, and a
@@ -754,7 +779,7 @@ train_tests() {
         report "train: the matrix products line" 0 "want $want_t thread(s) at 2 ranks, loops with DT_BLAS=0"
     fi
 }
-want 5 && train_tests
+want 5 && timed 5 train_tests
 
 # ==== 6. the viewer ====
 viz_tests() {
@@ -977,7 +1002,7 @@ EOF
     . tests/demo.sh
     demo_tests
 }
-want 6 && viz_tests
+want 6 && timed 6 viz_tests
 
 # ==== 7. the grader ====
 # Fair both ways: dtlab's reference gets full marks, the untouched exercises get zero,
@@ -1148,9 +1173,9 @@ grade_tests() {
         run "grade refuses $bad" 2 "${g[@]}" "$bad" bash tests/grade/grade.sh
     done
 }
-want 7 && grade_tests
+want 7 && timed 7 grade_tests
 
-# ==== 8-15: each in its own file, which defines the function called here ====
+# ==== 8-18: each in its own file, which defines the function called here ====
 #   8. bad input to every program a user runs          tests/badinput.sh
 #   9. dying and stuck ranks                           tests/faults.sh
 #  10. train's checkpoints                             tests/checkpoint.sh
@@ -1160,15 +1185,17 @@ want 7 && grade_tests
 #  14. synchronous against asynchronous accumulation   tests/async.sh
 #  15. many hosts in network namespaces                tests/hosts.sh
 #  17. fsdp --prefetch                                 tests/prefetch.sh
+#  18. elastic training                                tests/elastic.sh
 for section in 8:badinput 9:faults 10:checkpoint 11:stress 12:moe 13:compress 14:async \
-               15:hosts 16:gpu 17:prefetch; do
+               15:hosts 16:gpu 17:prefetch 18:elastic; do
     if want "${section%%:*}" && [ -f "tests/${section#*:}.sh" ]; then
         . "tests/${section#*:}.sh"
-        "${section#*:}_tests"
+        timed "${section%%:*}" "${section#*:}_tests"
     fi
 done
 
 echo
+echo "seconds per section:$took_by_section"
 [ "$failed" -eq 0 ] || echo "failed:$failures"
 if [ "$skipped" -gt 0 ]; then
     echo "$passed passed, $failed failed, $skipped skipped"

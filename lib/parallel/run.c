@@ -3,6 +3,7 @@
  * weights, and hands the training itself to the mode's file. */
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -280,6 +281,35 @@ void dti_free(dti_run *r, int what, void *p, size_t nbytes)
  * Atomic: several threads may compute (atomic doubles would need libatomic). */
 static _Atomic unsigned long long compute_ns;
 
+/* Test hook: DT_TEST_KILL=R:S in the environment makes rank R of a run over every rank
+ * raise SIGKILL on itself at the end of step S (dti_step_end, before that step's
+ * checkpoint), as a lost node would: no word, no clean-up, and the watcher (watch.c)
+ * names it. Only in a run that did not resume (r->first == 1), so that a job restarted
+ * from a checkpoint (scripts/elastic.sh) does not die again. A rank or step the run
+ * never reaches: nothing happens. Read by dt_train; kill_step 0: off. */
+static int kill_rank = -1, kill_step;
+
+/* Reads DT_TEST_KILL into kill_rank and kill_step: 0, or -1 for a bad value. */
+static int test_kill_env(void)
+{
+    const char *v = getenv("DT_TEST_KILL");
+    kill_rank = -1;
+    kill_step = 0;
+    if (v == NULL || *v == 0)
+        return 0;
+    char *end;
+    long R = strtol(v, &end, 10), S;
+    if (end == v || *end != ':' || R < 0 || R > 1000000)
+        return -1;
+    v = end + 1;
+    S = strtol(v, &end, 10);
+    if (end == v || *end || S < 1 || S > 100000000)
+        return -1;
+    kill_rank = (int)R;
+    kill_step = (int)S;
+    return 0;
+}
+
 void dti_step_begin(dti_run *r, int step)
 {
     dti_mark("train", "step", step, -1, 0, 0, 0, NAN);  /* the trace's step mark */
@@ -313,6 +343,13 @@ void dti_step_end(dti_run *r, int step, float loss, int skipped, const char *ext
         for (size_t n = strlen(rep.extra); n > 0 && rep.extra[n - 1] == ' '; n--)
             rep.extra[n - 1] = 0;
         r->cfg->on_step(&rep, r->cfg->ctx);
+    }
+    if (step == kill_step && r->rank == kill_rank && r->first == 1) {  /* DT_TEST_KILL */
+        fflush(stdout);
+        fprintf(stderr, "DT_TEST_KILL=%d:%d: rank %d raises SIGKILL at the end of step "
+                "%d\n", kill_rank, kill_step, r->rank, step);
+        fflush(stderr);
+        raise(SIGKILL);
     }
 }
 
@@ -473,6 +510,17 @@ void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
         char text[DTI_TRACE_TRAIN_MAX + 1];
         train_text(c, n, text, sizeof text);
         told = dt_trace_train(text) == 0;
+    }
+
+    /* DT_TEST_KILL, in a run over every rank (not a reference on MPI_COMM_SELF): a bad
+     * value ends every rank with status 2, as dt_init's environment errors do */
+    if (n == world && test_kill_env()) {
+        if (dt_rank() == 0)
+            fprintf(stderr, "dtlab: DT_TEST_KILL must be R:S, a rank and a step (whole "
+                    "numbers from 0 and 1), not '%.40s'\n", getenv("DT_TEST_KILL"));
+        dt_usage_error(NULL, "");
+    } else if (n != world) {
+        kill_step = 0;
     }
 
     dti_run r;
