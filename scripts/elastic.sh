@@ -197,7 +197,7 @@ while :; do
     fi
     dead=${line#dtlab: rank }
     dead=${dead%% *}
-    say "rank $dead of $ranks died (exit $rc): restarting from the newest checkpoint"
+    say "rank $dead of $ranks died (exit $rc)"
     for t in "$dir"/step-*.tmp; do
         [ -e "$t" ] || continue
         rm -rf "$t"

@@ -282,6 +282,17 @@ checkpoint_tests() {
     rm "$b/step-0000006/shard-00001.bin"
     ck_bad "a missing shard (rank 1's)" 2 'cannot open shard-00001.bin' \
         --mode tp --steps 8 --resume "$b"
+    # a manifest edited by hand, its CRC line made right again (gzip's trailer holds the
+    # CRC-32 of its input, little-endian): a loss scale that is no number
+    b=$dir/scale; cp -r "$d2" "$b"
+    local text crc
+    text=$(sed -e '$d' -e 's/^scale .*/scale banana/' "$d2/step-0000006/manifest")
+    crc=$(printf '%s\n' "$text" | gzip -c | tail -c 8 | head -c 4 | od -An -tx4 | tr -d ' ')
+    printf '%s\ncrc32 %s\n' "$text" "$crc" >"$b/step-0000006/manifest"
+    ck_bad "a loss scale that is no number" 3 "its 'scale' line does not hold a positive" \
+        --mode ddp --bucket-kb 1 --steps 8 --resume "$b"
+    DT_TEST_KILL=9:3 ck_bad "DT_TEST_KILL naming a rank the run lacks" 3 \
+        'DT_TEST_KILL=9:3 names a rank this run never reaches' --mode ddp
     mkdir -p "$dir/empty"
     ck_bad "an empty directory" 3 'holds no checkpoint' \
         --mode ddp --steps 8 --resume "$dir/empty"

@@ -33,6 +33,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -241,6 +242,7 @@ void ck_config_text(const dti_run *r, sbuf *b)
     ck_sb_printf(b, "config layers %d\nconfig hidden %d\nconfig act %s\n", m->layers,
               m->hidden, m->act == DT_RELU ? "relu" : "gelu");
     ck_sb_printf(b, "config outputs %d\n", m->out);
+    ck_sb_printf(b, "config seed %llu\n", c->seed);  /* before data: it makes the data */
     ck_sb_printf(b, "config data %d examples of %d features, %d classes, CRC-32 %08lx\n",
               set->n, set->features, set->classes, crc);
     char f[4][32];
@@ -253,7 +255,7 @@ void ck_config_text(const dti_run *r, sbuf *b)
                   float_text(c->optim.beta1, f[0], 32),
                   float_text(c->optim.beta2, f[1], 32),
                   float_text(c->optim.eps, f[2], 32));
-    ck_sb_printf(b, "config batch %d\nconfig seed %llu\n", c->batch, c->seed);
+    ck_sb_printf(b, "config batch %d\n", c->batch);
     ck_sb_printf(b, "config precision %s\n", c->precision == DT_FP16 ? "fp16" : "fp32");
     if (c->precision == DT_FP16)
         ck_sb_printf(b, "config loss-scale %s\nconfig scale-window %d\n"
@@ -395,16 +397,33 @@ void ck_manifest_parse(dti_run *r, dti_ckpt *k, char *why, size_t len)
     for (char *line = strtok_r(k->manifest, "\n", &save); line;
          line = strtok_r(NULL, "\n", &save)) {
         char *end;
+        long v = 0;
+        const char *key = NULL;
         if (strncmp(line, "step ", 5) == 0) {
-            k->step = (int)strtol(line + 5, &end, 10);
+            v = strtol(line + 5, &end, 10);
+            k->step = (int)v;
             have_step = 1;
+            key = end == line + 5 || *end || v < 1 || v > (1 << 30) ? "step" : NULL;
         } else if (strncmp(line, "updates ", 8) == 0) {
-            k->updates = (int)strtol(line + 8, &end, 10);
+            v = strtol(line + 8, &end, 10);
+            k->updates = (int)v;
+            key = end == line + 8 || *end || v < 0 || v > (1 << 30) ? "updates" : NULL;
         } else if (strncmp(line, "clean ", 6) == 0) {
-            k->clean = (int)strtol(line + 6, &end, 10);
+            v = strtol(line + 6, &end, 10);
+            k->clean = (int)v;
+            key = end == line + 6 || *end || v < 0 || v > (1 << 30) ? "clean" : NULL;
         } else if (strncmp(line, "scale ", 6) == 0) {
             k->scale = strtof(line + 6, &end);          /* written with %a: exact */
-        } else if (strncmp(line, "reads", 5) == 0) {
+            key = end == line + 6 || *end || !(k->scale > 0 && k->scale < INFINITY)
+                  ? "scale" : NULL;
+        }
+        if (key) {
+            ck_say(why, len, "%s/manifest: its '%s' line does not hold a %s ('%.40s')",
+                   k->from, key, strcmp(key, "scale") ? "count" : "positive finite "
+                   "number", line);
+            return;
+        }
+        if (strncmp(line, "reads", 5) == 0) {
             char *p = line + 5;
             for (int i = 0; i < k->old_size; i++) {
                 k->reads[i] = (int)strtol(p, &end, 10);

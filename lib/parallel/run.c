@@ -285,8 +285,9 @@ static _Atomic unsigned long long compute_ns;
  * raise SIGKILL on itself at the end of step S (dti_step_end, before that step's
  * checkpoint), as a lost node would: no word, no clean-up, and the watcher (watch.c)
  * names it. Only in a run that did not resume (r->first == 1), so that a job restarted
- * from a checkpoint (scripts/elastic.sh) does not die again. A rank or step the run
- * never reaches: nothing happens. Read by dt_train; kill_step 0: off. */
+ * from a checkpoint (scripts/elastic.sh) does not die again. A fresh run (no --resume)
+ * whose ranks or steps do not reach R:S is refused (exit 2); a resumed one ignores it.
+ * Read by dt_train; kill_step 0: off. */
 static int kill_rank = -1, kill_step;
 
 /* Reads DT_TEST_KILL into kill_rank and kill_step: 0, or -1 for a bad value. */
@@ -521,6 +522,15 @@ void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
         dt_usage_error(NULL, "");
     } else if (n != world) {
         kill_step = 0;
+    } else if (kill_step > 0 && c->resume_dir == NULL &&
+               (kill_rank >= n || kill_step > c->steps)) {
+        /* a fresh run that would never fire it: say so rather than train in silence
+         * (a resumed one may run on fewer ranks than the job the hook was meant for) */
+        char why[160];
+        snprintf(why, sizeof why, "DT_TEST_KILL=%d:%d names %s this run never reaches "
+                 "(%d ranks, %d steps)", kill_rank, kill_step, kill_rank >= n ? "a rank"
+                 : "a step", n, c->steps);
+        dt_usage_error(NULL, why);
     }
 
     dti_run r;
