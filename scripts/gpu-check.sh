@@ -410,7 +410,9 @@ check "set-up: unpack the pack" 0 setup_unpack
 [ -x "$deps/usr/bin/mpiexec.hydra" ] || { say "gpu-check: nothing to run without the pack"; exit 1; }
 
 orig_ld=${LD_LIBRARY_PATH:-}
-ML=$deps/usr/lib/x86_64-linux-gnu
+# MPICH's libraries, and OpenBLAS's (Debian keeps it in a folder of its own, which
+# update-alternatives links into the plain one: not done for an unpacked .deb)
+ML=$deps/usr/lib/x86_64-linux-gnu:$deps/usr/lib/x86_64-linux-gnu/openblas-pthread
 export PATH="$deps/usr/bin:$PATH"
 export LD_LIBRARY_PATH="$ML${orig_ld:+:$orig_ld}:$base/usr/lib/x86_64-linux-gnu:$base/lib/x86_64-linux-gnu"
 MPIEXEC=("$deps/usr/bin/mpiexec.hydra")
@@ -688,6 +690,21 @@ check "checkpoint on $DEV: fsdp --zero 3 -n 3" 15 ck_same 3 fsdp --mode fsdp --z
 check "checkpoint on $DEV: dp fp16 -n 2" 15 ck_same 2 dpfp16 --mode dp --precision fp16 \
     --scale-window 2
 check "checkpoint on $DEV: pp -n 2" 15 ck_same 2 pp --mode pp
+# resharded on the GPU: stopped on 3 ranks, resumed on 2 (regions staged through the
+# host into device memory), against the run never stopped, to rounding
+ck_reshard() {
+    local c=$w/ck.$1
+    shift
+    mpi 3 "$bin/train" "${ck[@]}" "$@" --dump "$c.full" || return 1
+    mpi 3 "$bin/train" "${ck[@]}" "$@" --steps 3 --checkpoint "$c" --every 3 || return 1
+    mpi 2 "$bin/train" "${ck[@]}" "$@" --resume "$c" --dump "$c.res" || return 1
+    grep -q 'resharded from 3 ranks to 2' "$log" || { detail="no 'resharded' line"; return 1; }
+    compare "$c.full" "$c.res" 1e-5 1e-4 || { detail="$cmp_detail"; return 1; }
+    detail="3 -> 2 ranks: $cmp_detail"
+}
+check "checkpoint on $DEV resharded: fsdp --zero 3" 15 ck_reshard rsf --mode fsdp --zero 3 \
+    --optim adam --lr 0.01
+check "checkpoint on $DEV resharded: tp" 15 ck_reshard rst --mode tp --hidden 18
 # a checkpoint written on one device is not resumed on the other (README: their
 # rounding differs): exit 2 and a sentence
 ck_cross() {

@@ -31,7 +31,8 @@ CUDA_ARCH=${CUDA_ARCH:-90}
 LIMIT_MIB=60
 # MPICH and what it links (GPU.md), Check's libsubunit; zlib1g only in case the image
 # lacks it (gpu-check.sh puts zlib, libudev and libnuma after the machine's own)
-DEBS="mpich libmpich12 libhwloc15 libucx0 libnuma1 libslurm38 libsubunit0 libudev1 zlib1g"
+DEBS="mpich libmpich12 libhwloc15 libucx0 libnuma1 libslurm38 libsubunit0 libudev1 zlib1g
+      libopenblas0-pthread libgfortran5 libquadmath0"
 # packages every CUDA machine has: their libraries are not carried
 BASE_PKGS="libc6 libstdc++6 libgcc-s1"
 

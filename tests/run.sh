@@ -80,10 +80,10 @@ fi
 # last lines (make test should stay under 10 minutes: this says where the time goes).
 took_by_section=""
 timed() {
-    local n=$1 t0=$SECONDS
+    local timed_section=$1 timed_t0=$SECONDS   # (names the sections' functions never use)
     shift
     "$@"
-    took_by_section="$took_by_section  $n: $((SECONDS - t0))"
+    took_by_section="$took_by_section  $timed_section: $((SECONDS - timed_t0))"
 }
 
 # want N: whether section N is to run.
