@@ -368,6 +368,22 @@ static void layout_of(const char *text, char *out, size_t len)
         snprintf(out, len, "%.9s rank%s", n, strcmp(n, "1") ? "s" : "");
 }
 
+/* When line is "KEY N": N into *val and 1, with *bad = key when N is no whole number
+ * from min to 2^30; else 0. */
+static int count_line(const char *line, const char *key, long min, int *val,
+                      const char **bad)
+{
+    size_t kl = strlen(key);
+    if (strncmp(line, key, kl) != 0 || line[kl] != ' ')
+        return 0;
+    char *end;
+    long v = strtol(line + kl + 1, &end, 10);
+    *val = (int)v;
+    if (end == line + kl + 1 || *end || v < min || v > (1 << 30))
+        *bad = key;
+    return 1;
+}
+
 /* Parses rank 0's checked manifest text into k (every rank does this): "" or a
  * sentence in why. The text stays owned by k->manifest (the shards and maps point into
  * it). Sets k->reshard when the checkpoint's layout is not this run's. */
@@ -397,22 +413,11 @@ void ck_manifest_parse(dti_run *r, dti_ckpt *k, char *why, size_t len)
     for (char *line = strtok_r(k->manifest, "\n", &save); line;
          line = strtok_r(NULL, "\n", &save)) {
         char *end;
-        long v = 0;
         const char *key = NULL;
-        if (strncmp(line, "step ", 5) == 0) {
-            v = strtol(line + 5, &end, 10);
-            k->step = (int)v;
-            have_step = 1;
-            key = end == line + 5 || *end || v < 1 || v > (1 << 30) ? "step" : NULL;
-        } else if (strncmp(line, "updates ", 8) == 0) {
-            v = strtol(line + 8, &end, 10);
-            k->updates = (int)v;
-            key = end == line + 8 || *end || v < 0 || v > (1 << 30) ? "updates" : NULL;
-        } else if (strncmp(line, "clean ", 6) == 0) {
-            v = strtol(line + 6, &end, 10);
-            k->clean = (int)v;
-            key = end == line + 6 || *end || v < 0 || v > (1 << 30) ? "clean" : NULL;
-        } else if (strncmp(line, "scale ", 6) == 0) {
+        have_step |= count_line(line, "step", 1, &k->step, &key);   /* each its own */
+        count_line(line, "updates", 0, &k->updates, &key);          /* key alone */
+        count_line(line, "clean", 0, &k->clean, &key);
+        if (strncmp(line, "scale ", 6) == 0) {
             k->scale = strtof(line + 6, &end);          /* written with %a: exact */
             key = end == line + 6 || *end || !(k->scale > 0 && k->scale < INFINITY)
                   ? "scale" : NULL;
