@@ -350,9 +350,11 @@ test: check-deps
 
 # The quick subset, for a learner after a change (a minute or two): the unit suites, the
 # multi-rank suites and every lesson at 1 and 3 ranks (tests/run.sh with QUICK=1). It
-# needs Check, not the viewer's or the tests' tools; `make test` runs everything.
+# needs Check, not the viewer's or the tests' tools; `make test` runs everything. It
+# builds what those runs start: lesson 25 runs the training driver, $(TRAIN), which the
+# quick start's next command uses too.
 check: check-grade-deps
-	@$(MAKE) --no-print-directory -j$(NPROC) $(LIBDT) $(LESSONS) $(UNIT) $(MULTI)
+	@$(MAKE) --no-print-directory -j$(NPROC) $(LIBDT) $(LESSONS) $(TRAIN) $(UNIT) $(MULTI)
 	@BUILD=$(BUILD) CUDA=$(CUDA) MPIEXEC=$(MPIEXEC) QUICK=1 bash tests/run.sh
 
 # valgrind's memcheck on every unit suite: no invalid access, no uninitialised value

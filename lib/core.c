@@ -104,14 +104,14 @@ static void stop_all(int status)
 
 /* Every rank parses the same argv, so every rank reaches the same verdict: a bad value
  * ends all of them with status 2. A mistake in an option gets the two lines of any
- * usage error (prog.h); one in an environment variable, which --help does not list, a
- * "dtlab:" line. */
+ * usage error (prog.h); one in an environment variable, which --help does not list, two
+ * "dtlab:" lines: the mistake, and where the variables are listed (dti_env_say). */
 static void bad_input(const char *why, int option)
 {
     if (dt.rank == 0 && option)
         dti_usage_say(why);
     else if (dt.rank == 0)
-        fprintf(stderr, "dtlab: %s\n", why);
+        dti_env_say(why);
     fflush(stderr);
     stop_all(2);
 }

@@ -41,6 +41,13 @@ void dti_usage_say(const char *why)
     fflush(stderr);
 }
 
+void dti_env_say(const char *why)
+{
+    fprintf(stderr, "dtlab: %s\ndtlab: the variables dtlab reads, and their values: "
+            "README.md, section \"Environment\"\n", why);
+    fflush(stderr);
+}
+
 void dt_usage_error(const char *usage, const char *why)
 {
     if (dt_rank() <= 0) {

@@ -28,6 +28,9 @@ __attribute__((noreturn))
 void dt_usage_error(const char *usage, const char *why);
 /* (for lib/) Those two lines, from the caller's rank; dt_init's own refusals use it. */
 void dti_usage_say(const char *why);
+/* (for lib/) An environment variable's bad value, from the caller's rank: "dtlab: why",
+ * then where every variable dtlab reads is listed (--help does not list them). */
+void dti_env_say(const char *why);
 
 /* An output path given on the command line as --opt (is_dir: a folder): when rank 0
  * cannot write it (dt_output_check: '', a missing folder, a folder where a file goes,

@@ -516,9 +516,11 @@ void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
     /* DT_TEST_KILL, in a run over every rank (not a reference on MPI_COMM_SELF): a bad
      * value ends every rank with status 2, as dt_init's environment errors do */
     if (n == world && test_kill_env()) {
+        char why[160];
+        snprintf(why, sizeof why, "DT_TEST_KILL must be R:S, a rank and a step (whole "
+                 "numbers from 0 and 1), not '%.40s'", getenv("DT_TEST_KILL"));
         if (dt_rank() == 0)
-            fprintf(stderr, "dtlab: DT_TEST_KILL must be R:S, a rank and a step (whole "
-                    "numbers from 0 and 1), not '%.40s'\n", getenv("DT_TEST_KILL"));
+            dti_env_say(why);
         dt_usage_error(NULL, "");
     } else if (n != world) {
         kill_step = 0;
