@@ -31,7 +31,8 @@
  *
  * Threads: a DDP communication thread records while the main thread computes, so the
  * array is shared under a mutex, while the context (which collective, phase, step and
- * chunk the next events belong to) is per thread. */
+ * chunk the next events belong to, and the thread's number, dt_trace_thread) is per
+ * thread. */
 #include "trace.h"
 
 #include <errno.h>
@@ -77,7 +78,8 @@ static _Thread_local struct {
     int step;
     int schunk, rchunk;
     long long slo, shi, rlo, rhi;
-} ctx = { "-", "-", -1, -1, -1, 0, 0, 0, 0 };
+    int thread;              /* dt_trace_thread's number, 0 the main thread */
+} ctx = { "-", "-", -1, -1, -1, 0, 0, 0, 0, 0 };
 
 /* ==== one time zero for every rank ====
  *
@@ -208,6 +210,13 @@ void dt_trace_phase(const char *coll, const char *phase)
     dt_trace_step(-1, -1, 0, 0, -1, 0, 0);
 }
 
+void dt_trace_thread(int k)
+{
+    DT_REQUIRE(k >= 1 && k <= DTI_TRACE_THREAD_MAX, "dt_trace_thread: thread number %d "
+               "out of 1..%d (0 is the main thread's)", k, DTI_TRACE_THREAD_MAX);
+    ctx.thread = k;
+}
+
 /* The file's fields are signed 64-bit; a size_t beyond that cannot be a real index. */
 static long long field64(size_t v)
 {
@@ -289,6 +298,7 @@ void dt_trace_add_via(dt_event_kind kind, int peer, size_t nbytes, double t0, do
         e.hi = e.lo;
     e.nbytes = field64(nbytes);
     e.via = (unsigned char)v;
+    e.thread = ctx.thread;
 
     pthread_mutex_lock(&tr.mu);
     if (tr.n == tr.cap && tr.cap < TRACE_MAX_EVENTS) {

@@ -5,11 +5,11 @@
  * off). Each rank keeps its events in memory; dt_finalize gathers them to rank 0, which
  * writes one text file:
  *
- *     # dtlab-trace 2
+ *     # dtlab-trace 3
  *     # ranks 4
  *     # program 08_ring_allreduce
- *     # columns t0 t1 rank kind peer coll phase step chunk lo hi nbytes via
- *     0.000153 0.000161 0 send 1 allreduce_ring reduce-scatter 0 3 75 100 100 shm
+ *     # columns t0 t1 rank kind peer coll phase step chunk lo hi nbytes via thread
+ *     0.000153 0.000161 0 send 1 allreduce_ring reduce-scatter 0 3 75 100 100 shm 0
  *     ...
  *
  * A training run (dt_train) adds "# train TEXT" after "# program": what it trained, as
@@ -37,18 +37,25 @@
  *           host buffers and MPI), shm (a shared-memory mailbox between ranks on one
  *           host), ipc (a CUDA IPC device mailbox between ranks sharing a GPU); "-" for
  *           other kinds, and for messages whose transport was not recorded
+ *   thread  which thread of the rank recorded it: 0 the rank's main thread (the one
+ *           that called dt_init), k > 0 a thread the program numbered k with
+ *           dt_trace_thread (dp-threads: replica k-1's thread is thread k), at most
+ *           DTI_TRACE_THREAD_MAX
  * Lines are grouped by rank and ordered by t0 within a rank. Lines starting with '#'
  * are comments; unknown header lines are ignored, so later versions can add some
  * ("# train" came that way: version 1 readers without it skip it).
  *
  * Versions. A header line can come without a new version; a column cannot: a reader
  * that splits lines into 12 fields would refuse every event of a 13-field file with a
- * puzzling message. So the via column made version 2, and the version says the columns:
- *   1   t0 .. nbytes (12 fields)              read as before, every via "-"
- *   2   t0 .. nbytes via (13 fields)          what dtlab writes now
- * This reader takes both; a version 1 reader refuses a version 2 file by its first
- * line ("trace format version '2'; this reader knows version 1"). The "# columns" line,
- * when present, must be the one of the file's version.
+ * puzzling message. So the via column made version 2, the thread column version 3,
+ * and the version says the columns:
+ *   1   t0 .. nbytes (12 fields)              read as before, every via "-", thread 0
+ *   2   t0 .. nbytes via (13 fields)          read as before, every thread 0
+ *   3   t0 .. nbytes via thread (14 fields)   what dtlab writes now
+ * This reader takes all three (an old trace is all main thread: one row per rank in
+ * the viewer, as it always was); an older reader refuses a newer file by its first
+ * line ("trace format version '3'; this reader knows versions 1 to 2"). The "# columns"
+ * line, when present, must be the one of the file's version.
  *
  * The reader and the Chrome export need no MPI, so the viewer can use them.
  *
@@ -141,6 +148,14 @@
  *                                                              the lock; its forward and
  *                                                              backward have micro = the
  *                                                              replica
+ *   dp-threads lock-wait        mark      replica replica      dp-threads --gil: a thread
+ *                                                              waiting for the lock (from
+ *                                                              asking to holding; waits
+ *                                                              under a microsecond are
+ *                                                              not recorded)
+ * dp-threads records each replica's events (forward, backward, interpret, lock-wait) on
+ * its own thread, thread k+1 for replica k, and the master's (the copies, loss,
+ * optimizer, step marks) on thread 0.
  *   [1] the layer's weights [offset, offset + size) in the whole model (dt_mlp layout)
  *   [2] fsdp updates layer by layer: its optimizer events have chunk = the layer
  *
@@ -157,7 +172,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#define DT_TRACE_VERSION 2      /* written; the reader also takes 1 (see Versions) */
+#define DT_TRACE_VERSION 3      /* written; the reader also takes 1 and 2 (Versions) */
 
 typedef enum {
     DT_EV_SEND, DT_EV_RECV, DT_EV_REDUCE, DT_EV_COPY,
@@ -174,6 +189,7 @@ typedef struct {
     long long lo, hi;
     long long nbytes;
     unsigned char via;      /* the transport: an index of dt_trace_via_name, 0 none */
+    int thread;             /* 0 the rank's main thread, k > 0 dt_trace_thread(k)'s */
 } dt_event;
 
 const char *dt_event_kind_name(dt_event_kind kind);   /* "send", ... */
@@ -204,6 +220,12 @@ double dt_trace_now(void);     /* seconds since the common start */
  * chunks being sent and received ([lo, hi) in elements; -1 and 0, 0 for none). Sends and
  * d2h copies take the send chunk; receives, reductions and h2d copies the receive chunk. */
 void dt_trace_phase(const char *coll, const char *phase);
+/* Numbers the calling thread k (1..DTI_TRACE_THREAD_MAX) for the events it records from
+ * now on; a thread that never calls it records thread 0, the main thread's number. Call
+ * it first thing in a thread the program starts, with a number no other thread of the
+ * rank uses (the viewer draws one row per thread). Aborts (DT_REQUIRE) on k out of
+ * range, with tracing on or off. */
+void dt_trace_thread(int k);
 void dt_trace_step(int step, int send_chunk, size_t slo, size_t shi,
                    int recv_chunk, size_t rlo, size_t rhi);
 
@@ -243,7 +265,7 @@ void dti_trace_discard(void);
 /* ==== reading (no MPI) ==== */
 
 typedef struct {
-    int version;       /* the file's: 1 or 2 (see Versions) */
+    int version;       /* the file's: 1, 2 or 3 (see Versions) */
     int nranks;
     char program[64];
     char train[192];   /* the "# train ..." header line after "# train ", "" if none */
@@ -264,7 +286,8 @@ void dt_trace_free(dt_trace *t);
 
 /* Writes t as Chrome trace JSON (open it in Perfetto or chrome://tracing): one process
  * per rank, a "comm" track (send, recv, d2h, h2d) and a "compute" track (reduce, copy,
- * compute); an event's fields go into its args ("via" only where it has one); the
+ * compute) per thread of it ("thread k comm", "thread k compute" for k > 0); an
+ * event's fields go into its args ("via" only where it has one); the
  * program and the train text go into otherData. Returns 0, or -1 with a
  * sentence in err. */
 int dt_trace_write_chrome(const dt_trace *t, const char *path, char *err, size_t errlen);
@@ -288,6 +311,7 @@ int dt_output_check(const char *path, int is_dir, char *err, size_t errlen);
 #define DTI_TRACE_LINE_MAX 512  /* longest line the reader takes, comments too, '\n' excluded */
 #define DTI_TRACE_NAME_MAX 31   /* coll, phase: 1..31 printable ASCII, no spaces */
 #define DTI_TRACE_TRAIN_MAX 191 /* "# train" text: 1..191 printable ASCII, spaces too */
+#define DTI_TRACE_THREAD_MAX 65535  /* the thread column: 0..65535 */
 
 /* Formats the header lines (nevents < 0 leaves "# events" out; train NULL or "" leaves
  * "# train" out) or one event line, with its '\n', into buf. Return the length written,

@@ -45,12 +45,16 @@ static const char *const via_names[DT_TRACE_NVIA] = { "-", "mpi", "staging", "sh
 
 static const char *const field_names[] = {
     "t0", "t1", "rank", "kind", "peer", "coll", "phase", "step", "chunk", "lo", "hi",
-    "nbytes", "via"
+    "nbytes", "via", "thread"
 };
-/* Version 1 has the first 12 columns, version 2 all 13 (trace.h, "Versions"). */
-#define NFIELDS 13
+/* Version 1 has the first 12 columns, version 2 13, version 3 all 14 (trace.h,
+ * "Versions"). */
+#define NFIELDS 14
 #define COLUMNS_V1 "t0 t1 rank kind peer coll phase step chunk lo hi nbytes"
-#define COLUMNS COLUMNS_V1 " via"
+#define COLUMNS_V2 COLUMNS_V1 " via"
+#define COLUMNS COLUMNS_V2 " thread"
+static const char *const columns_of[4] = { "", COLUMNS_V1, COLUMNS_V2, COLUMNS };
+_Static_assert(DT_TRACE_VERSION == 3, "columns_of lists every version's columns");
 
 const char *dt_event_kind_name(dt_event_kind kind)
 {
@@ -107,11 +111,13 @@ int dti_trace_format_event(const dt_event *e, char *buf, size_t len)
 {
     const char *coll = name_or_dash(e->coll), *phase = name_or_dash(e->phase);
     if ((unsigned)e->kind >= DT_EV_NKINDS || !isfinite(e->t0) || !isfinite(e->t1) ||
-        !dti_trace_name_ok(coll) || !dti_trace_name_ok(phase) || e->via >= DT_TRACE_NVIA)
+        !dti_trace_name_ok(coll) || !dti_trace_name_ok(phase) || e->via >= DT_TRACE_NVIA ||
+        e->thread < 0 || e->thread > DTI_TRACE_THREAD_MAX)
         return -1;
-    int n = snprintf(buf, len, "%.9f %.9f %d %s %d %s %s %d %d %lld %lld %lld %s\n",
+    int n = snprintf(buf, len, "%.9f %.9f %d %s %d %s %s %d %d %lld %lld %lld %s %d\n",
                      e->t0, e->t1, e->rank, kind_names[e->kind], e->peer, coll, phase,
-                     e->step, e->chunk, e->lo, e->hi, e->nbytes, via_names[e->via]);
+                     e->step, e->chunk, e->lo, e->hi, e->nbytes, via_names[e->via],
+                     e->thread);
     if (n < 0 || (size_t)n >= len || n - 1 > DTI_TRACE_LINE_MAX)
         return -1;
     return n;
@@ -360,16 +366,16 @@ static int field_via(reader *r, char **fld, int nf, unsigned char *via)
 }
 
 /* Parses the event line in r->buf (cut in place into fields) against nranks; a line of
- * a version 1 file has 12 fields, of version 2 all NFIELDS. */
+ * a version 1 file has 12 fields, of version 2 13, of version 3 all NFIELDS. */
 static int parse_event(reader *r, int nranks, int version, dt_event *e)
 {
     char *fld[NFIELDS], q[48];
-    int nf = 1, want = version == 1 ? 12 : NFIELDS;
+    int nf = 1, want = version == 1 ? 12 : version == 2 ? 13 : NFIELDS;
     for (const char *p = r->buf; *p; p++)
         nf += (*p == ' ');
     if (nf != want)
         return fail(r, "%d fields where an event of version %d has %d (%s)", nf, version,
-                    want, version == 1 ? COLUMNS_V1 : COLUMNS);
+                    want, columns_of[version]);
     char *p = r->buf;
     for (int f = 0; f < want; f++) {
         fld[f] = p;
@@ -383,7 +389,7 @@ static int parse_event(reader *r, int nranks, int version, dt_event *e)
                         field_names[f]);
     }
 
-    long long rank, peer, step, chunk, lo, hi, nbytes;
+    long long rank, peer, step, chunk, lo, hi, nbytes, thread = 0;
     memset(e, 0, sizeof *e);
     if (field_time(r, fld, 0, &e->t0) || field_time(r, fld, 1, &e->t1) ||
         field_int(r, fld, 2, 0, nranks - 1, &rank))
@@ -400,7 +406,8 @@ static int parse_event(reader *r, int nranks, int version, dt_event *e)
         field_int(r, fld, 8, -1, INT_MAX, &chunk) ||
         field_int(r, fld, 9, 0, LLONG_MAX, &lo) ||
         field_int(r, fld, 10, 0, LLONG_MAX, &hi) ||
-        field_int(r, fld, 11, 0, LLONG_MAX, &nbytes) || field_via(r, fld, nf, &e->via))
+        field_int(r, fld, 11, 0, LLONG_MAX, &nbytes) || field_via(r, fld, nf, &e->via) ||
+        (nf > 13 && field_int(r, fld, 13, 0, DTI_TRACE_THREAD_MAX, &thread)))
         return -1;
     if (e->t1 < e->t0)
         return fail(r, "the event ends (t1 %s) before it begins (t0 %s)", fld[1], fld[0]);
@@ -414,10 +421,11 @@ static int parse_event(reader *r, int nranks, int version, dt_event *e)
     e->lo = lo;
     e->hi = hi;
     e->nbytes = nbytes;
+    e->thread = (int)thread;
     return 0;
 }
 
-/* The header lines this reader knows, in a file of format version (1 or 2). Returns 0
+/* The header lines this reader knows, in a file of format version (1 to 3). Returns 0
  * (also for unknown "#" lines, which are comments) or -1. train is "" until a "# train"
  * line has been read. */
 static int parse_header(reader *r, int version, int *nranks, long long *nevents,
@@ -459,7 +467,7 @@ static int parse_header(reader *r, int version, int *nranks, long long *nevents,
                         quote(s + 8, q), DTI_TRACE_TRAIN_MAX);
         memcpy(train, s + 8, strlen(s + 8) + 1);
     } else if (strncmp(s, "# columns ", 10) == 0) {
-        const char *cols = version == 1 ? COLUMNS_V1 : COLUMNS;
+        const char *cols = columns_of[version];
         if (strcmp(s + 10, cols) != 0)
             return fail(r, "the columns are '%s'; version %d has '%s'", quote(s + 10, q),
                         version, cols);
@@ -638,6 +646,12 @@ static double usec(double s)
     return isfinite(us) ? us : 0.0;
 }
 
+static int cmp_int(const void *x, const void *y)
+{
+    int a = *(const int *)x, b = *(const int *)y;
+    return (a > b) - (a < b);
+}
+
 static int is_comm(dt_event_kind k)
 {
     return k == DT_EV_SEND || k == DT_EV_RECV || k == DT_EV_D2H || k == DT_EV_H2D;
@@ -691,6 +705,28 @@ int dt_trace_write_chrome(const dt_trace *t, const char *path, char *err, size_t
         chrome_meta(f, rank);
         fputs(rank + 1 < nmeta || t->n > 0 ? ",\n" : "\n", f);
     }
+    /* A thread k > 0 of a rank gets two tracks more, tids 2k and 2k+1, named; the
+     * events that follow make the comma after each name right. */
+    int *seen = malloc((t->n ? t->n : 1) * sizeof *seen);
+    if (seen == NULL) {
+        fclose(f);
+        remove(path);
+        return fail(&r, "out of memory naming the threads' tracks");
+    }
+    for (size_t lo = 0, hi; lo < t->n; lo = hi) {
+        size_t ns = 0;
+        for (hi = lo; hi < t->n && t->ev[hi].rank == t->ev[lo].rank; hi++)
+            if (t->ev[hi].thread > 0)
+                seen[ns++] = t->ev[hi].thread;
+        qsort(seen, ns, sizeof *seen, cmp_int);
+        for (size_t j = 0; j < ns; j++)
+            if (j == 0 || seen[j] != seen[j - 1])
+                for (int c = 0; c < 2; c++)
+                    fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,"
+                               "\"tid\":%d,\"args\":{\"name\":\"thread %d %s\"}},\n",
+                            t->ev[lo].rank, 2 * seen[j] + c, seen[j], c ? "compute" : "comm");
+    }
+    free(seen);
     for (size_t i = 0; i < t->n; i++) {
         const dt_event *e = &t->ev[i];
         char name[128];
@@ -701,7 +737,7 @@ int dt_trace_write_chrome(const dt_trace *t, const char *path, char *err, size_t
                    "\"pid\":%d,\"tid\":%d,\"args\":{\"peer\":%d,\"chunk\":%d,\"step\":%d,"
                    "\"lo\":%lld,\"hi\":%lld,\"nbytes\":%lld,\"coll\":",
                 dt_event_kind_name(e->kind), usec(e->t0), usec(e->t1 - e->t0), e->rank,
-                is_comm(e->kind) ? 0 : 1, e->peer, e->chunk, e->step, e->lo, e->hi,
+                2 * e->thread + !is_comm(e->kind), e->peer, e->chunk, e->step, e->lo, e->hi,
                 e->nbytes);
         json_str(f, e->coll, sizeof e->coll);
         fputs(",\"phase\":", f);

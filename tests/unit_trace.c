@@ -140,12 +140,13 @@ static void assert_same(const dt_event *a, const dt_event *b)
     ck_assert_int_eq(a->hi, b->hi);
     ck_assert_int_eq(a->nbytes, b->nbytes);
     ck_assert_int_eq(a->via, b->via);
+    ck_assert_int_eq(a->thread, b->thread);
 }
 
 /* What any successful read must satisfy, whatever the file was. */
 static void assert_valid(const dt_trace *t)
 {
-    ck_assert(t->version == 1 || t->version == DT_TRACE_VERSION);
+    ck_assert(t->version >= 1 && t->version <= DT_TRACE_VERSION);
     ck_assert_int_ge(t->nranks, 1);
     ck_assert(t->n == 0 || t->ev != NULL);
     for (size_t i = 0; i < t->n; i++) {
@@ -157,6 +158,8 @@ static void assert_valid(const dt_trace *t)
         ck_assert(dti_trace_name_ok(e->coll) && dti_trace_name_ok(e->phase));
         ck_assert(e->lo >= 0 && e->hi >= e->lo && e->nbytes >= 0);
         ck_assert(e->via < DT_TRACE_NVIA && (t->version > 1 || e->via == 0));
+        ck_assert(e->thread >= 0 && e->thread <= DTI_TRACE_THREAD_MAX &&
+                  (t->version > 2 || e->thread == 0));
         if (i > 0)
             ck_assert(e[-1].rank < e->rank || (e[-1].rank == e->rank && e[-1].t0 <= e->t0));
     }
@@ -304,8 +307,8 @@ START_TEST(test_bad_files)
     expect_fail_s("", "empty");
     expect_fail_s("hello\n", ":1: not a dtlab trace");
     expect_fail_s("# dtlab-trace\n", ":1: not a dtlab trace");
-    expect_fail_s("# dtlab-trace 3\n# ranks 2\n", ":1: trace format version '3'; this "
-                  "reader knows versions 1 to 2");
+    expect_fail_s("# dtlab-trace 4\n# ranks 2\n", ":1: trace format version '4'; this "
+                  "reader knows versions 1 to 3");
     expect_fail_s("# dtlab-trace 0\n# ranks 2\n", ":1: trace format version '0'");
     expect_fail_s("# dtlab-trace one\n", "version");
     expect_fail_s("# dtlab-trace 1\n# program p\n", "no '# ranks N'");
@@ -400,10 +403,10 @@ START_TEST(test_via)
     char buf[512];
     dt_event e = ev(0, 1, 0, DT_EV_RECV, 1, "a", "b", 0, 0, 0, 1, 4);
     ck_assert_int_gt(dti_trace_format_event(&e, buf, sizeof buf), 0);
-    ck_assert_str_eq(buf, "0.000000000 1.000000000 0 recv 1 a b 0 0 0 1 4 -\n");
+    ck_assert_str_eq(buf, "0.000000000 1.000000000 0 recv 1 a b 0 0 0 1 4 - 0\n");
     e.via = 4;
     ck_assert_int_gt(dti_trace_format_event(&e, buf, sizeof buf), 0);
-    ck_assert_str_eq(buf, "0.000000000 1.000000000 0 recv 1 a b 0 0 0 1 4 ipc\n");
+    ck_assert_str_eq(buf, "0.000000000 1.000000000 0 recv 1 a b 0 0 0 1 4 ipc 0\n");
     e.via = DT_TRACE_NVIA;
     ck_assert_int_eq(dti_trace_format_event(&e, buf, sizeof buf), -1);
 
@@ -439,6 +442,8 @@ START_TEST(test_via)
                   "tcp\n", ":5: field via: unknown transport 'tcp' (mpi, staging, shm, ipc");
     expect_fail_s(HEAD2 "0.1 0.2 0 send 1 c p 0 0 0 1 4 Shm\n", ":4: field via");
     expect_fail_s(HEAD2 GOOD, ":4: 12 fields where an event of version 2 has 13");
+    expect_fail_s(HEAD2 "0.1 0.2 0 send 1 c p 0 0 0 1 4 shm 0\n",
+                  ":4: 14 fields where an event of version 2 has 13");
     expect_fail_s(HEAD "0.1 0.2 0 send 1 c p 0 0 0 1 4 shm\n",
                   ":4: 13 fields where an event of version 1 has 12");
     expect_fail_s(HEAD2 "# columns t0 t1 rank kind peer coll phase step chunk lo hi nbytes\n",
@@ -447,6 +452,7 @@ START_TEST(test_via)
                   "via\n", ":4: the columns are");
 }
 END_TEST
+
 
 /* The "# train" line: right after "# program", written only when given; 191
  * characters of printable ASCII with spaces, read back whole; a second one, an empty
@@ -457,9 +463,9 @@ START_TEST(test_train_line)
     char buf[2048], err[256], long_text[DTI_TRACE_TRAIN_MAX + 2];
     int n = dti_trace_format_header(buf, sizeof buf, 2, "train", TRAIN, -1);
     ck_assert_int_gt(n, 0);
-    ck_assert_str_eq(buf, "# dtlab-trace 2\n# ranks 2\n# program train\n# train " TRAIN
+    ck_assert_str_eq(buf, "# dtlab-trace 3\n# ranks 2\n# program train\n# train " TRAIN
                           "\n# columns t0 t1 rank kind peer coll phase step chunk lo hi "
-                          "nbytes via\n");
+                          "nbytes via thread\n");
     /* without one, the header is what it always was */
     char plain[1024];
     ck_assert_int_gt(dti_trace_format_header(plain, sizeof plain, 2, "train", NULL, 5), 0);
@@ -883,7 +889,7 @@ START_TEST(test_chrome)
     /* events without a transport have no via; the version is the file's */
     ck_assert_uint_eq(count(s, "\"via\":"), 5);
     ck_assert_ptr_nonnull(strstr(s, "\"via\":\"ipc\""));
-    ck_assert_ptr_nonnull(strstr(s, "\"dtlab_trace_version\":2}"));
+    ck_assert_ptr_nonnull(strstr(s, "\"dtlab_trace_version\":3}"));
     ck_assert_ptr_nonnull(strstr(s, "\"name\":\"recv<-0 c3\""));
     ck_assert_ptr_nonnull(strstr(s, "\"name\":\"reduce c2\",\"cat\":\"reduce\""));
     ck_assert_ptr_nonnull(strstr(s, "\"name\":\"compute forward\",\"cat\":\"compute\",\"ph\":\"X\","
@@ -927,8 +933,83 @@ START_TEST(test_chrome_escapes)
 }
 END_TEST
 
+/* The thread column (version 3): the writer puts the number last, 0 for the main
+ * thread; the reader reads it back, keeps 0 for every event of a version 1 or 2 file
+ * (old traces still read, all main thread), and refuses a number out of 0..65535, a
+ * line of the wrong width and the other versions' columns, each with its line. The
+ * Chrome export gives a thread k > 0 its own two tracks, named. */
+#define HEAD3 "# dtlab-trace 3\n# ranks 2\n# program p\n"
+
+START_TEST(test_thread)
+{
+    char buf[512], err[256];
+    dt_event e = ev(0, 1, 0, DT_EV_COMPUTE, -1, "train", "forward", 1, 0, 2, 3, 0);
+    e.thread = 3;
+    ck_assert_int_gt(dti_trace_format_event(&e, buf, sizeof buf), 0);
+    ck_assert_str_eq(buf, "0.000000000 1.000000000 0 compute -1 train forward 1 0 2 3 0 - 3\n");
+    e.thread = -1;
+    ck_assert_int_eq(dti_trace_format_event(&e, buf, sizeof buf), -1);
+    e.thread = DTI_TRACE_THREAD_MAX + 1;
+    ck_assert_int_eq(dti_trace_format_event(&e, buf, sizeof buf), -1);
+
+    const char *v3 = HEAD3 "# columns t0 t1 rank kind peer coll phase step chunk lo hi "
+                     "nbytes via thread\n"
+                     "0.1 0.2 0 compute -1 train forward 1 0 0 1 0 - 1\n"
+                     "0.1 0.3 0 compute -1 train forward 1 0 1 2 0 - 2\n"
+                     "0.15 0.2 0 mark -1 dp-threads lock-wait 1 1 1 2 0 - 2\n"
+                     "0.3 0.4 0 mark -1 dp-threads gather 1 1 0 9 36 - 0\n"
+                     "0.5 0.6 1 send 0 c p 0 0 0 1 4 shm 65535\n";
+    const int want[] = { 1, 2, 2, 0, 65535 };
+    dt_trace t;
+    ck_assert_msg(dt_trace_read(write_file("v3.trace", v3, strlen(v3)), &t, err,
+                                sizeof err) == 0, "read failed: %s", err);
+    assert_valid(&t);
+    ck_assert_int_eq(t.version, 3);
+    ck_assert_uint_eq(t.n, 5);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(t.ev[i].thread, want[i]);
+    ck_assert_int_eq(t.ev[4].via, 3);
+
+    /* Chrome: rank 0's threads 1 and 2 get tids 2..5, rank 1's thread 65535 two more */
+    const char *out = path_of("threads.json");
+    ck_assert_msg(dt_trace_write_chrome(&t, out, err, sizeof err) == 0, "%s", err);
+    assert_json(out);
+    size_t len;
+    char *js = slurp(out, &len);
+    ck_assert_uint_eq(count(js, "\"thread_name\""), 2 * 2 + 2 * 3);
+    ck_assert_ptr_nonnull(strstr(js, "\"tid\":5,\"args\":{\"name\":\"thread 2 compute\"}"));
+    ck_assert_ptr_nonnull(strstr(js, "\"pid\":0,\"tid\":5,\"args\":{\"peer\":-1,\"chunk\":1"));
+    ck_assert_ptr_nonnull(strstr(js, "\"pid\":1,\"tid\":131070,"));
+    free(js);
+    dt_trace_free(&t);
+
+    /* a version 2 file: every event of the main thread */
+    const char *v2 = HEAD2 "0.1 0.2 0 compute -1 train forward 1 0 0 1 0 -\n";
+    ck_assert_msg(dt_trace_read(write_file("v2t.trace", v2, strlen(v2)), &t, err,
+                                sizeof err) == 0, "read failed: %s", err);
+    ck_assert_int_eq(t.version, 2);
+    ck_assert_int_eq(t.ev[0].thread, 0);
+    dt_trace_free(&t);
+
+    expect_fail_s(HEAD3 "0.1 0.2 0 send 1 c p 0 0 0 1 4 shm\n",
+                  ":4: 13 fields where an event of version 3 has 14 (t0 t1 rank kind peer "
+                  "coll phase step chunk lo hi nbytes via thread)");
+    expect_fail_s(HEAD3 "0.1 0.2 0 send 1 c p 0 0 0 1 4 shm 65536\n",
+                  ":4: field thread: 65536 is out of range (0..65535)");
+    expect_fail_s(HEAD3 "0.1 0.2 0 send 1 c p 0 0 0 1 4 shm -1\n",
+                  ":4: field thread: -1 is out of range");
+    expect_fail_s(HEAD3 "0.1 0.2 0 send 1 c p 0 0 0 1 4 shm t1\n",
+                  ":4: field thread: 't1' is not an integer");
+    expect_fail_s(HEAD3 "# columns t0 t1 rank kind peer coll phase step chunk lo hi nbytes "
+                  "via\n", ":4: the columns are");
+    expect_fail_s(HEAD2 "# columns t0 t1 rank kind peer coll phase step chunk lo hi nbytes "
+                  "via thread\n", ":4: the columns are");
+}
+END_TEST
+
 int main(void)
 {
+
     Suite *s = suite_create("trace");
     TCase *tc = tcase_create("format");
     /* Once, in the parent process: the folder goes even when a test fails. */
@@ -943,6 +1024,7 @@ int main(void)
     tcase_add_test(tc, test_bad_files);
     tcase_add_test(tc, test_bad_events);
     tcase_add_test(tc, test_via);
+    tcase_add_test(tc, test_thread);
     tcase_add_test(tc, test_truncated);
     tcase_add_test(tc, test_mutations);
     tcase_add_test(tc, test_endless);

@@ -32,7 +32,7 @@
  *
  *   build/tests/viz_timetable
  *   DTVIZ_TT_TRACES=DIR build/tests/viz_timetable   also every .trace file in DIR, named
- *        MODE[-ANYTHING].trace (the --mode given), pp-SCHEDULE-M.trace (--schedule,
+ *        MODE[-ANYTHING].trace (the --mode given, dp-threads too), pp-SCHEDULE-M.trace (--schedule,
  *        --micro) or hybrid-ppP-SCHEDULE-M.trace (--pp P, --schedule, --micro)
  *   (CK_FORK=no to debug under gdb)
  */
@@ -68,6 +68,16 @@ static int near(double a, double b) { return fabs(a - b) <= EPS; }
 static void check_contract(const dv_tt *tt, const char *what)
 {
     REQUIRE(tt->nranks >= 1 && tt->nranks <= DV_MAX_RANKS, "%s: nranks %d", what, tt->nranks);
+    REQUIRE(tt->nrows >= tt->nranks && tt->rows != NULL, "%s: %d rows for %d ranks", what,
+            tt->nrows, tt->nranks);
+    for (int q = 0; q < tt->nrows; q++) {     /* by rank, then thread; every rank's 0 */
+        const dv_tt_row *w = &tt->rows[q], *u = q > 0 ? &tt->rows[q - 1] : NULL;
+        REQUIRE(w->rank >= 0 && w->rank < tt->nranks && w->thread >= 0 &&
+                (u == NULL ? w->rank == 0 && w->thread == 0
+                           : (w->rank == u->rank && w->thread > u->thread) ||
+                             (w->rank == u->rank + 1 && w->thread == 0)),
+                "%s: row %d is rank %d thread %d", what, q, w->rank, w->thread);
+    }
     REQUIRE(tt->t_end > tt->t_begin, "%s: t_end %g <= t_begin %g", what, tt->t_end,
             tt->t_begin);
     for (int i = 1; i < tt->nsteps; i++)
@@ -76,8 +86,11 @@ static void check_contract(const dv_tt *tt, const char *what)
     double end = -INFINITY;
     for (int i = 0; i < tt->nblocks; i++) {
         const dv_tt_block *b = &tt->blocks[i];
-        REQUIRE(b->rank >= 0 && b->rank < tt->nranks && (b->lane == 0 || b->lane == 1),
-                "%s: block %d rank %d lane %d", what, i, b->rank, b->lane);
+        REQUIRE(b->rank >= 0 && b->rank < tt->nranks && (b->lane == 0 || b->lane == 1) &&
+                b->row >= 0 && b->row < tt->nrows && tt->rows[b->row].rank == b->rank &&
+                tt->rows[b->row].thread == b->thread,
+                "%s: block %d rank %d thread %d row %d lane %d", what, i, b->rank, b->thread,
+                b->row, b->lane);
         REQUIRE((b->lane == 1) == (b->kind == DV_TT_COMM), "%s: block %d '%s' kind %d in "
                 "lane %d", what, i, b->label, b->kind, b->lane);
         REQUIRE(b->t1 >= b->t0 && b->t0 >= tt->t_begin - EPS && b->t1 <= tt->t_end + EPS,
@@ -94,32 +107,32 @@ static void check_contract(const dv_tt *tt, const char *what)
                 i, b->label, b->step);
         if (i > 0) {
             const dv_tt_block *a = &tt->blocks[i - 1];
-            int same = a->rank == b->rank && a->lane == b->lane;
-            REQUIRE(a->rank < b->rank || (a->rank == b->rank && a->lane <= b->lane),
-                    "%s: block %d (rank %d lane %d) after rank %d lane %d", what, i, b->rank,
-                    b->lane, a->rank, a->lane);
-            REQUIRE(!same || a->t0 <= b->t0, "%s: rank %d lane %d: block %d '%s' at %.9f "
-                    "after '%s' at %.9f", what, b->rank, b->lane, i, b->label, b->t0,
+            int same = a->row == b->row && a->lane == b->lane;
+            REQUIRE(a->row < b->row || (a->row == b->row && a->lane <= b->lane),
+                    "%s: block %d (row %d lane %d) after row %d lane %d", what, i, b->row,
+                    b->lane, a->row, a->lane);
+            REQUIRE(!same || a->t0 <= b->t0, "%s: row %d lane %d: block %d '%s' at %.9f "
+                    "after '%s' at %.9f", what, b->row, b->lane, i, b->label, b->t0,
                     a->label, a->t0);
             if (!same)
                 end = -INFINITY;
         }
         if (b->lane == 0 && b->t1 > b->t0) {     /* instants (free) may sit anywhere */
-            REQUIRE(b->t0 >= end - EPS, "%s: rank %d lane %d: block %d '%s' [%.9f, %.9f] "
-                    "overlaps one ending at %.9f", what, b->rank, b->lane, i, b->label,
+            REQUIRE(b->t0 >= end - EPS, "%s: row %d lane %d: block %d '%s' [%.9f, %.9f] "
+                    "overlaps one ending at %.9f", what, b->row, b->lane, i, b->label,
                     b->t0, b->t1, end);
             end = fmax(end, b->t1);
         }
     }
     for (int i = 0; i < tt->nwaits; i++) {
         const dv_tt_wait *w = &tt->waits[i];
-        REQUIRE(i == 0 || tt->waits[i - 1].rank < w->rank ||
-                (tt->waits[i - 1].rank == w->rank && tt->waits[i - 1].t0 <= w->t0),
+        REQUIRE(i == 0 || tt->waits[i - 1].row < w->row ||
+                (tt->waits[i - 1].row == w->row && tt->waits[i - 1].t0 <= w->t0),
                 "%s: waits out of order at %d", what, i);
         int in = 0;
         for (int j = 0; j < tt->nblocks && !in; j++) {
             const dv_tt_block *b = &tt->blocks[j];
-            in = b->rank == w->rank && b->lane == 1 && b->t0 <= w->t0 + EPS &&
+            in = b->row == w->row && b->rank == w->rank && b->lane == 1 && b->t0 <= w->t0 + EPS &&
                  w->t1 <= b->t1 + EPS;
         }
         REQUIRE(w->t1 >= w->t0 && in, "%s: wait %d of rank %d [%.9f, %.9f] is inside no "
@@ -128,7 +141,10 @@ static void check_contract(const dv_tt *tt, const char *what)
     for (int i = 0; i < tt->narrows; i++) {
         const dv_tt_arrow *a = &tt->arrows[i];
         REQUIRE(a->src >= 0 && a->src < tt->nranks && a->dst >= 0 && a->dst < tt->nranks &&
-                a->src != a->dst && (a->what == 'A' || a->what == 'G'),
+                a->src != a->dst && (a->what == 'A' || a->what == 'G') &&
+                a->src_row >= 0 && a->src_row < tt->nrows && a->dst_row >= 0 &&
+                a->dst_row < tt->nrows && tt->rows[a->src_row].rank == a->src &&
+                tt->rows[a->dst_row].rank == a->dst,
                 "%s: arrow %d %d -> %d '%c'", what, i, a->src, a->dst, a->what);
         REQUIRE(i == 0 || tt->arrows[i - 1].t0 <= a->t0, "%s: arrows out of order at %d",
                 what, i);
@@ -196,6 +212,7 @@ static void builtin(int algo, int P, int M, dv_model *m, dv_tt *tt)
             SCHED[algo], P, M, err);
     REQUIRE(dv_tt_build(tt, m, err, sizeof err) == 0, "%s P=%d M=%d: dv_tt_build: %s",
             SCHED[algo], P, M, err);
+    REQUIRE(tt->disagree[0] == '\0', "built-in: header and events disagree: %s", tt->disagree);
 }
 
 /* The index of the block of rank, lane 0, labelled label; -1 if none. */
@@ -427,6 +444,7 @@ static void builtin_ddp(dv_ddp_shape d, dv_model *m, dv_tt *tt, char *what, size
     REQUIRE(dv_model_build(m, &t, err, sizeof err) == 0, "%s: dv_model_build: %s", what, err);
     m->from_trace = 0;
     REQUIRE(dv_tt_build(tt, m, err, sizeof err) == 0, "%s: dv_tt_build: %s", what, err);
+    REQUIRE(tt->disagree[0] == '\0', "%s: header and events disagree: %s", what, tt->disagree);
 }
 
 static void check_ddp(dv_ddp_shape d)
@@ -703,6 +721,219 @@ START_TEST(test_vias)
 }
 END_TEST
 
+/* ==== threads: one row per thread (dp-threads) ==== */
+
+/* One event of a synthetic dp-threads trace: rank 0, thread th. */
+static void dpt_put(dt_trace *t, int th, dt_event_kind kind, const char *coll,
+                    const char *phase, int step, int chunk, int micro, double t0, double t1)
+{
+    dt_event *e = &t->ev[t->n++];
+    memset(e, 0, sizeof *e);
+    *e = (dt_event){ .t0 = t0, .t1 = t1, .rank = 0, .peer = -1, .kind = kind, .step = step,
+                     .chunk = chunk, .lo = micro < 0 ? 0 : micro,
+                     .hi = micro < 0 ? 0 : micro + 1, .thread = th };
+    snprintf(e->coll, sizeof e->coll, "%s", coll);
+    snprintf(e->phase, sizeof e->phase, "%s", phase);
+}
+
+/* What train --mode dp-threads --threads T --gil records, in 2 steps of 10 time units:
+ * the master (thread 0) copies and computes the loss and the update; replica k (thread
+ * k+1) computes forward and backward at once with the others, then queues for the lock:
+ * replica k waits k/2 units for it, and holds it 1/2 unit. Thread numbers zeroed
+ * (threads 0) is a version 2 file's view of the same run. */
+static void dpt_trace(dt_trace *t, int T, int threads, const char *train)
+{
+    memset(t, 0, sizeof *t);
+    t->version = DT_TRACE_VERSION;
+    t->nranks = 1;
+    snprintf(t->program, sizeof t->program, "train");
+    snprintf(t->train, sizeof t->train, "%s", train);
+    t->ev = calloc((size_t)(2 * (6 + 10 * T)), sizeof *t->ev);
+    REQUIRE(t->ev != NULL, "out of memory");
+    for (int s = 1; s <= 2; s++) {
+        double b = (s - 1) * 10.0;
+        dpt_put(t, 0, DT_EV_MARK, "train", "step", s, -1, -1, b, b);
+        for (int k = 1; k < T; k++) {
+            dpt_put(t, 0, DT_EV_MARK, "dp-threads", "replicate", s, k, -1, b + 0.1 * k, b + 0.1 * k + 0.05);
+            dpt_put(t, 0, DT_EV_MARK, "dp-threads", "gather", s, k, -1, b + 4 + 0.1 * k, b + 4 + 0.1 * k + 0.05);
+            dpt_put(t, 0, DT_EV_MARK, "dp-threads", "reduce", s, k, -1, b + 8 + 0.1 * k, b + 8 + 0.1 * k + 0.05);
+        }
+        dpt_put(t, 0, DT_EV_COMPUTE, "train", "loss", s, -1, -1, b + 5, b + 5.5);
+        dpt_put(t, 0, DT_EV_COMPUTE, "train", "optimizer", s, -1, -1, b + 9, b + 9.5);
+        for (int k = 0; k < T; k++) {
+            int th = threads ? k + 1 : 0;
+            double q = b + 2 + 0.5 * k;             /* when replica k gets the lock */
+            dpt_put(t, th, DT_EV_COMPUTE, "train", "forward", s, 0, k, b + 1, b + 2);
+            if (k > 0)
+                dpt_put(t, th, DT_EV_MARK, "dp-threads", "lock-wait", s, k, k, b + 2, q);
+            dpt_put(t, th, DT_EV_COMPUTE, "train", "interpret", s, -1, k, q, q + 0.5);
+            dpt_put(t, th, DT_EV_COMPUTE, "train", "backward", s, 0, k, b + 6, b + 7);
+        }
+    }
+    dti_trace_sort(t->ev, t->n);
+}
+
+/* Where the trace names threads, each has a row of its own under its rank's main one,
+ * named for what it is ("master", "replica k"), holding exactly its own events: every
+ * replica's forward, interpret and backward on its row's compute lane, apart (the
+ * contract), its waits for the lock as "lock" blocks of its comm lane, all waiting,
+ * counted in the step's lock time, not as communication; the picture draws them. The
+ * same run without thread numbers (an old trace) keeps one row per rank. */
+START_TEST(test_threads)
+{
+    const int T = 3;
+    const char *train = "mode dp-threads threads 3 gil 0.5 layers 1 steps 2 ranks 1";
+    for (int threads = 1; threads >= 0; threads--) {
+        dt_trace t;
+        dv_model m;
+        dv_tt tt;
+        char err[256] = "", name[48], what[64];
+        snprintf(what, sizeof what, "dp-threads T=%d %s thread numbers", T,
+                 threads ? "with" : "without");
+        dpt_trace(&t, T, threads, train);
+        REQUIRE(dv_model_build(&m, &t, err, sizeof err) == 0, "%s: %s", what, err);
+        REQUIRE(dv_tt_build(&tt, &m, err, sizeof err) == 0, "%s: %s", what, err);
+        if (threads)                  /* one row: the threads' compute overlaps there */
+            check_contract(&tt, what);
+        REQUIRE(!strcmp(tt.mode, "dp-threads") && tt.disagree[0] == '\0',
+                "%s: mode '%s', disagree '%s'", what, tt.mode, tt.disagree);
+        if (!threads) {
+            REQUIRE(tt.nrows == 1, "%s: %d rows", what, tt.nrows);
+            dv_tt_row_name(&tt, 0, 0, name, sizeof name);
+            REQUIRE(!strcmp(name, "rank 0"), "%s: row 0 is '%s'", what, name);
+        } else {
+            REQUIRE(tt.nrows == T + 1, "%s: %d rows, want %d", what, tt.nrows, T + 1);
+            static const char *const want[] = { "master", "replica 0", "replica 1", "replica 2" };
+            for (int q = 0; q <= T; q++) {
+                dv_tt_row_name(&tt, q, 0, name, sizeof name);
+                REQUIRE(tt.rows[q].rank == 0 && tt.rows[q].thread == q && !strcmp(name, want[q]),
+                        "%s: row %d is rank %d thread %d '%s', want '%s'", what, q,
+                        tt.rows[q].rank, tt.rows[q].thread, name, want[q]);
+            }
+            int seen[4][4] = { { 0 } };          /* per row: F, B, interpret, lock */
+            for (int i = 0; i < tt.nblocks; i++) {
+                const dv_tt_block *b = &tt.blocks[i];
+                int k = b->kind == DV_TT_FORWARD ? 0 : b->kind == DV_TT_BACKWARD ? 1
+                      : !strcmp(b->label, "interpret") ? 2 : b->role == DV_TT_ROLE_LOCK ? 3 : -1;
+                if (k < 0 || b->row == 0) {   /* the master: its copies, loss, update */
+                    REQUIRE(b->row == 0 && k < 0, "%s: block '%s' on row %d", what, b->label,
+                            b->row);
+                    continue;
+                }
+                seen[b->row][k]++;
+                REQUIRE(b->micro == b->row - 1 || k == 3, "%s: row %d holds '%s' of replica %d",
+                        what, b->row, b->label, b->micro);
+                if (k == 3)
+                    REQUIRE(b->lane == 1 && !strcmp(b->label, "lock") && near(b->wait, b->t1 - b->t0) &&
+                            near(b->t1 - b->t0, 0.5 * (b->row - 1)),
+                            "%s: row %d: lock block '%s' lane %d waits %g of [%g, %g]", what,
+                            b->row, b->label, b->lane, b->wait, b->t0, b->t1);
+            }
+            for (int q = 1; q <= T; q++)
+                REQUIRE(seen[q][0] == 2 && seen[q][1] == 2 && seen[q][2] == 2 &&
+                        seen[q][3] == (q > 1 ? 2 : 0), "%s: row %d: %d F, %d B, %d interpret, "
+                        "%d lock", what, q, seen[q][0], seen[q][1], seen[q][2], seen[q][3]);
+            REQUIRE(dv_tt_block_at(&tt, 3, 1, 2.5) >= 0 && dv_tt_block_at(&tt, 1, 1, 2.5) == -1,
+                    "%s: replica 2 waits at 2.5, replica 0 does not", what);
+        }
+        for (int s = 0; s < tt.nsteps; s++) {
+            /* replica k waits k/2: 0.5 + 1 per step; the copies are the communication */
+            REQUIRE(near(tt.steps[s].lock, 1.5) && near(tt.steps[s].comm, 6 * 0.05),
+                    "%s: step %d: lock %g, comm %g", what, tt.steps[s].step, tt.steps[s].lock,
+                    tt.steps[s].comm);
+            char buf[512];
+            dv_tt_describe_step(&tt, s, buf, sizeof buf);
+            REQUIRE(strstr(buf, "; waiting for the lock 1.5 slot") ||
+                    strstr(buf, "; waiting for the lock 1.5 s"), "%s: '%s'", what, buf);
+            REQUIRE(!threads || strstr(buf, "(times summed over 4 threads)"), "%s: '%s'", what, buf);
+        }
+        dv_view v = { .tt = &tt, .t0 = tt.t_begin, .t1 = 10, .cursor = 2.5, .call = -1 };
+        SDL_Surface *p = dv_render_surface(&m, &v, 1000, 560, err, sizeof err);
+        REQUIRE(p != NULL, "%s: %s", what, err);
+        int rows = 0, r, l;
+        double at;
+        for (int y = 0, last = -1; y < 560; y++)        /* dv_tt_hit finds every row */
+            if (dv_tt_hit(&v, 1000, 560, 500, y, &r, &l, &at) && r != last)
+                rows++, last = r;
+        REQUIRE(rows == tt.nrows, "%s: dv_tt_hit finds %d rows of %d", what, rows, tt.nrows);
+        SDL_FreeSurface(p);
+        dv_tt_free(&tt);
+        dv_model_free(&m);
+    }
+}
+END_TEST
+
+/* ==== a "# train" line that contradicts its events ==== */
+
+/* Each line says something the events of the trace (GPipe P=3 M=4, the built-in DDP
+ * over 3 ranks, or the dp-threads run above) contradict: the timetable is built from
+ * the events, and dv_tt.disagree names what the line said; a line that agrees leaves
+ * disagree empty. */
+START_TEST(test_header_disagrees)
+{
+    static const struct {
+        int src;                 /* 0 gpipe P=3 M=4, 1 ddp N=3, 2 dp-threads T=3 */
+        const char *line, *said;  /* the "# train" line; what disagree quotes ("" none) */
+        const char *mode;
+        int stages, micro, schedule;
+    } cases[] = {
+        { 0, "mode pp schedule gpipe stages 3 micro 4 ranks 3 steps 1", "", "pp", 3, 4, 0 },
+        { 0, "mode pp schedule gpipe stages 9 micro 4", "stages 9, but the pipeline marks show 3 stages", "pp", 3, 4, 0 },
+        { 0, "mode pp schedule gpipe stages 3 micro 8", "micro 8, but the pipeline marks show 4", "pp", 3, 4, 0 },
+        { 0, "mode pp schedule 1f1b stages 3 micro 4", "schedule 1f1b, but", "pp", 3, 4, 0 },
+        { 0, "mode ddp bucket_kb 1 layers 3 ranks 3", "mode ddp, but the events show pp", "pp", 3, 4, 0 },
+        { 0, "mode pp schedule gpipe stages 3 micro 4 ranks 2", "ranks 2, but the trace has 3", "pp", 3, 4, 0 },
+        { 0, "mode hybrid dp 2 tp 1 pp 3 schedule gpipe micro 4", "dp 2 x tp 1 x pp 3 ranks, but the trace has 3", "hybrid", 3, 4, 0 },
+        { 0, "mode pp schedule gpipe stages 3 micro 4 layers 2", "layers 2, but the events compute layer 2", "pp", 3, 4, 0 },
+        { 1, "mode pp schedule 1f1b stages 3 micro 4", "mode pp, but the events show ddp", "ddp", 0, 0, -1 },
+        { 1, "mode ddp buckets 3 layers 6 overlap on ranks 3", "", "ddp", 0, 0, -1 },
+        { 2, "mode dp-threads threads 5 gil 0.5 layers 1 steps 2 ranks 1", "threads 5, but the events show 3", "dp-threads", 0, 0, -1 },
+        { 2, "mode dp-threads threads 3 gil 0 layers 1 steps 2 ranks 1", "gil 0, but", "dp-threads", 0, 0, -1 },
+        { 2, "mode dp-threads threads 3 gil 0.5 layers 1 steps 1 ranks 1", "steps 1, but the events reach step 2", "dp-threads", 0, 0, -1 },
+        { 2, "mode pp schedule gpipe stages 2 micro 3", "mode pp, but the events show dp-threads", "dp-threads", 0, 0, -1 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        dt_trace t;
+        dv_model m;
+        dv_tt tt;
+        char err[256] = "", what[160];
+        snprintf(what, sizeof what, "'# train %s'", cases[i].line);
+        if (cases[i].src == 0)
+            REQUIRE(dv_train_algo_trace(0, 3, 4, &t, err, sizeof err) == 0, "%s", err);
+        else if (cases[i].src == 1)
+            REQUIRE(dv_train_ddp_trace(DV_DDP_DEFAULT, &t, err, sizeof err) == 0, "%s", err);
+        else
+            dpt_trace(&t, 3, 1, "");
+        snprintf(t.train, sizeof t.train, "%s", cases[i].line);
+        REQUIRE(dv_model_build(&m, &t, err, sizeof err) == 0, "%s: %s", what, err);
+        REQUIRE(dv_tt_build(&tt, &m, err, sizeof err) == 0, "%s: %s", what, err);
+        check_contract(&tt, what);
+        const char *want = cases[i].said;
+        REQUIRE(want[0] ? strstr(tt.disagree, want) != NULL &&
+                          strstr(tt.disagree, "drawn as the events show") != NULL
+                        : tt.disagree[0] == '\0',
+                "%s: disagree '%s', want it to say '%s'", what, tt.disagree, want);
+        REQUIRE(!strcmp(tt.mode, cases[i].mode) && tt.stages == cases[i].stages &&
+                tt.micro == cases[i].micro && tt.schedule == cases[i].schedule,
+                "%s: mode '%s' stages %d micro %d schedule %d; the events show '%s' %d %d %d",
+                what, tt.mode, tt.stages, tt.micro, tt.schedule, cases[i].mode,
+                cases[i].stages, cases[i].micro, cases[i].schedule);
+        if (cases[i].src == 0 && strcmp(tt.mode, "pp") == 0) {   /* the model at P=3 */
+            char buf[512];
+            dv_tt_describe_step(&tt, 0, buf, sizeof buf);
+            REQUIRE(strstr(buf, "over 3 stages") && strstr(buf, "at P=3, M=4"), "%s: '%s'",
+                    what, buf);
+        }
+        dv_view v = { .tt = &tt, .t0 = tt.t_begin, .t1 = tt.t_end, .cursor = -1, .call = -1 };
+        SDL_Surface *p = dv_render_surface(&m, &v, 900, 500, err, sizeof err);
+        REQUIRE(p != NULL, "%s: %s", what, err);
+        SDL_FreeSurface(p);
+        dv_tt_free(&tt);
+        dv_model_free(&m);
+    }
+}
+END_TEST
+
 /* ==== real traces against their own events ==== */
 
 /* What the file name says was given to train. */
@@ -719,6 +950,8 @@ static void parse_name(const char *name, int nranks, given *g)
     g->schedule = -1;
     g->micro = 0;
     size_t k = strcspn(name, "-.");
+    if (!strncmp(name, "dp-threads", 10) && (name[10] == '-' || name[10] == '.'))
+        k = 10;                              /* the one mode with '-' in its name */
     REQUIRE(k > 0 && k < sizeof g->mode, "%s: no mode in the name", name);
     memcpy(g->mode, name, k);
     g->mode[k] = '\0';
@@ -1196,7 +1429,7 @@ static void check_steps(const dt_trace *t, const dv_tt *tt, const char *name)
         if (b->t1 <= b->t0)
             continue;
         double c = (b->t0 + b->t1) / 2;
-        int got = dv_tt_block_at(tt, b->rank, b->lane, c);
+        int got = dv_tt_block_at(tt, b->row, b->lane, c);
         REQUIRE(got >= 0 && got < tt->nblocks && tt->blocks[got].rank == b->rank &&
                 tt->blocks[got].lane == b->lane && tt->blocks[got].t0 <= c &&
                 c <= tt->blocks[got].t1, "%s: dv_tt_block_at(rank %d, lane %d, %.9f) = %d, "
@@ -1281,6 +1514,8 @@ static void check_trace(const char *dir, const char *file)
     REQUIRE(!strcmp(tt.settings, rest), "%s: settings '%s', the header's rest '%s'", file,
             tt.settings, rest);
     check_contract(&tt, file);
+    REQUIRE(tt.disagree[0] == '\0', "%s: the header and the events disagree: %s", file,
+            tt.disagree);
     check_compute(&mine, &tt, &g, file);
     int count[4];
     check_marks(&mine, &tt, file, count);
@@ -1686,6 +1921,8 @@ int main(void)
     tcase_add_test(tc, test_builtin_ddp_edges);
     tcase_add_test(tc, test_odd_headers);
     tcase_add_test(tc, test_vias);
+    tcase_add_test(tc, test_threads);
+    tcase_add_test(tc, test_header_disagrees);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
     tc = tcase_create("traces");

@@ -631,6 +631,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "dtviz: out of memory, or the trace's timetable cannot be built\n");
         return 1;
     }
+    if (a.tt != NULL && a.tt->disagree[0] && o.file != NULL)   /* said, then drawn */
+        fprintf(stderr, "dtviz: %s: %s\n", o.file, a.tt->disagree);
     if (talgo == DV_TRAIN_DDP)
         dv_app_train_ddp(&a, ddp_shape(&o));
     else if (talgo >= 0)

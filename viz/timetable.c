@@ -3,8 +3,9 @@
  *
  * The build walks the events a few times and sorts, so a trace of E events builds in
  * O(E log E) time and O(E) memory whatever its values:
- *   1. mode      the "# train" header, else what the events look like
- *   2. pieces    rank by rank: compute events (one block each, but a pp stage's layers
+ *   1. mode      the "# train" header where the events agree, else what they look like
+ *   2. pieces    rank by rank (thread by thread of a rank, where the trace records
+ *                threads: the events are first put in (rank, thread, t0) order): compute events (one block each, but a pp stage's layers
  *                of one operation in a row make one), pp's and dp's messages
  *                (an exchange's send and receive are one block, so are the pieces of one
  *                message), collective calls cut into each rank's share as dv_model
@@ -45,7 +46,7 @@ typedef struct {
 
 typedef struct { double t0, t1, sent; int first, mark, attach, piece; unsigned vias; } seg;
 typedef struct { const char *coll; int a, b, ev; } end;        /* a message's end */
-typedef struct { int piece, rank; double t0, t1; } wstretch;
+typedef struct { int piece, row, rank; double t0, t1; } wstretch;
 
 typedef struct {
     const dt_trace *t;
@@ -92,7 +93,7 @@ static piece *new_piece(bld *b, const dt_event *e, int lane, double t0, double t
     piece *p = push(&b->p, &b->np, &b->capp, sizeof *b->p);
     if (p == NULL)
         return NULL;
-    p->b = (dv_tt_block){ .rank = e->rank, .lane = lane, .kind = lane ? DV_TT_COMM : DV_TT_OTHER,
+    p->b = (dv_tt_block){ .rank = e->rank, .thread = e->thread, .lane = lane, .kind = lane ? DV_TT_COMM : DV_TT_OTHER,
                           .t0 = t0, .t1 = t1, .step = e->step, .micro = dvi_micro(e),
                           .layer = e->chunk >= 0 ? e->chunk : -1, .call = -1 };
     p->known = e->step >= 0;
@@ -154,6 +155,7 @@ static const struct { const char *coll, *phase, *name, *sep; dv_tt_role role; } 
     { "tp", "f", "f", " L", DV_TT_ROLE_OTHER },
     { "tp", "g", "g", " L", DV_TT_ROLE_OTHER },
     { "tp", "gather", "gather", " L", DV_TT_ROLE_OTHER },
+    { "dp-threads", "lock-wait", "lock", NULL, DV_TT_ROLE_LOCK },
 };
 
 /* A block named by mark e: its label, role, and micro-batch (tp's marks have one; the
@@ -167,7 +169,7 @@ static void mark_piece(piece *q, const dt_event *e)
             sep = mark_names[i].sep;
             q->b.role = mark_names[i].role;
         }
-    if (e->chunk >= 0) {
+    if (e->chunk >= 0 && sep != NULL) {     /* NULL: the chunk is not in the name */
         char full[48];                     /* then cut to the label's 23 characters */
         snprintf(full, sizeof full, "%.12s%.2s%d", name, sep, e->chunk);
         snprintf(q->b.label, sizeof q->b.label, "%.23s", full);
@@ -499,7 +501,7 @@ static int cmp_wait(const void *x, const void *y)
 {
     const wstretch *a = x, *b = y;
     if (a->piece != b->piece) return a->piece < b->piece ? -1 : 1;
-    if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
+    if (a->row != b->row) return a->row < b->row ? -1 : 1;
     return (a->t0 > b->t0) - (a->t0 < b->t0);
 }
 
@@ -522,8 +524,22 @@ static int add_wait(bld *b, wstretch **w, size_t *nw, size_t *cap, int x, double
     wstretch *s = push(w, nw, cap, sizeof **w);
     if (s == NULL)
         return -1;
-    *s = (wstretch){ b->ev_piece[x], b->t->ev[x].rank, t0, t1 };
+    *s = (wstretch){ b->ev_piece[x], b->p[b->ev_piece[x]].b.row, b->t->ev[x].rank, t0, t1 };
     return 0;
+}
+
+/* The row of (rank, thread) in tt->rows (sorted), or the rank's main row. */
+static int row_of(const dv_tt *tt, int rank, int thread)
+{
+    int lo = 0, hi = tt->nrows;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        const dv_tt_row *w = &tt->rows[mid];
+        if (w->rank < rank || (w->rank == rank && w->thread < thread)) lo = mid + 1; else hi = mid;
+    }
+    if (lo < tt->nrows && tt->rows[lo].rank == rank && tt->rows[lo].thread == thread)
+        return lo;
+    return thread != 0 ? row_of(tt, rank, 0) : 0;
 }
 
 static int match(bld *b)
@@ -573,13 +589,27 @@ static int match(bld *b)
             goto out;
         char what = what_of(se, b->ev_op[x]);
         what = what ? what : what_of(re, b->ev_op[y]);
-        *a = (dv_tt_arrow){ se->rank, re->rank, se->t0, re->t1,
+        *a = (dv_tt_arrow){ se->rank, re->rank,
+                            b->ev_piece[x] >= 0 ? b->p[b->ev_piece[x]].b.row
+                                                : row_of(tt, se->rank, se->thread),
+                            b->ev_piece[y] >= 0 ? b->p[b->ev_piece[y]].b.row
+                                                : row_of(tt, re->rank, re->thread),
+                            se->t0, re->t1,
                             b->ev_piece[x] >= 0 ? b->p[b->ev_piece[x]].b.step : se->step,
                             dvi_micro(se), what ? what : se->rank < re->rank ? 'A' : 'G' };
     }
     tt->narrows = (int)na;
     if (na)
         qsort(tt->arrows, na, sizeof *tt->arrows, cmp_arrow);
+    for (size_t i = 0; i < b->np; i++) {         /* a wait for the lock: all waiting */
+        const dv_tt_block *k = &b->p[i].b;
+        wstretch *x;
+        if (k->role != DV_TT_ROLE_LOCK || !(k->t1 > k->t0))
+            continue;
+        if ((x = push(&w, &nw, &capw, sizeof *w)) == NULL)
+            goto out;
+        *x = (wstretch){ (int)i, k->row, k->rank, k->t0, k->t1 };
+    }
 
     /* each piece's stretches merged: its waits, and its wait as their length */
     if (nw)
@@ -591,15 +621,16 @@ static int match(bld *b)
         wstretch cur = w[i++];
         while (i < nw && w[i].piece == cur.piece && w[i].t0 <= cur.t1)
             cur.t1 = fmax(cur.t1, w[i++].t1);
-        tt->waits[tt->nwaits++] = (dv_tt_wait){ cur.rank, cur.t0, cur.t1 };
+        tt->waits[tt->nwaits++] = (dv_tt_wait){ cur.rank, cur.row, cur.t0, cur.t1 };
         b->p[cur.piece].b.wait += cur.t1 - cur.t0;
     }
-    for (size_t i = 0; i < (size_t)tt->nwaits; i++)  /* by rank, then t0 */
-        w[i] = (wstretch){ 0, tt->waits[i].rank, tt->waits[i].t0, tt->waits[i].t1 };
+    for (size_t i = 0; i < (size_t)tt->nwaits; i++)  /* by row, then t0 */
+        w[i] = (wstretch){ 0, tt->waits[i].row, tt->waits[i].rank, tt->waits[i].t0,
+                           tt->waits[i].t1 };
     if (nw)
         qsort(w, (size_t)tt->nwaits, sizeof *w, cmp_wait);
     for (size_t i = 0; i < (size_t)tt->nwaits; i++)
-        tt->waits[i] = (dv_tt_wait){ w[i].rank, w[i].t0, w[i].t1 };
+        tt->waits[i] = (dv_tt_wait){ w[i].rank, w[i].row, w[i].t0, w[i].t1 };
     rc = 0;
 out:
     free(s);
@@ -639,7 +670,7 @@ static int find_call(const dv_model *m, const int *byc, const char *coll, int ra
     return -1;
 }
 
-/* Orders the pieces into tt->blocks (by rank, lane, t0) and finds their calls. */
+/* Orders the pieces into tt->blocks (by row, lane, t0) and finds their calls. */
 static int lay_out(bld *b)
 {
     dv_tt *tt = b->tt;
@@ -657,7 +688,7 @@ static int lay_out(bld *b)
     sort_calls = b->m->calls;
     qsort(byc, (size_t)b->m->ncalls, sizeof *byc, cmp_call);
     for (size_t i = 0; i < n; i++)
-        o[i] = (dvi_key){ b->p[i].b.rank, b->p[i].b.lane, 0, (int)i, b->p[i].b.t0 };
+        o[i] = (dvi_key){ b->p[i].b.row, b->p[i].b.lane, 0, (int)i, b->p[i].b.t0 };
     qsort(o, n, sizeof *o, dvi_key_cmp);
     for (size_t k = 0; k < n; k++) {
         const piece *q = &b->p[o[k].idx];
@@ -687,18 +718,73 @@ static int fail(dv_tt *tt, char *err, size_t errlen, const char *fmt, ...)
     return -1;
 }
 
+/* The events of m's trace in (rank, thread, t0) order, into *by_thread (owned; its ev
+ * malloc'd) when some event names a thread other than 0; else *t is m's trace as it is.
+ * Returns 0, or -1 out of memory. */
+static int thread_order(const dv_model *m, dt_trace *by_thread, const dt_trace **t)
+{
+    const dt_trace *src = &m->trace;
+    size_t i, n = src->n;
+    *t = src;
+    for (i = 0; i < n && src->ev[i].thread == 0; i++)
+        ;
+    if (i == n)
+        return 0;
+    dvi_key *o = malloc(n * sizeof *o);
+    *by_thread = *src;
+    by_thread->ev = malloc(n * sizeof *by_thread->ev);
+    if (o == NULL || by_thread->ev == NULL) {
+        free(o);
+        free(by_thread->ev);
+        by_thread->ev = NULL;
+        return -1;
+    }
+    for (i = 0; i < n; i++)
+        o[i] = (dvi_key){ src->ev[i].rank, src->ev[i].thread, 0, (int)i, src->ev[i].t0 };
+    qsort(o, n, sizeof *o, dvi_key_cmp);
+    for (i = 0; i < n; i++)
+        by_thread->ev[i] = src->ev[o[i].idx];
+    free(o);
+    *t = by_thread;
+    return 0;
+}
+
+/* tt->rows from t's events in (rank, thread) order: each rank's thread 0, then the
+ * threads its events name. 0, or -1 out of memory. */
+static int make_rows(dv_tt *tt, const dt_trace *t)
+{
+    size_t cap = (size_t)tt->nranks, n = 0, i = 0;
+    for (size_t k = 1; k < t->n; k++)              /* the groups after the first */
+        cap += t->ev[k].rank != t->ev[k - 1].rank || t->ev[k].thread != t->ev[k - 1].thread;
+    tt->rows = malloc((cap + 1) * sizeof *tt->rows);
+    if (tt->rows == NULL)
+        return -1;
+    for (int r = 0; r < tt->nranks; r++) {
+        tt->rows[n++] = (dv_tt_row){ r, 0 };
+        for (; i < t->n && t->ev[i].rank <= r; i++)
+            if (t->ev[i].rank == r && t->ev[i].thread > tt->rows[n - 1].thread && n < cap)
+                tt->rows[n++] = (dv_tt_row){ r, t->ev[i].thread };
+    }
+    tt->nrows = (int)n;
+    return 0;
+}
+
 int dv_tt_build(dv_tt *tt, const dv_model *m, char *err, size_t errlen)
 {
     memset(tt, 0, sizeof *tt);
     if (m == NULL || m->nranks < 1 || m->nranks > DV_MAX_RANKS || !dv_tt_is_training(&m->trace))
         return fail(tt, err, errlen, "this is not a training trace: it has no '# train' line "
                     "and no compute events of train (write one with build/train --trace)");
+    dt_trace by_thread = { 0 };
     const dt_trace *t = &m->trace;
     size_t n = t->n ? t->n : 1;
     bld b = { .t = t, .m = m, .tt = tt };
     int rc = -1;
     tt->nranks = m->nranks;
     tt->slots = !m->from_trace;
+    if (thread_order(m, &by_thread, &t) || make_rows(tt, t))
+        goto out;
+    b.t = t;
     b.ev_piece = malloc(n * sizeof *b.ev_piece);
     b.ev_seg = malloc(n * sizeof *b.ev_seg);
     b.ev_op = calloc(n, 1);
@@ -708,15 +794,18 @@ int dv_tt_build(dv_tt *tt, const dv_model *m, char *err, size_t errlen)
     b.tree = malloc((4 * n + 2) * sizeof *b.tree);
     if (!b.ev_piece || !b.ev_seg || !b.ev_op || !b.mk || !b.mkpiece || !b.mkused || !b.tree)
         goto out;
-    b.pp_like = dvi_tt_mode(tt, t, b.mk, &b.micro_labels);
+    b.pp_like = dvi_tt_mode(tt, &m->trace, b.mk, &b.micro_labels);
     for (size_t i = 0; i < t->n; i++)
         b.ev_piece[i] = b.ev_seg[i] = -1;
-    for (size_t lo = 0, hi; lo < t->n; lo = hi) {      /* rank by rank */
-        for (hi = lo + 1; hi < t->n && t->ev[hi].rank == t->ev[lo].rank; hi++)
+    for (size_t lo = 0, hi; lo < t->n; lo = hi) {      /* rank by rank, thread by thread */
+        for (hi = lo + 1; hi < t->n && t->ev[hi].rank == t->ev[lo].rank &&
+                          t->ev[hi].thread == t->ev[lo].thread; hi++)
             ;
         if (walk_rank(&b, lo, hi))
             goto out;
     }
+    for (size_t i = 0; i < b.np; i++)
+        b.p[i].b.row = row_of(tt, b.p[i].b.rank, b.p[i].b.thread);
     if (assign_steps(&b) || match(&b) || lay_out(&b) || dvi_tt_measure(tt))
         goto out;
     tt->t_begin = INFINITY;
@@ -740,6 +829,7 @@ out:
     free(b.mkpiece);
     free(b.mkused);
     free(b.tree);
+    free(by_thread.ev);
     if (rc != 0)
         return fail(tt, err, errlen, "out of memory building the timetable of %zu events", t->n);
     return 0;
@@ -749,6 +839,7 @@ void dv_tt_free(dv_tt *tt)
 {
     if (tt == NULL)
         return;
+    free(tt->rows);
     free(tt->blocks);
     free(tt->waits);
     free(tt->arrows);

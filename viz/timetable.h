@@ -2,7 +2,9 @@
  * SDL, no MPI: built from the events of a dv_model (a trace that build/train or a lesson
  * wrote, or one synthesised from lib/schedule for a built-in schedule: a pipeline, ddp).
  *
- * One row per rank (a pp stage is a rank), time left to right, two lanes per row:
+ * One row per rank (a pp stage is a rank), or per thread of a rank where the trace
+ * records several (dt_event.thread: dp-threads' master and its replicas' threads), time
+ * left to right, two lanes per row:
  *   compute  one block per compute event, labelled by what it is: "F3" (forward of
  *            micro-batch 3: pp, and hybrid with stages, where the events of a stage's
  *            layers in one operation, one right after the other, make one block), "B2", "F L1" (forward of layer 1, no
@@ -31,7 +33,14 @@
  * posted later waits likewise. Those stretches, merged per block, are dv_tt.waits, and
  * their length each block's wait.
  * Between rows, pp's messages are arrows from the sending rank to the receiving one.
- * Anything not covered is idle.
+ * Anything not covered is idle. dp-threads' waits for the interpreter lock ("lock-wait"
+ * marks) are "lock" blocks of the waiting thread's comm lane, all of them waiting
+ * (dv_tt.waits), counted in dv_tt_step.lock, not as communication.
+ *
+ * Rows. dv_tt.rows lists (rank, thread) in order: each rank's main thread (thread 0),
+ * then the threads its events name, by number; a trace without threads has row r =
+ * rank r. A block, a wait and an arrow's ends know their row; the measures still add
+ * up per rank (a rank's comm is hidden behind compute on any of its threads).
  *
  * Steps. Every block belongs to one training step: the step its compute events record;
  * communication takes the step of the mark that names it (ddp, fsdp, tp, moe), else
@@ -47,7 +56,20 @@
  * marks of two stages or more: pp; ddp marks: ddp; tp marks, or allreduce_rd calls
  * beside train compute: tp; two of these three: hybrid; moe marks, or alltoall calls
  * beside compute: moe; fsdp marks, or allgather and reduce_scatter calls beside
- * compute: fsdp; events of coll dp: dp; else "". */
+ * compute: fsdp; events of coll dp: dp; marks of coll dp-threads: dp-threads; else "".
+ *
+ * The header against the events. The "# train" line is what train was told; the
+ * events are what it did. Where the line says what the events contradict, the events
+ * win and dv_tt.disagree says so in one sentence (dtviz prints it and the picture
+ * shows it): the mode (when the events show another one: pipeline operations, ddp
+ * buckets, fsdp, tp, moe, dp or dp-threads marks of a mode the line does not name;
+ * hybrid may show pp's, ddp's and tp's; a pp line over events without pipeline
+ * operations), pp's stages and micro-batches (against the pipeline marks' distinct
+ * stages and micro-batches), the schedule (a 1F1B interleave under "gpipe", none under
+ * "1f1b" with two micro-batches or more), ranks (against the file's "# ranks"), hybrid's
+ * dp x tp x pp (against the ranks), steps (an event of a later step), layers (a compute
+ * event of a layer past them), dp-threads' threads (against the replicas and threads
+ * the events name) and gil (interpreter events with "gil 0", none with a lock). */
 #ifndef DV_TIMETABLE_H
 #define DV_TIMETABLE_H
 
@@ -65,11 +87,14 @@ typedef enum {
 /* What a comm block is for, where the measures need to know (dv_tt_step.hidden_best). */
 typedef enum {
     DV_TT_ROLE_OTHER, DV_TT_ROLE_BUCKET,    /* a DDP bucket's allreduce */
-    DV_TT_ROLE_GATHER, DV_TT_ROLE_RS        /* FSDP: a layer's allgather, reduce-scatter */
+    DV_TT_ROLE_GATHER, DV_TT_ROLE_RS,       /* FSDP: a layer's allgather, reduce-scatter */
+    DV_TT_ROLE_LOCK                         /* dp-threads: a wait for the interpreter lock */
 } dv_tt_role;
 
 typedef struct {
     int rank;
+    int thread;             /* the thread of the rank that recorded it (dt_event.thread) */
+    int row;                /* its row: the index of (rank, thread) in dv_tt.rows */
     int lane;               /* 0 compute, 1 communication */
     dv_tt_kind kind;
     double t0, t1;          /* t1 == t0 for an instant (FSDP's free) */
@@ -87,12 +112,18 @@ typedef struct {
 } dv_tt_block;
 
 typedef struct {
-    int rank;
-    double t0, t1;          /* a stretch of a comm block spent waiting for a peer */
+    int rank, row;
+    double t0, t1;          /* a stretch of a comm block spent waiting for a peer (or,
+                             * in a lock block, for the interpreter lock) */
 } dv_tt_wait;
 
 typedef struct {
+    int rank, thread;       /* a row: a rank's thread, 0 its main thread */
+} dv_tt_row;
+
+typedef struct {
     int src, dst;           /* sending and receiving rank (stage) */
+    int src_row, dst_row;   /* their rows (the threads that sent and received) */
     double t0, t1;          /* the send's begin, the receive's end */
     int step, micro;        /* the sending block's step; the micro-batch, -1 unknown */
     char what;              /* 'A' activations (forward), 'G' gradients (backward). An
@@ -109,6 +140,8 @@ typedef struct {
     double comm;            /* seconds of comm blocks, summed over ranks */
     double hidden;          /* seconds of comm that overlap compute on the same rank */
     double waiting;         /* seconds of comm spent waiting, summed over ranks */
+    double lock;            /* dp-threads: seconds threads waited for the interpreter
+                             * lock, summed over threads (not in comm) */
     double c0, c1;          /* its first compute block's begin, its last one's end */
     double bubble;          /* pp (and hybrid with stages): the share of the ranks' time
                              * in the step that is not compute, 1 - compute / (N (c1 -
@@ -141,6 +174,9 @@ typedef struct {
 typedef struct dv_tt {
     char mode[16];          /* "pp", "ddp", "fsdp", "tp", "dp", "hybrid", "moe", "" */
     char settings[160];     /* the trace's "# train" line after the mode, "" if none */
+    char disagree[320];     /* where the "# train" line and the events disagree, one
+                             * sentence ending "...; drawn as the events show", "" when
+                             * they agree (see the top) */
     int schedule;           /* pp: 0 GPipe, 1 1F1B, -1 unknown (from the header, else
                              * 1F1B when a rank runs a forward after a backward of its
                              * step, GPipe when none does and M >= P) */
@@ -148,9 +184,11 @@ typedef struct dv_tt {
                              * else the distinct stages of the pipeline marks and their
                              * distinct micro-batches), else 0 */
     int nranks;
-    dv_tt_block *blocks;    /* grouped by rank, then lane, ordered by t0 */
+    dv_tt_row *rows;        /* by rank, then thread; every rank has its thread 0 */
+    int nrows;              /* nranks or more */
+    dv_tt_block *blocks;    /* grouped by row, then lane, ordered by t0 */
     int nblocks;
-    dv_tt_wait *waits;      /* ordered by rank, then t0 */
+    dv_tt_wait *waits;      /* ordered by row, then t0 */
     int nwaits;
     dv_tt_arrow *arrows;    /* ordered by t0 */
     int narrows;
@@ -162,7 +200,7 @@ typedef struct dv_tt {
     int slots;              /* times are slots (a built-in schedule: m->from_trace 0),
                              * not seconds */
     /* built with the rest for the queries below (owned; read them through those) */
-    int *lane_first;        /* rank r's lane l: blocks [lane_first[2r+l], lane_first[2r+l+1]) */
+    int *lane_first;        /* row r's lane l: blocks [lane_first[2r+l], lane_first[2r+l+1]) */
     int *lane_reach;        /* per block: the block of its lane, up to it, that ends last */
     int *step_order;        /* step indexes by t0 */
     int *step_reach;        /* per step_order entry: the step up to it that ends last */
@@ -197,9 +235,15 @@ int dv_tt_step_at(const dv_tt *tt, double t);
  * and hybrid with stages. */
 int dv_tt_stash(const dv_tt *tt, int rank, double t);
 
-/* The block of rank's lane (0 compute, 1 comm) that covers time t ([t0, t1], the one
- * begun last where several do), or -1. */
-int dv_tt_block_at(const dv_tt *tt, int rank, int lane, double t);
+/* The block of row's lane (0 compute, 1 comm) that covers time t ([t0, t1], the one
+ * begun last where several do), or -1. A row is a rank where the trace has no threads. */
+int dv_tt_block_at(const dv_tt *tt, int row, int lane, double t);
+
+/* The name of row (an index into tt->rows) into buf (always terminated): "rank r", or
+ * for a rank with threads "rank r main" and "rank r thread k"; dp-threads names them
+ * "master" and "replica k" (thread k+1), "rank r master" ... with several ranks; pp
+ * names ranks "stage s". short_ 1: the short form ("r0 t2", "rep 2", "s3"). */
+void dv_tt_row_name(const dv_tt *tt, int row, int short_, char *buf, size_t len);
 
 /* One line with step s's measures (s indexes tt->steps) beside their models, into buf
  * (always terminated, cut to len), e.g.
@@ -269,7 +313,8 @@ int dv_model_train_ddp(dv_model *m, dv_ddp_shape s, char *err, size_t errlen);
 /* ==== internal: shared by timetable.c and train_algos.c ==== */
 
 /* Reads into tt the mode, settings, schedule, stages and micro-batches of t: the "# train"
- * line, else what the events look like (see the top); scratch holds t->n ints.
+ * line where the events agree with it, else what the events look like, and where they
+ * disagree tt->disagree (see the top); scratch holds t->n ints.
  * *micro_labels = 1 when compute events name several micro-batches. Returns 1 when
  * compute is labelled as pp's ("F3"): pp, and hybrid with more than one stage. */
 int dvi_tt_mode(dv_tt *tt, const dt_trace *t, int *scratch, int *micro_labels);

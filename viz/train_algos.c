@@ -11,7 +11,10 @@
  * except the mode, which reads the trace before there are blocks. */
 #include "timetable.h"
 
+#include <limits.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,27 +56,46 @@ static int header_int(const char *v)
     return *end == '\0' && x >= 1 && x <= (1 << 20) ? (int)x : 0;
 }
 
-/* Reads "mode M key value ..." into tt; *P, *M from "stages" (hybrid: "pp"), "micro". */
-static void read_header(dv_tt *tt, const char *train, int *P, int *M)
+/* What the "# train" line says: 0 where it says nothing (schedule -1, gil -1). */
+typedef struct {
+    int P, M, schedule, ranks, steps, layers, threads, dp, tp, pp;
+    double gil;
+} header;
+
+/* Reads "mode M key value ..." into tt->mode, tt->settings and h. */
+static void read_header(dv_tt *tt, const char *train, header *h)
 {
     char buf[sizeof ((dt_trace *)0)->train], *save = NULL;
+    *h = (header){ .schedule = -1, .gil = -1 };
     snprintf(buf, sizeof buf, "%.*s", (int)sizeof buf - 1, train);
     if (strncmp(buf, "mode ", 5) != 0)
         return;
     size_t len = strcspn(buf + 5, " ");
     snprintf(tt->mode, sizeof tt->mode, "%.*s", (int)(len < 15 ? len : 15), buf + 5);
     snprintf(tt->settings, sizeof tt->settings, "%s", buf[5 + len] ? buf + 6 + len : "");
+    static const struct { const char *key; size_t at; } ints[] = {
+        { "stages", offsetof(header, P) }, { "micro", offsetof(header, M) },
+        { "ranks", offsetof(header, ranks) }, { "steps", offsetof(header, steps) },
+        { "layers", offsetof(header, layers) }, { "threads", offsetof(header, threads) },
+        { "dp", offsetof(header, dp) }, { "tp", offsetof(header, tp) },
+        { "pp", offsetof(header, pp) },
+    };
     for (char *k = strtok_r(buf + 5 + len, " ", &save); k; k = strtok_r(NULL, " ", &save)) {
-        char *v = strtok_r(NULL, " ", &save);
+        char *v = strtok_r(NULL, " ", &save), *end;
         if (v == NULL)
             break;
-        if (strcmp(k, "stages") == 0 || (strcmp(k, "pp") == 0 && strcmp(tt->mode, "hybrid") == 0))
-            *P = header_int(v);
-        else if (strcmp(k, "micro") == 0)
-            *M = header_int(v);
-        else if (strcmp(k, "schedule") == 0)
-            tt->schedule = strcmp(v, "gpipe") == 0 ? 0 : strcmp(v, "1f1b") == 0 ? 1 : -1;
+        for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+            if (strcmp(k, ints[i].key) == 0)
+                *(int *)((char *)h + ints[i].at) = header_int(v);
+        if (strcmp(k, "schedule") == 0)
+            h->schedule = strcmp(v, "gpipe") == 0 ? 0 : strcmp(v, "1f1b") == 0 ? 1 : -1;
+        if (strcmp(k, "gil") == 0) {
+            double g = strtod(v, &end);
+            h->gil = *end == '\0' && g >= 0 && g < 1 ? g : -1;
+        }
     }
+    if (strcmp(tt->mode, "hybrid") == 0)            /* hybrid's stages are "pp P" */
+        h->P = h->pp;
 }
 
 /* How many distinct values v[0..n) holds (sorts v). */
@@ -86,62 +108,178 @@ static int distinct(int *v, size_t n)
     return k;
 }
 
-int dvi_tt_mode(dv_tt *tt, const dt_trace *t, int *scratch, int *micro_labels)
+/* What the events show, in one pass. */
+typedef struct {
+    int compute, pipe_msgs, pipe_ops, ddp, fsdp, tp, moe, dp, dpt, ag, rs, rd, a2a;
+    int stages, micros, cmicros, interleave;
+    int max_step, max_layer;    /* the highest step and compute layer named, -1 none */
+    int replicas;               /* dp-threads: 1 + the highest replica named, 0 none */
+    int max_thread, interpret;  /* the highest thread; "interpret" compute events */
+} seen;
+
+static void look(const dt_trace *t, int *scratch, seen *e)
 {
-    int P = 0, M = 0, pipe_msgs = 0, ddp = 0, fsdp = 0, tp = 0, moe = 0, dp = 0, ag = 0,
-        rs = 0, rd = 0, a2a = 0, compute = 0, interleave = 0, back_step = INT_MIN, rank = -1;
+    int back_step = INT_MIN, rank = -1;
     size_t ns = 0, nm = 0, nc = 0;
-    tt->schedule = -1;
-    read_header(tt, t->train, &P, &M);
+    *e = (seen){ .max_step = -1, .max_layer = -1 };
     for (size_t i = 0; i < t->n; i++) {
-        const dt_event *e = &t->ev[i];
-        if (e->rank != rank)
-            rank = e->rank, back_step = INT_MIN;
-        compute |= e->kind == DT_EV_COMPUTE && dvi_is(e->coll, "train");
-        pipe_msgs |= (e->kind == DT_EV_SEND || e->kind == DT_EV_RECV) && dvi_is(e->coll, "pipeline");
-        ddp |= dvi_named_mark(e) && dvi_is(e->coll, "ddp");
-        fsdp |= dvi_named_mark(e) && dvi_is(e->coll, "fsdp");
-        tp |= dvi_named_mark(e) && dvi_is(e->coll, "tp");
-        moe |= dvi_named_mark(e) && dvi_is(e->coll, "moe");
-        dp |= dvi_is(e->coll, "dp");
-        ag |= strncmp(e->coll, "allgather", 9) == 0;
-        rs |= strncmp(e->coll, "reduce_scatter", 14) == 0;
-        rd |= dvi_is(e->coll, "allreduce_rd");
-        a2a |= strncmp(e->coll, "alltoall", 8) == 0;
-        if (dvi_pipe_op(e)) {
-            if (e->chunk >= 0)
-                scratch[ns++] = e->chunk;
-            if (dvi_is(e->phase, "backward"))
-                back_step = e->step;
+        const dt_event *v = &t->ev[i];
+        int comp = v->kind == DT_EV_COMPUTE && dvi_is(v->coll, "train");
+        if (v->rank != rank)
+            rank = v->rank, back_step = INT_MIN;
+        e->compute |= comp;
+        e->pipe_msgs |= (v->kind == DT_EV_SEND || v->kind == DT_EV_RECV) && dvi_is(v->coll, "pipeline");
+        e->ddp |= dvi_named_mark(v) && dvi_is(v->coll, "ddp");
+        e->fsdp |= dvi_named_mark(v) && dvi_is(v->coll, "fsdp");
+        e->tp |= dvi_named_mark(v) && dvi_is(v->coll, "tp");
+        e->moe |= dvi_named_mark(v) && dvi_is(v->coll, "moe");
+        e->dpt |= dvi_named_mark(v) && dvi_is(v->coll, "dp-threads");
+        e->dp |= dvi_is(v->coll, "dp");
+        e->ag |= strncmp(v->coll, "allgather", 9) == 0;
+        e->rs |= strncmp(v->coll, "reduce_scatter", 14) == 0;
+        e->rd |= dvi_is(v->coll, "allreduce_rd");
+        e->a2a |= strncmp(v->coll, "alltoall", 8) == 0;
+        e->max_step = v->step > e->max_step ? v->step : e->max_step;
+        e->max_thread = v->thread > e->max_thread ? v->thread : e->max_thread;
+        if (comp && (dvi_is(v->phase, "forward") || dvi_is(v->phase, "backward")) &&
+            v->chunk > e->max_layer)
+            e->max_layer = v->chunk;
+        e->interpret += comp && dvi_is(v->phase, "interpret");
+        if (dvi_pipe_op(v)) {
+            e->pipe_ops++;
+            if (v->chunk >= 0)
+                scratch[ns++] = v->chunk;
+            if (dvi_is(v->phase, "backward"))
+                back_step = v->step;
             else                /* a forward after a backward of its step: 1F1B */
-                interleave |= e->step == back_step;
+                e->interleave |= v->step == back_step;
         }
     }
     /* stages: the pipeline marks' distinct chunks; micro-batches: their distinct lo,
      * else compute's */
-    int stages = distinct(scratch, ns);
+    e->stages = distinct(scratch, ns);
     for (size_t i = 0; i < t->n; i++)
         if (dvi_pipe_op(&t->ev[i]) && dvi_micro(&t->ev[i]) >= 0)
             scratch[nm++] = dvi_micro(&t->ev[i]);
     for (size_t i = 0; i < t->n; i++)
         if (t->ev[i].kind == DT_EV_COMPUTE && dvi_micro(&t->ev[i]) >= 0)
             scratch[nm + nc++] = dvi_micro(&t->ev[i]);
-    int micros = distinct(scratch, nm), cmicros = distinct(scratch + nm, nc);
-    micros = micros ? micros : cmicros;
-    if (!tt->mode[0]) {
-        int pp = pipe_msgs || stages >= 2, tpx = tp || (rd && compute);
-        const char *mode = pp + ddp + tpx >= 2 ? "hybrid" : pp ? "pp"
-                         : moe || (a2a && compute) ? "moe" : ddp ? "ddp"
-                         : fsdp || (ag && rs && compute) ? "fsdp" : tpx ? "tp" : dp ? "dp" : "";
-        snprintf(tt->mode, sizeof tt->mode, "%s", mode);
+    e->micros = distinct(scratch, nm);
+    e->cmicros = distinct(scratch + nm, nc);
+    if (e->dpt && nc > 0)       /* dp-threads: a replica's compute has micro = replica */
+        e->replicas = scratch[nm + nc - 1] + 1;
+}
+
+/* The mode the events show (timetable.h), "" when they show none. */
+static const char *events_mode(const seen *e)
+{
+    int pp = e->pipe_msgs || e->stages >= 2, tpx = e->tp || (e->rd && e->compute);
+    return pp + e->ddp + tpx >= 2 ? "hybrid" : pp ? "pp"
+         : e->moe || (e->a2a && e->compute) ? "moe" : e->ddp ? "ddp"
+         : e->fsdp || (e->ag && e->rs && e->compute) ? "fsdp" : tpx ? "tp" : e->dp ? "dp"
+         : e->dpt ? "dp-threads" : "";
+}
+
+/* Appends one disagreement to tt->disagree: "WHAT, but the events show SHOWN". */
+__attribute__((format(printf, 2, 3)))
+static void differ(dv_tt *tt, const char *fmt, ...)
+{
+    size_t at = strlen(tt->disagree), len = sizeof tt->disagree;
+    if (at == 0)
+        at = (size_t)snprintf(tt->disagree, len, "the trace's '# train' line disagrees with "
+                              "its events: ");
+    else if (at < len)
+        at += (size_t)snprintf(tt->disagree + at, len - at, "; ");
+    if (at < len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(tt->disagree + at, len - at, fmt, ap);
+        va_end(ap);
     }
-    if (strcmp(tt->mode, "pp") == 0 || strcmp(tt->mode, "hybrid") == 0) {
-        tt->stages = P > 0 ? P : stages > 0 ? stages : 1;
-        tt->micro = M > 0 ? M : micros > 0 ? micros : 1;
+}
+
+int dvi_tt_mode(dv_tt *tt, const dt_trace *t, int *scratch, int *micro_labels)
+{
+    header h;
+    seen e;
+    tt->schedule = -1;
+    tt->disagree[0] = '\0';
+    read_header(tt, t->train, &h);
+    look(t, scratch, &e);
+    const char *ev = events_mode(&e);
+
+    /* the mode: the line's, unless the events show another (hybrid may show its parts) */
+    int hybrid_part = strcmp(tt->mode, "hybrid") == 0 &&
+                      (!strcmp(ev, "pp") || !strcmp(ev, "ddp") || !strcmp(ev, "tp"));
+    int says_pp = strcmp(tt->mode, "pp") == 0 || (strcmp(tt->mode, "hybrid") == 0 && h.P > 1);
+    if (tt->mode[0] && ev[0] && strcmp(tt->mode, ev) != 0 && !hybrid_part) {
+        differ(tt, "mode %s, but the events show %s", tt->mode, ev);
+        snprintf(tt->mode, sizeof tt->mode, "%s", ev);
+    } else if (tt->mode[0] && says_pp && e.pipe_ops == 0 && e.compute) {
+        differ(tt, "mode %s%s, but the events hold no pipeline operation", tt->mode,
+               strcmp(tt->mode, "hybrid") == 0 ? " with stages" : "");
+        snprintf(tt->mode, sizeof tt->mode, "%s", ev);
+        h.P = 0;
+    } else if (!tt->mode[0]) {
+        snprintf(tt->mode, sizeof tt->mode, "%s", ev);
+    }
+    int pp = strcmp(tt->mode, "pp") == 0 || strcmp(tt->mode, "hybrid") == 0;
+
+    /* pp's numbers against the pipeline marks */
+    int micros = e.micros ? e.micros : e.cmicros;
+    if (pp && e.pipe_ops > 0 && h.P > 0 && h.P != e.stages) {
+        differ(tt, "%s %d, but the pipeline marks show %d stage%s",
+               strcmp(tt->mode, "hybrid") == 0 ? "pp" : "stages", h.P, e.stages,
+               e.stages == 1 ? "" : "s");
+        h.P = e.stages;
+    }
+    if (pp && e.pipe_ops > 0 && h.M > 0 && e.micros > 0 && h.M != e.micros) {
+        differ(tt, "micro %d, but the pipeline marks show %d micro-batch%s", h.M, e.micros,
+               e.micros == 1 ? "" : "es");
+        h.M = e.micros;
+    }
+    int M = h.M > 0 ? h.M : micros > 0 ? micros : 1;
+    if (pp && e.pipe_ops > 0 && e.stages > 1 &&
+        ((h.schedule == 0 && e.interleave) || (h.schedule == 1 && !e.interleave && M >= 2))) {
+        differ(tt, "schedule %s, but the events show %s", h.schedule ? "1f1b" : "gpipe",
+               e.interleave ? "1F1B's interleave (a forward after a backward)"
+                            : "no forward after a backward (GPipe)");
+        h.schedule = -1;
+    }
+    if (pp) {
+        tt->schedule = h.schedule;
+        tt->stages = h.P > 0 ? h.P : e.stages > 0 ? e.stages : 1;
+        tt->micro = M;
         if (tt->schedule < 0 && tt->stages > 1)    /* GPipe shows once M >= P */
-            tt->schedule = interleave ? 1 : tt->micro >= tt->stages ? 0 : -1;
+            tt->schedule = e.interleave ? 1 : tt->micro >= tt->stages ? 0 : -1;
     }
-    *micro_labels = cmicros > 1;
+
+    /* what every mode's line says */
+    if (h.ranks > 0 && h.ranks != t->nranks)
+        differ(tt, "ranks %d, but the trace has %d", h.ranks, t->nranks);
+    if (strcmp(tt->mode, "hybrid") == 0 && h.dp > 0 && h.tp > 0 && h.pp > 0 &&
+        (long long)h.dp * h.tp * h.pp != t->nranks)
+        differ(tt, "dp %d x tp %d x pp %d ranks, but the trace has %d", h.dp, h.tp, h.pp,
+               t->nranks);
+    if (h.steps > 0 && e.max_step > h.steps)
+        differ(tt, "steps %d, but the events reach step %d", h.steps, e.max_step);
+    if (h.layers > 0 && e.max_layer >= h.layers)
+        differ(tt, "layers %d, but the events compute layer %d", h.layers, e.max_layer);
+    if (strcmp(tt->mode, "dp-threads") == 0) {
+        int T = e.max_thread > 0 ? e.max_thread : e.replicas;
+        if (h.threads > 0 && T > 0 && T != h.threads)
+            differ(tt, "threads %d, but the events show %d", h.threads, T);
+        if (h.gil == 0 && e.interpret > 0)
+            differ(tt, "gil 0, but the events hold the interpreter's bookkeeping");
+        if (h.gil > 0 && e.interpret == 0 && e.compute)
+            differ(tt, "gil %g, but the events hold no interpreter bookkeeping", h.gil);
+    }
+    if (tt->disagree[0]) {
+        size_t at = strlen(tt->disagree);
+        if (at < sizeof tt->disagree)
+            snprintf(tt->disagree + at, sizeof tt->disagree - at, "; drawn as the events show");
+    }
+    *micro_labels = e.cmicros > 1;
     return pp_like(tt);
 }
 
@@ -408,6 +546,8 @@ static void sums(dv_tt *tt, const double (*u)[3], const int *first, dvi_key *o)
         st->t1 = fmax(st->t1, c->t1);
         if (c->lane == 0) {
             st->compute += d;
+        } else if (c->role == DV_TT_ROLE_LOCK) {
+            st->lock += d;                         /* a wait, not communication */
         } else {
             st->comm += d;
             st->waiting += c->wait;
@@ -511,7 +651,7 @@ static int stash_points(dv_tt *tt, dvi_key *o)
  * the steps by begin, and which up to each ends last. */
 static int indexes(dv_tt *tt)
 {
-    int n = tt->nblocks, S = tt->nsteps, L = 2 * tt->nranks;
+    int n = tt->nblocks, S = tt->nsteps, L = 2 * tt->nrows;
     tt->lane_first = calloc((size_t)L + 1, sizeof *tt->lane_first);
     tt->lane_reach = malloc((size_t)(n ? n : 1) * sizeof *tt->lane_reach);
     tt->step_order = malloc((size_t)(S ? S : 1) * sizeof *tt->step_order);
@@ -523,9 +663,9 @@ static int indexes(dv_tt *tt)
     }
     for (int k = 0; k < n; k++) {
         const dv_tt_block *c = &tt->blocks[k];
-        tt->lane_first[2 * c->rank + (c->lane != 0) + 1]++;
+        tt->lane_first[2 * c->row + (c->lane != 0) + 1]++;
         int prev = k > 0 ? tt->lane_reach[k - 1] : 0;
-        int same = k > 0 && c->rank == tt->blocks[k - 1].rank && c->lane == tt->blocks[k - 1].lane;
+        int same = k > 0 && c->row == tt->blocks[k - 1].row && c->lane == tt->blocks[k - 1].lane;
         tt->lane_reach[k] = same && tt->blocks[prev].t1 > c->t1 ? prev : k;
     }
     for (int l = 0; l < L; l++)
@@ -559,10 +699,13 @@ int dvi_tt_measure(dv_tt *tt)
             tt->steps[tt->nsteps++].step = o[k].k0;
     for (int r = 0; r <= R; r++)
         first[r] = -1;
-    for (int k = 0; k < n; k++) {                  /* each rank's compute, as a union */
-        const dv_tt_block *c = &tt->blocks[k];
-        if (c->lane != 0)
-            continue;
+    int nc = 0;                                    /* compute blocks by rank, then t0: */
+    for (int k = 0; k < n; k++)                    /* a rank's threads together */
+        if (tt->blocks[k].lane == 0)
+            o[nc++] = (dvi_key){ tt->blocks[k].rank, 0, 0, k, tt->blocks[k].t0 };
+    qsort(o, (size_t)nc, sizeof *o, dvi_key_cmp);
+    for (int j = 0; j < nc; j++) {                 /* each rank's compute, as a union */
+        const dv_tt_block *c = &tt->blocks[o[j].idx];
         if (first[c->rank] < 0)
             first[c->rank] = nu;
         if (nu > first[c->rank] && c->t0 <= u[nu - 1][1]) {
@@ -648,11 +791,11 @@ int dv_tt_stash(const dv_tt *tt, int rank, double t)
     return h && h->rank == rank && h->held > 0 ? h->held : 0;
 }
 
-int dv_tt_block_at(const dv_tt *tt, int rank, int lane, double t)
+int dv_tt_block_at(const dv_tt *tt, int row, int lane, double t)
 {
-    if (tt == NULL || tt->lane_first == NULL || rank < 0 || rank >= tt->nranks || lane < 0 || lane > 1)
+    if (tt == NULL || tt->lane_first == NULL || row < 0 || row >= tt->nrows || lane < 0 || lane > 1)
         return -1;
-    int a = tt->lane_first[2 * rank + lane], lo = a, hi = tt->lane_first[2 * rank + lane + 1];
+    int a = tt->lane_first[2 * row + lane], lo = a, hi = tt->lane_first[2 * row + lane + 1];
     while (lo < hi) {                              /* blocks begun by t: [a, lo) */
         int mid = lo + (hi - lo) / 2;
         if (tt->blocks[mid].t0 <= t) lo = mid + 1; else hi = mid;
@@ -714,14 +857,50 @@ void dv_tt_describe_step(const dv_tt *tt, int s, char *buf, size_t len)
         buf += at, len -= at;
     }
     if (st->comm <= 0) {
-        snprintf(buf, len, "no communication");
-        return;
+        at = (size_t)snprintf(buf, len, "no communication");
+    } else {
+        at = (size_t)snprintf(buf, len, "communication %s (%d%% of it waiting), %d%% hidden "
+                              "behind compute", secs(tt, st->comm, c, sizeof c),
+                              pct(st->waiting / st->comm), pct(st->hidden_share));
+        if (at < len && st->hidden_best >= 0)
+            at += (size_t)snprintf(buf + at, len - at, "; at best %d%%", pct(st->hidden_best));
     }
-    at = (size_t)snprintf(buf, len, "communication %s (%d%% of it waiting), %d%% hidden "
-                          "behind compute", secs(tt, st->comm, c, sizeof c),
-                          pct(st->waiting / st->comm), pct(st->hidden_share));
-    if (at < len && st->hidden_best >= 0)
-        at += (size_t)snprintf(buf + at, len - at, "; at best %d%%", pct(st->hidden_best));
-    if (at < len && tt->nranks > 1)                /* the times add up every rank's */
+    if (at < len && st->lock > 0)                  /* dp-threads --gil */
+        at += (size_t)snprintf(buf + at, len - at, "; waiting for the lock %s",
+                               secs(tt, st->lock, a, sizeof a));
+    if (at < len && tt->nrows > tt->nranks) {      /* the times add up every thread's */
+        char of[24] = "";
+        if (tt->nranks > 1)
+            snprintf(of, sizeof of, " of %d ranks", tt->nranks);
+        snprintf(buf + at, len - at, " (times summed over %d threads%s)", tt->nrows, of);
+    } else if (at < len && tt->nranks > 1)           /* the times add up every rank's */
         snprintf(buf + at, len - at, " (times summed over %d ranks)", tt->nranks);
+}
+
+void dv_tt_row_name(const dv_tt *tt, int row, int short_, char *buf, size_t len)
+{
+    if (buf == NULL || len == 0)
+        return;
+    buf[0] = '\0';
+    if (tt == NULL || tt->rows == NULL || row < 0 || row >= tt->nrows)
+        return;
+    const dv_tt_row *w = &tt->rows[row];
+    int threads = (row + 1 < tt->nrows && tt->rows[row + 1].rank == w->rank) ||
+                  w->thread > 0, dpt = strcmp(tt->mode, "dp-threads") == 0;
+    int pp = strcmp(tt->mode, "pp") == 0 && !threads;
+    char rk[24] = "";
+    if (pp || !dpt || tt->nranks > 1 || !threads)
+        snprintf(rk, sizeof rk, short_ ? "%s%d" : "%s %d", pp ? (short_ ? "s" : "stage")
+                 : (short_ ? "r" : "rank"), w->rank);
+    if (!threads)
+        snprintf(buf, len, "%s", rk);
+    else if (dpt && w->thread == 0)
+        snprintf(buf, len, "%s%s%s", rk, rk[0] ? " " : "", short_ ? "M" : "master");
+    else if (dpt)
+        snprintf(buf, len, "%s%s%s %d", rk, rk[0] ? " " : "", short_ ? "rep" : "replica",
+                 w->thread - 1);
+    else if (w->thread == 0)
+        snprintf(buf, len, "%s%s", rk, short_ ? "" : " main");
+    else
+        snprintf(buf, len, "%s %s%d", rk, short_ ? "t" : "thread ", w->thread);
 }

@@ -40,7 +40,7 @@ static const char *mode_name(const char *mode)
         { "pp", "pipeline parallel" }, { "ddp", "distributed data parallel" },
         { "fsdp", "fully sharded data parallel" }, { "tp", "tensor parallel" },
         { "dp", "data parallel" }, { "hybrid", "hybrid parallel" },
-        { "moe", "mixture of experts" },
+        { "moe", "mixture of experts" }, { "dp-threads", "DataParallel, one rank's threads" },
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(mode, names[i][0]) == 0)
@@ -92,6 +92,8 @@ static void draw_header(dv_text *t, const dv_model *m, const dv_view *v, const d
         x += dv_text_draw(t, f, x, y, TEXT, "no training steps in this trace") + 24;
         dv_text_draw(t, f, x, y, DIM, win);
     }
+    if (tt->disagree[0])                    /* the header's line the layout added */
+        dvi_text_fit(t, f, PAD, y + 2 * BODY_H, w - 2 * PAD, NOTE, tt->disagree);
 }
 
 /* The round numbers (1, 2 or 5 times a power of ten; whole slots for a schedule) at
@@ -180,9 +182,11 @@ static void draw_legend(SDL_Renderer *r, dv_text *t, const dv_tt *tt, const dvi_
     static const struct { const char *name; char what; } arrows[] = {
         { "activations", 'A' }, { "gradients", 'G' },
     };
-    int x = PAD, y = L->legend_y;
+    int x = PAD, y = L->legend_y, lock = strcmp(tt->mode, "dp-threads") == 0;
     for (size_t i = 0; i < sizeof items / sizeof items[0]; i++) {
-        SDL_Rect sw = { legend_item(t, L, &x, &y, w, 10, items[i].name), y + 2, 10, 10 };
+        const char *name = lock && items[i].kind == DV_C_WAIT ? "waiting for the lock"
+                                                               : items[i].name;
+        SDL_Rect sw = { legend_item(t, L, &x, &y, w, 10, name), y + 2, 10, 10 };
         if (items[i].kind == -2) {        /* faded: as draw_fills fades a backward */
             dvi_fill(r, dvi_tt_faded(DV_TT_BACKWARD), sw.x, sw.y, sw.w, sw.h);
             continue;

@@ -28,15 +28,20 @@ SDL_Color dvi_mix(SDL_Color a, SDL_Color b, double f);
 
 /* ==== the layout (tt_rows.c): the one geometry of the drawing and of dv_tt_hit ==== */
 
+/* The rows drawn at most (a rank's threads have rows of their own: dp-threads has up to
+ * 256); rows past it are left out. */
+#define DVI_TT_MAX_ROWS 512
+
 typedef struct {
-    int n;                  /* rows: one per rank (stage), 1..DV_MAX_RANKS */
+    int n;                  /* rows: one per rank (stage) or thread, 1..DVI_TT_MAX_ROWS */
+    int head;               /* the header's height: HEADER_H, and a line for dv_tt.disagree */
     int pp;                 /* pp, or hybrid with stages: arrows, the stash column */
     int label_w;            /* the rows' names left of the lanes */
     SDL_Rect area;          /* the lanes: x..x+w is the window, y..y+h the n rows */
     int row;                /* a row's height: gap/2, compute lane, sep, comm lane, gap/2 */
     int gap, lc, sep, lm;
     int stash_x;            /* pp: x of each row's "stash k"; 0 none */
-    int stage_rows;         /* rows are named "stage s" (pp) rather than "rank r" */
+    int stage_rows;         /* pp: rows are stages (dv_tt_row_name says "stage s") */
     int axis_y, legend_y, nlegend, keys_y;
     double t0, t1;          /* the window, t1 > t0 */
 } dvi_tt_layout;

@@ -62,7 +62,8 @@ void dvi_tt_layout_compute(const dv_view *v, int w, int h, dvi_tt_layout *L)
 {
     const dv_tt *tt = v->tt;
     memset(L, 0, sizeof *L);
-    L->n = dvi_clampi(tt->nranks, 1, DV_MAX_RANKS);
+    L->n = dvi_clampi(tt->nrows, 1, DVI_TT_MAX_ROWS);
+    L->head = HEADER_H + (tt->disagree[0] ? BODY_H : 0);   /* a line for the mismatch */
     L->pp = strcmp(tt->mode, "pp") == 0 || tt->stages > 1;   /* hybrid with stages too */
     L->stage_rows = strcmp(tt->mode, "pp") == 0;
     L->t0 = v->t0;
@@ -81,7 +82,7 @@ void dvi_tt_layout_compute(const dv_view *v, int w, int h, dvi_tt_layout *L)
 
     L->keys_y = h - BODY_H - 2;
     L->nlegend = legend_lines(w, L->pp);
-    int avail = L->keys_y - 4 - L->nlegend * LEGEND_H - AXIS_H - (HEADER_H + 4);
+    int avail = L->keys_y - 4 - L->nlegend * LEGEND_H - AXIS_H - (L->head + 4);
     L->row = avail > 0 ? avail / L->n : 0;
     if (L->row > ROW_MAX)
         L->row = ROW_MAX;
@@ -94,7 +95,7 @@ void dvi_tt_layout_compute(const dv_view *v, int w, int h, dvi_tt_layout *L)
         L->lm = (L->row - L->gap) / 2;
     }
     L->lc = L->row - L->gap - L->sep - L->lm;
-    L->area.y = HEADER_H + 4;
+    L->area.y = L->head + 4;
     L->area.h = L->row * L->n;
     L->axis_y = L->area.y + L->area.h + 2;
     L->legend_y = L->axis_y + AXIS_H + 2;
@@ -153,17 +154,17 @@ int dv_tt_hit(const dv_view *v, int w, int h, int x, int y, int *rank, int *lane
 
 /* ==== finding what the window shows ==== */
 
-/* blocks: (rank, lane, t0) < key; waits: (rank, t0) < key; arrows: t0 < key */
-static int block_before(const dv_tt *tt, int i, int rank, int lane, double t)
+/* blocks: (row, lane, t0) < key; waits: (row, t0) < key; arrows: t0 < key */
+static int block_before(const dv_tt *tt, int i, int row, int lane, double t)
 {
     const dv_tt_block *b = &tt->blocks[i];
-    return b->rank != rank ? b->rank < rank : b->lane != lane ? b->lane < lane : b->t0 < t;
+    return b->row != row ? b->row < row : b->lane != lane ? b->lane < lane : b->t0 < t;
 }
 
-static int wait_before(const dv_tt *tt, int i, int rank, int lane, double t)
+static int wait_before(const dv_tt *tt, int i, int row, int lane, double t)
 {
     (void)lane;
-    return tt->waits[i].rank != rank ? tt->waits[i].rank < rank : tt->waits[i].t0 < t;
+    return tt->waits[i].row != row ? tt->waits[i].row < row : tt->waits[i].t0 < t;
 }
 
 static int arrow_before(const dv_tt *tt, int i, int rank, int lane, double t)
@@ -172,15 +173,15 @@ static int arrow_before(const dv_tt *tt, int i, int rank, int lane, double t)
     return tt->arrows[i].t0 < t;
 }
 
-typedef int (*tt_before)(const dv_tt *tt, int i, int rank, int lane, double t);
+typedef int (*tt_before)(const dv_tt *tt, int i, int row, int lane, double t);
 
-/* The first i in [lo, hi) that is not before (rank, lane, t): binary search. */
-static int lower_bound(const dv_tt *tt, int lo, int hi, tt_before before, int rank, int lane,
+/* The first i in [lo, hi) that is not before (row, lane, t): binary search. */
+static int lower_bound(const dv_tt *tt, int lo, int hi, tt_before before, int row, int lane,
                        double t)
 {
     while (lo < hi) {
         int mid = lo + (hi - lo) / 2;
-        if (before(tt, mid, rank, lane, t))
+        if (before(tt, mid, row, lane, t))
             lo = mid + 1;
         else
             hi = mid;
@@ -270,7 +271,7 @@ static void batch_add(SDL_Renderer *r, batch *b, SDL_Rect q)
 
 /* ==== the rows: lanes, blocks, waiting ==== */
 
-/* The blocks of rank q's lane that may reach the window: [*i0, *i1), from those that
+/* The blocks of row q's lane that may reach the window: [*i0, *i1), from those that
  * begin `reach` (the longest block) before it to those that begin at its end. */
 static void lane_range(const dv_tt *tt, const dvi_tt_layout *L, double reach, int q, int lane,
                        int *i0, int *i1)
@@ -454,7 +455,7 @@ static void draw_arrows(SDL_Renderer *r, const dv_tt *tt, const dvi_tt_layout *L
     double reach = longest(tt, tt->narrows, arrow_len);
     int first = lower_bound(tt, 0, tt->narrows, arrow_before, 0, 0, L->t0 - reach);
     int end = lower_bound(tt, first, tt->narrows, arrow_before, 0, 0, nextafter(L->t1, INFINITY));
-    int nvis = 0, last[DV_MAX_RANKS][2][2];
+    int nvis = 0, last[DVI_TT_MAX_ROWS][2][2];
     for (int k = first; k < end; k++)
         nvis += tt->arrows[k].t1 >= L->t0;
     int many = nvis > L->area.w / 10;
@@ -463,12 +464,13 @@ static void draw_arrows(SDL_Renderer *r, const dv_tt *tt, const dvi_tt_layout *L
     SDL_SetRenderDrawBlendMode(r, SDL_BLENDMODE_BLEND);
     for (int k = first; k < end; k++) {
         const dv_tt_arrow *a = &tt->arrows[k];
-        if (!(a->t1 >= L->t0 && a->t0 <= L->t1 && a->t1 >= a->t0) || a->src < 0 ||
-            a->src >= L->n || a->dst < 0 || a->dst >= L->n || a->src == a->dst)
+        int src = a->src_row, dst = a->dst_row;
+        if (!(a->t1 >= L->t0 && a->t0 <= L->t1 && a->t1 >= a->t0) || src < 0 ||
+            src >= L->n || dst < 0 || dst >= L->n || src == dst)
             continue;
-        int down = a->dst > a->src;
-        double ya = down ? lane_y(L, a->src, 0) + L->lc - 1 : lane_y(L, a->src, 0);
-        double yb = down ? lane_y(L, a->dst, 0) : lane_y(L, a->dst, 0) + L->lc - 1;
+        int down = dst > src;
+        double ya = down ? lane_y(L, src, 0) + L->lc - 1 : lane_y(L, src, 0);
+        double yb = down ? lane_y(L, dst, 0) : lane_y(L, dst, 0) + L->lc - 1;
         double xa = dvi_tt_time_x(L, a->t0), xb = dvi_tt_time_x(L, a->t1);
         double lo = L->area.x, hi = L->area.x + L->area.w - 1;
         if (xb - xa > 0.5) {             /* clip the line to the window, by x */
@@ -477,7 +479,7 @@ static void draw_arrows(SDL_Renderer *r, const dv_tt *tt, const dvi_tt_layout *L
             double xa2 = xa + (xb - xa) * sa, xb2 = xa + (xb - xa) * sb;
             xa = xa2, xb = xb2, ya = ya2, yb = yb2;
         }
-        int *seen = last[a->src][a->what == 'G'], whole = dvi_tt_time_x(L, a->t1) <= hi + 0.5;
+        int *seen = last[src][a->what == 'G'], whole = dvi_tt_time_x(L, a->t1) <= hi + 0.5;
         if (seen[0] == (int)xa && seen[1] == (int)xb)
             continue;                    /* another one in the same pixels */
         seen[0] = (int)xa;
@@ -490,29 +492,35 @@ static void draw_arrows(SDL_Renderer *r, const dv_tt *tt, const dvi_tt_layout *L
 
 /* ==== row names and the cursor ==== */
 
-/* Each row's name ("stage s" or "rank r") beside a swatch of the rank's colour, and
- * where the rows are tall, "comm" beside the lower lane. Small rows: every k-th name. */
-static void draw_row_names(SDL_Renderer *r, dv_text *t, const dvi_tt_layout *L)
+/* Each row's name (dv_tt_row_name: "stage s", "rank r", "rank r thread k", "master",
+ * "replica k"; its short form, or the row's number, where it does not fit) beside a
+ * swatch of the rank's colour (narrower for a thread's row), and where the rows are
+ * tall, what the lower lane holds ("comm"; "lock" for a dp-threads replica's waits for
+ * the interpreter lock). Small rows: every k-th name. */
+static void draw_row_names(SDL_Renderer *r, dv_text *t, const dv_tt *tt, const dvi_tt_layout *L)
 {
-    char s[32];
+    char s[48];
     if (L->row <= 0)
         return;
     int every = L->row >= SMALL_H ? 1 : (SMALL_H + L->row - 1) / L->row;
     for (int q = 0; q < L->n; q++) {
         int y = L->area.y + q * L->row + L->gap / 2, hh = L->row - L->gap;
-        dvi_fill(r, dv_rank_color(q), PAD, y, 4, hh > 0 ? hh : 1);
+        dv_tt_row w = q < tt->nrows ? tt->rows[q] : (dv_tt_row){ q, 0 };
+        dvi_fill(r, dv_rank_color(w.rank), PAD, y, w.thread ? 2 : 4, hh > 0 ? hh : 1);
         if (q % every != 0)
             continue;
         dv_font f = L->lc >= BODY_H ? DV_FONT_BODY : DV_FONT_SMALL;
-        snprintf(s, sizeof s, "%s %d", L->stage_rows ? "stage" : "rank", q);
+        dv_tt_row_name(tt, q, 0, s, sizeof s);
         if (PAD + 8 + dv_text_width(t, f, s) > L->area.x - 2)
+            dv_tt_row_name(tt, q, 1, s, sizeof s);
+        if (PAD + 8 + dv_text_width(t, f, s) > L->area.x - 2 || s[0] == '\0')
             snprintf(s, sizeof s, "%d", q);
         int ty = L->lc >= SMALL_H ? y + (L->lc - dv_text_height(t, f)) / 2
                                   : L->area.y + q * L->row + (L->row - SMALL_H) / 2;
         dv_text_draw(t, f, PAD + 8, ty, TEXT, s);
         if (L->lm >= SMALL_H - 1)
             dv_text_draw(t, DV_FONT_SMALL, PAD + 8, lane_y(L, q, 1) + (L->lm - SMALL_H) / 2, DIM,
-                         "comm");
+                         w.thread > 0 && strcmp(tt->mode, "dp-threads") == 0 ? "lock" : "comm");
     }
 }
 
@@ -527,8 +535,10 @@ static void draw_cursor(SDL_Renderer *r, dv_text *t, const dv_view *v, const dvi
     dvi_fill(r, TEXT, x - 2, L->axis_y + 1, 5, 2);
     if (!L->pp || L->stash_x == 0 || L->row < SMALL_H - 1)
         return;
-    for (int q = 0; q < L->n; q++) {
-        snprintf(s, sizeof s, "stash %d", dv_tt_stash(v->tt, q, v->cursor));
+    for (int q = 0; q < L->n && q < v->tt->nrows; q++) {
+        if (v->tt->rows[q].thread != 0)            /* a stash is a rank's (stage's) */
+            continue;
+        snprintf(s, sizeof s, "stash %d", dv_tt_stash(v->tt, v->tt->rows[q].rank, v->cursor));
         int y = L->row >= 24 ? lane_y(L, q, 0) + (L->lc - SMALL_H) / 2
                              : L->area.y + q * L->row + (L->row - SMALL_H) / 2;
         dv_text_draw(t, DV_FONT_SMALL, L->stash_x, y, TEXT, s);
@@ -542,7 +552,7 @@ void dvi_tt_rows(SDL_Renderer *r, dv_text *t, const dv_view *v, const dvi_tt_lay
 {
     const dv_tt *tt = v->tt;
     batch hl = { .c = NOTE, .fill = 0 };
-    draw_row_names(r, t, L);
+    draw_row_names(r, t, tt, L);
     draw_lanes(r, L, ticks, nticks);
     double reach = longest(tt, tt->nblocks, block_len);
     int shown = v->tt_step >= 0 && v->tt_step < tt->nsteps ? tt->steps[v->tt_step].step

@@ -49,9 +49,10 @@
  *
  * Threads: started once, they sleep on a condition variable between phases (a
  * spinning thread would take the core another needs). The trace records each thread's
- * forward and backward (micro = the replica) and its bookkeeping ("interpret"), and a
- * mark per copy (coll "dp-threads": replicate, scatter, gather, ...). Checkpoints hold
- * W and the optimizer state, as serial's. */
+ * forward and backward (micro = the replica), its bookkeeping ("interpret") and its
+ * waits for the lock ("lock-wait"), on thread k+1 for replica k, and the master's
+ * marks per copy (coll "dp-threads": replicate, scatter, gather, ...) on thread 0.
+ * Checkpoints hold W and the optimizer state, as serial's. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,9 +121,12 @@ static void interpret(replica *p, int step)
     if (d->gil <= 0)
         return;
     double need = (cpu_now() - p->cpu_mark) * d->gil / (1 - d->gil);
-    double w0 = MPI_Wtime();
+    double w0 = MPI_Wtime(), tw = dti_mark_begin();
     pthread_mutex_lock(&d->gil_mu);
-    p->gil_wait += MPI_Wtime() - w0;
+    double waited = MPI_Wtime() - w0;
+    p->gil_wait += waited;
+    if (waited >= 1e-6)      /* the trace: this thread's wait for the lock */
+        dti_mark("dp-threads", "lock-wait", step, p->k, p->k, p->k + 1, 0, tw);
     double t0 = dt_trace_now(), c0 = cpu_now();
     while (cpu_now() - c0 < need)
         ;                    /* interpreting: the CPU busy, the lock held */
@@ -161,6 +165,7 @@ static void *thread_main(void *arg)
     replica *p = arg;
     dpt *d = p->d;
     unsigned seen = 0;
+    dt_trace_thread(p->k + 1);              /* its events: thread k+1, the master's 0 */
     pthread_mutex_lock(&d->mu);
     for (;;) {
         while (d->gen == seen)
