@@ -5,7 +5,7 @@
 #   make test            run every test suite (about 10 minutes on 2 quiet cores)
 #   make check           the quick subset: unit suites, collectives, lessons (1-2 minutes)
 #   make demo            ring allreduce lesson at 4 ranks, then the viewer on its trace
-#   make pictures        redraw the README's pictures with the viewer
+#   make pictures        redraw the docs' pictures with the viewer (docs/viewer.md)
 #   make run L=08 NP=4   run one lesson
 #   make bench           collbench at 2 and 4 ranks, dtlab beside MPICH
 #   make grade           the exercises' points table (EX=NN, SOLUTION=1, ...)
@@ -174,7 +174,7 @@ $(LIBDT): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 	$(file >$(BUILD)/flags,-I$(CURDIR)/lib $(filter -D% -I/%,$(CFLAGS)) $(SAN_FLAGS) -pthread)
-	$(file >$(BUILD)/libs,$(CURDIR)/$(LIBDT) $(SAN_FLAGS) $(LDLIBS))
+	$(file >$(BUILD)/libs,$(abspath $(LIBDT)) $(SAN_FLAGS) $(LDLIBS))
 
 $(BUILD)/lessons/%: $(BUILD)/obj/lessons/%.o $(LIBDT)
 	@mkdir -p $(dir $@)
@@ -393,7 +393,7 @@ demo: check-view-deps
 	  echo "(or run '$(DEMO_BUILD)/dtviz $(BUILD)/demo.trace' where there is a display)."; fi
 	@echo "The trace: $(BUILD)/demo.trace; for https://ui.perfetto.dev: $(BUILD)/demo.json"
 
-# The README's pictures, drawn by the viewer itself.
+# The pictures in docs/ (viz/pictures/), drawn by the viewer itself.
 pictures: check-view-deps
 	@$(MAKE) --no-print-directory -j$(NPROC) $(DTVIZ) $(TRAIN)
 	bash viz/pictures.sh $(BUILD)

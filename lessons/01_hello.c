@@ -213,8 +213,8 @@ int main(int argc, char **argv)
         "P2P transport in miniature): lesson 02.\n\n"
         "LOCAL_RANK. A dtlab program that torchrun starts instead of mpiexec is an MPI job\n"
         "of one rank per process (no PMI variables), so dtlab takes its GPU from\n"
-        "LOCAL_RANK; under mpiexec MPI's own count of the ranks on a host decides (README,\n"
-        "\"Launchers\"). Rank 0 here: local rank %d (%s) picks the GPU.\n", pick, from);
+        "LOCAL_RANK; under mpiexec MPI's own count of the ranks on a host decides\n"
+        "(docs/launchers.md). Rank 0 here: local rank %d (%s) picks the GPU.\n", pick, from);
 
     /* ==== the check ====
      * dtlab's answers must agree with MPI's, and the local rank must count the ranks

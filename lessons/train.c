@@ -1,7 +1,7 @@
 /* train: the training driver. Trains the MLP of lib/nn serially or in any parallel mode
  * of lib/parallel and prints the loss of every step, then what the run cost: time per
  * step, bytes sent, and the peak memory of every rank. The lessons explain the modes;
- * this is the tool that runs them (see README.md for the commands to try).
+ * this is the tool that runs them (see docs/training.md for the commands to try).
  *
  * Run:  mpiexec -n 4 build/train --mode ddp
  *       mpiexec -n 4 build/train --mode fsdp --zero 2 --optim adam --lr 0.001

@@ -14,7 +14,7 @@
 # many: a replacement for a transient loss), down to --min ranks. A checkpoint that
 # was being written when the rank died (ck/step-NNNNNNN.tmp) was never named by
 # latest, so it is never used; the script removes it. train reshards the checkpoint
-# to the new rank count (README, "Elastic training"); lesson 25 (build/lessons/
+# to the new rank count (docs/checkpoints.md, "Elastic training"); lesson 25 (build/lessons/
 # 25_elastic) runs it beside a job never stopped.
 #
 #   torchrun --nnodes 2:4 --max-restarts 3   this script -n 4 --min 2 --max-restarts 3
@@ -29,7 +29,7 @@
 # that dtlab named; a hang or the time limit) ends the script with that status, with
 # no restart. The program's stdout and stderr pass through.
 #
-# The test hooks DT_TEST_KILL and DT_TEST_CHECKPOINT_CRASH (README, "Environment")
+# The test hooks DT_TEST_KILL and DT_TEST_CHECKPOINT_CRASH (docs/environment.md)
 # stand for one fault: the restarts run without them.
 #
 # Exit status: 0 when the training completed; 2 for bad arguments; else the failed

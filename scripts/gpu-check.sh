@@ -705,8 +705,8 @@ ck_reshard() {
 check "checkpoint on $DEV resharded: fsdp --zero 3" 15 ck_reshard rsf --mode fsdp --zero 3 \
     --optim adam --lr 0.01
 check "checkpoint on $DEV resharded: tp" 15 ck_reshard rst --mode tp --hidden 18
-# a checkpoint written on one device is not resumed on the other (README: their
-# rounding differs): exit 2 and a sentence
+# a checkpoint written on one device is not resumed on the other (docs/troubleshooting.md:
+# their rounding differs): exit 2 and a sentence
 ck_cross() {
     local other=cpu c=$w/ck.ddp
     cpu_ok=1

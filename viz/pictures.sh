@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Redraws the README's pictures with the viewer itself: `make pictures` (or
-# `bash viz/pictures.sh BUILD`). Each command below is the one the README shows under
+# Redraws the docs' pictures (docs/viewer.md) with the viewer itself: `make pictures` (or
+# `bash viz/pictures.sh BUILD`). Each command below is the one docs/viewer.md shows under
 # its picture. The built-in schedules need nothing else; the training timetables come
 # from traces that build/train writes first, so their timings are this machine's.
 set -eu
