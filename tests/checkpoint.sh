@@ -8,12 +8,20 @@
 #   2. another rank count or layout (resharding): every mode stopped on N ranks and
 #      resumed on M, larger and smaller, odd counts, hybrid's layouts, against the run
 #      never stopped: pp byte for byte, the others within rounding (their sums change
-#      order); the summary says what each rank read
+#      order); the summary says what each rank read, and in four cases how many old
+#      shards each rank read is held to what it needs (hybrid --dp 2 --tp 2 -> --dp 1
+#      --tp 2: one each, its own state's bytes; a bias every tp rank keeps is read from
+#      the shard the rank reads anyway)
 #   3. refusals, exit 2 and a sentence on stderr: a checkpoint of another mode,
 #      --hidden or optimizer; sign compression's error feedback on another rank
 #      count; --steps not beyond the step reached; a flipped byte in a shard (rank 0's,
 #      another rank's, one read for another layout); a truncated manifest; a missing
-#      shard; an empty directory; writing over another run's checkpoints
+#      shard; an empty directory; writing over another run's checkpoints; manifests
+#      edited by hand (their CRC made right again) with hostile numbers: a map of 2^32
+#      runs (resharded and not), a span past the model, a width of 2^32 + 1, a map
+#      larger than its region, a shard of -1 bytes, a region larger than its shard, a
+#      reads line naming a rank the run lacked; each within a short time limit, so
+#      that a rank allocating without bound fails the test rather than hangs it
 #   4. a rank killed half-way through writing a shard (DT_TEST_CHECKPOINT_CRASH):
 #      latest still names the checkpoint before, the half-written one is never used,
 #      and resuming from it reaches the uninterrupted run's weights
@@ -153,14 +161,36 @@ checkpoint_tests() {
         fi
     }
 
+    # ck_reads NAME "K0 K1 ..." [own]: in the summary ($log, the resumed run of the
+    # ck_reshard before), rank r read K_r old shards; with own, each read its state's
+    # bytes and no more (rank 0 also the run's own: 8 bytes a step, 3 steps)
+    ck_reads() {
+        local name="checkpoint resharded $1: old shards read" want=$2 own=${3:-} got
+        got=$(awk -v own="$own" '
+            /^checkpoint:   rank [0-9]+ read [0-9]+ bytes from / {
+                r = $3; b = $5; f = $8; s = $13
+                printf "%s%d", n++ ? " " : "", f
+                if (own != "" && b != s + (r == 0 ? 24 : 0))
+                    bad = bad sprintf(" rank %d read %d bytes, its state is %d;", r, b, s)
+            }
+            END { if (bad != "") printf " (%s)", bad }' "$log")
+        if [ "$got" = "$want" ]; then
+            report "$name" 1 "per rank: $got${own:+; each read the bytes of its own state}"
+        else
+            report "$name" 0 "per rank: '$got', want '$want'"
+        fi
+    }
+
     # another rank count or layout: the state re-cut (lib/parallel/checkpoint_reshard.c);
     # pp's sums keep their order whatever the stages, the others' change with N
     ck_reshard ddp 3 2 1e-4 --mode ddp --bucket-kb 1
     ck_reshard "ddp accum" 1 4 1e-4 --mode ddp --accum 2
     ck_reshard "fsdp zero 3 adam" 2 3 1e-4 --mode fsdp --zero 3 --optim adam --lr 0.01
+    ck_reads "fsdp 2 -> 3" "1 2 1"        # ceil((r+1)N/M) - floor(rN/M) old shards
     ck_reshard "fsdp zero 1" 3 1 1e-4 --mode fsdp --zero 1
     ck_reshard "fsdp fp16" 3 2 1e-3 --mode fsdp --zero 2 --precision fp16
     ck_reshard "tp megatron" 3 2 1e-4 --mode tp --hidden 18
+    ck_reads "tp 3 -> 2" "2 2"            # before: "3 2", a bias from a third shard
     ck_reshard "tp allgather adam" 2 3 1e-4 --mode tp --tp-style allgather --hidden 18 \
         --optim adam --lr 0.01
     ck_reshard "pp gpipe" 3 2 exact --mode pp --schedule gpipe --micro 2
@@ -169,13 +199,18 @@ checkpoint_tests() {
         -- --mode hybrid --tp 2 --pp 2 --micro 2
     ck_reshard "hybrid dp2 tp2 to dp1 pp2" 4 2 1e-4 --mode hybrid --dp 2 --tp 2 --micro 2 \
         -- --mode hybrid --dp 1 --pp 2 --micro 2
+    # both old tp shards hold the row-split layer's whole bias: each rank reads only
+    # the one of its own tp index (before: rank 0 read both)
+    ck_reshard "hybrid dp2 tp2 to dp1 tp2" 4 2 1e-4 --mode hybrid --dp 2 --tp 2 --micro 2 \
+        -- --mode hybrid --dp 1 --tp 2 --micro 2
+    ck_reads "hybrid 2x2 -> 1x2" "1 1" own
     ck_reshard "dp" 3 2 1e-4 --mode dp
     ck_reshard "dp fp16" 2 3 1e-3 --mode dp --precision fp16
     ck_reshard "dp dedicated" 3 4 1e-4 --mode dp --dedicated-server
     ck_reshard "ddp compress fp16" 2 3 1e-3 --mode ddp --compress fp16
 
     # ck_format_weights STEPDIR: the whole model's weights in a checkpoint, one a line as
-    # od prints them, read the way the README's paragraph on the format says: the
+    # od prints them, read the way docs/checkpoints.md's paragraph on the format says: the
     # shard lines' regions, the maps of "weights" (fsdp's "weights.L"), their spans
     ck_format_weights() {
         awk -v dir="$1" '
@@ -214,7 +249,7 @@ checkpoint_tests() {
                 "awk over the manifest's maps and od: the --dump weights, every one"
         else
             report "checkpoint format read from outside: $which" 0 \
-                "the weights the README's format gives are not the --dump weights"
+                "the weights docs/checkpoints.md's format gives are not the --dump weights"
         fi
     done
 
@@ -224,7 +259,7 @@ checkpoint_tests() {
         local name="checkpoint refuses $1 -n $2" n=$2 pat=$3 t0 rc took msg
         shift 3
         t0=$(now)
-        MPIEXEC_TIMEOUT=30 "$MPIEXEC" -n "$n" "$train" "${small[@]}" "$@" \
+        MPIEXEC_TIMEOUT=${ck_limit:-30} "$MPIEXEC" -n "$n" "$train" "${small[@]}" "$@" \
             >"$log" 2>"$tmp/stderr" </dev/null
         rc=$?
         took=$(since "$t0")
@@ -282,14 +317,54 @@ checkpoint_tests() {
     rm "$b/step-0000006/shard-00001.bin"
     ck_bad "a missing shard (rank 1's)" 2 'cannot open shard-00001.bin' \
         --mode tp --steps 8 --resume "$b"
-    # a manifest edited by hand, its CRC line made right again (gzip's trailer holds the
-    # CRC-32 of its input, little-endian): a loss scale that is no number
-    b=$dir/scale; cp -r "$d2" "$b"
-    local text crc
-    text=$(sed -e '$d' -e 's/^scale .*/scale banana/' "$d2/step-0000006/manifest")
-    crc=$(printf '%s\n' "$text" | gzip -c | tail -c 8 | head -c 4 | od -An -tx4 | tr -d ' ')
-    printf '%s\ncrc32 %s\n' "$text" "$crc" >"$b/step-0000006/manifest"
+    # ck_edit SRC DST SED: DST a copy of checkpoint SRC whose step-0000006 manifest sed
+    # edited as a hand would, its CRC line made right again (gzip's trailer holds the
+    # CRC-32 of its input, little-endian), so that only what the lines say can refuse it
+    ck_edit() {
+        local text crc m=$2/step-0000006/manifest
+        rm -rf "$2"
+        cp -r "$1" "$2"
+        text=$(sed -e '$d' -e "$3" "$1/step-0000006/manifest")
+        crc=$(printf '%s\n' "$text" | gzip -c | tail -c 8 | head -c 4 | od -An -tx4 |
+              tr -d ' ')
+        printf '%s\ncrc32 %s\n' "$text" "$crc" >"$m"
+    }
+    b=$dir/scale
+    ck_edit "$d2" "$b" 's/^scale .*/scale banana/'
     ck_bad "a loss scale that is no number" 3 "its 'scale' line does not hold a positive" \
+        --mode ddp --bucket-kb 1 --steps 8 --resume "$b"
+    # hostile numbers in the maps and shard lines: refused on every rank before anything
+    # is sized by them, well inside a 10 s limit (a rank that allocated without bound,
+    # as one did for the first of these, would time out or be killed)
+    local h2=$dir/rs.hybrid_dp2_tp2_to_dp1_tp2.4.2 hyb=(--mode hybrid --micro 2 --steps 8)
+    b=$dir/runs
+    ck_edit "$h2" "$b" 's/^\(map 0 weights 1\) .*/\1 0,1,4294967295,1/'
+    ck_limit=10 ck_bad "a map of 2^32 runs, resharded 1x2 -> 2x2" 4 \
+        "line [0-9]+: span 1 of rank 0.s .weights. \(0,1,4294967295,1\) reaches past" \
+        "${hyb[@]}" --dp 2 --tp 2 --resume "$b"
+    ck_edit "$d2" "$b" 's/^\(map 0 weights 1\) .*/\1 0,1,4294967295,1/'
+    ck_limit=10 ck_bad "a map of 2^32 runs, same layout" 3 \
+        'span 1 of rank 0.s .weights. .* reaches past the model.s last parameter' \
+        --mode ddp --bucket-kb 1 --steps 8 --resume "$b"
+    b=$dir/len; ck_edit "$f3" "$b" 's/^\(map 1 state.0 1\) \([0-9]*\),[0-9]*/\1 \2,18446744073709551615/'
+    ck_limit=10 ck_bad "a span of 2^64-1 parameters, resharded" 2 \
+        "rank 1.s .state.0. \([0-9]+,18446744073709551615\) reaches past" \
+        --mode fsdp --zero 1 --steps 8 --resume "$b"
+    b=$dir/width; ck_edit "$d2" "$b" 's/^map 0 state 1 /map 0 state 4294967297 /'
+    ck_limit=10 ck_bad "a map width of 2^32 + 1" 3 'cannot read the map line.*WIDTH 1 to' \
+        --mode ddp --bucket-kb 1 --steps 8 --resume "$b"
+    b=$dir/wide; ck_edit "$d2" "$b" 's/^map 0 weights 1 /map 0 weights 2 /'
+    ck_limit=10 ck_bad "a map larger than its region" 3 \
+        "rank 0.s .weights. maps [0-9]+ parameters of 2 floats .* into a region of" \
+        --mode ddp --bucket-kb 1 --steps 8 --resume "$b"
+    b=$dir/minus; ck_edit "$d2" "$b" 's/^\(shard 0 shard-00000.bin\) [0-9]*/\1 -1/'
+    ck_limit=10 ck_bad "a shard of -1 bytes" 3 'line [0-9]+: cannot read the shard line' \
+        --mode ddp --bucket-kb 1 --steps 8 --resume "$b"
+    b=$dir/region; ck_edit "$d2" "$b" 's/weights:[0-9]*/weights:99999999999999999999/'
+    ck_limit=10 ck_bad "a region larger than its shard" 3 'regions do not fit its shard' \
+        --mode ddp --bucket-kb 1 --steps 8 --resume "$b"
+    b=$dir/reads; ck_edit "$d2" "$b" 's/^reads .*/reads 0 0 7/'
+    ck_limit=10 ck_bad "a reads line naming rank 7 of 3" 3 'the reads line does not name' \
         --mode ddp --bucket-kb 1 --steps 8 --resume "$b"
     DT_TEST_KILL=9:3 ck_bad "DT_TEST_KILL naming a rank the run lacks" 3 \
         'DT_TEST_KILL=9:3 names a rank this run never reaches' --mode ddp

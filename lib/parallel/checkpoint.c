@@ -234,10 +234,19 @@ void dti_ckpt_map(dti_run *r, const char *name, int width, const dti_span *s, in
             g = &k->reg[i];
     DT_REQUIRE(g != NULL && width >= 1 && n >= 0, "checkpoint: a map of region '%s' "
                "(width %d, %d spans), which is not registered", name, width, n);
-    size_t count = 0;
+    /* what a manifest's reader checks (ck_manifest_parse), the writer first: spans
+     * that ascend, apart, inside the model */
+    size_t count = 0, next = 0;
     for (int i = 0; i < n; i++) {
         DT_REQUIRE(s[i].count >= 1 && (s[i].count == 1 || s[i].stride >= s[i].len),
                    "checkpoint: region '%s': span %d overlaps itself", name, i);
+        if (s[i].len == 0)
+            continue;
+        size_t end = s[i].start + (s[i].count - 1) * s[i].stride + s[i].len;
+        DT_REQUIRE(s[i].start >= next && end <= r->nparams, "checkpoint: region '%s': "
+                   "span %d begins before the one before it ends, or past the model",
+                   name, i);
+        next = end;
         count += s[i].len * s[i].count;
     }
     DT_REQUIRE(count * width * sizeof(float) <= g->nbytes, "checkpoint: region '%s' "
@@ -275,9 +284,8 @@ static void shard_load(dti_run *r, dti_ckpt *k, char **data, shard_info **info,
             k->owner);
         return;
     }
-    for (int i = 0; i < k->nshards; i++)
-        if (k->shards[i].rank == src)
-            *info = &k->shards[i];
+    if (src >= 0 && src < k->old_size && k->shard_of[src] >= 0)
+        *info = &k->shards[k->shard_of[src]];
     shard_info *s = *info;
     if (s == NULL) {
         ck_say(why, len, "checkpoint %s: the manifest lists no shard of rank %d",
@@ -600,7 +608,10 @@ void dti_ckpt_close(dti_run *r)
     for (int i = 0; i < k->nreg; i++)
         free(k->reg[i].span);
     free(k->reg);
+    for (int i = 0; i < k->nmaps; i++)
+        free(k->maps[i].span);
     free(k->maps);
+    free(k->shard_of);
     free(k->read_bytes);
     free(k->state_bytes);
     free(k->read_files);

@@ -33,6 +33,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -368,6 +370,56 @@ static void layout_of(const char *text, char *out, size_t len)
         snprintf(out, len, "%.9s rank%s", n, strcmp(n, "1") ? "s" : "");
 }
 
+/* ==== reading the manifest's fields strictly ==== */
+
+/* A manifest may have been edited by hand: every number is read as digits alone (no
+ * sign, no spaces, no 0x), checked against its largest sensible value before anything
+ * is sized by it, so that "0,1,4294967295,1" or "-1" is a sentence, not a loop. */
+
+/* The digits at *p in base 10 or 16, at most max: 0 and *p past them, else -1. */
+static int num(const char **p, int base, unsigned long long max, unsigned long long *v)
+{
+    const char *s = *p;
+    unsigned long long x = 0;
+    for (;; s++) {
+        int c = *s, d = c >= '0' && c <= '9' ? c - '0' : base == 16 && c >= 'a' &&
+                c <= 'f' ? c - 'a' + 10 : base == 16 && c >= 'A' && c <= 'F' ? c - 'A' + 10
+                : -1;
+        if (d < 0)
+            break;
+        if ((unsigned long long)d > max || x > (max - (unsigned)d) / (unsigned)base)
+            return -1;
+        x = x * (unsigned)base + (unsigned)d;
+    }
+    if (s == *p)
+        return -1;
+    *v = x;
+    *p = s;
+    return 0;
+}
+
+/* The word at *p (up to a space or the end), into out (len bytes, no more than len - 1
+ * characters): 0 and *p past it, else -1. */
+static int word(const char **p, char *out, size_t len)
+{
+    size_t n = strcspn(*p, " ");
+    if (n == 0 || n >= len)
+        return -1;
+    memcpy(out, *p, n);
+    out[n] = 0;
+    *p += n;
+    return 0;
+}
+
+/* The one space between two fields: 0 and *p past it, else -1. */
+static int gap(const char **p)
+{
+    if (**p != ' ')
+        return -1;
+    ++*p;
+    return 0;
+}
+
 /* When line is "KEY N": N into *val and 1, with *bad = key when N is no whole number
  * from min to 2^30; else 0. */
 static int count_line(const char *line, const char *key, long min, int *val,
@@ -376,17 +428,153 @@ static int count_line(const char *line, const char *key, long min, int *val,
     size_t kl = strlen(key);
     if (strncmp(line, key, kl) != 0 || line[kl] != ' ')
         return 0;
-    char *end;
-    long v = strtol(line + kl + 1, &end, 10);
-    *val = (int)v;
-    if (end == line + kl + 1 || *end || v < min || v > (1 << 30))
+    const char *p = line + kl + 1;
+    unsigned long long v = 0;
+    if (num(&p, 10, 1 << 30, &v) != 0 || *p || (long long)v < min)
         *bad = key;
+    *val = (int)v;
     return 1;
+}
+
+/* "shard R FILE BYTES CRC NAME:BYTES ...": into s; "" or a sentence in why. The rank is
+ * one of old_size, the file a name inside the checkpoint, the regions' bytes add up to
+ * the file's. */
+static void shard_parse(dti_ckpt *k, const char *line, int no, shard_info *s, char *why,
+                        size_t len)
+{
+    const char *p = line + 6;
+    unsigned long long rank = 0, crc = 0, sum = 0, b = 0;
+    if (num(&p, 10, (unsigned)k->old_size - 1, &rank) || gap(&p) ||
+        word(&p, s->file, sizeof s->file) || gap(&p) ||
+        num(&p, 10, ULLONG_MAX, &s->bytes) || gap(&p) || num(&p, 16, 0xffffffffu, &crc)) {
+        ck_say(why, len, "%s/manifest, line %d: cannot read the shard line '%.60s' (shard "
+               "RANK FILE BYTES CRC REGIONS, RANK below the %d ranks that wrote it)",
+               k->from, no, line, k->old_size);
+        return;
+    }
+    s->rank = (int)rank;
+    s->crc = (unsigned long)crc;
+    p += strspn(p, " ");
+    s->regions = (char *)p;
+    if (strncmp(s->file, "shard-", 6) != 0 || strchr(s->file, '/')) {
+        ck_say(why, len, "%s/manifest names a shard file '%s' outside the checkpoint",
+               k->from, s->file);
+        return;
+    }
+    if (k->shard_of[rank] >= 0) {
+        ck_say(why, len, "%s/manifest, line %d: a second shard of rank %d", k->from, no,
+               s->rank);
+        return;
+    }
+    /* NAME:BYTES ..., each region after the one before: their sum is the file */
+    while (*p) {
+        char name[32];
+        size_t n = strcspn(p, ": ");
+        if (n == 0 || n >= sizeof name || p[n] != ':') {
+            ck_say(why, len, "%s/manifest, line %d: the regions of rank %d's shard are not "
+                   "NAME:BYTES ('%.40s')", k->from, no, s->rank, p);
+            return;
+        }
+        p += n + 1;
+        if (num(&p, 10, s->bytes - sum, &b) || (*p && *p != ' ')) {
+            ck_say(why, len, "%s/manifest, line %d: rank %d's regions do not fit its "
+                   "shard of %llu bytes ('%.*s:%.20s')", k->from, no, s->rank, s->bytes,
+                   (int)n, p - n - 1, p);
+            return;
+        }
+        sum += b;
+        p += strspn(p, " ");
+    }
+    if (sum != s->bytes)
+        ck_say(why, len, "%s/manifest, line %d: rank %d's regions add up to %llu bytes, "
+               "its shard to %llu", k->from, no, s->rank, sum, s->bytes);
+}
+
+/* "map R NAME WIDTH SPAN ..." (R, NAME and WIDTH read as the line was; k->shards
+ * complete): finds its region and reads its spans into m->span, checked against the
+ * region and the model (P parameters) before anything is sized by them: "" or a
+ * sentence in why. */
+static void map_check(dti_ckpt *k, size_t P, map_info *m, char *why, size_t len)
+{
+    int sh = k->shard_of[m->rank];
+    size_t have = 0;
+    long long off = sh < 0 ? -1 : ck_region_find(k->shards[sh].regions, m->name, &have);
+    if (off < 0) {
+        ck_say(why, len, "%s/manifest, line %d: a map of rank %d's '%s', which %s",
+               k->from, m->line, m->rank, m->name, sh < 0 ? "wrote no shard"
+               : "its shard does not hold");
+        return;
+    }
+    m->shard = sh;
+    m->off = (unsigned long long)off;
+    m->nbytes = have;
+    /* each span after the one before: a map holds each parameter once, so it maps at
+     * most P of them, and its spans (len > 0) are at most P */
+    size_t mapped = 0, next = 0;
+    int j = 0;
+    for (const char *p = m->spans; *p; j++) {
+        const char *s0 = p;
+        unsigned long long v[4] = { 0, 0, 1, 0 };
+        int bad = num(&p, 10, SIZE_MAX, &v[0]) || *p++ != ',' ||
+                  num(&p, 10, SIZE_MAX, &v[1]);
+        if (!bad && *p == ',') {
+            p++;
+            bad = num(&p, 10, SIZE_MAX, &v[2]) || *p++ != ',' ||
+                  num(&p, 10, SIZE_MAX, &v[3]);
+        }
+        int n = (int)strcspn(s0, " ");
+        size_t start = v[0], l = v[1], count = v[2], stride = v[3];
+        const char *what = NULL;
+        if (bad || (*p && *p != ' '))
+            what = "is not START,LEN or START,LEN,COUNT,STRIDE in whole numbers";
+        else if (count < 1)
+            what = "has a COUNT of 0";
+        else if (l == 0)                                  /* maps nothing */
+            what = NULL;
+        else if (count > 1 && stride < l)
+            what = "overlaps itself (a STRIDE shorter than its LEN)";
+        else if (start > P || l > P - start ||
+                 (count > 1 && count - 1 > (P - start - l) / stride))
+            what = "reaches past the model's last parameter";    /* named below */
+        else if (start < next)
+            what = "begins before the span before it ends (a map's spans ascend, apart)";
+        if (what) {
+            char model[64] = "";
+            if (what[0] == 'r')
+                snprintf(model, sizeof model, " (%zu, parameter %zu)", P, P - 1);
+            ck_say(why, len, "%s/manifest, line %d: span %d of rank %d's '%s' (%.*s) %s%s",
+                   k->from, m->line, j + 1, m->rank, m->name, n < 60 ? n : 60, s0, what,
+                   model);
+            return;
+        }
+        p += strspn(p, " ");
+        if (l == 0)
+            continue;
+        next = start + (count - 1) * stride + l;
+        mapped += count * l;
+        m->span = realloc(m->span, (m->nspan + 1) * sizeof *m->span);
+        DT_REQUIRE(m->span != NULL, "out of host memory");
+        m->span[m->nspan++] = (dti_span){ start, l, count, stride };
+    }
+    size_t elem = (size_t)m->width * sizeof(float);
+    if (mapped > have / elem)
+        ck_say(why, len, "%s/manifest, line %d: rank %d's '%s' maps %zu parameters of %d "
+               "float%s (%zu bytes) into a region of %zu bytes", k->from, m->line, m->rank,
+               m->name, mapped, m->width, m->width == 1 ? "" : "s", mapped * elem, have);
+}
+
+static int map_order(const void *a, const void *b)
+{
+    const map_info *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : x->rank != y->rank ? (x->rank < y->rank ? -1 : 1) : x->line - y->line;
 }
 
 /* Parses rank 0's checked manifest text into k (every rank does this): "" or a
  * sentence in why. The text stays owned by k->manifest (the shards and maps point into
- * it). Sets k->reshard when the checkpoint's layout is not this run's. */
+ * it). Sets k->reshard when the checkpoint's layout is not this run's. Every field is
+ * checked as it is read (a sentence naming the line), the maps against their regions
+ * and the model, so that nothing later is sized by a number no one checked. */
 void ck_manifest_parse(dti_run *r, dti_ckpt *k, char *why, size_t len)
 {
     why[0] = 0;
@@ -401,76 +589,96 @@ void ck_manifest_parse(dti_run *r, dti_ckpt *k, char *why, size_t len)
     layout_of(mine, k->new_layout, sizeof k->new_layout);
     k->reshard = strcmp(k->old_layout, k->new_layout) != 0;
     char n[32] = "";
+    const char *p = n;
+    unsigned long long ranks = 0;
     config_value(k->manifest, "ranks", n, sizeof n);
-    k->old_size = atoi(n);
-    if (k->old_size < 1 || k->old_size > (1 << 20)) {
-        ck_say(why, len, "%s/manifest: a rank count of '%s'", k->from, n);
+    if (num(&p, 10, CK_MAX_RANKS, &ranks) || *p || ranks < 1) {
+        ck_say(why, len, "%s/manifest: a rank count of '%s' (1 to %d)", k->from, n,
+               CK_MAX_RANKS);
         return;
     }
+    k->old_size = (int)ranks;
     k->reads = dti_calloc(k->old_size, sizeof *k->reads);
-    int have_reads = 0, have_step = 0;
-    char *save = NULL;
-    for (char *line = strtok_r(k->manifest, "\n", &save); line;
-         line = strtok_r(NULL, "\n", &save)) {
-        char *end;
+    k->shard_of = dti_calloc(k->old_size, sizeof *k->shard_of);
+    for (int i = 0; i < k->old_size; i++)
+        k->shard_of[i] = -1;
+    int have_reads = 0, have_step = 0, no = 0;
+    for (char *line = k->manifest, *next; *line && !why[0]; line = next) {
+        next = line + strcspn(line, "\n");
+        if (*next)
+            *next++ = 0;
+        no++;
         const char *key = NULL;
         have_step |= count_line(line, "step", 1, &k->step, &key);   /* each its own */
         count_line(line, "updates", 0, &k->updates, &key);          /* key alone */
         count_line(line, "clean", 0, &k->clean, &key);
         if (strncmp(line, "scale ", 6) == 0) {
+            char *end;
             k->scale = strtof(line + 6, &end);          /* written with %a: exact */
             key = end == line + 6 || *end || !(k->scale > 0 && k->scale < INFINITY)
                   ? "scale" : NULL;
         }
         if (key) {
-            ck_say(why, len, "%s/manifest: its '%s' line does not hold a %s ('%.40s')",
-                   k->from, key, strcmp(key, "scale") ? "count" : "positive finite "
-                   "number", line);
-            return;
-        }
-        if (strncmp(line, "reads", 5) == 0) {
-            char *p = line + 5;
-            for (int i = 0; i < k->old_size; i++) {
-                k->reads[i] = (int)strtol(p, &end, 10);
-                if (end == p)
+            ck_say(why, len, "%s/manifest, line %d: its '%s' line does not hold a %s "
+                   "('%.40s')", k->from, no, key, strcmp(key, "scale") ? "count from 0 "
+                   "to 2^30" : "positive finite number", line);
+        } else if (strncmp(line, "reads ", 6) == 0) {
+            const char *q = line + 6;
+            unsigned long long v;
+            for (have_reads = 0; have_reads < k->old_size; have_reads++) {
+                if (num(&q, 10, (unsigned)k->old_size - 1, &v))
                     break;
-                p = end;
-                have_reads = i + 1;
+                k->reads[have_reads] = (int)v;
+                if (*q == ' ')
+                    q++;
             }
+            if (*q || have_reads != k->old_size)
+                ck_say(why, len, "%s/manifest, line %d: the reads line does not name, for "
+                       "each of the %d ranks, one of them ('%.40s')", k->from, no,
+                       k->old_size, line);
         } else if (strncmp(line, "shard ", 6) == 0) {
             k->shards = realloc(k->shards, (k->nshards + 1) * sizeof *k->shards);
             DT_REQUIRE(k->shards != NULL, "out of host memory");
-            shard_info *s = &k->shards[k->nshards++];
-            int used = 0;
-            if (sscanf(line, "shard %d %31s %llu %lx %n", &s->rank, s->file, &s->bytes,
-                       &s->crc, &used) < 4 || used == 0) {
-                ck_say(why, len, "%s/manifest: cannot read the line '%.60s'", k->from,
-                    line);
-                return;
-            }
-            s->regions = line + used;
-            if (strncmp(s->file, "shard-", 6) != 0 || strchr(s->file, '/')) {
-                ck_say(why, len, "%s/manifest names a shard file '%s' outside the "
-                    "checkpoint", k->from, s->file);
-                return;
-            }
+            shard_info *s = &k->shards[k->nshards];
+            memset(s, 0, sizeof *s);
+            shard_parse(k, line, no, s, why, len);
+            if (!why[0])
+                k->shard_of[s->rank] = k->nshards++;
         } else if (strncmp(line, "map ", 4) == 0) {
             k->maps = realloc(k->maps, (k->nmaps + 1) * sizeof *k->maps);
             DT_REQUIRE(k->maps != NULL, "out of host memory");
             map_info *m = &k->maps[k->nmaps++];
-            int used = 0;
-            if (sscanf(line, "map %d %23s %d %n", &m->rank, m->name, &m->width,
-                       &used) < 3 || used == 0 || m->width < 1 || m->width > 64) {
-                ck_say(why, len, "%s/manifest: cannot read the line '%.60s'", k->from,
-                    line);
-                return;
-            }
-            m->spans = line + used;
+            memset(m, 0, sizeof *m);
+            m->line = no;
+            unsigned long long rank = 0, width = 0;
+            const char *q = line + 4;
+            if (num(&q, 10, (unsigned)k->old_size - 1, &rank) || gap(&q) ||
+                word(&q, m->name, sizeof m->name) || gap(&q) ||
+                num(&q, 10, CK_MAX_WIDTH, &width) || width < 1 || (*q && *q != ' '))
+                ck_say(why, len, "%s/manifest, line %d: cannot read the map line '%.60s' "
+                       "(map RANK NAME WIDTH SPANS: RANK below the %d ranks that wrote "
+                       "it, WIDTH 1 to %d floats a parameter)", k->from, no, line,
+                       k->old_size, CK_MAX_WIDTH);
+            m->rank = (int)rank;
+            m->width = (int)width;
+            m->spans = q + strspn(q, " ");
         }
     }
-    if (!have_step || have_reads != k->old_size || k->nshards < 1)
+    if (!why[0] && (!have_step || have_reads != k->old_size || k->nshards < 1))
         ck_say(why, len, "%s/manifest lacks its step, its shards or which shard each "
             "of the %d ranks reads", k->from, k->old_size);
+    /* the maps, once every shard is known: each against its region and the model */
+    for (int i = 0; i < k->nmaps && !why[0]; i++)
+        map_check(k, r->nparams, &k->maps[i], why, len);
+    if (why[0] || k->nmaps < 2)
+        return;
+    qsort(k->maps, k->nmaps, sizeof *k->maps, map_order);
+    for (int i = 1; i < k->nmaps && !why[0]; i++) {
+        const map_info *a = &k->maps[i - 1], *b = &k->maps[i];
+        if (a->rank == b->rank && strcmp(a->name, b->name) == 0)
+            ck_say(why, len, "%s/manifest, line %d: a second map of rank %d's '%s' (line "
+                   "%d has one)", k->from, b->line, b->rank, b->name, a->line);
+    }
 }
 
 /* Rank 0: reads RESUME/latest and its manifest, checks them against this run. Leaves
@@ -537,15 +745,15 @@ void ck_manifest_read(dti_run *r, dti_ckpt *k, char *why, size_t len)
     if (why[0])
         return;
     const char *s = strstr(text, "\nstep ");
-    int reached = s ? atoi(s + 6) : -1;
+    long reached = s ? strtol(s + 6, NULL, 10) : -1;      /* LONG_MAX when too large */
     if (reached != step) {
-        ck_say(why, len, "cannot resume: %s says step %d, its name step %d", path,
+        ck_say(why, len, "cannot resume: %s says step %ld, its name step %d", path,
             reached, step);
         return;
     }
     if (reached >= r->cfg->steps)
-        ck_say(why, len, "checkpoint %s has reached step %d: --steps %d leaves nothing "
-            "to train (ask for more than %d)", k->from, reached, r->cfg->steps,
+        ck_say(why, len, "checkpoint %s has reached step %ld: --steps %d leaves nothing "
+            "to train (ask for more than %ld)", k->from, reached, r->cfg->steps,
             reached);
 }
 

@@ -11,6 +11,8 @@
 
 #define CK_VERSION 1
 #define CK_MAX_MANIFEST (64u << 20)
+#define CK_MAX_RANKS (1 << 20)       /* the most ranks a manifest may name */
+#define CK_MAX_WIDTH 64              /* the most floats a parameter a map may name */
 
 /* ==== the state ==== */
 
@@ -34,12 +36,19 @@ typedef struct {
     char *regions;         /* "name:bytes name:bytes ..." (points into the manifest) */
 } shard_info;
 
-/* One "map RANK NAME WIDTH SPANS" line of the manifest. */
+/* One "map RANK NAME WIDTH SPANS" line of the manifest, checked as it is read: its
+ * region is in rank's shard, its spans name parameters of the model in ascending order,
+ * apart, and fit the region (ck_manifest_parse). */
 typedef struct {
     int rank;
     char name[24];
-    int width;
-    char *spans;           /* "start,len[,count,stride] ..." (points into the manifest) */
+    int width;             /* floats a parameter, 1 to CK_MAX_WIDTH */
+    int line;              /* its line in the manifest */
+    const char *spans;     /* "start,len[,count,stride] ..." (points into the manifest) */
+    int shard;             /* its shard: k->shards[shard] */
+    unsigned long long off, nbytes;    /* its region's place in that shard's file */
+    dti_span *span;        /* [nspan], owned; the empty ones (len 0) left out */
+    int nspan;
 } map_info;
 
 struct dti_ckpt {
@@ -63,6 +72,7 @@ struct dti_ckpt {
     float scale;
     shard_info *shards;
     int nshards;
+    int *shard_of;         /* [old_size] the index in shards of each old rank's, -1: none */
     map_info *maps;
     int nmaps;
     int old_size;          /* the rank count that wrote it */

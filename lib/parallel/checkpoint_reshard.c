@@ -14,17 +14,31 @@
  *
  * The new run's ranks register their regions the same way, for the new layout. Each
  * rank then walks its own map: for every run of parameters it holds, it finds the old
- * pieces (sorted by where they start) that cover it and copies their bytes. The old
- * shards it needs are read whole, each checked against its CRC-32 before use, so a
- * rank reads at least its own state and at most every shard: fsdp from 4 ranks to 2
- * reads two old shards per rank (exactly its new state), from 2 to 4 one old shard
- * (twice its new state); ddp reads rank 0's, the whole model.
+ * pieces that hold it and copies their bytes. The old shards it needs are read whole,
+ * each checked against its CRC-32 before use, so a rank reads at least its own state
+ * and at most every shard. Where several old shards hold the same parameters (a bias
+ * that every tensor-parallel rank keeps and writes), it takes them from a shard it
+ * reads anyway (shard_cache), so that it reads about what it holds:
+ *
+ *     ddp, dp            rank 0's shard, the whole model, on every rank
+ *     fsdp N -> M        rank r: the old shards its slice of each layer touches, about
+ *                        ceil((r+1)N/M) - floor(rN/M) (4 -> 3: two each); a layer is
+ *                        padded to a multiple of the ranks, so a slice can end a
+ *                        parameter or two past an old shard's end and touch one more
+ *                        (2 -> 4 with a layer of 170: rank 1 reads two, not one)
+ *     tp, pp, hybrid     the old shards that hold its slices or stages, no more:
+ *                        hybrid --dp 2 --tp 2 -> --dp 1 --tp 2, one old shard a rank
+ *
+ * A hand-edited manifest is checked as it is read (ck_manifest_parse): every span lies
+ * inside the model and fits its region, and spans are never expanded run by run, so a
+ * map of 2^32 runs costs a sentence, not the memory.
  *
  * Optimizer state has width floats per parameter (momentum: 1; Adam's m and v, laid
  * side by side: 2), so a parameter's state moves with it. Padding (fsdp's tail) is
  * zero, as a fresh run has it. What has no map (compression's error feedback, a
  * residual of each rank's own rounding) cannot be re-cut: the run is refused. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,50 +47,96 @@
 #include "checkpoint_internal.h"
 #include "p2p.h"
 
-/* One run of parameters an old shard holds: [start, start + len) of the whole model,
- * the element of start at byte off of shard number shard (k->shards[shard]). */
+/* One span of an old shard's map: parameters s of the whole model, in count runs, the
+ * first element of the first run at byte off of shard number shard (k->shards[shard]).
+ * The spans are the manifest's, checked (ck_manifest_parse): each run lies inside the
+ * model, and a span is never expanded run by run, so a count of 2^32 costs nothing. */
 typedef struct {
-    size_t start, len;
+    dti_span s;
     int shard;
     unsigned long long off;
 } piece;
 
-static int piece_order(const void *a, const void *b)
+/* Where piece p stands at parameter at: 1 when one of its runs holds at, with in *stop
+ * the end of that run and in *byte where at's element lies (elem bytes each); else 0,
+ * with in *stop the start of its next run after at (SIZE_MAX: none). */
+static int piece_at(const piece *p, size_t at, size_t elem, size_t *stop,
+                    unsigned long long *byte)
 {
-    const piece *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start;
-}
-
-/* "start,len[,count,stride] ..." into a new array (*n of them): 0, or -1 when the text
- * is not that. */
-static int parse_spans(const char *text, dti_span **out, int *n)
-{
-    *out = NULL;
-    *n = 0;
-    const char *p = text;
-    while (*p) {
-        unsigned long long v[4] = { 0, 0, 1, 0 };
-        int used = 0, got = sscanf(p, "%llu,%llu%n,%llu,%llu%n", &v[0], &v[1], &used,
-                                   &v[2], &v[3], &used);
-        if ((got != 2 && got != 4) || used == 0 || v[2] < 1 ||
-            (v[2] > 1 && v[3] < v[1]))
-            return -1;
-        *out = realloc(*out, (*n + 1) * sizeof **out);
-        DT_REQUIRE(*out != NULL, "out of host memory");
-        (*out)[(*n)++] = (dti_span){ v[0], v[1], v[2], v[3] };
-        p += used;
-        p += strspn(p, " ");
+    const dti_span *s = &p->s;
+    if (at < s->start) {
+        *stop = s->start;
+        return 0;
     }
+    size_t b = s->count == 1 ? 0 : (at - s->start) / s->stride;
+    size_t a = s->start + b * s->stride;      /* run b begins at a */
+    if (b < s->count && at < a + s->len) {
+        *stop = a + s->len;
+        *byte = p->off + (b * s->len + (at - a)) * elem;
+        return 1;
+    }
+    *stop = b + 1 < s->count ? a + s->stride : SIZE_MAX;
     return 0;
 }
 
-/* The shards a rank needs, read once each, whole, and checked. */
+/* Every span of the old shards' maps of region name (width floats a parameter): their
+ * count, or -1 with a sentence in why. */
+static int old_pieces(dti_ckpt *k, const char *name, int width, piece **out, char *why,
+                      size_t len)
+{
+    int np = 0, found = 0;
+    for (int i = 0; i < k->nmaps; i++)
+        np += strcmp(k->maps[i].name, name) == 0 ? k->maps[i].nspan : 0;
+    *out = dti_calloc(np ? np : 1, sizeof **out);
+    np = 0;
+    for (int i = 0; i < k->nmaps; i++) {
+        const map_info *m = &k->maps[i];
+        if (strcmp(m->name, name) != 0)
+            continue;
+        found = 1;
+        if (m->width != width) {
+            ck_say(why, len, "checkpoint %s/manifest: rank %d's '%s' has %d float%s a "
+                   "parameter, this run's %d", k->from, m->rank, name, m->width,
+                   m->width == 1 ? "" : "s", width);
+            return -1;
+        }
+        unsigned long long off = m->off, elem = (unsigned long long)width * sizeof(float);
+        for (int j = 0; j < m->nspan; j++) {
+            (*out)[np++] = (piece){ m->span[j], m->shard, off };
+            off += (unsigned long long)m->span[j].count * m->span[j].len * elem;
+        }
+    }
+    if (!found) {
+        ck_say(why, len, "checkpoint %s has no map of its '%s' (it was written by a "
+               "dtlab that could not re-cut checkpoints): it resumes only on %s",
+               k->from, name, k->old_layout);
+        return -1;
+    }
+    return np;
+}
+
+/* ==== which shards a rank reads ==== */
+
+/* The old shards, read once each, whole, and checked; and the plan of which to read.
+ * A parameter that several old shards hold (a bias every tp rank keeps, each writing
+ * it) comes from one this rank reads anyway, so that it reads about what it holds:
+ *
+ *   1. a shard that alone holds some parameter of the rank's is read (want);
+ *   2. a parameter no such shard holds comes from the one that holds most of the
+ *      rank's parameters, the nearest old rank on a tie (same rank number first), read
+ *      too;
+ *   3. each parameter is copied from a shard read, the first that holds it. */
 typedef struct {
     dti_ckpt *k;
+    int rank;                    /* this rank */
     char **data;                 /* [k->nshards], NULL: not read yet */
+    char *want;                  /* [k->nshards] 1: this rank reads it */
+    unsigned long long *holds;   /* [k->nshards] how many of the rank's parameters */
     unsigned long long *read;
     int *files;
 } shard_cache;
+
+enum { PLAN_ALONE, PLAN_CHOOSE, PLAN_COPY };
 
 static const char *shard_data(shard_cache *c, int i, char *why, size_t len)
 {
@@ -106,116 +166,76 @@ static const char *shard_data(shard_cache *c, int i, char *why, size_t len)
     return c->data[i] = d;
 }
 
-static int shard_of_rank(const dti_ckpt *k, int rank)
+/* Is old shard a a better source than b (b -1: none yet)? */
+static int better(const shard_cache *c, int a, int b)
 {
-    for (int i = 0; i < k->nshards; i++)
-        if (k->shards[i].rank == rank)
-            return i;
-    return -1;
+    if (b < 0)
+        return 1;
+    if (c->want[a] != c->want[b])
+        return c->want[a];
+    if (c->holds[a] != c->holds[b])
+        return c->holds[a] > c->holds[b];
+    int da = abs(c->k->shards[a].rank - c->rank), db = abs(c->k->shards[b].rank - c->rank);
+    return da != db ? da < db : a < b;
 }
 
-/* Every piece of the old shards that holds region name (width floats a parameter),
- * sorted by start: their count, or -1 with a sentence in why. */
-static int old_pieces(dti_ckpt *k, const char *name, int width, piece **out, char *why,
-                      size_t len)
+/* One segment of region name's parameters from at (before end): up to where the old
+ * pieces that hold them begin or end, so that the same ones hold all of it. Does the
+ * pass's step for it (dst: the staged bytes of at, PLAN_COPY) and returns its end; a
+ * sentence in why when no old shard holds at. */
+static size_t segment(shard_cache *c, const char *name, const piece *p, int np, size_t elem,
+                      int pass, size_t at, size_t end, char *dst, char *why, size_t len)
 {
-    *out = NULL;
-    int np = 0, found = 0;
-    for (int i = 0; i < k->nmaps; i++) {
-        const map_info *m = &k->maps[i];
-        if (strcmp(m->name, name) != 0)
+    size_t stop = end, s;
+    unsigned long long byte = 0, from = 0;
+    int best = -1, alone = 1;
+    for (int i = 0; i < np; i++) {
+        int holds = piece_at(&p[i], at, elem, &s, &byte);
+        stop = s < stop ? s : stop;
+        if (!holds)
             continue;
-        found = 1;
-        int sh = shard_of_rank(k, m->rank);
-        size_t bytes = 0;
-        long long off = sh < 0 ? -1 : ck_region_find(k->shards[sh].regions, name, &bytes);
-        dti_span *sp;
-        int ns;
-        if (m->width != width || off < 0 || parse_spans(m->spans, &sp, &ns) != 0) {
-            ck_say(why, len, "checkpoint %s/manifest: the map of rank %d's '%s' does "
-                   "not match its shard (width %d, this run's %d)", k->from, m->rank,
-                   name, m->width, width);
-            free(*out);
-            return -1;
-        }
-        size_t elem = (size_t)width * sizeof(float), e = 0;
-        for (int j = 0; j < ns; j++) {
-            for (size_t b = 0; b < sp[j].count; b++, e += sp[j].len) {
-                *out = realloc(*out, (np + 1) * sizeof **out);
-                DT_REQUIRE(*out != NULL, "out of host memory");
-                (*out)[np++] = (piece){ sp[j].start + b * sp[j].stride, sp[j].len, sh,
-                                        (unsigned long long)off + e * elem };
-            }
-        }
-        free(sp);
-        if (e * elem > bytes) {
-            ck_say(why, len, "checkpoint %s/manifest: rank %d's '%s' maps %zu "
-                   "parameters into %zu bytes", k->from, m->rank, name, e, bytes);
-            free(*out);
-            return -1;
+        int sh = p[i].shard;
+        alone = alone && (best < 0 || sh == best);
+        if (better(c, sh, best)) {
+            best = sh;
+            from = byte;
         }
     }
-    if (!found) {
-        ck_say(why, len, "checkpoint %s has no map of its '%s' (it was written by a "
-               "dtlab that could not re-cut checkpoints): it resumes only on %s",
-               k->from, name, k->old_layout);
-        return -1;
+    if (best < 0) {
+        ck_say(why, len, "checkpoint %s: no shard holds parameter %zu of '%s' (the old "
+               "shards' maps leave it out)", c->k->from, at, name);
+        return end;
     }
-    qsort(*out, np, sizeof **out, piece_order);
-    return np;
+    for (int i = 0; pass == PLAN_ALONE && i < np; i++)      /* the segment's holders */
+        if (piece_at(&p[i], at, elem, &s, &byte))
+            c->holds[p[i].shard] += stop - at;
+    if (pass == PLAN_ALONE && alone)
+        c->want[best] = 1;
+    if (pass == PLAN_CHOOSE)
+        c->want[best] = 1;                         /* already, or the best of the rest */
+    if (pass == PLAN_COPY) {
+        const char *d = shard_data(c, best, why, len);
+        if (d)
+            memcpy(dst, d + from, (stop - at) * elem);
+    }
+    return stop;
 }
 
-/* The last piece that starts at or before at (-1: none). */
-static int piece_at(const piece *p, int np, size_t at)
+/* A pass over region g's parameters (staged: its host copy, zeroed, PLAN_COPY), cut
+ * into segments. "" or a sentence in why. */
+static void walk(shard_cache *c, const region *g, const piece *p, int np, int pass,
+                 char *staged, char *why, size_t len)
 {
-    int lo = 0, hi = np;                 /* p[lo..hi) unknown; before lo: start <= at */
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (p[mid].start <= at)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo - 1;
-}
-
-/* Fills region g (staged, host, zeroed) from the old pieces: "" or a sentence. */
-static void fill(shard_cache *c, const region *g, char *staged, char *why, size_t len)
-{
-    dti_ckpt *k = c->k;
-    piece *p;
-    int np = old_pieces(k, g->name, g->width, &p, why, len);
-    if (np < 0)
-        return;
     size_t elem = (size_t)g->width * sizeof(float), e = 0;
     for (int j = 0; j < g->nspan && !why[0]; j++) {
         const dti_span *s = &g->span[j];
-        for (size_t b = 0; b < s->count && !why[0]; b++) {
-            size_t a = s->start + b * s->stride, end = a + s->len, at = a;
-            while (at < end) {
-                int i = piece_at(p, np, at);
-                /* pieces that hold the same parameters (a bias every tp rank keeps)
-                 * are alike: any one that covers at will do */
-                while (i >= 0 && p[i].start + p[i].len <= at)
-                    i--;
-                if (i < 0) {
-                    ck_say(why, len, "checkpoint %s: no shard holds parameter %zu of "
-                           "'%s' (the old shards' maps leave it out)", k->from, at,
-                           g->name);
-                    break;
-                }
-                const char *d = shard_data(c, p[i].shard, why, len);
-                if (d == NULL)
-                    break;
-                size_t stop = p[i].start + p[i].len < end ? p[i].start + p[i].len : end;
-                memcpy(staged + (e + at - a) * elem,
-                       d + p[i].off + (at - p[i].start) * elem, (stop - at) * elem);
-                at = stop;
-            }
-            e += s->len;
+        for (size_t b = 0; b < s->count && !why[0]; b++, e += s->len) {
+            size_t a = s->start + b * s->stride, end = a + s->len;
+            for (size_t at = a; at < end && !why[0];)
+                at = segment(c, g->name, p, np, elem, pass, at, end,
+                             staged + (e + at - a) * elem, why, len);
         }
     }
-    free(p);
 }
 
 /* Fills each region (staged in host memory, staged[i] for the run's regions, then
@@ -225,7 +245,9 @@ static void reshard_load(dti_run *r, dti_ckpt *k, const region *run, int nrun,
                          char **staged, unsigned long long *read, int *files, char *why,
                          size_t len)
 {
-    shard_cache c = { k, dti_calloc(k->nshards, sizeof(char *)), read, files };
+    shard_cache c = { k, r->rank, dti_calloc(k->nshards, sizeof(char *)),
+                      dti_calloc(k->nshards, 1), dti_calloc(k->nshards, sizeof *c.holds),
+                      read, files };
     int n = nrun + k->nreg;
     for (int i = 0; i < n; i++) {
         const region *g = i < nrun ? &run[i] : &k->reg[i - nrun];
@@ -246,8 +268,18 @@ static void reshard_load(dti_run *r, dti_ckpt *k, const region *run, int nrun,
                    "cannot be re-cut: resume it on %s", k->from, g->name, r->rank,
                    k->old_layout);
     }
-    /* the run's own regions (rank 0): the old rank 0's */
-    int s0 = shard_of_rank(k, 0);
+    /* the run's own regions (rank 0): the old rank 0's, read whatever else it holds */
+    int s0 = k->shard_of[0];
+    if (nrun > 0 && s0 >= 0)
+        c.want[s0] = 1;
+    /* the old pieces of each region, then the plan: which shards to read */
+    piece **p = dti_calloc(k->nreg ? k->nreg : 1, sizeof *p);
+    int *np = dti_calloc(k->nreg ? k->nreg : 1, sizeof *np);
+    for (int i = 0; i < k->nreg && !why[0]; i++)
+        np[i] = old_pieces(k, k->reg[i].name, k->reg[i].width, &p[i], why, len);
+    for (int pass = PLAN_ALONE; pass <= PLAN_COPY && !why[0]; pass++)
+        for (int i = 0; i < k->nreg && !why[0]; i++)
+            walk(&c, &k->reg[i], p[i], np[i], pass, staged[nrun + i], why, len);
     for (int i = 0; i < nrun && !why[0]; i++) {
         const char *d = s0 < 0 ? NULL : shard_data(&c, s0, why, len);
         long long off = s0 < 0 ? -1 : ck_region_offset(k->shards[s0].regions,
@@ -258,11 +290,15 @@ static void reshard_load(dti_run *r, dti_ckpt *k, const region *run, int nrun,
             ck_say(why, len, "checkpoint %s: rank 0's shard holds no '%s' of %zu bytes",
                    k->from, run[i].name, run[i].nbytes);
     }
-    for (int i = 0; i < k->nreg && !why[0]; i++)
-        fill(&c, &k->reg[i], staged[nrun + i], why, len);
+    for (int i = 0; i < k->nreg; i++)
+        free(p[i]);
+    free(p);
+    free(np);
     for (int i = 0; i < k->nshards; i++)
         free(c.data[i]);
     free(c.data);
+    free(c.want);
+    free(c.holds);
 }
 
 /* Resuming on another rank count or layout: the pieces that hold this rank's part,
