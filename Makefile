@@ -221,7 +221,7 @@ $(BUILD)/tests/viz_%: $(BUILD)/obj/tests/viz_%.o $(VIZ_OBJ)
 
 # libFuzzer on the trace reader, the viewer's model and its timetable (tests/run.sh runs it for a
 # bounded time); built from the sources with clang, AddressSanitizer and UBSan.
-FUZZ_SRC := tests/fuzz_trace.c viz/model.c viz/model_call.c viz/replay.c viz/algos.c \
+FUZZ_SRC := tests/fuzz_trace.c viz/model.c viz/model_call.c viz/grow.c viz/replay.c viz/algos.c \
             viz/timetable.c viz/train_algos.c lib/trace_read.c lib/schedule.c lib/units.c
 $(BUILD)/fuzz/fuzz_trace: $(FUZZ_SRC) $(wildcard viz/*.h lib/trace.h lib/schedule.h)
 	@mkdir -p $(dir $@)

@@ -50,7 +50,7 @@ int dv_text_draw(dv_text *t, dv_font f, int x, int y, SDL_Color c, const char *s
 int dv_text_width(const dv_text *t, dv_font f, const char *s);
 int dv_text_height(const dv_text *t, dv_font f);     /* one line, in pixels */
 
-/* ==== colours and layout ==== */
+/* ==== colours (style.c) and layout ==== */
 
 /* The colour of rank r (0..DV_MAX_RANKS-1): distinct for every r, opaque. */
 SDL_Color dv_rank_color(int r);
@@ -121,7 +121,7 @@ typedef struct {
 } dv_view;
 
 /* The keys, {key, what it does} pairs ending with {NULL, NULL}: the help overlay and
- * dtviz's usage both list them from here. */
+ * dtviz's usage both list them from here (style.c). */
 extern const char *const dv_key_help[][2];
 
 /* Where position pos is, in one line, with the counters of model.h: "position 3 of 0..6:
@@ -149,7 +149,7 @@ void dv_tt_draw(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_view *v
 int dv_tt_hit(const dv_view *v, int w, int h, int x, int y, int *rank, int *lane, double *t);
 
 /* The help overlay (every key of dv_key_help), centred on a w x h picture: dv_draw and
- * dv_tt_draw draw it last when v->help is on. */
+ * dv_tt_draw draw it last when v->help is on (style.c). */
 void dv_draw_help(SDL_Renderer *r, dv_text *t, int w, int h);
 
 /* Draws the whole picture into r's current target, w x h. */

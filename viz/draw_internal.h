@@ -1,5 +1,6 @@
 /* Internal to dtviz's drawing: what draw.c (the collective view) and tt_draw.c /
- * tt_rows.c (the timetable) share, so that both views look alike. Not part of draw.h. */
+ * tt_rows.c (the timetable) share, so that both views look alike (with style.c's
+ * colours, fitted text and help). Not part of draw.h. */
 #ifndef DV_DRAW_INTERNAL_H
 #define DV_DRAW_INTERNAL_H
 
@@ -29,7 +30,7 @@ static inline void dvi_fill(SDL_Renderer *r, SDL_Color c, int x, int y, int w, i
     SDL_RenderFillRect(r, &(SDL_Rect){ x, y, w, h });
 }
 
-/* Draws s at (x, y), cut to maxw pixels with "..." when it is wider (draw.c). */
+/* Draws s at (x, y), cut to maxw pixels with "..." when it is wider (style.c). */
 void dvi_text_fit(dv_text *t, dv_font f, int x, int y, int maxw, SDL_Color c, const char *s);
 
 #endif /* DV_DRAW_INTERNAL_H */

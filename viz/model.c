@@ -36,23 +36,6 @@
 #define MAX_OPEN 8          /* marked calls a rank may have open at once (threads) */
 #define MAX_SEEN 16         /* phases a segment remembers, to see a phase come back */
 
-/* ==== small tools (model_internal.h) ==== */
-
-int dvi_grow(void *p, size_t *cap, size_t need, size_t sz)
-{
-    if (need <= *cap)
-        return 0;
-    size_t ncap = *cap ? *cap : 16;
-    while (ncap < need)
-        ncap *= 2;
-    void *q = realloc(*(void **)p, ncap * sz);
-    if (q == NULL)
-        return -1;
-    *(void **)p = q;
-    *cap = ncap;
-    return 0;
-}
-
 /* ==== transports in words ==== */
 
 void dv_vias_text(unsigned vias, char *buf, size_t len)

@@ -5,15 +5,13 @@
 
 #include <stddef.h>
 
+#include "grow.h"
 #include "model.h"
 
 /* The body of a qsort comparison, one key at a time: returns -1 or 1 when x and y
  * differ, and falls through to the next key when they are equal. */
 #define DVI_CMP(x, y) do { if ((x) != (y)) return (x) < (y) ? -1 : 1; } while (0)
 
-/* Grows the array *p (of *cap elements of size sz, realloc'd, owned by the caller) to
- * hold at least need, doubling. 0, or -1 out of memory (*p and *cap unchanged). */
-int dvi_grow(void *p, size_t *cap, size_t need, size_t sz);
 
 /* Pass 4 (model_call.c), for every call: builds m->calls[0..ncalls) (allocated and
  * zeroed by the caller) in order, call c from its events cev[cstart[c] .. cstart[c+1]),
