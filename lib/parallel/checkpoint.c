@@ -65,42 +65,6 @@
 
 /* ==== agreeing, refusing ==== */
 
-/* Ends every rank with why (the same on every rank, or at least on rank 0): "train:
- * why", the Try line and exit status 2 when comm is the whole job, as for any bad input
- * (dt_usage_error); else (a run on part of the job could not end the rest cleanly)
- * through the one abort path. */
-__attribute__((noreturn))
-static void refuse(dti_run *r, const char *why)
-{
-    int cmp = MPI_UNEQUAL;
-    MPI_Comm_compare(r->comm, MPI_COMM_WORLD, &cmp);
-    if (cmp == MPI_IDENT || cmp == MPI_CONGRUENT) {
-        /* every rank is here (agree): MPI_Finalize would leave parts of live
-         * communicators behind, so free them first */
-        for (int i = 0; i < r->nmade; i++)
-            MPI_Comm_free(&r->made[i]);
-        MPI_Comm_free(&r->comm);
-        dt_usage_error(NULL, why);
-    }
-    dti_die(__FILE__, __LINE__, "%s", why);
-}
-
-/* Every rank passes its verdict (why empty: fine). When any rank found a problem,
- * every rank ends with the lowest such rank's sentence. Collective. */
-void ck_agree(dti_run *r, const char *why)
-{
-    int mine = why[0] ? r->rank : r->size, first = r->size;
-    MPI_Request q;
-    DT_CHECK_MPI(MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, r->comm, &q));
-    dt_waitall(1, &q);
-    if (first == r->size)
-        return;
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", why);
-    DT_CHECK_MPI(MPI_Ibcast(msg, sizeof msg, MPI_CHAR, first, r->comm, &q));
-    dt_waitall(1, &q);
-    refuse(r, msg);
-}
 
 /* Rank 0's bytes (n of them there) to every rank; returns a new allocation (n + 1
  * bytes, NUL-terminated). Collective. */

@@ -29,7 +29,7 @@
 #include "core.h"
 #include "parallel.h"
 
-/* ==== the run (run.c) ==== */
+/* ==== the run (set up by run.c; its books: books.c) ==== */
 
 enum { DTI_PARAMS = 0, DTI_GRADS = 1, DTI_OPTIM = 2, DTI_ACTS = 3, DTI_NHELD = 4 };
 
@@ -103,6 +103,13 @@ void dti_compute_event(const char *phase, int step, int layer, int micro, double
 double dti_mark_begin(void);
 void dti_mark(const char *coll, const char *phase, int step, int chunk, size_t lo, size_t hi,
               size_t nbytes, double t0);
+
+/* The test hook DT_TEST_KILL=R:S (books.c): dti_test_kill_env reads it into *rank and
+ * *step (-1 and 0 when unset) and returns 0, or -1 for a value that is no R:S;
+ * dti_test_kill_arm(R, S) has rank R of the next run raise SIGKILL at the end of step S,
+ * in a run that did not resume (dti_step_end); S 0: off. */
+int dti_test_kill_env(int *rank, int *step);
+void dti_test_kill_arm(int rank, int step);
 
 /* ==== mixed precision helpers (mixed.c) ==== */
 
