@@ -8,8 +8,9 @@
  * torchrun, names them (RANK, WORLD_SIZE, LOCAL_RANK, ...), how each launcher's
  * processes find each other, and which of torch.distributed's backends dtlab stands in for.
  *
- * The code: lib/core.c (dt_init: MPI_Init, then MPI_Comm_split_type for the ranks on one
- * host and the GPU pick, local rank mod GPU count; dt_gpu_local_rank: LOCAL_RANK).
+ * The code: lib/init.c (dt_init: MPI_Init, then MPI_Comm_split_type for the ranks on one
+ * host and the GPU pick, local rank mod GPU count), lib/core.c (dt_local_rank,
+ * dt_local_size, dt_gpu_local_rank: what dt_init found, LOCAL_RANK's pick).
  *
  * Run:  mpiexec -n 4 build/lessons/01_hello
  *       mpiexec -n 4 build/lessons/01_hello --device cpu
@@ -238,7 +239,7 @@ int main(int argc, char **argv)
     dt_printf0("\ncheck: %s\n", ok ? "ranks and local ranks match MPI_Comm_rank, MPI_Comm_size\n"
                                      "       and the hostnames (MPI_Allgather)"
                                    : "FAILED: dtlab's ranks disagree with MPI's");
-    dt_printf0("The code: lib/core.c (dt_init, dt_local_rank, dt_local_size, "
+    dt_printf0("The code: lib/init.c (dt_init), lib/core.c (dt_local_rank, dt_local_size, "
                "dt_gpu_local_rank)\n");
 
     /* ==== teardown ==== */

@@ -16,7 +16,7 @@
  * how far the timings spread.
  *
  * The code: lib/parallel/dp.c (dti_train_dp, worker_step, server_step, fetch),
- * lib/parallel/run.c (dti_step_begin: the straggler's sleep).
+ * lib/parallel/books.c (dti_step_begin: the straggler's sleep).
  *
  * Run:  mpiexec -n 4 build/lessons/21_async
  *       mpiexec -n 5 build/lessons/21_async --slow-ms 40 --async 4
@@ -237,7 +237,7 @@ int main(int argc, char **argv)
                    "weights are\n       %d steps old, so in %d steps no update reaches its "
                    "loss (try --steps %d)\n", K, K, S, K + 2);
     dt_printf0("The code: lib/parallel/dp.c (dti_train_dp, worker_step, server_step, "
-               "fetch), lib/parallel/run.c (dti_step_begin)\n");
+               "fetch), lib/parallel/books.c (dti_step_begin)\n");
 
     /* ==== teardown ==== */
     for (int i = 0; i < RUNS; i++) {

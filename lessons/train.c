@@ -469,7 +469,7 @@ int main(int argc, char **argv)
 
     /* ==== the summary: time, bytes, memory per rank ==== */
     char a[32], b[32], p[32], g[32], o[32], w[32], which[64];
-    int f = d.first_step;              /* run.c times the steps after the first trained */
+    int f = d.first_step;              /* books.c times the steps after the first trained */
     if (f + 1 < c.steps)
         snprintf(which, sizeof which, "mean of steps %d..%d", f + 1, c.steps);
     else if (f + 1 == c.steps)

@@ -1,14 +1,13 @@
-/* Buffers, datatypes and ops (see buf.h), and the collectives' scratch (internal.h). */
+/* Buffers, datatypes and ops (see buf.h; DT_HALF's MPI ops: ops.c), and the collectives'
+ * scratch (internal.h). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "buf.h"
 #include "cuda.h"
 #include "internal.h"
-#include "ops.h"
 
 MPI_Datatype dt_half_type = MPI_DATATYPE_NULL;
-static MPI_Op half_ops[4] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
 
 /* ==== datatypes and ops ==== */
 
@@ -57,35 +56,14 @@ MPI_Op dt_op_from_name(const char *name)
     return MPI_OP_NULL;
 }
 
-/* MPI's user-op signature; one function per op, because MPI does not say which op. */
-#define HALF_OP(name, OP) \
-    static void name(void *in, void *inout, int *len, MPI_Datatype *type) \
-    { (void)type; dt_reduce_cpu(in, inout, (size_t)*len, DT_F16, OP); }
-HALF_OP(half_sum, DT_OP_SUM)
-HALF_OP(half_max, DT_OP_MAX)
-HALF_OP(half_min, DT_OP_MIN)
-HALF_OP(half_prod, DT_OP_PROD)
-
-MPI_Op dt_half_mpi_op(MPI_Op op)
-{
-    DT_REQUIRE(half_ops[0] != MPI_OP_NULL, "dt_half_mpi_op needs dt_init first");
-    return half_ops[dt_op_of(op)];
-}
-
 void dti_buf_init(void)
 {
-    MPI_User_function *fns[4] = {half_sum, half_max, half_min, half_prod};
     DT_CHECK_MPI(MPI_Type_contiguous(2, MPI_BYTE, &dt_half_type));
     DT_CHECK_MPI(MPI_Type_commit(&dt_half_type));
-    for (int i = 0; i < 4; i++)
-        DT_CHECK_MPI(MPI_Op_create(fns[i], 1, &half_ops[i]));
 }
 
 void dti_buf_fini(void)
 {
-    for (int i = 0; i < 4; i++)
-        if (half_ops[i] != MPI_OP_NULL)
-            MPI_Op_free(&half_ops[i]);
     if (dt_half_type != MPI_DATATYPE_NULL)
         MPI_Type_free(&dt_half_type);
 }

@@ -24,7 +24,7 @@ const char *dt_op_name(MPI_Op op);            /* "sum", "max", "min", "prod" */
 MPI_Datatype dt_type_from_name(const char *name);  /* MPI_DATATYPE_NULL if unknown */
 MPI_Op dt_op_from_name(const char *name);          /* MPI_OP_NULL if unknown */
 
-/* An MPI_Op that MPI's own collectives can apply to DT_HALF (created by dt_init), so that
+/* An MPI_Op that MPI's own collectives can apply to DT_HALF (made by dt_init, ops.c), so
  * MPI_Allreduce(..., DT_HALF, dt_half_mpi_op(MPI_SUM), ...) works as a reference. */
 MPI_Op dt_half_mpi_op(MPI_Op op);
 

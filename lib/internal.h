@@ -4,11 +4,30 @@
 
 #include <mpi.h>
 #include <stddef.h>
+#include "core.h"
+#include "trace.h"
 
-void dti_buf_init(void);        /* creates DT_HALF and its MPI ops (dt_init) */
+void dti_buf_init(void);        /* creates DT_HALF (dt_init) */
 void dti_buf_fini(void);
-void dti_p2p_fini(void);        /* frees the staging buffers (dt_finalize) */
+void dti_ops_init(void);        /* creates DT_HALF's MPI ops (dt_init; ops.c) */
+void dti_ops_fini(void);
+void dti_p2p_fini(void);        /* the mailboxes and staging buffers (dt_finalize) */
+void dti_p2p_stage_fini(void);  /* this thread's staging buffers (p2p_stage.c) */
 int dti_gpu_count(void);        /* GPUs this rank can use: 0 on the CPU or without CUDA */
+
+/* This rank's facts: dt_init (init.c) finds them, core.c's accessors (core.h) read them. */
+typedef struct {
+    int rank, size, local_rank, local_size;
+    dt_device_kind device;
+    int gpu;                /* the GPU this rank uses, -1 on the CPU */
+    int pick;               /* the local rank that picks it (dt_gpu_local_rank) */
+    const char *pick_from;
+    int gpu_count;          /* GPUs visible, 0 on the CPU */
+    int polite;
+    int launched;           /* an MPI launcher started this process (dt_launched) */
+    char name[128];
+} dti_facts;
+extern dti_facts dti_me;
 
 /* ==== scratch for the collectives (buf.c) ====
  *
@@ -56,9 +75,10 @@ double dti_now(void);           /* seconds on a monotonic clock (CLOCK_MONOTONIC
 
 /* dt_init, before MPI_Init: forks this rank's watcher, unless DT_WATCH=0 or no launcher
  * set PMI_RANK. dti_watch_signals, after MPI_Init: the fatal-signal messages, the
- * message for exit() before dt_finalize, and a sanitizer's death. */
+ * message for exit() before dt_finalize, and a sanitizer's death, naming this rank of
+ * size. */
 void dti_watch_start(void);
-void dti_watch_signals(void);
+void dti_watch_signals(int rank, int size);
 
 /* Call before explaining this rank's end on stderr. 1: print; 0: stay quiet, another
  * rank on this host has already spoken; -1: another thread of this rank is already
@@ -76,14 +96,24 @@ void dti_watch_board_close(void);
 void dti_watch_waiting(int delta);
 int dti_watch_is_waiting(int world_rank);
 
-/* p2p.c: dtlab's time limits on waits, set by dt_init from the environment. start: the
+/* p2p_wait.c: dtlab's time limits on waits, set by dt_init from the environment. start: the
  * dti_now() of dt_init; job: MPIEXEC_TIMEOUT in seconds (0: none), so that dtlab stops
  * a little before mpiexec would and can say who was waited for; per_wait: DT_TIMEOUT,
  * the longest one wait may take (0: no limit). */
 void dti_p2p_limits(double start, double job, double per_wait);
+/* p2p_wait.c: dt_waitall without the log of messages (p2p.c adds it), for the files
+ * below p2p.c that wait for MPI requests of their own (the trace's merge); the seconds
+ * a wait took, counted into dt_wait_seconds, and their reset (dt_bytes_reset). */
+void dti_p2p_wait(int n, MPI_Request *reqs);
+void dti_p2p_waited(double seconds);
+void dti_p2p_wait_reset(void);
 
-/* trace.c: this thread's trace context in words ("allreduce_ring reduce-scatter step
- * 1"), or "" when none was set: what a timed-out wait was doing. */
+/* trace_ctx.c: this thread's trace context in words ("allreduce_ring reduce-scatter
+ * step 1"), or "" when none was set: what a timed-out wait was doing. */
 void dti_trace_where(char *buf, size_t n);
+/* trace_ctx.c: fills e's collective, phase, step, chunk, element range and thread from
+ * this thread's context (the send's chunk for a send or d2h, as e->kind says, else the
+ * receive's). */
+void dti_trace_context(dt_event *e);
 
 #endif /* DT_INTERNAL_H */

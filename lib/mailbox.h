@@ -49,7 +49,7 @@ void dti_p2p_stage_host(size_t piece);
 #define DTI_TOO_LONG "a message was longer than its receive buffer: do all ranks pass " \
                      "the same count and datatype?"
 
-/* p2p.c's, for the mailbox's waits: */
+/* p2p's lower half, for the mailbox's waits (p2p_wait.c) and staging (p2p_stage.c): */
 /* The polling loop's limits: t0 when the wait began; src_w, dst_w the world ranks still
  * waited for (a message from src_w, dst_w to free a slot; -1 none). Dies past a limit. */
 void dti_p2p_poll(double t0, int src_w, int dst_w);

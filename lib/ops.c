@@ -1,7 +1,9 @@
 /* Local reductions on the CPU, and the dispatch to the GPU (see ops.h). */
 #include "ops.h"
+#include "buf.h"
 #include "cuda.h"
 #include "half.h"
+#include "internal.h"
 #include "trace.h"
 
 /* One loop per (type, op): plain loops the compiler vectorises. */
@@ -76,4 +78,37 @@ void dti_reduce_into(const void *in, const void *src, void *dst, int count,
 void dt_reduce_local(const void *in, void *inout, int count, MPI_Datatype type, MPI_Op op)
 {
     dti_reduce_into(in, inout, inout, count, type, op);
+}
+
+/* ==== DT_HALF's ops for MPI's own collectives (dt_half_mpi_op, buf.h) ==== */
+
+static MPI_Op half_ops[4] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
+
+/* MPI's user-op signature; one function per op, because MPI does not say which op. */
+#define HALF_OP(name, OP) \
+    static void name(void *in, void *inout, int *len, MPI_Datatype *type) \
+    { (void)type; dt_reduce_cpu(in, inout, (size_t)*len, DT_F16, OP); }
+HALF_OP(half_sum, DT_OP_SUM)
+HALF_OP(half_max, DT_OP_MAX)
+HALF_OP(half_min, DT_OP_MIN)
+HALF_OP(half_prod, DT_OP_PROD)
+
+MPI_Op dt_half_mpi_op(MPI_Op op)
+{
+    DT_REQUIRE(half_ops[0] != MPI_OP_NULL, "dt_half_mpi_op needs dt_init first");
+    return half_ops[dt_op_of(op)];
+}
+
+void dti_ops_init(void)
+{
+    MPI_User_function *fns[4] = {half_sum, half_max, half_min, half_prod};
+    for (int i = 0; i < 4; i++)
+        DT_CHECK_MPI(MPI_Op_create(fns[i], 1, &half_ops[i]));
+}
+
+void dti_ops_fini(void)
+{
+    for (int i = 0; i < 4; i++)
+        if (half_ops[i] != MPI_OP_NULL)
+            MPI_Op_free(&half_ops[i]);
 }

@@ -1,11 +1,17 @@
 /* Helpers for dtlab's programs (see prog.h). */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "prog.h"
 #include "buf.h"
 #include "half.h"
@@ -13,12 +19,6 @@
 #include "trace.h"
 
 /* ==== usage ==== */
-
-static const char *prog_name(void)
-{
-    extern char *program_invocation_short_name;   /* glibc */
-    return program_invocation_short_name;
-}
 
 /* Every rank reaches this together, so dt_finalize's collective steps are safe. A run
  * that never started leaves no trace file. */
@@ -33,21 +33,6 @@ static void finish(void)
     }
 }
 
-/* The sentence stays the last thing on the screen: a usage text after it (train's has
- * 38 lines) would scroll it away. The wording matches dtviz's. */
-void dti_usage_say(const char *why)
-{
-    fprintf(stderr, "%s: %s\nTry '%s --help' for usage.\n", prog_name(), why, prog_name());
-    fflush(stderr);
-}
-
-void dti_env_say(const char *why)
-{
-    fprintf(stderr, "dtlab: %s\ndtlab: the variables dtlab reads, and their values: "
-            "README.md, section \"Environment\"\n", why);
-    fflush(stderr);
-}
-
 void dt_usage_error(const char *usage, const char *why)
 {
     if (dt_rank() <= 0) {
@@ -60,17 +45,6 @@ void dt_usage_error(const char *usage, const char *why)
     }
     finish();
     exit(2);
-}
-
-int dti_output_why(const char *opt, const char *path, int is_dir, char *why, size_t len)
-{
-    char err[512];
-    int rc = dt_output_check(path, is_dir, err, sizeof err);
-    if (rc == -2)                       /* no file can have that name: show the name */
-        snprintf(why, len, "%s '%s': %s", opt, path, err);
-    else if (rc)                        /* err names the path and the reason */
-        snprintf(why, len, "%s: %s", opt, err);
-    return rc;
 }
 
 void dt_check_output(const char *opt, const char *path, int is_dir)
@@ -111,7 +85,7 @@ int dt_output_close(FILE *f, const char *path, const char *what)
     if (f && fclose(f) != 0 && !err)
         err = errno;
     if (err)
-        fprintf(stderr, "%s: cannot write %s to %s: %s\n", prog_name(), what, path,
+        fprintf(stderr, "%s: cannot write %s to %s: %s\n", dti_prog_name(), what, path,
                 strerror(err));
     else if (path && dt_rank() == 0)
         printf("wrote %s to %s\n", what, path);
@@ -120,6 +94,58 @@ int dt_output_close(FILE *f, const char *path, const char *what)
     open_err = 0;
     DT_CHECK_MPI(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
     return ok;
+}
+
+/* ==== a child job ==== */
+
+int dt_run_child(const char *const argv[], const char *const add[], const char *out,
+                 const char *err)
+{
+    extern char **environ;
+    static const char *drop[] = {"PMI_", "PMIX_", "HYDI_", "HYDRA_", "MPI_LOCAL",
+                                 "DT_TEST_", "DT_TRACE=", "MPIR_CVAR_CH3_INTERFACE"};
+    size_t ne = 0, na = 0, k = 0, nd = sizeof drop / sizeof *drop;
+    while (environ[ne] != NULL)
+        ne++;
+    while (add != NULL && add[na] != NULL)
+        na++;
+    const char **env = malloc(sizeof(char *) * (ne + na + 1));
+    DT_REQUIRE(env != NULL, "out of memory");
+    for (char **e = environ; *e != NULL; e++) {
+        size_t d = 0, eq = strcspn(*e, "="), i = 0;
+        while (d < nd && strncmp(*e, drop[d], strlen(drop[d])) != 0)
+            d++;
+        while (i < na && strncmp(*e, add[i], eq + 1) != 0)    /* add[] replaces it */
+            i++;
+        if (d == nd && i == na)
+            env[k++] = *e;
+    }
+    for (size_t i = 0; i < na; i++)
+        env[k++] = add[i];
+    env[k] = NULL;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, out ? out : "/dev/null",
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    posix_spawn_file_actions_addopen(&fa, 2, err ? err : "/dev/null",
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid;
+    int st = 0, rc = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv,
+                                  (char *const *)env);
+    posix_spawn_file_actions_destroy(&fa);
+    free(env);
+    if (rc != 0) {
+        errno = rc;
+        return -1;
+    }
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    /* posix_spawnp reports a missing program in the child: the shell's 127 */
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 /* ==== parsing ==== */
@@ -258,13 +284,6 @@ void dt_parse_options(int argc, char **argv, const char *which, const char *usag
         dt_usage_error(usage, why);
     }
     dt_print_devices();
-}
-
-/* ==== timing ==== */
-
-double dt_time_median(void (*fn)(void *ctx), void *ctx, int iters, MPI_Comm comm)
-{
-    return dt_time_runs(fn, ctx, iters, comm).median;
 }
 
 /* ==== printing ==== */

@@ -28,15 +28,19 @@ __attribute__((noreturn))
 void dt_usage_error(const char *usage, const char *why);
 /* (for lib/) Those two lines, from the caller's rank; dt_init's own refusals use it. */
 void dti_usage_say(const char *why);
+/* (for lib/) The program's name as those lines give it (its file name). */
+const char *dti_prog_name(void);
 /* (for lib/) An environment variable's bad value, from the caller's rank: "dtlab: why",
  * then where every variable dtlab reads is listed (--help does not list them). */
 void dti_env_say(const char *why);
 
 /* An output path given on the command line as --opt (is_dir: a folder): when rank 0
  * cannot write it (dt_output_check: '', a missing folder, a folder where a file goes,
- * ...), a usage error on every rank, "PROG: --opt: cannot write PATH: why", before any
- * work. Creates nothing. path NULL: not given, nothing to check. Collective over
- * MPI_COMM_WORLD. */
+ * ...; then a trial write, which catches what permissions do not tell root: /proc,
+ * /sys, a read-only mount), a usage error on every rank, "PROG: --opt: cannot write
+ * PATH: why", before any work. Leaves nothing behind (the trial file, or folder, is
+ * removed at once; an existing file is opened, not truncated). path NULL: not given,
+ * nothing to check. Collective over MPI_COMM_WORLD. */
 void dt_check_output(const char *opt, const char *path, int is_dir);
 /* The same sentence in why (len bytes) for a caller that decides itself: returns
  * dt_output_check's 0, -1 or -2. */
@@ -53,6 +57,18 @@ int dti_output_why(const char *opt, const char *path, int is_dir, char *why, siz
  * nothing written, no line, 1). */
 FILE *dt_output_open(const char *path);
 int dt_output_close(FILE *f, const char *path, const char *what);
+
+/* A child job, started by a program that may itself run under mpiexec (lesson 25 runs
+ * mpiexec and scripts): runs argv (argv[0] looked up on PATH, NULL-terminated) with
+ * stdin /dev/null and stdout, stderr into the files out and err (made or truncated;
+ * NULL: /dev/null), and waits for it. Its environment is this process's less what
+ * mpiexec gave it (PMI_*, HYDRA_*, ...: a nested mpiexec would take them for its own),
+ * dtlab's test hooks (DT_TEST_*) and DT_TRACE, plus the NAME=VALUE strings in add
+ * (NULL-terminated, or NULL), which replace a variable of the same name. Returns the
+ * exit status, 128 + the signal that ended it, or -1 with errno when it could not be
+ * started. Not collective: one rank calls it. */
+int dt_run_child(const char *const argv[], const char *const add[], const char *out,
+                 const char *err);
 
 /* --help: rank 0 prints the usage text to stdout; every rank exits with status 0. */
 __attribute__((noreturn))

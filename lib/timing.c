@@ -181,3 +181,10 @@ int dt_timing_note(double spread, const char *effect)
     print_folded(text, 80);
     return 1;
 }
+
+/* ==== one median (prog.h) ==== */
+
+double dt_time_median(void (*fn)(void *ctx), void *ctx, int iters, MPI_Comm comm)
+{
+    return dt_time_runs(fn, ctx, iters, comm).median;
+}

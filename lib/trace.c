@@ -72,15 +72,6 @@ static struct {
     long long dropped;
 } tr = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
-/* What the next events of this thread belong to. "-" and -1 mean none. */
-static _Thread_local struct {
-    char coll[32], phase[32];
-    int step;
-    int schunk, rchunk;
-    long long slo, shi, rlo, rhi;
-    int thread;              /* dt_trace_thread's number, 0 the main thread */
-} ctx = { "-", "-", -1, -1, -1, 0, 0, 0, 0, 0 };
-
 /* ==== one time zero for every rank ====
  *
  * Events of different ranks must line up in the file. Reading each rank's clock right
@@ -191,53 +182,6 @@ double dt_trace_now(void)
     return MPI_Wtime() - tr.start;
 }
 
-/* NULL or "" is "none"; anything else must fit the file's fields. Checked whether or
- * not tracing is on, so a bad name shows up in the first test, not the first trace. */
-static void set_name(char dst[32], const char *s, const char *what)
-{
-    if (s == NULL || s[0] == '\0')
-        s = "-";
-    DT_REQUIRE(dti_trace_name_ok(s),
-               "trace %s '%.40s' must be 1..%d printable characters without spaces",
-               what, s, DTI_TRACE_NAME_MAX);
-    strcpy(dst, s);
-}
-
-void dt_trace_phase(const char *coll, const char *phase)
-{
-    set_name(ctx.coll, coll, "collective name");
-    set_name(ctx.phase, phase, "phase name");
-    dt_trace_step(-1, -1, 0, 0, -1, 0, 0);
-}
-
-void dt_trace_thread(int k)
-{
-    DT_REQUIRE(k >= 1 && k <= DTI_TRACE_THREAD_MAX, "dt_trace_thread: thread number %d "
-               "out of 1..%d (0 is the main thread's)", k, DTI_TRACE_THREAD_MAX);
-    ctx.thread = k;
-}
-
-/* The file's fields are signed 64-bit; a size_t beyond that cannot be a real index. */
-static long long field64(size_t v)
-{
-    return v > (size_t)LLONG_MAX ? LLONG_MAX : (long long)v;
-}
-
-/* For a timed-out wait's message (p2p.c): this thread's context in words. */
-void dti_trace_where(char *buf, size_t n)
-{
-    if (n == 0)
-        return;
-    buf[0] = '\0';
-    if (strcmp(ctx.coll, "-") == 0)
-        return;
-    int k = snprintf(buf, n, "%s", ctx.coll);
-    if (k >= 0 && (size_t)k < n && strcmp(ctx.phase, "-") && strcmp(ctx.phase, "call"))
-        k += snprintf(buf + k, n - (size_t)k, " %s", ctx.phase);
-    if (k >= 0 && (size_t)k < n && ctx.step >= 0)
-        snprintf(buf + k, n - (size_t)k, " step %d", ctx.step);
-}
-
 void dt_trace_call(const char *coll, size_t count, size_t esize)
 {
     if (!dt_trace_enabled())
@@ -246,18 +190,6 @@ void dt_trace_call(const char *coll, size_t count, size_t esize)
     dt_trace_step(-1, -1, 0, 0, -1, 0, count);
     double t = dt_trace_now();
     dt_trace_add(DT_EV_MARK, -1, count * esize, t, t);
-}
-
-void dt_trace_step(int step, int send_chunk, size_t slo, size_t shi,
-                   int recv_chunk, size_t rlo, size_t rhi)
-{
-    ctx.step = step < -1 ? -1 : step;
-    ctx.schunk = send_chunk < -1 ? -1 : send_chunk;
-    ctx.slo = field64(slo);
-    ctx.shi = field64(shi);
-    ctx.rchunk = recv_chunk < -1 ? -1 : recv_chunk;
-    ctx.rlo = field64(rlo);
-    ctx.rhi = field64(rhi);
 }
 
 void dt_trace_add(dt_event_kind kind, int peer, size_t nbytes, double t0, double t1)
@@ -284,21 +216,9 @@ void dt_trace_add_via(dt_event_kind kind, int peer, size_t nbytes, double t0, do
     e.rank = tr.rank;
     e.peer = peer >= 0 && peer < tr.size ? peer : -1;   /* MPI_ANY_SOURCE, PROC_NULL */
     e.kind = kind;
-    memcpy(e.coll, ctx.coll, sizeof e.coll);
-    memcpy(e.phase, ctx.phase, sizeof e.phase);
-    e.step = ctx.step;
-    /* What leaves this rank (a send, and the d2h copy staged before it) is the send
-     * chunk; everything else works on what arrives: receives, the h2d copy after one,
-     * the reduction into it, copies, and compute and marks too. */
-    int sending = kind == DT_EV_SEND || kind == DT_EV_D2H;
-    e.chunk = sending ? ctx.schunk : ctx.rchunk;
-    e.lo = sending ? ctx.slo : ctx.rlo;
-    e.hi = sending ? ctx.shi : ctx.rhi;
-    if (e.hi < e.lo)
-        e.hi = e.lo;
-    e.nbytes = field64(nbytes);
+    dti_trace_context(&e);              /* collective, phase, step, chunk, thread */
+    e.nbytes = nbytes > (size_t)LLONG_MAX ? LLONG_MAX : (long long)nbytes;
     e.via = (unsigned char)v;
-    e.thread = ctx.thread;
 
     pthread_mutex_lock(&tr.mu);
     if (tr.n == tr.cap && tr.cap < TRACE_MAX_EVENTS) {
@@ -416,13 +336,13 @@ void dti_trace_discard(void)
     pthread_mutex_unlock(&tr.mu);
 }
 
-void dti_trace_close(void)
+int dti_trace_close(void)
 {
     if (!tr.opened)
-        return;
+        return 0;
     tr.opened = 0;
     if (!tr.on)
-        return;                       /* off on every rank alike: nothing collective */
+        return 0;                     /* off on every rank alike: nothing collective */
 
     pthread_mutex_lock(&tr.mu);
     tr.on = 0;                        /* the merge itself is not recorded */
@@ -472,7 +392,7 @@ void dti_trace_close(void)
     if (ok && tr.rank != 0 && len > 0) {
         MPI_Request req;
         DT_CHECK_MPI(MPI_Isend(text, (int)len, MPI_BYTE, 0, MERGE_TAG, comm, &req));
-        dt_waitall(1, &req);
+        dti_p2p_wait(1, &req);
     }
     if (ok && tr.rank == 0) {
         int err = 0;
@@ -486,7 +406,7 @@ void dti_trace_close(void)
                        r, rlen);
             MPI_Request req;
             DT_CHECK_MPI(MPI_Irecv(buf, (int)rlen, MPI_BYTE, r, MERGE_TAG, comm, &req));
-            dt_waitall(1, &req);            /* received even after a failed write */
+            dti_p2p_wait(1, &req);            /* received even after a failed write */
             put(f, buf, rlen, &err);
             free(buf);
         }
@@ -511,9 +431,5 @@ void dti_trace_close(void)
     free(text);
     free(tr.path);
     tr.path = NULL;
-    if (!ok) {                        /* every rank alike: rank 0's verdict */
-        fflush(stdout);
-        dt_finalize();                /* the rest of it: the trace is closed already */
-        exit(1);
-    }
+    return !ok;                       /* every rank alike: rank 0's verdict */
 }

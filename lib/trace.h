@@ -255,8 +255,9 @@ void dt_trace_add_via(dt_event_kind kind, int peer, size_t nbytes, double t0, do
 int dt_trace_train(const char *text);
 
 /* Called by dt_finalize on every rank: gathers the events to rank 0, which writes the
- * file. Collective over MPI_COMM_WORLD. */
-void dti_trace_close(void);
+ * file. Returns 0, or 1 on every rank when the trace could not be written (rank 0 said
+ * why): dt_finalize then ends the job with status 1. Collective over MPI_COMM_WORLD. */
+int dti_trace_close(void);
 
 /* Drops what was recorded, so that dti_trace_close writes nothing: a program ending on a
  * usage error leaves no trace file behind. Every rank must call it, or none. */

@@ -313,6 +313,9 @@ static size_t add_int(char *buf, size_t k, size_t cap, long v)
     return k;
 }
 
+/* This rank and the job's size, for the handlers (set by dti_watch_signals). */
+static struct { int rank, size; } me = { -1, 0 };
+
 /* Says which signal killed the rank, lets a handler the program installed before dt_init
  * (the grader's) say its part, then dies of the same signal. Async-signal-safe. */
 static void on_fatal(int sig, siginfo_t *info, void *uctx)
@@ -325,12 +328,12 @@ static void on_fatal(int sig, siginfo_t *info, void *uctx)
         char msg[320];
         size_t k = 0, cap = sizeof msg - 1;
         k = add(msg, k, cap, "dtlab: rank ");
-        k = add_int(msg, k, cap, dt_rank());
+        k = add_int(msg, k, cap, me.rank);
         k = add(msg, k, cap, ": killed by ");
         k = add(msg, k, cap, fatal[i].name);
         k = add(msg, k, cap, " (");
         k = add(msg, k, cap, fatal[i].why);
-        k = add(msg, k, cap, fatal[i].one && dt_size() > 1
+        k = add(msg, k, cap, fatal[i].one && me.size > 1
                              ? "); mpiexec is stopping the other ranks" : ")");
         msg[k++] = '\n';
         put(2, msg, k);
@@ -362,8 +365,8 @@ static void on_exit_early(int status, void *arg)
         return;
     fflush(stdout);
     fprintf(stderr, "dtlab: rank %d: the program exited (status %d) before "
-            "dt_finalize%s\n", dt_rank(), status,
-            dt_size() > 1 ? "; mpiexec is stopping the other ranks" : "");
+            "dt_finalize%s\n", me.rank, status,
+            me.size > 1 ? "; mpiexec is stopping the other ranks" : "");
     fflush(stderr);
 }
 
@@ -377,14 +380,16 @@ static void on_sanitizer_death(void)
         return;
     char msg[160];
     size_t k = add(msg, 0, sizeof msg - 1, "dtlab: rank ");
-    k = add_int(msg, k, sizeof msg - 1, dt_rank());
+    k = add_int(msg, k, sizeof msg - 1, me.rank);
     k = add(msg, k, sizeof msg - 1, ": stopped by a sanitizer (its report is above)");
     msg[k++] = '\n';
     put(2, msg, k);
 }
 
-void dti_watch_signals(void)
+void dti_watch_signals(int rank, int size)
 {
+    me.rank = rank;
+    me.size = size;
     /* a stack of its own for the handler, so that a stack overflow is reported too */
     static char altstack[1 << 16];
     stack_t ss = {.ss_sp = altstack, .ss_size = sizeof altstack};

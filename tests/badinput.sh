@@ -155,6 +155,46 @@ full_group() {
     bad_runner=full_run bad_exit=1 bad_group "$@"
 }
 
+# env_run N PROG VAR=VALUE: PROG (train) with VAR=VALUE in its environment, at N ranks
+# (0: alone, no launcher: LOCAL_RANK is read only there). A value dtlab cannot use must
+# end every rank with status 2, within 30 s, and exactly two lines on stderr: "dtlab:
+# VAR ... not 'VALUE'" (VAR named, VALUE quoted), then where the variables are listed,
+# docs/environment.md, whose table must have a row for VAR. Sets bad_why as bad_run does.
+env_run() {
+    local n=$1 prog=$2 set=$3 var=${3%%=*} value=${3#*=} rc body k others
+    local out=$tmp/env.out err=$tmp/env.err
+    if [ "$n" = 0 ]; then
+        env -u PMI_RANK -u PMIX_RANK "$set" timeout 30 "$prog" --steps 1 >"$out" 2>"$err" \
+            </dev/null
+    else
+        env "$set" MPIEXEC_TIMEOUT=30 "$MPIEXEC" -n "$n" sh -c "$bad_wrap" "$prog" \
+            --mode ddp --steps 1 >"$out" 2>"$err" </dev/null
+    fi
+    rc=$?
+    bad_why=""
+    [ "$rc" = 2 ] || bad_why="; $(status_words "$rc"), not 2"
+    if [ "$n" != 0 ]; then
+        k=$(grep -c '^rank-exit ' "$err")
+        others=$(awk '/^rank-exit / && $3 != 2 { printf " rank %s: %s", $2, $3 }' "$err")
+        [ "$k" = "$n" ] || bad_why="$bad_why; $k of $n ranks ended"
+        [ -z "$others" ] || bad_why="$bad_why; exit status of$others"
+    fi
+    body=$(grep -v '^rank-exit ' "$err" | grep -v '; running on the CPU$' |
+           grep -v '^[[:space:]]*$')
+    k=$(grep -c . <<<"$body")
+    [ "$k" = 2 ] || bad_why="$bad_why; $k lines on stderr, want 2"
+    [[ "$(head -n 1 <<<"$body")" == "dtlab: $var"*"not '$value'" ]] ||
+        bad_why="$bad_why; the first line does not name $var and quote '$value'"
+    [ "$(tail -n 1 <<<"$body")" = "dtlab: the variables dtlab reads, and their values: docs/environment.md" ] ||
+        bad_why="$bad_why; the last line does not point to docs/environment.md"
+    grep -q "^| \`$var=" docs/environment.md ||
+        bad_why="$bad_why; docs/environment.md has no row for $var"
+    bad_why=${bad_why#; }
+    if [ -n "$bad_why" ]; then
+        { echo "---- $set ${prog##*/} (at $n ranks): $bad_why"; head -n 4 "$err"; } >>"$log"
+    fi
+}
+
 badinput_tests() {
     local L=$BUILD/lessons l png=$tmp/bad.png
     : >"$tmp/a-file"
@@ -328,6 +368,22 @@ badinput_tests() {
         bad_want=/proc/version
         bad_group "--trace in /proc: lesson 08" "1 3" "$L/08_ring_allreduce" \
             "--iters 1000000 --trace /proc/version"
+        # the same trial write behind every output option (dt_check_output), refused
+        # before any training: a missing file in /proc, an existing one root may open
+        bad_want=/proc/
+        bad_group "--csv in /proc: lesson 24" "1 3" "$L/24_modes" \
+            "--steps 50 --csv /proc/dtlab-x.csv" "--steps 50 --csv /proc/version"
+        bad_group "--dump, --checkpoint in /proc: train" "1" "$T" \
+            "--steps 1000000 --dump /proc/dtlab-x.f32" \
+            "--mode ddp --steps 1000000 --checkpoint /proc/dtlab-ck"
+        bad_group "--csv in /proc: collbench" "1" "$C" "-n 1000000 --csv /proc/version"
+        bad_group "--keep in /proc: lesson 25" "1" "$L/25_elastic" "--keep /proc/dtlab-k"
+        bad_want="''"
+    fi
+    if [ -d /sys/kernel ]; then
+        bad_want=/sys/
+        bad_group "--csv in /sys: lesson 24" "3" "$L/24_modes" \
+            "--steps 50 --csv /sys/kernel/dtlab-x.csv"
         bad_want="''"
     fi
     bad_want="$D holds files that are not dtlab checkpoints"
@@ -425,6 +481,14 @@ badinput_tests() {
         echo "(no grading program in $BUILD/grade/solution: section 7 builds them;" \
              "skipped)"
     fi
+
+    # ---- environment variables with values dtlab cannot use: each refused at start-up,
+    # on every rank, pointing to the table that lists them
+    bad_runner=env_run bad_group "environment: bad values refused, with a pointer" "3" \
+        "$T" DT_P2P=bogus DT_STAGE_KIB=1.5 DT_BLAS=2 DT_BLAS_THREADS=0 DT_WAIT=fast \
+        DT_ALLREDUCE_ALGO=tree DT_WATCH=2 DT_TIMEOUT=soon DT_DEVICE=tpu DT_TEST_KILL=1x
+    bad_runner=env_run bad_group "environment: LOCAL_RANK without a launcher" "0" "$T" \
+        LOCAL_RANK=x LOCAL_RANK=-1
 
     # ---- make run NP=...: mpiexec -n takes 0 or a word without complaint (and runs one
     # rank), so the Makefile checks NP itself

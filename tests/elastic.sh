@@ -22,6 +22,8 @@
 #   7. nothing left behind: no .tmp folder in a checkpoint folder, no process of the
 #      section's runs (SIGTERM to the script ends its job too)
 #   8. lesson 25, small: its three checks pass
+#   9. lesson 25 when its runs cannot start (MPIEXEC=/nonexistent/mpiexec): one
+#      sentence, then it stops: no table of nan, non-zero on every rank
 # About 30 s on 2 cores.
 
 elastic_tests() {
@@ -293,6 +295,30 @@ elastic_tests() {
             why="$why; no row of bytes read for rank 1"
         [ -z "$why" ] && report "$name" 1 "3 checks PASS  [$(since "$t0")]" ||
             report "$name" 0 "${why#; }"
+    else
+        missing "lesson 25_elastic" "$lesson"
+    fi
+
+    # 9. lesson 25 when its first run cannot start: one sentence, and no table after it
+    name="25_elastic with MPIEXEC=/nonexistent/mpiexec: one sentence, then stop"
+    if [ -x "$lesson" ]; then
+        t0=$(now)
+        env MPIEXEC=/nonexistent/mpiexec MPIEXEC_TIMEOUT=60 "$MPIEXEC" -n 2 sh -c \
+            '"$0" "$@"; rc=$?; echo "rank-exit ${PMI_RANK:-${PMIX_RANK:-?}} $rc" >&2
+             exit $rc' "$lesson" -n 3 --steps 4 --kill-step 2 --every 2 \
+            >"$log" 2>&1 </dev/null
+        rc=$?
+        why=""
+        [ "$rc" != 0 ] || why="exit 0"
+        [ "$(grep -c '^rank-exit [0-9]* [1-9]' "$log")" = 2 ] ||
+            why="$why; not 2 ranks with a non-zero exit"
+        [ "$(grep -c '^25_elastic: run 1: could not start /nonexistent/mpiexec' "$log")" = 1 ] ||
+            why="$why; not one sentence naming /nonexistent/mpiexec"
+        ! grep -Eqi '(^|[^a-z])(nan|inf)([^a-z]|$)|^Loss per step|^check:|^2\. ' "$log" ||
+            why="$why; it went on after the failure"
+        why=${why#; }
+        [ -z "$why" ] && report "$name" 1 "exit $rc on every rank  [$(since "$t0")]" ||
+            report "$name" 0 "$why"
     else
         missing "lesson 25_elastic" "$lesson"
     fi

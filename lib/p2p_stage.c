@@ -1,0 +1,119 @@
+/* p2p's lower half, staging (see mailbox.h): the pinned host buffers device data
+ * crosses through, their events, and the copies in and out of them. Below p2p.c and
+ * the transports (mailbox.c), which stage through it; it calls neither. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "buf.h"
+#include "cuda.h"
+#include "internal.h"
+#include "mailbox.h"
+#include "trace.h"
+
+/* ==== staging ====
+ *
+ * Device data crosses through pinned host buffers: pinned (page-locked) memory is what
+ * the GPU's copy engine reads and writes directly, so the copies run at full speed.
+ * Two buffers, one per direction, grown on demand, and the events that mark where the
+ * GPU has got to in a pipeline of copies (mailbox.c, "staged pieces"). Each thread has
+ * its own (DDP's communication thread sends while the main thread computes and may send
+ * too): freed when the thread ends, the main thread's by dt_finalize. Without a GPU the
+ * buffers are plain memory: the CPU tests stage host data through them too
+ * (dti_p2p_stage_host), to run the pipeline's logic every day. */
+typedef struct {
+    struct { void *p; size_t nbytes; int pinned; } buf[2];
+    void *ev[DTI_MAX_PIECES];
+} stage_state;
+
+static pthread_key_t stage_key;
+static pthread_once_t stage_once = PTHREAD_ONCE_INIT;
+
+static void stage_release(void *arg)
+{
+    stage_state *st = arg;
+    for (int i = 0; st && i < 2; i++)
+        if (st->buf[i].p && st->buf[i].pinned)
+            dti_cuda_host_free(st->buf[i].p);
+        else
+            free(st->buf[i].p);
+    for (int i = 0; st && i < DTI_MAX_PIECES; i++)
+        if (st->ev[i])
+            dti_cuda_event_free(st->ev[i]);
+    free(st);
+}
+
+static void stage_key_make(void)
+{
+    DT_REQUIRE(pthread_key_create(&stage_key, stage_release) == 0,
+               "cannot create a thread-local key for p2p staging");
+}
+
+static stage_state *stage_of_thread(void)
+{
+    pthread_once(&stage_once, stage_key_make);
+    stage_state *st = pthread_getspecific(stage_key);
+    if (st == NULL) {
+        st = calloc(1, sizeof *st);
+        DT_REQUIRE(st != NULL, "out of host memory");
+        pthread_setspecific(stage_key, st);
+    }
+    return st;
+}
+
+void *dti_p2p_staging(int slot, size_t nbytes)
+{
+    stage_state *st = stage_of_thread();
+    if (st->buf[slot].nbytes < nbytes || !st->buf[slot].p) {
+        if (st->buf[slot].pinned)
+            dti_cuda_host_free(st->buf[slot].p);
+        else
+            free(st->buf[slot].p);
+        st->buf[slot].pinned = dti_gpu_count() > 0;
+        st->buf[slot].p = st->buf[slot].pinned ? dti_cuda_host_alloc(nbytes)
+                                               : malloc(nbytes ? nbytes : 1);
+        DT_REQUIRE(st->buf[slot].p != NULL, "out of host memory (%zu bytes)", nbytes);
+        st->buf[slot].nbytes = nbytes;
+    }
+    return st->buf[slot].p;
+}
+
+void *dti_p2p_event(int i)
+{
+    stage_state *st = stage_of_thread();
+    if (!st->ev[i])
+        st->ev[i] = dti_cuda_event_new();
+    return st->ev[i];
+}
+
+
+/* Copies between device and staging memory, recorded as d2h / h2d. */
+static void staged_copy(void *dst, const void *src, size_t nbytes, dt_event_kind kind)
+{
+    double t0 = dt_trace_now();
+    dti_cuda_memcpy(dst, src, nbytes);
+    dt_trace_add(kind, -1, nbytes, t0, dt_trace_now());
+}
+
+void dti_p2p_copy(void *dst, const void *src, size_t nbytes)
+{
+    int d = dt_is_device_ptr(dst), s = dt_is_device_ptr(src);
+    if (!d && !s)
+        memcpy(dst, src, nbytes);
+    else
+        staged_copy(dst, src, nbytes, d && s ? DT_EV_COPY : d ? DT_EV_H2D : DT_EV_D2H);
+}
+
+void dti_p2p_copy_queue(void *dst, const void *src, size_t nbytes, int dev)
+{
+    if (dev)
+        dti_cuda_memcpy_async(dst, src, nbytes);
+    else
+        memcpy(dst, src, nbytes);
+}
+
+void dti_p2p_stage_fini(void)
+{
+    pthread_once(&stage_once, stage_key_make);
+    stage_release(pthread_getspecific(stage_key));
+    pthread_setspecific(stage_key, NULL);
+}
