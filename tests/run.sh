@@ -4,7 +4,8 @@
 #     BUILD=build MPIEXEC=mpiexec bash tests/run.sh
 #
 # It builds nothing. In order it runs
-#   1. every unit suite, $BUILD/tests/unit_*            (no MPI)
+#   1. every unit suite, $BUILD/tests/unit_*            (no MPI), and scripts/layers.sh:
+#      no circle among the files of lib/ and viz/ (docs/design.md)
 #   2. every multi-rank suite, $BUILD/tests/mpi_*, under `$MPIEXEC -n N` for N = 1..5
 #      (p2p's mailboxes on, the default), mpi_p2p and mpi_collectives again at 2 and 3
 #      ranks with DT_P2P=staging (everything through MPI), and $BUILD/tests/misuse: each
@@ -37,6 +38,8 @@
 #  18. elastic training: scripts/elastic.sh restarts a job whose rank died from its last
 #      checkpoint (on as many ranks, or fewer), to the weights of a job never stopped;
 #      lesson 25
+#  19. the docs: every relative link and anchor of README.md and docs/ resolves, and
+#      their cheap commands run (tests/docs.sh)
 # and prints one line per run, PASS or FAIL, with the output of the runs that failed.
 # The last line is "N passed, M failed" (and ", K skipped" when a test cannot run on this
 # machine, each SKIP line saying why); the exit status is 0 only when nothing failed.
@@ -128,18 +131,25 @@ skip() {
 # run NAME WANT CMD...: runs CMD, output to the log; passes when its status is WANT.
 # For Check suites the detail is Check's closing line ("100%: Checks: ...").
 run() {
-    local name=$1 want=$2 t0 rc detail
+    local name=$1 want=$2 t0 rc
     shift 2
     t0=$(now)
     "$@" >"$log" 2>&1 </dev/null
     rc=$?
+    ran "$name" "$want" "$rc" "$(since "$t0")"
+}
+
+# ran NAME WANT RC TOOK: run's verdict on a command that ended with status RC after TOOK
+# ("1.5 s"), its output in the log.
+ran() {
+    local name=$1 want=$2 rc=$3 detail
     detail=$(grep -E '^[0-9]+%: Checks: ' "$log" | tail -n 1)
     [ -n "$detail" ] || detail=$(status_words "$rc")
     # hydra's words for MPIEXEC_TIMEOUT
     if grep -q 'APPLICATION TIMED OUT' "$log"; then
         detail="timed out after ${MPIEXEC_TIMEOUT} s (a deadlock?)"
     fi
-    detail="$detail  [$(since "$t0")]"
+    detail="$detail  [$4]"
     if [ "$rc" = "$want" ]; then
         report "$name" 1 "$detail"
     else
@@ -151,6 +161,30 @@ run() {
 missing() {
     : >"$log"
     report "$1" 0 "not built: $2 is missing (did the build fail?)"
+}
+
+# Two at a time: runs that do not depend on each other may overlap (2 cores; much of a
+# run is one process, or mpiexec starting and ending ranks), each into files of its own.
+# job ID CMD...: runs CMD now, its output, status and time into $jobdir/ID.log, ID.rc
+# and ID.took. job_bg ID CMD...: the same in the background, once fewer than two run
+# (then `wait` for them). job_ran NAME WANT ID: run's verdict on it, its output the log.
+jobdir=$tmp/jobs
+mkdir -p "$jobdir"
+job() {
+    local id=$1 t0
+    shift
+    t0=$(now)
+    "$@" >"$jobdir/$id.log" 2>&1 </dev/null
+    echo $? >"$jobdir/$id.rc"
+    since "$t0" >"$jobdir/$id.took"
+}
+job_bg() {
+    while [ "$(jobs -rp | wc -l)" -ge 2 ]; do wait -n; done
+    job "$@" &
+}
+job_ran() {
+    cp "$jobdir/$3.log" "$log" 2>/dev/null || : >"$log"
+    ran "$1" "$2" "$(cat "$jobdir/$3.rc" 2>/dev/null)" "$(cat "$jobdir/$3.took" 2>/dev/null)"
 }
 
 echo "dtlab tests: BUILD=$BUILD MPIEXEC=$MPIEXEC MPIEXEC_TIMEOUT=$MPIEXEC_TIMEOUT"
@@ -170,6 +204,12 @@ unit_tests() {
         fi
     done
     [ "$found" = 1 ] || { : >"$log"; report "unit suites" 0 "none found in tests/"; }
+    # The layers (docs/design.md): no file of lib/ or viz/ calls back into one that calls
+    # it, read from the objects built (make check builds no viewer: lib alone there)
+    local parts=(lib)
+    [ -d "$BUILD/obj/viz" ] && parts+=(viz)
+    run "layers: no circles among ${parts[*]}'s files" 0 \
+        bash scripts/layers.sh --build "$BUILD" "${parts[@]}"
 }
 want 1 && timed 1 unit_tests
 
@@ -791,8 +831,9 @@ viz_tests() {
     local viz=("${limit[@]+"${limit[@]}"}" "$dtviz")
 
     # traces written by the lessons (the model suite compares them with the built-in
-    # schedules) and by the training driver (a timeline of compute and messages)
-    local traces=$tmp/traces lesson n args
+    # schedules) and by the training driver (a timeline of compute and messages); each
+    # run writes its own trace, so they run two at a time (job_bg), each said when it fails
+    local traces=$tmp/traces lesson n args makers=() m rc
     mkdir -p "$traces"
     for lesson in 03_bcast 04_reduce 05_gather_scatter 06_allgather 07_reduce_scatter \
                   08_ring_allreduce 09_allreduce_compare 10_alltoall; do
@@ -800,17 +841,17 @@ viz_tests() {
         args=()
         [ "$lesson" = 09_allreduce_compare ] && args=(--max-size 64 --iters 1)
         for n in 3 4 5; do
-            "$MPIEXEC" -n "$n" "$BUILD/lessons/$lesson" ${args[@]+"${args[@]}"} \
-                --trace "$traces/$lesson-$n.trace" >"$log" 2>&1 </dev/null ||
-                report "$lesson -n $n --trace (for the viewer)" 0 "$(status_words $?)"
+            job_bg "tr-$lesson-$n" "$MPIEXEC" -n "$n" "$BUILD/lessons/$lesson" \
+                ${args[@]+"${args[@]}"} --trace "$traces/$lesson-$n.trace"
+            makers+=("tr-$lesson-$n $lesson -n $n --trace (for the viewer)")
         done
     done
     local train=$BUILD/train small=(--steps 2 --batch 24 --hidden 24 --layers 4 --quiet)
     local ddp=$traces/train-ddp-3.trace pp=$traces/train-pp-4.trace
-    "$MPIEXEC" -n 3 "$train" --mode ddp "${small[@]}" --trace "$ddp" \
-        >"$log" 2>&1 </dev/null || report "train ddp --trace (for the viewer)" 0 "failed"
-    "$MPIEXEC" -n 4 "$train" --mode pp --micro 4 "${small[@]}" --trace "$pp" \
-        >"$log" 2>&1 </dev/null || report "train pp --trace (for the viewer)" 0 "failed"
+    job_bg tr-ddp "$MPIEXEC" -n 3 "$train" --mode ddp "${small[@]}" --trace "$ddp"
+    makers+=("tr-ddp train ddp --trace (for the viewer)")
+    job_bg tr-pp "$MPIEXEC" -n 4 "$train" --mode pp --micro 4 "${small[@]}" --trace "$pp"
+    makers+=("tr-pp train pp --trace (for the viewer)")
 
     # the training timetable's traces: every mode of train, each run in a second or less
     # (2 steps of a small model), at 1 and odd rank counts where the mode allows, counts
@@ -824,9 +865,8 @@ viz_tests() {
     t0=$(now)
     while read -r np name spec; do
         [ "$name" != moe ] || "$train" --help 2>/dev/null | grep -q 'moe' || continue
-        "$MPIEXEC" -n "$np" "$train" $spec "${tiny[@]}" --trace "$tt/$name.trace" \
-            >"$log" 2>&1 </dev/null ||
-            report "train $spec -n $np --trace (for the timetable)" 0 "$(status_words $?)"
+        job_bg "tt-$name" "$MPIEXEC" -n "$np" "$train" $spec "${tiny[@]}" --trace "$tt/$name.trace"
+        makers+=("tt-$name train $spec -n $np --trace (for the timetable)")
     done <<END
 3 pp-gpipe-4 --mode pp --schedule gpipe --micro 4 --batch 20
 3 pp-1f1b-5 --mode pp --schedule 1f1b --micro 5 --batch 20
@@ -841,6 +881,13 @@ viz_tests() {
 3 dp --mode dp --batch 21
 3 moe --mode moe --batch 21
 END
+    wait
+    for m in "${makers[@]}"; do
+        rc=$(cat "$jobdir/${m%% *}.rc" 2>/dev/null)
+        [ "$rc" = 0 ] && continue
+        cp "$jobdir/${m%% *}.log" "$log" 2>/dev/null || : >"$log"
+        report "${m#* }" 0 "$(status_words "${rc:-?}")"
+    done
     ntt=$(ls "$tt" | grep -c '\.trace$')
     if [ -x "$BUILD/tests/viz_timetable" ]; then
         run "viz_timetable (built-ins, $ntt traces of train, pixels)" 0 \
@@ -886,38 +933,56 @@ END
     done
 
     # every algorithm, headless, at 1 to 16 ranks: a PNG of the first and the last
-    # position (which dtviz names when it writes the first), and one past the last refused
-    local algo ok detail last png=$tmp/v.png
+    # position (which dtviz names when it writes the first), and one past the last refused;
+    # two algorithms at a time (job_bg), each with its own files
+    local algo png=$tmp/v.png
     is_png() { [ "$(head -c 8 "$1" 2>/dev/null | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; }
-    for algo in ring-allreduce reduce-scatter allgather naive-allreduce tree-bcast \
-                tree-reduce rd-allreduce alltoall tree-gather tree-scatter; do
-        ok=1 detail=""
+    # algo_positions ALGO: prints "ok" or why not; its runs' output is in $jobdir/algo-ALGO.log
+    algo_positions() {
+        local algo=$1 n rc last png=$tmp/v-$1.png log=$tmp/v-$1.out
         for n in 1 2 3 4 7 16; do
             rm -f "$png"
             "${viz[@]}" --algo "$algo" --ranks "$n" --count 1000 --png "$png" >"$log" 2>&1 </dev/null
             rc=$?
+            cat "$log"
             last=$(sed -n 's/.*position 0 of 0\.\.\([0-9]*\).*/\1/p' "$log")
             if [ "$rc" != 0 ] || ! is_png "$png" || [ -z "$last" ]; then
-                ok=0 detail="--ranks $n: $(status_words $rc), no PNG or no 'position 0 of 0..K'"
-                break
+                echo "--ranks $n: $(status_words $rc), no PNG or no 'position 0 of 0..K'"
+                return
             fi
             rm -f "$png"
             "${viz[@]}" --algo "$algo" --ranks "$n" --count 1000 --png "$png" --step "$last" \
                 >"$log" 2>&1 </dev/null
             rc=$?
+            cat "$log"
             if [ "$rc" != 0 ] || ! is_png "$png"; then
-                ok=0 detail="--ranks $n --step $last: $(status_words $rc) or no PNG"
-                break
+                echo "--ranks $n --step $last: $(status_words $rc) or no PNG"
+                return
             fi
             "${viz[@]}" --algo "$algo" --ranks "$n" --count 1000 --png "$png" \
                 --step $((last + 1)) >"$log" 2>&1 </dev/null
             rc=$?
+            cat "$log"
             if [ "$rc" != 2 ] || ! grep -q '^dtviz: ' "$log"; then
-                ok=0 detail="--ranks $n --step $((last + 1)): $(status_words $rc), not a usage error"
-                break
+                echo "--ranks $n --step $((last + 1)): $(status_words $rc), not a usage error"
+                return
             fi
         done
-        report "dtviz --algo $algo --png" "$ok" "${detail:-1, 2, 3, 4, 7, 16 ranks: first and last step; one past refused}"
+        echo ok
+    }
+    local algos=(ring-allreduce reduce-scatter allgather naive-allreduce tree-bcast
+                 tree-reduce rd-allreduce alltoall tree-gather tree-scatter)
+    for algo in "${algos[@]}"; do
+        job_bg "algo-$algo" algo_positions "$algo"
+    done
+    wait
+    for algo in "${algos[@]}"; do
+        cp "$jobdir/algo-$algo.log" "$log"
+        if [ "$(tail -n 1 "$log")" = ok ]; then
+            report "dtviz --algo $algo --png" 1 "1, 2, 3, 4, 7, 16 ranks: first and last step; one past refused"
+        else
+            report "dtviz --algo $algo --png" 0 "$(tail -n 1 "$log")"
+        fi
     done
 
     # traces: a lesson's and a training run's, as PNG, every step as frames, and as JSON
@@ -1022,34 +1087,36 @@ grade_tests() {
             less) [ -n "$total" ] && [ "$got" -lt "$max" ] ;;
         esac && report "$1" 1 "$total" || report "$1" 0 "${total:-no total line}, want $2"
     }
+    # dtlab's reference first, alone: it builds the grading programs every run after it uses
     run "make grade SOLUTION=1" 0 "${g[@]}" SOLUTION=1 TAP="$tmp/ref.tap" bash tests/grade/grade.sh
     score "grade: the reference gets full marks" full
     ! grep -q '^not ok' "$tmp/ref.tap" && grep -q '^1\.\.[1-9]' "$tmp/ref.tap" &&
         report "grade: TAP report of the reference" 1 "$(grep -c '^ok' "$tmp/ref.tap") ok" ||
         report "grade: TAP report of the reference" 0 "see $tmp/ref.tap"
+
+    # The gradings below are independent of each other: each grades files of its own
+    # folder (so builds into a folder of its own) and writes a TAP report of its own. They
+    # run two at a time (job_bg), and are judged afterwards, in this order.
+    local gd=$jobdir
     # (a learner's checkout, with exercises filled in, cannot score zero: skipped there)
-    if [ -n "$(git status --porcelain -- exercises 2>/dev/null)" ]; then
-        : >"$log"
-        report "grade: the untouched exercises get zero" 1 "skipped: exercises/ has local changes"
-    else
-        # (at 1 and 3 ranks: a gap fails at every count, so two show it, in half the time)
-        run "make grade (the untouched exercises)" 0 "${g[@]}" TAP="$tmp/stub.tap" \
-            GRADE_RANKS="1 3" bash tests/grade/grade.sh
-        score "grade: the untouched exercises get zero" zero
-        n=$(grep -c 'not implemented yet' "$log")
-        [ "$n" -gt 0 ] && report "grade: unfilled gaps say 'not implemented yet'" 1 "$n cases" ||
-            report "grade: unfilled gaps say 'not implemented yet'" 0 "none said so"
-    fi
+    local untouched=1
+    [ -n "$(git status --porcelain -- exercises 2>/dev/null)" ] && untouched=0
+    # (at 1 and 3 ranks: a gap fails at every count, so two show it, in half the time)
+    [ "$untouched" = 1 ] && job_bg stub "${g[@]}" TAP="$gd/stub.tap" GRADE_RANKS="1 3" \
+        bash tests/grade/grade.sh
     # A mistake is a learner's file, NAME/NN_topic/topic.c, or a sed script that plants
     # it in a correct answer: NAME/NN_topic.learner.sed in a learner's
     # (tests/grade/learner/NN_topic/topic.c), graded as a course would, or NAME/NN_topic.sed
     # in dtlab's (tests/grade/ref/NN_topic.c), graded without the rules (dtlab's answers
     # call the library).
-    local base rules
+    # (at 1-3 ranks, or the ranks NAME/ranks names, and 2 s a wait, or the seconds
+    # NAME/wait names: each planted mistake shows there, a deadlock is named after 2 s,
+    # or 1 s for the deadlocks, whose every case waits that long, and make test stays
+    # under 10 minutes)
+    local base rules ranks gwait planted=()
     for dir in tests/grade/mistakes/*/; do
         [ -e "$dir/expect" ] || continue
         name=$(basename "$dir")
-        re=$(head -n 1 "$dir/expect")
         sed=$(ls "$dir"[0-9][0-9]_*.sed 2>/dev/null | head -n 1)
         rules=1
         if [ -n "$sed" ]; then
@@ -1072,58 +1139,105 @@ grade_tests() {
         else
             ex=$(basename "$(ls -d "$dir"[0-9][0-9]_*/ | head -n 1)")
         fi
-        # (at 1-3 ranks, or the ranks NAME/ranks names, and 2 s a wait: each planted
-        # mistake shows there, a deadlock is named after 2 s, and make test stays under
-        # 10 minutes)
-        local ranks="1 2 3"
+        ranks="1 2 3" gwait=2
         [ -f "tests/grade/mistakes/$name/ranks" ] &&
             ranks=$(head -n 1 "tests/grade/mistakes/$name/ranks")
-        run "grade a planted mistake: $name" 0 "${g[@]}" WORK="$dir" EX="${ex%%_*}" GRADE_TIMEOUT=10 \
-            GRADE_RANKS="$ranks" GRADE_WAIT=2 RULES=$rules TAP="$tmp/m.tap" bash tests/grade/grade.sh
-        score "  $name loses points" less
-        # the TAP report holds each message whole (the table folds long lines)
-        grep -Eq -- "$re" "$tmp/m.tap" && report "  $name: the message says why" 1 "/$re/" ||
-            report "  $name: the message says why" 0 "no /$re/ in the report"
+        [ -f "tests/grade/mistakes/$name/wait" ] &&
+            gwait=$(head -n 1 "tests/grade/mistakes/$name/wait")
+        planted+=("$name")
+        job_bg "m-$name" "${g[@]}" WORK="$dir" EX="${ex%%_*}" GRADE_TIMEOUT=10 \
+            GRADE_RANKS="$ranks" GRADE_WAIT="$gwait" RULES=$rules TAP="$gd/m-$name.tap" \
+            bash tests/grade/grade.sh
     done
     # a learner's own correct answers (tests/grade/learner/), held to the rules: full marks
     local learned
     learned=$(cd tests/grade/learner && ls -d [0-9][0-9]_* | cut -c1-2 | tr '\n' ' ')
     for ex in $learned; do
-        run "grade a learner's correct answer to $ex" 0 "${g[@]}" WORK=tests/grade/learner EX="$ex" \
-            STRICT=1 TAP="$tmp/l.tap" bash tests/grade/grade.sh
-        score "  full marks, every rule kept" full
+        job_bg "l-$ex" "${g[@]}" WORK=tests/grade/learner EX="$ex" STRICT=1 TAP="$gd/l-$ex.tap" \
+            bash tests/grade/grade.sh
     done
     # Whole submissions that cheat: the stubs with every gap replaced by an exit. An exit
     # status is no verdict: they get nothing, and the report says the program ended early.
-    local cheat only
-    for cheat in 'MPI_Finalize(); exit(0);' 'exit(0);'; do
+    local cheats=('MPI_Finalize(); exit(0);' 'exit(0);') i only
+    for i in 0 1; do
         only=""
-        [ "$cheat" = 'exit(0);' ] && only=04     # (the same on one exercise: time)
-        rm -rf "$tmp/cheat" && mkdir -p "$tmp/cheat"
+        [ "$i" = 1 ] && only=04     # (the same on one exercise: time)
+        rm -rf "$tmp/cheat$i" && mkdir -p "$tmp/cheat$i"
         for f in exercises/[0-9][0-9]_*/*.c; do
-            mkdir -p "$tmp/cheat/$(basename "$(dirname "$f")")"
-            { echo '#include <stdlib.h>'; sed "s/EX_TODO();/$cheat/" "$f"; } \
-                >"$tmp/cheat/$(basename "$(dirname "$f")")/$(basename "$f")"
+            mkdir -p "$tmp/cheat$i/$(basename "$(dirname "$f")")"
+            { echo '#include <stdlib.h>'; sed "s/EX_TODO();/${cheats[i]}/" "$f"; } \
+                >"$tmp/cheat$i/$(basename "$(dirname "$f")")/$(basename "$f")"
         done
-        run "grade the stubs with '$cheat' for every gap${only:+ (EX=$only)}" 0 "${g[@]}" \
-            WORK="$tmp/cheat" EX="$only" TAP="$tmp/c.tap" GRADE_RANKS="1 3" \
-            bash tests/grade/grade.sh
-        score "  they get zero" zero
-        grep -q 'ended early' "$tmp/c.tap" && report "  the report says they ended early" 1 "" ||
-            report "  the report says they ended early" 0 "no 'ended early' in $tmp/c.tap"
+        job_bg "c-$i" "${g[@]}" WORK="$tmp/cheat$i" EX="$only" TAP="$gd/c-$i.tap" \
+            GRADE_RANKS="1 3" bash tests/grade/grade.sh
     done
     # The same WORK path again with another file dated in the past (an archive unpacked,
     # a .mine put back): it is graded, not the last build
     rm -rf "$tmp/sub" && mkdir -p "$tmp/sub" && cp -r tests/grade/learner/02_reduce_scatter "$tmp/sub/"
-    run "grade a submission" 0 "${g[@]}" WORK="$tmp/sub" EX=02 TAP="$tmp/s.tap" bash tests/grade/grade.sh
+    resubmit() {
+        job s-1 "${g[@]}" WORK="$tmp/sub" EX=02 TAP="$gd/s-1.tap" bash tests/grade/grade.sh
+        sed -i 's/dt_ring_rs_send_chunk(rank, n, s)/dt_ring_rs_send_chunk(rank, n, s + 1)/' \
+            "$tmp/sub/02_reduce_scatter/reduce_scatter.c"
+        touch -d 2001-01-01 "$tmp/sub/02_reduce_scatter/reduce_scatter.c"
+        job s-2 "${g[@]}" WORK="$tmp/sub" EX=02 TAP="$gd/s-2.tap" bash tests/grade/grade.sh
+    }
+    job_bg s resubmit
+    # (the clone at an odd path, below: with BUILD relative, as make test's)
+    local odd="$tmp/a learner's \$HOME dir"
+    odd_path() {
+        git clone -q . "$odd" 2>/dev/null || return
+        find "$odd" -path "$odd/.git" -prune -o -type f -exec touch -d 2000-01-01 {} +
+        mkdir -p "$odd/$BUILD/grade" "$odd/my \"work\" & co" "$odd/hidden tests"
+        cp -a "$BUILD/config" "$BUILD/libdt.a" "$BUILD/obj" "$odd/$BUILD/"
+        cp -a "$BUILD/grade/solution" "$odd/$BUILD/grade/"
+        cp -r tests/grade/learner/* "$odd/my \"work\" & co/"
+        cp tests/grade/hidden_example/*.c "$odd/hidden tests/"
+        : >"$gd/odd.cloned"
+        job odd-1 make --no-print-directory -s -C "$odd" grade BUILD="$BUILD" MPIEXEC="$MPIEXEC" \
+            EX="${learned%% *}" WORK="$odd/my \"work\" & co" TAP="$odd/the report's.tap"
+        job odd-2 make --no-print-directory -s -C "$odd" grade BUILD="$BUILD" MPIEXEC="$MPIEXEC" \
+            SOLUTION=1 EX=04 EXTRA_TESTS="$odd/hidden tests"
+    }
+    case $BUILD in /*) ;; *) job_bg odd odd_path ;; esac
+    wait
+
+    # ---- the verdicts, in the order above ----
+    if [ "$untouched" = 0 ]; then
+        : >"$log"
+        report "grade: the untouched exercises get zero" 1 "skipped: exercises/ has local changes"
+    else
+        job_ran "make grade (the untouched exercises)" 0 stub
+        score "grade: the untouched exercises get zero" zero
+        n=$(grep -c 'not implemented yet' "$log")
+        [ "$n" -gt 0 ] && report "grade: unfilled gaps say 'not implemented yet'" 1 "$n cases" ||
+            report "grade: unfilled gaps say 'not implemented yet'" 0 "none said so"
+    fi
+    for name in ${planted[@]+"${planted[@]}"}; do
+        re=$(head -n 1 "tests/grade/mistakes/$name/expect")
+        job_ran "grade a planted mistake: $name" 0 "m-$name"
+        score "  $name loses points" less
+        # the TAP report holds each message whole (the table folds long lines)
+        grep -Eq -- "$re" "$gd/m-$name.tap" && report "  $name: the message says why" 1 "/$re/" ||
+            report "  $name: the message says why" 0 "no /$re/ in the report"
+    done
+    for ex in $learned; do
+        job_ran "grade a learner's correct answer to $ex" 0 "l-$ex"
+        score "  full marks, every rule kept" full
+    done
+    for i in 0 1; do
+        only=""
+        [ "$i" = 1 ] && only=04
+        job_ran "grade the stubs with '${cheats[i]}' for every gap${only:+ (EX=$only)}" 0 "c-$i"
+        score "  they get zero" zero
+        grep -q 'ended early' "$gd/c-$i.tap" && report "  the report says they ended early" 1 "" ||
+            report "  the report says they ended early" 0 "no 'ended early' in $gd/c-$i.tap"
+    done
+    job_ran "grade a submission" 0 s-1
     score "  full marks" full
-    sed -i 's/dt_ring_rs_send_chunk(rank, n, s)/dt_ring_rs_send_chunk(rank, n, s + 1)/' \
-        "$tmp/sub/02_reduce_scatter/reduce_scatter.c"
-    touch -d 2001-01-01 "$tmp/sub/02_reduce_scatter/reduce_scatter.c"
-    run "grade another, older file at the same path" 0 "${g[@]}" WORK="$tmp/sub" EX=02 \
-        TAP="$tmp/s.tap" bash tests/grade/grade.sh
+    job_ran "grade another, older file at the same path" 0 s-2
     score "  it is graded anew" less
-    # STRICT=1: a course's CI fails below full marks
+    # STRICT=1: a course's CI fails below full marks (after the untouched exercises'
+    # grading, which builds into the same folder)
     run "grade STRICT=1 below full marks exits 1" 1 "${g[@]}" EX=02 STRICT=1 TAP="$tmp/s.tap" \
         bash tests/grade/grade.sh
     # (hidden tests: below, from a path with a space; here only where that cannot run)
@@ -1146,28 +1260,17 @@ grade_tests() {
     fi
     # Any path: a clone whose path holds a space, a quote and a '$', grading a submission,
     # writing the report and reading hidden tests at such paths (the clone reuses this
-    # build's objects, its sources dated back so that make rebuilds nothing)
-    local odd="$tmp/a learner's \$HOME dir"
-    case $BUILD in /*) ;; *)
-    if git clone -q . "$odd" 2>/dev/null; then
-        find "$odd" -path "$odd/.git" -prune -o -type f -exec touch -d 2000-01-01 {} +
-        mkdir -p "$odd/$BUILD/grade" "$odd/my \"work\" & co" "$odd/hidden tests"
-        cp -a "$BUILD/config" "$BUILD/libdt.a" "$BUILD/obj" "$odd/$BUILD/"
-        cp -a "$BUILD/grade/solution" "$odd/$BUILD/grade/"
-        cp -r tests/grade/learner/* "$odd/my \"work\" & co/"
-        cp tests/grade/hidden_example/*.c "$odd/hidden tests/"
-        run "make grade in a clone at a path with a space, a quote and a \$" 0 \
-            make --no-print-directory -s -C "$odd" grade BUILD="$BUILD" MPIEXEC="$MPIEXEC" \
-            EX="${learned%% *}" WORK="$odd/my \"work\" & co" TAP="$odd/the report's.tap"
+    # build's objects, its sources dated back so that make rebuilds nothing); started
+    # with the gradings above, judged after them
+    if [ -f "$gd/odd.cloned" ]; then
+        job_ran "make grade in a clone at a path with a space, a quote and a \$" 0 odd-1
         score "  full marks" full
         [ -s "$odd/the report's.tap" ] && report "  the TAP report is where TAP says" 1 "" ||
             report "  the TAP report is where TAP says" 0 "no $odd/the report's.tap"
-        run "  hidden tests from such a path" 0 make --no-print-directory -s -C "$odd" grade \
-            BUILD="$BUILD" MPIEXEC="$MPIEXEC" SOLUTION=1 EX=04 EXTRA_TESTS="$odd/hidden tests"
+        job_ran "  hidden tests from such a path" 0 odd-2
         grep -q 'hidden tests 04_subcomm' "$log" && score "  the hidden cases count" full ||
             report "  the hidden cases count" 0 "no hidden suite in the table"
-    fi ;;
-    esac
+    fi
     for bad in "EX=99" "SOLUTION=2" "HINTS=yes" "STRICT=2" "GRADE_WAIT=0" "GRADE_TIMEOUT=0" "GRADE_RANKS=x" "WORK=/nonexistent" \
                "EXTRA_TESTS=/nonexistent"; do
         run "grade refuses $bad" 2 "${g[@]}" "$bad" bash tests/grade/grade.sh
@@ -1186,8 +1289,9 @@ want 7 && timed 7 grade_tests
 #  15. many hosts in network namespaces                tests/hosts.sh
 #  17. fsdp --prefetch                                 tests/prefetch.sh
 #  18. elastic training                                tests/elastic.sh
+#  19. the docs' links and commands                    tests/docs.sh
 for section in 8:badinput 9:faults 10:checkpoint 11:stress 12:moe 13:compress 14:async \
-               15:hosts 16:gpu 17:prefetch 18:elastic; do
+               15:hosts 16:gpu 17:prefetch 18:elastic 19:docs; do
     if want "${section%%:*}" && [ -f "tests/${section#*:}.sh" ]; then
         . "tests/${section#*:}.sh"
         timed "${section%%:*}" "${section#*:}_tests"

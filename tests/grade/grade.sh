@@ -521,7 +521,8 @@ if ! mk $jobs SOLUTION=1 "${exercises[@]/#/$ref/}" >"$log" 2>&1; then
 fi
 
 # Every learner program built at once, in parallel (-k: past a file that does not build;
-# each exercise's own make below then says why, or finds its program made)
+# each exercise's own make below then says why, or finds its program made). One
+# exercise's programs are built by its own make below, in parallel too.
 if [ "$SOLUTION" != 1 ]; then
     targets=()
     for e in "${exercises[@]}"; do
@@ -529,7 +530,7 @@ if [ "$SOLUTION" != 1 ]; then
         [ -e "$out/src/$e/${e#*_}.c" ] &&
             targets+=("$out/$e" "$out/calls/$e.o" ${asan:+"$out/asan/$e"})
     done
-    [ ${#targets[@]} -gt 0 ] &&
+    [ ${#targets[@]} -gt 0 ] && [ ${#exercises[@]} -gt 1 ] &&
         mk $jobs -k GRADE_SRC="$out/src" GRADE_OUT="$out" "${targets[@]}" >"$tmp/build.log" 2>&1
 fi
 
@@ -557,13 +558,14 @@ for e in "${exercises[@]}"; do
         elif [ ! -e "$file" ]; then
             built=0
             buildmsg="not graded: $file is missing"
-        elif ! mk GRADE_SRC="$out/src" GRADE_OUT="$out" "$out/$s" "$out/calls/$e.o" \
+        elif ! mk $jobs GRADE_SRC="$out/src" GRADE_OUT="$out" "$out/$s" "$out/calls/$e.o" \
                   ${asan:+"$out/asan/$e"} >"$log" 2>&1; then
             # the compiler's words once, under the exercise's row; each case says why
             built=0
             buildmsg="not graded: $file does not build (the errors are above)"
             [ "$s" = "$e" ] && { echo "   $file does not build:"
-                grep -E 'error|undefined reference|No rule' "$log" | head -n 8 | as_learner
+                grep -E 'error|undefined reference|No rule' "$log" | awk '!seen[$0]++' | head -n 8 |
+                    as_learner
                 } >>"$tmp/rows"
         elif [ "$s" = "$e" ] && cat "$log" "$tmp/build.log" 2>/dev/null |
                  grep -F "$out/src/$e/" | grep -q 'warning:'; then
