@@ -208,7 +208,7 @@ unit_tests() {
     # it, read from the objects built (make check builds no viewer: lib alone there)
     local parts=(lib)
     [ -d "$BUILD/obj/viz" ] && parts+=(viz)
-    run "layers: no circles among ${parts[*]}'s files" 0 \
+    run "layers: no circles in ${parts[*]}" 0 \
         bash scripts/layers.sh --build "$BUILD" "${parts[@]}"
 }
 want 1 && timed 1 unit_tests
