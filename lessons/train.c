@@ -440,6 +440,7 @@ int main(int argc, char **argv)
     if (dt_train_check(&c, n, why, sizeof why))
         dt_usage_error(usage, why);
     check_sizes(&c);
+    dt_train_env_check(&c, NULL, NULL);     /* the test hooks, before anything is printed */
     c.on_step = print_step;
     c.ctx = &d;
 

@@ -141,6 +141,14 @@ static void read_options(int argc, char **argv, const char **device, const char 
     free(copy);
 }
 
+/* A variable of dtlab's environment: NULL when unset, or set to "" (an empty variable
+ * is an unset one, for every variable alike). */
+static const char *env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
 /* ==== init and finalize ==== */
 
 int dt_init(int *argc, char ***argv)
@@ -161,10 +169,10 @@ int dt_init(int *argc, char ***argv)
     if (provided < MPI_THREAD_MULTIPLE && dti_me.rank == 0)
         fprintf(stderr, "dtlab: this MPI gives thread level %d, not MPI_THREAD_MULTIPLE; "
                         "a communication thread would be unsafe\n", provided);
-    const char *device = getenv("DT_DEVICE"), *trace = getenv("DT_TRACE");
-    const char *wait = getenv("DT_WAIT"), *algo = getenv("DT_ALLREDUCE_ALGO");
-    const char *watch = getenv("DT_WATCH"), *limit = getenv("DT_TIMEOUT");
-    const char *p2p = getenv("DT_P2P"), *stage = getenv("DT_STAGE_KIB");
+    const char *device = env("DT_DEVICE"), *trace = env("DT_TRACE");
+    const char *wait = env("DT_WAIT"), *algo = env("DT_ALLREDUCE_ALGO");
+    const char *watch = env("DT_WATCH"), *limit = env("DT_TIMEOUT");
+    const char *p2p = env("DT_P2P"), *stage = env("DT_STAGE_KIB");
     int help = 0, from_argv = 0;
     if (argc && argv && *argv)
         read_options(*argc, *argv, &device, &trace, &from_argv, &help);

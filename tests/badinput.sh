@@ -158,7 +158,7 @@ full_group() {
 # env_run N PROG VAR=VALUE: PROG (train) with VAR=VALUE in its environment, at N ranks
 # (0: alone, no launcher: LOCAL_RANK is read only there). A value dtlab cannot use must
 # end every rank with status 2, within 30 s, and exactly two lines on stderr: "dtlab:
-# VAR ... not 'VALUE'" (VAR named, VALUE quoted), then where the variables are listed,
+# VAR ... 'VALUE'..." (VAR named, its value quoted), then where the variables are listed,
 # docs/environment.md, whose table must have a row for VAR. Sets bad_why as bad_run does.
 env_run() {
     local n=$1 prog=$2 set=$3 var=${3%%=*} value=${3#*=} rc body k others
@@ -183,8 +183,9 @@ env_run() {
            grep -v '^[[:space:]]*$')
     k=$(grep -c . <<<"$body")
     [ "$k" = 2 ] || bad_why="$bad_why; $k lines on stderr, want 2"
-    [[ "$(head -n 1 <<<"$body")" == "dtlab: $var"*"not '$value'" ]] ||
-        bad_why="$bad_why; the first line does not name $var and quote '$value'"
+    k=$(head -n 1 <<<"$body")
+    [[ "$k" == "dtlab: $var"* && "$k" == *"$value"* ]] ||
+        bad_why="$bad_why; the first line does not name $var and its value '$value'"
     [ "$(tail -n 1 <<<"$body")" = "dtlab: the variables dtlab reads, and their values: docs/environment.md" ] ||
         bad_why="$bad_why; the last line does not point to docs/environment.md"
     grep -q "^| \`$var=" docs/environment.md ||
@@ -486,7 +487,8 @@ badinput_tests() {
     # on every rank, pointing to the table that lists them
     bad_runner=env_run bad_group "environment: bad values refused, with a pointer" "3" \
         "$T" DT_P2P=bogus DT_STAGE_KIB=1.5 DT_BLAS=2 DT_BLAS_THREADS=0 DT_WAIT=fast \
-        DT_ALLREDUCE_ALGO=tree DT_WATCH=2 DT_TIMEOUT=soon DT_DEVICE=tpu DT_TEST_KILL=1x
+        DT_ALLREDUCE_ALGO=tree DT_WATCH=2 DT_TIMEOUT=soon DT_DEVICE=tpu DT_TEST_KILL=1x \
+        DT_TEST_KILL=5:1 DT_TEST_CHECKPOINT_CRASH=1e3
     bad_runner=env_run bad_group "environment: LOCAL_RANK without a launcher" "0" "$T" \
         LOCAL_RANK=x LOCAL_RANK=-1
 

@@ -116,14 +116,28 @@ int dti_test_kill_env(int *rank, int *step)
         return 0;
     char *end;
     long R = strtol(v, &end, 10), S;
-    if (end == v || *end != ':' || R < 0 || R > 1000000)
+    if (end == v || *end != ':' || R < 0 || R > 1000000 || !(*v >= '0' && *v <= '9'))
         return -1;
     v = end + 1;
     S = strtol(v, &end, 10);
-    if (end == v || *end || S < 1 || S > 100000000)
+    if (end == v || *end || S < 1 || S > 100000000 || !(*v >= '0' && *v <= '9'))
         return -1;
     *rank = (int)R;
     *step = (int)S;
+    return 0;
+}
+
+int dti_test_crash_env(int *step)
+{
+    const char *v = getenv("DT_TEST_CHECKPOINT_CRASH");
+    *step = 0;
+    if (v == NULL || *v == 0)
+        return 0;
+    char *end;
+    long K = strtol(v, &end, 10);
+    if (end == v || *end || K < 1 || K > 100000000 || !(*v >= '0' && *v <= '9'))
+        return -1;
+    *step = (int)K;
     return 0;
 }
 

@@ -131,8 +131,8 @@ void dti_ckpt_open(dti_run *r)
     r->ckpt = k;
     k->dir = c->checkpoint_dir;
     k->every = c->checkpoint_every;
-    const char *crash = getenv("DT_TEST_CHECKPOINT_CRASH");
-    k->crash_step = crash ? atoi(crash) : 0;
+    if (dti_test_crash_env(&k->crash_step))   /* (dt_train_env_check refused it) */
+        k->crash_step = 0;
 
     char why[1024] = "";
     const char *longest = k->dir && (!c->resume_dir ||

@@ -207,6 +207,15 @@ int dt_train_check(const dt_train_config *c, int nranks, char *why, size_t len);
  * the reason, every rank exits with status 2). */
 void dt_train_usage_check(const dt_train_config *c, const char *program);
 
+/* The test hooks in the environment against c on MPI_COMM_WORLD's ranks: DT_TEST_KILL=R:S
+ * and DT_TEST_CHECKPOINT_CRASH=K (docs/environment.md). A value that is no R:S or K, or
+ * that a fresh run (no resume) never reaches, ends every rank with status 2 and two
+ * lines, the mistake and where the variables are listed. Otherwise returns, with the
+ * kill hook's rank and step in *kill_rank and *kill_step (-1 and 0: none; either may
+ * be NULL). dt_train does it; call it first to refuse before printing anything. Every
+ * rank must call it. */
+void dt_train_env_check(const dt_train_config *c, int *kill_rank, int *kill_step);
+
 typedef struct {
     int steps;
     float *loss;              /* [steps] mean loss per step, every rank */

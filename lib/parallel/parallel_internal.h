@@ -109,6 +109,9 @@ void dti_mark(const char *coll, const char *phase, int step, int chunk, size_t l
  * dti_test_kill_arm(R, S) has rank R of the next run raise SIGKILL at the end of step S,
  * in a run that did not resume (dti_step_end); S 0: off. */
 int dti_test_kill_env(int *rank, int *step);
+/* DT_TEST_CHECKPOINT_CRASH=K (books.c) into *step (0 when unset): 0, or -1 for a value
+ * that is no whole number from 1. */
+int dti_test_crash_env(int *step);
 void dti_test_kill_arm(int rank, int step);
 
 /* ==== mixed precision helpers (mixed.c) ==== */

@@ -198,6 +198,51 @@ void dt_train_usage_check(const dt_train_config *c, const char *program)
     dt_usage_error(NULL, msg);
 }
 
+/* A test hook's bad value: the sentence (rank 0) and where the variables are listed,
+ * then status 2 on every rank, as dt_init's environment errors do. */
+__attribute__((noreturn))
+static void bad_hook(const char *why)
+{
+    if (dt_rank() == 0)
+        dti_env_say(why);
+    dt_usage_error(NULL, "");
+}
+
+void dt_train_env_check(const dt_train_config *c, int *kill_rank, int *kill_step)
+{
+    char why[200];
+    int n = dt_size(), R = -1, S = 0, K = 0, E = c->checkpoint_every;
+    if (dti_test_kill_env(&R, &S)) {
+        snprintf(why, sizeof why, "DT_TEST_KILL must be R:S, a rank and a step (whole "
+                 "numbers from 0 and 1), not '%.40s'", getenv("DT_TEST_KILL"));
+        bad_hook(why);
+    }
+    /* a fresh run that would never fire it: say so rather than train in silence (a
+     * resumed one may run on fewer ranks than the job the hook was meant for) */
+    if (S > 0 && c->resume_dir == NULL && (R >= n || S > c->steps)) {
+        snprintf(why, sizeof why, "DT_TEST_KILL=%d:%d names %s this run never reaches "
+                 "(%d ranks, %d steps)", R, S, R >= n ? "a rank" : "a step", n, c->steps);
+        bad_hook(why);
+    }
+    if (dti_test_crash_env(&K)) {
+        snprintf(why, sizeof why, "DT_TEST_CHECKPOINT_CRASH must be K, the step whose "
+                 "checkpoint a rank stops writing (a whole number from 1), not '%.40s'",
+                 getenv("DT_TEST_CHECKPOINT_CRASH"));
+        bad_hook(why);
+    }
+    if (K > 0 && c->resume_dir == NULL &&
+        (!c->checkpoint_dir || K > c->steps || (K != c->steps && (E <= 0 || K % E)))) {
+        snprintf(why, sizeof why, "DT_TEST_CHECKPOINT_CRASH=%d names a checkpoint this "
+                 "run never writes (%s)", K, !c->checkpoint_dir ? "no --checkpoint"
+                 : K > c->steps ? "past the last step" : "not a step --every writes");
+        bad_hook(why);
+    }
+    if (kill_rank)
+        *kill_rank = R;
+    if (kill_step)
+        *kill_step = S;
+}
+
 /* ==== the trace's "# train" line ==== */
 
 /* Appends " key value" to s (len bytes) when it fits whole; the first pair goes in
@@ -302,26 +347,10 @@ void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
         told = dt_trace_train(text) == 0;
     }
 
-    /* DT_TEST_KILL, in a run over every rank (not a reference on MPI_COMM_SELF): a bad
-     * value ends every rank with status 2, as dt_init's environment errors do */
+    /* the test hooks, in a run over every rank (not a reference on MPI_COMM_SELF) */
     int kill_rank = -1, kill_step = 0;
-    if (n == world && dti_test_kill_env(&kill_rank, &kill_step)) {
-        char why[160];
-        snprintf(why, sizeof why, "DT_TEST_KILL must be R:S, a rank and a step (whole "
-                 "numbers from 0 and 1), not '%.40s'", getenv("DT_TEST_KILL"));
-        if (dt_rank() == 0)
-            dti_env_say(why);
-        dt_usage_error(NULL, "");
-    } else if (kill_step > 0 && c->resume_dir == NULL &&
-               (kill_rank >= n || kill_step > c->steps)) {
-        /* a fresh run that would never fire it: say so rather than train in silence
-         * (a resumed one may run on fewer ranks than the job the hook was meant for) */
-        char why[160];
-        snprintf(why, sizeof why, "DT_TEST_KILL=%d:%d names %s this run never reaches "
-                 "(%d ranks, %d steps)", kill_rank, kill_step, kill_rank >= n ? "a rank"
-                 : "a step", n, c->steps);
-        dt_usage_error(NULL, why);
-    }
+    if (n == world)
+        dt_train_env_check(c, &kill_rank, &kill_step);
     dti_test_kill_arm(kill_rank, kill_step);     /* (a reference on fewer ranks: off) */
 
     dti_run r;
