@@ -140,14 +140,14 @@ static void exercise(dv_model *m)
 
 /* ==== the timetable ==== */
 
-/* The block that dv_tt_block_at returns covers t in the lane asked for. */
-static void block_at(const dv_tt *tt, int rank, int lane, double t)
+/* The block that dv_tt_block_at returns covers t in the row and lane asked for. */
+static void block_at(const dv_tt *tt, int row, int lane, double t)
 {
-    int b = dv_tt_block_at(tt, rank, lane, t);
-    EXPECT(b == -1 || (b >= 0 && b < tt->nblocks && tt->blocks[b].rank == rank &&
+    int b = dv_tt_block_at(tt, row, lane, t);
+    EXPECT(b == -1 || (b >= 0 && b < tt->nblocks && tt->blocks[b].row == row &&
                        tt->blocks[b].lane == lane && tt->blocks[b].t0 <= t &&
                        t <= tt->blocks[b].t1),
-           "block_at(%d, %d, %g) = %d of %d", rank, lane, t, b, tt->nblocks);
+           "block_at(row %d, %d, %g) = %d of %d", row, lane, t, b, tt->nblocks);
 }
 
 /* Builds the timetable of m (a refusal needs a sentence; must_build: a built-in pipeline,
@@ -172,8 +172,11 @@ static void exercise_tt(const dv_model *m, int must_build)
                memchr(b->label, '\0', sizeof b->label),
                "block %d: rank %d lane %d kind %d [%g, %g]", i, b->rank, b->lane, b->kind,
                b->t0, b->t1);
-        EXPECT(i == 0 || tt.blocks[i - 1].rank < b->rank ||
-               (tt.blocks[i - 1].rank == b->rank && (tt.blocks[i - 1].lane < b->lane ||
+        /* in row order (a row: a rank's thread), lane order, then time */
+        EXPECT(b->row >= 0 && b->row < tt.nrows && tt.rows[b->row].rank == b->rank,
+               "block %d: row %d of %d, rank %d", i, b->row, tt.nrows, b->rank);
+        EXPECT(i == 0 || tt.blocks[i - 1].row < b->row ||
+               (tt.blocks[i - 1].row == b->row && (tt.blocks[i - 1].lane < b->lane ||
                 (tt.blocks[i - 1].lane == b->lane && !(tt.blocks[i - 1].t0 > b->t0)))),
                "block %d out of order", i);
         EXPECT(b->call >= -1 && b->call < m->ncalls, "block %d: call %d of %d", i, b->call,
@@ -204,7 +207,7 @@ static void exercise_tt(const dv_model *m, int must_build)
     const double at[] = { -INFINITY, INFINITY, NAN, -1e300, 1e300, tt.t_begin, tt.t_end, mid,
                           tt.nblocks ? tt.blocks[0].t0 : 0,
                           tt.nblocks ? tt.blocks[tt.nblocks / 2].t1 : 0 };
-    int ranks[] = { 0, tt.nranks / 2, tt.nranks - 1 };
+    int ranks[] = { 0, tt.nranks / 2, tt.nranks - 1 }, rows[] = { 0, tt.nrows / 2, tt.nrows - 1 };
     for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
         int s = dv_tt_step_at(&tt, at[i]);
         EXPECT(tt.nsteps == 0 ? s == -1 : s >= 0 && s < tt.nsteps, "step_at(%g) = %d of %d",
@@ -212,8 +215,8 @@ static void exercise_tt(const dv_model *m, int must_build)
         for (int r = 0; r < 3; r++) {
             int k = dv_tt_stash(&tt, ranks[r], at[i]);
             EXPECT(k >= 0, "stash(%d, %g) = %d", ranks[r], at[i], k);
-            block_at(&tt, ranks[r], 0, at[i]);
-            block_at(&tt, ranks[r], 1, at[i]);
+            block_at(&tt, rows[r], 0, at[i]);
+            block_at(&tt, rows[r], 1, at[i]);
         }
     }
     dv_tt_free(&tt);
