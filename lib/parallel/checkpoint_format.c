@@ -785,8 +785,15 @@ void ck_manifest_read(dti_run *r, dti_ckpt *k, char *why, size_t len)
     config_compare(k->from, text, k->config, why, len);
     if (why[0])
         return;
-    const char *s = strstr(text, "\nstep ");
-    long reached = s ? strtol(s + 6, NULL, 10) : -1;      /* LONG_MAX when too large */
+    const char *s = strstr(text, "\nstep "), *p = s ? s + 6 : NULL;
+    unsigned long long v = 0;               /* read strictly, as ck_manifest_parse does */
+    if (p && (num(&p, 10, 1 << 30, &v) != 0 || (*p && *p != '\n'))) {
+        ck_say(why, len, "cannot resume: %s: its step line '%.*s' is no step (a whole "
+            "number up to 2^30)", path, (int)strcspn(s + 1, "\n") < 40 ?
+            (int)strcspn(s + 1, "\n") : 40, s + 1);
+        return;
+    }
+    long reached = s ? (long)v : -1;
     if (reached != step) {
         ck_say(why, len, "cannot resume: %s says step %ld, its name step %d", path,
             reached, step);
