@@ -63,7 +63,6 @@ typedef struct {
 
 /* ==== small tools ==== */
 
-/* A new zeroed element at the end of *arr (n elements of sz, cap allocated), or NULL. */
 /* A new zeroed element at the end of the array *arr of *n (dvi_grow's growth), or NULL
  * out of memory. */
 static void *push(void *arr, size_t *n, size_t *cap, size_t sz)

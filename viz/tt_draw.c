@@ -60,12 +60,16 @@ static void draw_header(dv_text *t, const dv_model *m, const dv_view *v, const d
     const dv_tt *tt = v->tt;
     char s[320], win[96];
     const char *name = mode_name(tt->mode);
+    /* the settings the "# train" line gives, unless it contradicts the events (the mode
+     * is the events' then; the line below the step's says where they differ) */
+    const char *set = tt->disagree[0] ? "settings: not as its '# train' line says" :
+                      tt->settings;
     if (tt->mode[0] == '\0')
         snprintf(s, sizeof s, "%s", m->title);
     else if (name != NULL)
-        snprintf(s, sizeof s, "%s (%s)   %s", name, tt->mode, tt->settings);
+        snprintf(s, sizeof s, "%s (%s)   %s", name, tt->mode, set);
     else
-        snprintf(s, sizeof s, "%s   %s", tt->mode, tt->settings);
+        snprintf(s, sizeof s, "%s   %s", tt->mode, set);
     dv_font tf = dv_text_width(t, DV_FONT_TITLE, s) <= w - 2 * PAD ? DV_FONT_TITLE : DV_FONT_BODY;
     dvi_text_fit(t, tf, PAD, PAD / 2, w - 2 * PAD, TEXT, s);
 
