@@ -77,7 +77,8 @@ static int tmp_creatable(const char *path)
 
 /* The trace is written at dt_finalize, by rank 0, whose path decides for every rank
  * (trace.c): a path rank 0 cannot write is refused here, before the run, not found
- * after it. dt_output_check creates nothing and the trial FILE.tmp is removed, so a
+ * after it. dti_output_why's trial write leaves nothing behind (an existing file is
+ * opened, not truncated; a new one removed at once), nor does the trial FILE.tmp, so a
  * refused run leaves the file system, an older trace at that path included, as it
  * was. Collective. */
 static void check_trace(const char *path, int option)

@@ -23,6 +23,15 @@ static const char *const mode_names[DT_NMODES] = {
 };
 static const char *const compress_names[DT_NCOMPRESS] = { "none", "fp16", "int8", "sign" };
 
+/* The index of s among names[0..n), or -1. */
+static int name_index(const char *const *names, int n, const char *s)
+{
+    for (int i = 0; s && i < n; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
 const char *dt_mode_name(dt_mode m)
 {
     return m >= 0 && m < DT_NMODES ? mode_names[m] : "?";
@@ -30,12 +39,10 @@ const char *dt_mode_name(dt_mode m)
 
 int dt_mode_parse(const char *s, dt_mode *m)
 {
-    for (int i = 0; s && i < DT_NMODES; i++)
-        if (strcmp(s, mode_names[i]) == 0) {
-            *m = (dt_mode)i;
-            return 0;
-        }
-    return -1;
+    int i = name_index(mode_names, DT_NMODES, s);
+    if (i >= 0)
+        *m = (dt_mode)i;
+    return i < 0 ? -1 : 0;
 }
 
 const char *dt_compress_name(dt_compress k)
@@ -45,12 +52,10 @@ const char *dt_compress_name(dt_compress k)
 
 int dt_compress_parse(const char *s, dt_compress *k)
 {
-    for (int i = 0; s && i < DT_NCOMPRESS; i++)
-        if (strcmp(s, compress_names[i]) == 0) {
-            *k = (dt_compress)i;
-            return 0;
-        }
-    return -1;
+    int i = name_index(compress_names, DT_NCOMPRESS, s);
+    if (i >= 0)
+        *k = (dt_compress)i;
+    return i < 0 ? -1 : 0;
 }
 
 /* ==== the books ==== */
@@ -107,23 +112,31 @@ static _Atomic unsigned long long compute_ns;
  * off. */
 static int kill_rank = -1, kill_step;
 
+/* The digits at *v, lo to hi, followed by the character stop, into *out and *v past
+ * them: 0, or -1 (no digit first, a sign, another character, out of range). */
+static int whole(const char **v, char stop, long lo, long hi, int *out)
+{
+    char *end;
+    long x = strtol(*v, &end, 10);
+    if (!(**v >= '0' && **v <= '9') || *end != stop || x < lo || x > hi)
+        return -1;
+    *out = (int)x;
+    *v = end;
+    return 0;
+}
+
 int dti_test_kill_env(int *rank, int *step)
 {
     const char *v = getenv("DT_TEST_KILL");
+    int R, S;
     *rank = -1;
     *step = 0;
     if (v == NULL || *v == 0)
         return 0;
-    char *end;
-    long R = strtol(v, &end, 10), S;
-    if (end == v || *end != ':' || R < 0 || R > 1000000 || !(*v >= '0' && *v <= '9'))
+    if (whole(&v, ':', 0, 1000000, &R) != 0 || (++v, whole(&v, 0, 1, 100000000, &S)) != 0)
         return -1;
-    v = end + 1;
-    S = strtol(v, &end, 10);
-    if (end == v || *end || S < 1 || S > 100000000 || !(*v >= '0' && *v <= '9'))
-        return -1;
-    *rank = (int)R;
-    *step = (int)S;
+    *rank = R;
+    *step = S;
     return 0;
 }
 
@@ -131,14 +144,7 @@ int dti_test_crash_env(int *step)
 {
     const char *v = getenv("DT_TEST_CHECKPOINT_CRASH");
     *step = 0;
-    if (v == NULL || *v == 0)
-        return 0;
-    char *end;
-    long K = strtol(v, &end, 10);
-    if (end == v || *end || K < 1 || K > 100000000 || !(*v >= '0' && *v <= '9'))
-        return -1;
-    *step = (int)K;
-    return 0;
+    return v == NULL || *v == 0 ? 0 : whole(&v, 0, 1, 100000000, step);
 }
 
 void dti_test_kill_arm(int rank, int step)
