@@ -2,7 +2,7 @@
 #
 #   make                 build the library, lessons, benchmark, viewer, tools and tests
 #   make deps            install the Debian packages dtlab needs
-#   make test            run every test suite (about 13 minutes on 2 quiet cores)
+#   make test            run every test suite (about 9 minutes on 2 quiet cores)
 #   make check           the quick subset: unit suites, collectives, lessons (1-2 minutes)
 #   make demo            ring allreduce lesson at 4 ranks, then the viewer on its trace
 #   make pictures        redraw the docs' pictures with the viewer (docs/viewer.md)
@@ -50,6 +50,11 @@ CFLAGS   += -Wno-stringop-overflow
 # may run element-wise loops with comparisons and sqrtf on vector registers (GELU, the
 # optimizers: lib/nn). No result changes; these flags allow no reordering of arithmetic.
 CFLAGS   += -fno-trapping-math -fno-math-errno
+# A section per function and per variable: each one's relocations are its own, so the
+# grader reads from libdt.a which functions reach which (tests/grade/grade.sh: a
+# learner's call to a function of dtlab that runs the collective the exercise builds is
+# a call to that collective). The code is the same.
+CFLAGS   += -ffunction-sections -fdata-sections
 LDLIBS   := -lm -lz -pthread
 # OpenBLAS (Debian's pthreads build): the CPU's matrix products (lib/nn/blas.c)
 CFLAGS   += $(shell pkg-config --cflags openblas 2>/dev/null)
@@ -61,9 +66,11 @@ NVFLAGS  := -O3 -Ilib -DDT_HAVE_CUDA --default-stream per-thread -Xcompiler -Wal
 ifeq ($(CUDA),1)
   CFLAGS += -DDT_HAVE_CUDA -I$(CUDA_HOME)/include
   # cudart static, so binaries do not depend on where the runtime lives; cuBLAS (only
-  # shared in the toolkit) found beside nvcc at run time through the rpath
-  LDLIBS += -L$(CUDA_HOME)/lib64 -lcublas -Wl,-rpath,$(CUDA_HOME)/lib64 \
-            -lcudart_static -lstdc++ -ldl -lrt
+  # shared in the toolkit) opened on the first product (lib/nn/nn_kernels.cu: a CPU run
+  # never maps it), from beside nvcc, or where the dynamic linker finds it
+  LDLIBS += -lcudart_static -lstdc++ -ldl -lrt
+  NVFLAGS += -DDT_CUBLAS='"$(CUDA_HOME)/lib64/libcublas.so"'
+
 endif
 
 # ---- sanitizers -------------------------------------------------------------
@@ -240,11 +247,13 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIBDT)
 # Exercise E's program, $(GRADE_OUT)/E, is its suite (tests/grade/E.c), the code graded
 # (the learner's $(GRADE_SRC)/E/topic.c, or dtlab's tests/grade/ref/E.c with SOLUTION=1),
 # dtlab's reference for every OTHER exercise (so each is graded on its own), and libdt.
-# $(GRADE_OUT)/asan/E is the same program with the learner's file compiled with
-# AddressSanitizer (GRADE_ASAN): grade.sh runs it at one rank count (its start-up costs
-# a little at every rank), and an access outside a buffer stops the case with ASan's report.
-# $(GRADE_OUT)/calls/E.o is the same file at -O0, a section per function and variable,
-# nothing inlined: grade.sh reads from its relocations what each function calls.
+# The learner's file is compiled once, $(GRADE_OUT)/obj/E.o: with the build's own flags
+# and AddressSanitizer (GRADE_ASAN), so that an access outside a buffer stops the case
+# with ASan's report at every rank count; a section per function and per variable, so
+# that grade.sh reads from this very object's relocations what each function calls (the
+# rules hold for the code that runs, whatever its #ifdefs); and -save-temps=obj keeps
+# beside it the preprocessed file (E.i: what it includes, its attributes) and the
+# assembly (E.s), which grade.sh reads too. dtlab's answers run without ASan.
 # An instructor's hidden suite DIR/NN_name.c (EXTRA_TESTS=DIR) becomes
 # $(GRADE_OUT)/extra/NN_name, linked the same way with exercise NN's code.
 # grade.sh copies the learner's and the instructor's files under $(BUILD) and names the
@@ -255,6 +264,7 @@ GRADE_OUT   ?= $(BUILD)/grade/$(if $(filter 1,$(SOLUTION)),solution,learner)
 EXTRA_TESTS ?=
 GRADE_FLAGS := -Iexercises -Itests -Itests/grade $(CHECK_CFLAGS)
 GRADE_ASAN  := -fsanitize=address -fno-omit-frame-pointer
+GRADE_LINK   = $(if $(filter 1,$(SOLUTION)),,$(GRADE_ASAN))
 # Only the learner's ex_* functions stay global in the learner's object: a function of
 # its own named like one of libc, MPI or dtlab (write, MPI_Allreduce, dt_bytes_sent)
 # becomes private to the file instead of replacing the real one in the whole program.
@@ -270,23 +280,12 @@ $(BUILD)/obj/tests/grade/%.o: tests/grade/%.c $(BUILD)/config
 define grade_rules
 $(GRADE_OUT)/obj/$(1).o: $(GRADE_SRC)/$(1)/$(call ex_topic,$(1)).c $(BUILD)/config
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(CFLAGS) $$(GRADE_FLAGS) -c $$< -o $$@
+	$$(CC) $$(CFLAGS) $$(GRADE_ASAN) -save-temps=obj $$(GRADE_FLAGS) -c $$< -o $$@
 	$$(GRADE_LOCAL) $$@
-$(GRADE_OUT)/obj/asan/$(1).o: $(GRADE_SRC)/$(1)/$(call ex_topic,$(1)).c $(BUILD)/config
-	@mkdir -p $$(dir $$@)
-	$$(CC) $$(CFLAGS) $$(GRADE_ASAN) $$(GRADE_FLAGS) -c $$< -o $$@
-	$$(GRADE_LOCAL) $$@
-$(GRADE_OUT)/calls/$(1).o: $(GRADE_SRC)/$(1)/$(call ex_topic,$(1)).c $(BUILD)/config
-	@mkdir -p $$(dir $$@)
-	$$(CC) -O0 -fno-inline -ffunction-sections -fdata-sections -std=gnu11 -w -Ilib $$(GRADE_FLAGS) -c $$< -o $$@
 $(GRADE_OUT)/$(1): $(BUILD)/obj/tests/grade/$(1).o $(call ex_code,$(1)) \
                    $(filter-out %/$(1).o,$(REF_OBJ)) $(LIBDT)
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(CFLAGS) $$^ $$(CHECK_LIBS) $$(LDLIBS) -o $$@
-$(GRADE_OUT)/asan/$(1): $(BUILD)/obj/tests/grade/$(1).o $(GRADE_OUT)/obj/asan/$(1).o \
-                        $(filter-out %/$(1).o,$(REF_OBJ)) $(LIBDT)
-	@mkdir -p $$(dir $$@)
-	$$(CC) $$(CFLAGS) $$(GRADE_ASAN) $$^ $$(CHECK_LIBS) $$(LDLIBS) -o $$@
+	$$(CC) $$(CFLAGS) $$(GRADE_LINK) $$^ $$(CHECK_LIBS) $$(LDLIBS) -o $$@
 endef
 $(foreach e,$(EXERCISES),$(eval $(call grade_rules,$(e))))
 
@@ -297,7 +296,7 @@ $(GRADE_OUT)/extra/obj/$(1).o: $(EXTRA_TESTS)/$(1).c $(BUILD)/config
 $(GRADE_OUT)/extra/$(1): $(GRADE_OUT)/extra/obj/$(1).o $(call ex_code,$(2)) \
                          $(filter-out %/$(2).o,$(REF_OBJ)) $(LIBDT)
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(CFLAGS) $$^ $$(CHECK_LIBS) $$(LDLIBS) -o $$@
+	$$(CC) $$(CFLAGS) $$(GRADE_LINK) $$^ $$(CHECK_LIBS) $$(LDLIBS) -o $$@
 endef
 EXTRA_SUITES := $(if $(EXTRA_TESTS),$(basename $(notdir $(wildcard $(EXTRA_TESTS)/[0-9][0-9]_*.c))))
 $(foreach t,$(EXTRA_SUITES),$(eval $(call extra_rules,$(t),$(filter $(firstword $(subst _, ,$(t)))_%,$(EXERCISES)))))

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include "core.h"
 #include "cuda.h"
+#include "hostmem.h"
 #include "internal.h"
 #include "mailbox.h"
 #include "nn/nn.h"
@@ -20,13 +21,22 @@
 
 /* ==== options dt_init reads ==== */
 
+/* The ranks of this host: MPI_COMM_WORLD itself when the launcher says every rank is
+ * here (hydra's MPI_LOCALNRANKS), else split from it. */
 static MPI_Comm local_comm = MPI_COMM_NULL;
+
+static void free_local(void)
+{
+    if (local_comm != MPI_COMM_NULL && local_comm != MPI_COMM_WORLD)
+        MPI_Comm_free(&local_comm);
+    local_comm = MPI_COMM_NULL;
+}
 
 /* Ends this rank cleanly, before anything is allocated; every rank calls it, having
  * reached the same verdict, so none is left waiting. */
 static void stop_all(int status)
 {
-    MPI_Comm_free(&local_comm);
+    free_local();
     MPI_Finalize();
     dti_watch_done();
     exit(status);
@@ -162,8 +172,14 @@ int dt_init(int *argc, char ***argv)
     DT_CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     DT_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &dti_me.rank));
     DT_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &dti_me.size));
-    DT_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, dti_me.rank,
-                                     MPI_INFO_NULL, &local_comm));
+    /* (MPI_Comm_split_type is a blocking collective, which spins: skipped when the
+     * launcher says every rank of the job runs on this host) */
+    const char *here = getenv("MPI_LOCALNRANKS"), *all = getenv("PMI_SIZE");
+    if (here && all && atoi(here) == dti_me.size && atoi(all) == dti_me.size)
+        local_comm = MPI_COMM_WORLD;
+    else
+        DT_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, dti_me.rank,
+                                         MPI_INFO_NULL, &local_comm));
     DT_CHECK_MPI(MPI_Comm_rank(local_comm, &dti_me.local_rank));
     DT_CHECK_MPI(MPI_Comm_size(local_comm, &dti_me.local_size));
     dti_watch_signals(dti_me.rank, dti_me.size);
@@ -249,7 +265,9 @@ int dt_init(int *argc, char ***argv)
         require_gpu(count);
     dti_buf_init();
     dti_ops_init();
-    dti_watch_board_open(local_comm, dti_me.rank);
+    /* the memory this host's ranks share: the board of who is waiting, the mailboxes */
+    dti_host_open(local_comm, dti_watch_board_bytes(dti_me.local_size), dti_mb_part_bytes());
+    dti_watch_board_open(dti_me.local_rank, dti_me.local_size, dti_me.rank);
     if (count > 0) {
         dti_me.device = DT_CUDA;
         dti_me.gpu_count = count;
@@ -285,8 +303,8 @@ int dt_finalize(void)
     dti_ops_fini();
     dti_buf_fini();
     dti_watch_board_close();
-    if (local_comm != MPI_COMM_NULL)
-        MPI_Comm_free(&local_comm);
+    dti_host_close();
+    free_local();
     DT_CHECK_MPI(MPI_Finalize());
     dti_watch_done();             /* a clean end: the watcher leaves without a word */
     if (unwritten) {

@@ -88,10 +88,12 @@ int dti_watch_claim(void);
 /* A clean end (dt_finalize, a usage error on every rank): the watcher leaves quietly. */
 void dti_watch_done(void);
 
-/* The board of who is waiting on this host (shared memory; collective over local, the
- * ranks of the host). p2p.c marks its long waits; a timed-out wait asks whether the rank
+/* The board of who is waiting on this host, in the head of the memory the host's ranks
+ * share (hostmem.h; dt_init makes it dti_watch_board_bytes(local_size) large and then
+ * opens the board). p2p.c marks its long waits; a timed-out wait asks whether the rank
  * it waits for is waiting too (0 when that rank is not on this host). */
-void dti_watch_board_open(MPI_Comm local, int world_rank);
+size_t dti_watch_board_bytes(int local_size);
+void dti_watch_board_open(int local_rank, int local_size, int world_rank);
 void dti_watch_board_close(void);
 void dti_watch_waiting(int delta);
 int dti_watch_is_waiting(int world_rank);

@@ -4,8 +4,8 @@
  * copies it into MPICH's shared memory, the receiver copies it out into its buffer. A
  * mailbox takes one copy out. Every rank owns an outbox of slots that every rank of the
  * host can read:
- *   - HSLOTS slots of host memory, in an MPI-3 shared-memory window over the ranks of
- *     the host (MPI_Win_allocate_shared: each rank's part is mapped in every process);
+ *   - HSLOTS slots of host memory, its part of the memory the ranks of the host share
+ *     (hostmem.h: mapped in every process of the host);
  *   - with a GPU, DSLOTS slots of device memory, which the ranks sharing that GPU open
  *     through CUDA IPC (cudaIpcGetMemHandle, handles exchanged over MPI, opened once
  *     at start-up and kept until dt_finalize), as NCCL's P2P transport does.
@@ -66,6 +66,7 @@
 #include <sys/mman.h>
 #include "mailbox.h"
 #include "buf.h"
+#include "hostmem.h"
 #include "cuda.h"
 #include "internal.h"
 #include "ops.h"
@@ -114,15 +115,14 @@ enum { M_AUTO, M_STAGING, M_SHM, M_IPC };
 static const char *const mode_names[] = { "auto", "staging", "shm", "ipc" };
 
 static struct {
-    int on;                 /* the window exists: mailboxes can be used */
+    int on;                 /* the shared memory exists: mailboxes can be used */
     int mode;
     MPI_Comm local;
-    MPI_Win win;
     int me, n;              /* this rank on the host; ranks on the host */
     int *local_of;          /* world rank -> rank on the host, -1 on another host */
     ctl **ctl;              /* every local rank's flags */
     char **hslots;          /* every local rank's host slots */
-    int *pinned;            /* that part of the window registered with CUDA */
+    int *pinned;            /* that part registered with CUDA */
     void *dout;             /* this rank's device slots; NULL without a GPU */
     char **dslots;          /* every local rank's device slots, opened; NULL: no IPC */
     int *ipc_ok;            /* per local rank: IPC works both ways */
@@ -287,6 +287,8 @@ static void prefault(char *p, size_t nbytes, int mine)
     (void)p; (void)nbytes; (void)mine;
 }
 
+size_t dti_mb_part_bytes(void) { return CTL_BYTES + HSLOTS * HSTRIDE; }
+
 void dti_mb_init(MPI_Comm local, const char *mode)
 {
     int world, wsize;
@@ -298,48 +300,41 @@ void dti_mb_init(MPI_Comm local, const char *mode)
     DT_CHECK_MPI(MPI_Comm_size(local, &mb.n));
     mb.local = local;
     mb.local_of = malloc(sizeof *mb.local_of * (size_t)wsize);
-    int *worlds = malloc(sizeof *worlds * (size_t)mb.n);
-    DT_REQUIRE(mb.local_of && worlds, "out of host memory");
-    DT_CHECK_MPI(MPI_Allgather(&world, 1, MPI_INT, worlds, 1, MPI_INT, local));
+    DT_REQUIRE(mb.local_of, "out of host memory");
     for (int i = 0; i < wsize; i++)
         mb.local_of[i] = -1;
-    for (int i = 0; i < mb.n; i++)
-        mb.local_of[worlds[i]] = i;
-    free(worlds);
-    if (mb.n == 1)
+    /* who is who on this host: noted in the shared memory (hostmem.h), else asked */
+    int shared = dti_host_shared();
+    if (shared) {
+        for (int i = 0; i < mb.n; i++)
+            if (dti_host_world_rank(i) >= 0 && dti_host_world_rank(i) < wsize)
+                mb.local_of[dti_host_world_rank(i)] = i;
+    } else {
+        int *worlds = malloc(sizeof *worlds * (size_t)mb.n);
+        DT_REQUIRE(worlds, "out of host memory");
+        DT_CHECK_MPI(MPI_Allgather(&world, 1, MPI_INT, worlds, 1, MPI_INT, local));
+        for (int i = 0; i < mb.n; i++)
+            mb.local_of[worlds[i]] = i;
+        free(worlds);
+    }
+    if (mb.n <= 1)
         return;                         /* nobody to share memory with */
 
-    /* Each rank's part: its flags, then its host slots (noncontig: each part on its
-     * own pages, near the core of the rank that writes it). A host that cannot give
-     * the memory keeps every message on MPI. */
-    MPI_Info info;
-    DT_CHECK_MPI(MPI_Info_create(&info));
-    DT_CHECK_MPI(MPI_Info_set(info, "alloc_shared_noncontig", "true"));
-    void *base = NULL;
-    int ok = MPI_Win_allocate_shared((MPI_Aint)(CTL_BYTES + HSLOTS * HSTRIDE), 1, info,
-                                     local, &base, &mb.win) == MPI_SUCCESS;
-    MPI_Info_free(&info);
-    int all_ok = ok;
-    DT_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, local));
-    if (!all_ok) {
-        if (ok)
-            MPI_Win_free(&mb.win);
+    /* Each rank's part of the host's shared memory: its flags, then its host slots, on
+     * pages of its own. A host that could not give the memory keeps every message on
+     * MPI. */
+    if (!shared) {
         if (mb.mode == M_SHM && mb.me == 0)
-            fprintf(stderr, "dtlab: DT_P2P=shm: no shared-memory window could be made "
-                    "(/dev/shm full?); messages go through MPI\n");
+            fprintf(stderr, "dtlab: DT_P2P=shm: no shared memory could be made for the "
+                    "ranks of this host (/dev/shm full?); messages go through MPI\n");
         return;
     }
     mb.ctl = calloc((size_t)mb.n, sizeof *mb.ctl);
     mb.hslots = calloc((size_t)mb.n, sizeof *mb.hslots);
     mb.pinned = calloc((size_t)mb.n, sizeof *mb.pinned);
     DT_REQUIRE(mb.ctl && mb.hslots && mb.pinned, "out of host memory");
-    memset(base, 0, CTL_BYTES);
-    DT_CHECK_MPI(MPI_Win_lock_all(MPI_MODE_NOCHECK, mb.win));
     for (int i = 0; i < mb.n; i++) {
-        MPI_Aint size;
-        int unit;
-        char *p;
-        DT_CHECK_MPI(MPI_Win_shared_query(mb.win, i, &size, &unit, &p));
+        char *p = dti_host_part(i);
         mb.ctl[i] = (ctl *)p;
         mb.hslots[i] = p + CTL_BYTES;
         prefault(mb.hslots[i], HSLOTS * HSTRIDE, i == mb.me);
@@ -349,8 +344,9 @@ void dti_mb_init(MPI_Comm local, const char *mode)
     }
     if (dti_gpu_count() > 0 && mb.mode != M_SHM)
         ipc_setup();
+    /* every flag is zero (the memory came zeroed), and every rank had mapped it when
+     * dti_host_open returned: anyone may send */
     atomic_thread_fence(memory_order_seq_cst);
-    dt_barrier(local);                  /* every flag zeroed before anyone sends */
     mb.on = 1;
 }
 
@@ -362,11 +358,12 @@ void dti_mb_fini(void)
         for (int i = 0; i < mb.n; i++)
             if (mb.pinned[i])
                 dti_ipc_host_unregister(mb.hslots[i]);
-        dt_barrier(mb.local);           /* every mapping closed before memory goes */
+        /* with a GPU, every rank's IPC mappings closed before device memory goes (host
+         * memory stays until the last rank unmaps it: no wait for that) */
+        if (dti_gpu_count() > 0)
+            dt_barrier(mb.local);
         if (mb.dout)
             dti_cuda_free(mb.dout);
-        MPI_Win_unlock_all(mb.win);
-        MPI_Win_free(&mb.win);
     }
     free(mb.local_of);
     free(mb.ctl);

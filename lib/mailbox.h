@@ -8,10 +8,13 @@
 #include "ipc.h"
 #include "p2p.h"
 
-/* dt_init, after MPI_Init and the GPU's choice: sets up the mailboxes of this host's
- * ranks (collective over local, the ranks of this host). mode: DT_P2P or NULL. */
+/* dt_init, after MPI_Init, the host's shared memory (hostmem.h, with a part of
+ * dti_mb_part_bytes() per rank) and the GPU's choice: sets up the mailboxes of this
+ * host's ranks in it (collective over local, the ranks of this host). mode: DT_P2P or
+ * NULL. */
+size_t dti_mb_part_bytes(void);
 void dti_mb_init(MPI_Comm local, const char *mode);
-void dti_mb_fini(void);         /* dt_finalize: IPC mappings closed, then memory freed */
+void dti_mb_fini(void);         /* dt_finalize: IPC mappings closed, device memory freed */
 int dti_mb_mode_ok(const char *mode);   /* 1 for auto, staging, shm, ipc */
 
 /* 1 when this rank has mailboxes and the mode uses them: exchanges then go through

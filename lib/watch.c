@@ -51,6 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "core.h"
+#include "hostmem.h"
 #include "internal.h"
 
 enum { RUNNING, FINISHED, DYING };
@@ -417,42 +418,28 @@ void dti_watch_signals(int rank, int size)
 
 /* ==== the board: who, on this host, is waiting ====
  *
- * Two ints per rank of the host, in memory the ranks share (MPI_Win_allocate_shared):
- * the rank in MPI_COMM_WORLD plus one (0: slot not filled yet), and how many of its
- * threads are inside a wait that did not end at once. */
-static MPI_Win board_win = MPI_WIN_NULL;
+ * Two ints per rank of the host, in the head of the memory the host's ranks share
+ * (hostmem.h): the rank in MPI_COMM_WORLD plus one (0: slot not filled yet), and how many
+ * of its threads are inside a wait that did not end at once. */
 static atomic_int *board;
 static int board_n, board_me;
 
-void dti_watch_board_open(MPI_Comm local, int world_rank)
+void dti_watch_board_open(int local_rank, int local_size, int world_rank)
 {
-    int lr, ln;
-    MPI_Comm_rank(local, &lr);
-    MPI_Comm_size(local, &ln);
-    MPI_Aint nbytes = lr == 0 ? (MPI_Aint)(2 * (size_t)ln * sizeof(atomic_int)) : 0, got;
-    void *base = NULL;
-    int disp;
-    /* no board is no error: a timed-out wait then speaks at once */
-    if (MPI_Win_allocate_shared(nbytes, sizeof(atomic_int), MPI_INFO_NULL, local, &base,
-                                &board_win) != MPI_SUCCESS) {
-        board_win = MPI_WIN_NULL;
+    board = dti_host_head();            /* none is no error: a timed-out wait then
+                                         * speaks at once */
+    if (!board)
         return;
-    }
-    if (MPI_Win_shared_query(board_win, 0, &got, &disp, &base) != MPI_SUCCESS || !base)
-        return;
-    board = base;
-    board_n = ln;
-    board_me = lr;
-    atomic_store(&board[2 * lr + 1], 0);
-    atomic_store(&board[2 * lr], world_rank + 1);
+    board_n = local_size;
+    board_me = local_rank;
+    atomic_store(&board[2 * local_rank + 1], 0);
+    atomic_store(&board[2 * local_rank], world_rank + 1);
 }
 
-void dti_watch_board_close(void)
-{
-    board = NULL;
-    if (board_win != MPI_WIN_NULL)
-        MPI_Win_free(&board_win);
-}
+/* The head bytes the board needs on a host of n ranks. */
+size_t dti_watch_board_bytes(int n) { return 2 * (size_t)n * sizeof(atomic_int); }
+
+void dti_watch_board_close(void) { board = NULL; }
 
 void dti_watch_waiting(int delta)
 {

@@ -178,8 +178,9 @@ job() {
     echo $? >"$jobdir/$id.rc"
     since "$t0" >"$jobdir/$id.took"
 }
+job_par=2
 job_bg() {
-    while [ "$(jobs -rp | wc -l)" -ge 2 ]; do wait -n; done
+    while [ "$(jobs -rp | wc -l)" -ge "$job_par" ]; do wait -n; done
     job "$@" &
 }
 job_ran() {
@@ -1087,20 +1088,21 @@ grade_tests() {
             less) [ -n "$total" ] && [ "$got" -lt "$max" ] ;;
         esac && report "$1" 1 "$total" || report "$1" 0 "${total:-no total line}, want $2"
     }
-    # dtlab's reference first, alone: it builds the grading programs every run after it uses
-    run "make grade SOLUTION=1" 0 "${g[@]}" SOLUTION=1 TAP="$tmp/ref.tap" bash tests/grade/grade.sh
-    score "grade: the reference gets full marks" full
-    ! grep -q '^not ok' "$tmp/ref.tap" && grep -q '^1\.\.[1-9]' "$tmp/ref.tap" &&
-        report "grade: TAP report of the reference" 1 "$(grep -c '^ok' "$tmp/ref.tap") ok" ||
-        report "grade: TAP report of the reference" 0 "see $tmp/ref.tap"
+    # the grading programs of dtlab's reference first: every grading below uses them
+    run "make grade's reference programs" 0 make --no-print-directory -s -j2 BUILD="$BUILD" \
+        ${CUDA:+CUDA=$CUDA} SOLUTION=1 $(cd exercises && printf "$BUILD/grade/solution/%s " [0-9][0-9]_*)
 
     # The gradings below are independent of each other: each grades files of its own
     # folder (so builds into a folder of its own) and writes a TAP report of its own. They
-    # run two at a time (job_bg), and are judged afterwards, in this order.
+    # run four at a time (job_bg): much of a grading waits (a rank that dies gives its
+    # message time to reach the terminal; a planted deadlock waits for GRADE_WAIT), and
+    # are judged afterwards, in this order.
     local gd=$jobdir
+    job_par=4
+    job_bg ref "${g[@]}" SOLUTION=1 TAP="$gd/ref.tap" bash tests/grade/grade.sh
     # (a learner's checkout, with exercises filled in, cannot score zero: skipped there)
     local untouched=1
-    [ -n "$(git status --porcelain -- exercises 2>/dev/null)" ] && untouched=0
+    [ -n "$(git status --porcelain -- 'exercises/*.c' 2>/dev/null)" ] && untouched=0
     # (at 1 and 3 ranks: a gap fails at every count, so two show it, in half the time)
     [ "$untouched" = 1 ] && job_bg stub "${g[@]}" TAP="$gd/stub.tap" GRADE_RANKS="1 3" \
         bash tests/grade/grade.sh
@@ -1145,8 +1147,11 @@ grade_tests() {
         [ -f "tests/grade/mistakes/$name/wait" ] &&
             gwait=$(head -n 1 "tests/grade/mistakes/$name/wait")
         planted+=("$name")
+        # (ranks "default": the grader's own, with the exercise's past 5)
+        local rk=(GRADE_RANKS="$ranks")
+        [ "$ranks" = default ] && rk=()
         job_bg "m-$name" "${g[@]}" WORK="$dir" EX="${ex%%_*}" GRADE_TIMEOUT=10 \
-            GRADE_RANKS="$ranks" GRADE_WAIT="$gwait" RULES=$rules TAP="$gd/m-$name.tap" \
+            ${rk[@]+"${rk[@]}"} GRADE_WAIT="$gwait" RULES=$rules TAP="$gd/m-$name.tap" \
             bash tests/grade/grade.sh
     done
     # a learner's own correct answers (tests/grade/learner/), held to the rules: full marks
@@ -1200,8 +1205,14 @@ grade_tests() {
     }
     case $BUILD in /*) ;; *) job_bg odd odd_path ;; esac
     wait
+    job_par=2
 
     # ---- the verdicts, in the order above ----
+    job_ran "make grade SOLUTION=1" 0 ref
+    score "grade: the reference gets full marks" full
+    ! grep -q '^not ok' "$gd/ref.tap" && grep -q '^1\.\.[1-9]' "$gd/ref.tap" &&
+        report "grade: TAP report of the reference" 1 "$(grep -c '^ok' "$gd/ref.tap") ok" ||
+        report "grade: TAP report of the reference" 0 "see $gd/ref.tap"
     if [ "$untouched" = 0 ]; then
         : >"$log"
         report "grade: the untouched exercises get zero" 1 "skipped: exercises/ has local changes"
@@ -1223,6 +1234,12 @@ grade_tests() {
     for ex in $learned; do
         job_ran "grade a learner's correct answer to $ex" 0 "l-$ex"
         score "  full marks, every rule kept" full
+        # (the tree and recursive doubling: graded past 5 ranks by default)
+        if [ "$ex" = 05 ] || [ "$ex" = 06 ]; then
+            grep -q 'also graded at 7 ranks' "$log" &&
+                report "  also graded at 7 ranks, by default" 1 "" ||
+                report "  also graded at 7 ranks, by default" 0 "no 'also graded at 7 ranks'"
+        fi
     done
     for i in 0 1; do
         only=""

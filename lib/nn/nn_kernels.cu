@@ -14,16 +14,68 @@
  * stream, device.cu) overlap instead of waiting for each other. */
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <stdlib.h>
 #include "errors.h"
 #include "nn_cuda.h"
 #include "nn.h"
 
+/* ==== cuBLAS, loaded on the first product ====
+ *
+ * cuBLAS is a shared library of several hundred megabytes (with cuBLASLt, which it
+ * loads). Linked as usual, every process of a CUDA build maps it at start, 70 ms on the
+ * CPU of a test machine, even a rank that never touches a GPU: the test suite starts
+ * thousands. So it is opened here, on the first product, by dlopen: the toolkit's copy
+ * that the build was compiled against (DT_CUBLAS, the Makefile's), else the one the
+ * dynamic linker finds by its version's name. The five functions dtlab calls are looked
+ * up by their exported names (cublas_v2.h's cublasCreate is cublasCreate_v2, ...). */
+#define DT_STR2(x) #x
+#define DT_STR(x) DT_STR2(x)
+#ifndef DT_CUBLAS
+#define DT_CUBLAS "libcublas.so." DT_STR(CUBLAS_VER_MAJOR)
+#endif
+
+static struct {
+    cublasStatus_t (*create)(cublasHandle_t *);
+    cublasStatus_t (*math_mode)(cublasHandle_t, cublasMath_t);
+    cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
+    cublasStatus_t (*sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
+                            int, const float *, const float *, int, const float *, int,
+                            const float *, float *, int);
+    const char *(*status)(cublasStatus_t);
+} cb;
+
+static void *cublas_symbol(void *lib, const char *name)
+{
+    void *f = dlsym(lib, name);
+    if (!f)
+        dti_die(__FILE__, __LINE__, "cuBLAS has no %s: %s", name, dlerror());
+    return f;
+}
+
+static void load_cublas(void)
+{
+    const char *names[] = { DT_CUBLAS, "libcublas.so." DT_STR(CUBLAS_VER_MAJOR) };
+    void *lib = NULL;
+    for (int i = 0; i < 2 && !lib; i++)
+        lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+        dti_die(__FILE__, __LINE__, "cuBLAS could not be loaded (%s): %s", names[0],
+                dlerror());
+    cb.create = (cublasStatus_t (*)(cublasHandle_t *))cublas_symbol(lib, "cublasCreate_v2");
+    cb.math_mode = (cublasStatus_t (*)(cublasHandle_t, cublasMath_t))
+        cublas_symbol(lib, "cublasSetMathMode");
+    cb.set_stream = (cublasStatus_t (*)(cublasHandle_t, cudaStream_t))
+        cublas_symbol(lib, "cublasSetStream_v2");
+    cb.sgemm = (decltype(cb.sgemm))cublas_symbol(lib, "cublasSgemm_v2");
+    cb.status = (const char *(*)(cublasStatus_t))cublas_symbol(lib, "cublasGetStatusString");
+}
+
 #define DT_CHECK_CUBLAS(call) \
     do { cublasStatus_t s_ = (call); \
          if (s_ != CUBLAS_STATUS_SUCCESS) \
-             dti_die(__FILE__, __LINE__, "%s failed: %s", #call, cublasGetStatusString(s_)); \
+             dti_die(__FILE__, __LINE__, "%s failed: %s", #call, cb.status(s_)); \
     } while (0)
 
 /* Threads per block for every kernel here. The xent kernel's tree reduction relies on it
@@ -65,9 +117,10 @@ static void check_and_wait(void)
 static cublasHandle_t create_handle(void)
 {
     cublasHandle_t h;
-    DT_CHECK_CUBLAS(cublasCreate(&h));
-    DT_CHECK_CUBLAS(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
-    DT_CHECK_CUBLAS(cublasSetStream(h, cudaStreamPerThread));
+    load_cublas();
+    DT_CHECK_CUBLAS(cb.create(&h));
+    DT_CHECK_CUBLAS(cb.math_mode(h, CUBLAS_DEFAULT_MATH));
+    DT_CHECK_CUBLAS(cb.set_stream(h, cudaStreamPerThread));
     return h;
 }
 
@@ -75,6 +128,15 @@ static cublasHandle_t blas(void)
 {
     static cublasHandle_t h = create_handle();
     return h;
+}
+
+/* cublasSgemm on this process's handle (made, and cuBLAS loaded, before the call). */
+static cublasStatus_t sgemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const float *alpha, const float *A, int lda, const float *B,
+                            int ldb, const float *beta, float *C, int ldc)
+{
+    cublasHandle_t h = blas();
+    return cb.sgemm(h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* ==== linear layer ==== */
@@ -129,7 +191,7 @@ extern "C" void dti_nn_cuda_linear_forward(const float *x, const float *W, const
      *   A = W  stored as W^T (in, out) col, lda = in;  op T gives W   (m = out, k = in)
      *   B = x  stored as x^T (in, B)   col, ldb = in;  op N keeps x^T (k = in,  n = B)
      *   C = y  stored as y^T (out, B)  col, ldc = out */
-    DT_CHECK_CUBLAS(cublasSgemm(blas(), CUBLAS_OP_T, CUBLAS_OP_N, out, B, in,
+    DT_CHECK_CUBLAS(sgemm( CUBLAS_OP_T, CUBLAS_OP_N, out, B, in,
                                 &one, W, in, x, in, &zero, y, out));
     if (b) {
         size_t total = (size_t)B * out;
@@ -153,7 +215,7 @@ extern "C" void dti_nn_cuda_linear_backward(const float *x, const float *W, cons
      *   A = x   stored as x^T (in, B)   col, lda = in;  op N keeps x^T (m = in, k = B)
      *   B = dy  stored as dy^T (out, B) col, ldb = out; op T gives dy   (k = B,  n = out)
      *   C = dW  stored as dW^T (in, out) col, ldc = in; beta = 1 accumulates */
-    DT_CHECK_CUBLAS(cublasSgemm(blas(), CUBLAS_OP_N, CUBLAS_OP_T, in, out, B,
+    DT_CHECK_CUBLAS(sgemm( CUBLAS_OP_N, CUBLAS_OP_T, in, out, B,
                                 &one, x, in, dy, out, &one, dW, in));
     if (db)
         col_sum_kernel<<<grid_for((size_t)out), NN_THREADS, 0, cudaStreamPerThread>>>(
@@ -163,7 +225,7 @@ extern "C" void dti_nn_cuda_linear_backward(const float *x, const float *W, cons
          *   A = W   stored as W^T (in, out) col, lda = in;  op N (m = in,  k = out)
          *   B = dy  stored as dy^T (out, B) col, ldb = out; op N (k = out, n = B)
          *   C = dx  stored as dx^T (in, B)  col, ldc = in;  beta = 0 overwrites */
-        DT_CHECK_CUBLAS(cublasSgemm(blas(), CUBLAS_OP_N, CUBLAS_OP_N, in, B, out,
+        DT_CHECK_CUBLAS(sgemm( CUBLAS_OP_N, CUBLAS_OP_N, in, B, out,
                                     &one, W, in, dy, out, &zero, dx, in));
     }
     check_and_wait();

@@ -309,5 +309,8 @@ int main(int argc, char **argv)
                     "parent and children of each other), does each rank receive from "
                     "its parent BEFORE it sends, and does every rank but the root "
                     "receive exactly once? On another communicator (sub_comm): are "
-                    "rank and size those of comm, not of MPI_COMM_WORLD?" });
+                    "rank and size those of comm, not of MPI_COMM_WORLD?",
+        /* 7: at the third level, virtual ranks 1 and 2 have children too (at 5 ranks
+         * only 0 has one there): a tree right up to 5 ranks can still go wrong */
+        .ranks = "7" });
 }

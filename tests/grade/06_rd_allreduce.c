@@ -315,5 +315,7 @@ int main(int argc, char **argv)
                     "waits for the receive: exchange with dt_sendrecv), a rank that sits "
                     "out waiting for a result its pair never sends, or partners taken "
                     "from the real ranks instead of the active ones? On another "
-                    "communicator (sub_comm): are rank and size those of comm?" });
+                    "communicator (sub_comm): are rank and size those of comm?",
+        /* 7: three folded pairs around a core of four (5 ranks fold one pair, 6 two) */
+        .ranks = "7" });
 }

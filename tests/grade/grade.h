@@ -25,6 +25,7 @@
 #ifndef DT_TESTS_GRADE_H
 #define DT_TESTS_GRADE_H
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -71,6 +72,9 @@ typedef struct {
     const gr_rule *rules;
     int nrules;
     const char *deadlock;  /* after dtlab's "rank r waited ... for rank q": what to check */
+    const char *ranks;     /* rank counts graded beyond GRADE_RANKS' default "1 2 3 4 5",
+                            * where the algorithm's edge cases lie (a tree's second level
+                            * of non-powers of two: "6 7"); NULL: none */
 } gr_suite;
 
 /* ==== test data ==== */
@@ -451,26 +455,36 @@ static void gr_bad_args(char **argv, const char *why)
     dt_usage_error(NULL, why);
 }
 
-/* The grader's token (GRADE_TOKEN), taken from the environment and wiped there (in
- * /proc/self/environ too) before any of the learner's code runs: a verdict line must
- * carry it, so no other code can write one. "-" when the suite runs by hand. */
+/* Where the verdicts go. grade.sh names a file of its own (GRADE_VERDICTS) and a token
+ * only this run knows (GRADE_TOKEN); gr_run opens the file and takes both out of the
+ * environment (and /proc/self/environ) before any of the learner's code runs. The
+ * learner's code may print only with printf and puts (grade.sh's rules), to stdout,
+ * which grade.sh reads for messages and never for verdicts; it calls nothing that
+ * could open, name or write this file. By hand (no GRADE_VERDICTS) the verdicts go to
+ * stderr, with the token "-". */
 static char gr_token[80] = "-";
+static int gr_vfd = 2;
 
 static void gr_take_token(void)
 {
-    char *t = getenv("GRADE_TOKEN");
-    if (t == NULL)
-        return;
-    snprintf(gr_token, sizeof gr_token, "%s", t);
-    memset(t, 0, strlen(t));
-    unsetenv("GRADE_TOKEN");
+    char *t = getenv("GRADE_TOKEN"), *v = getenv("GRADE_VERDICTS");
+    if (t != NULL) {
+        snprintf(gr_token, sizeof gr_token, "%s", t);
+        memset(t, 0, strlen(t));
+        unsetenv("GRADE_TOKEN");
+    }
+    if (v != NULL) {
+        gr_vfd = open(v, O_WRONLY | O_APPEND | O_CLOEXEC);  /* -1: no verdicts, no points */
+        memset(v, 0, strlen(v));
+        unsetenv("GRADE_VERDICTS");
+    }
 }
 
 /* This rank's verdict on a case, one write(2) so that ranks' lines never mix:
  *     @grade TOKEN CASE RANK NRANKS pass
  *     @grade TOKEN CASE RANK NRANKS fail MESSAGE     (the message on rank 0 only)
- * grade.sh gives a case its points only when every rank wrote "pass": a case that ends
- * early (exit() in the learner's code, a crash, a deadlock) writes nothing. */
+ * grade.sh gives a case its points only when every rank wrote "pass", once: a case that
+ * ends early (exit() in the learner's code, a crash, a deadlock) writes nothing. */
 static void gr_verdict(const char *name, int pass, const char *msg)
 {
     char line[1400];
@@ -484,7 +498,7 @@ static void gr_verdict(const char *name, int pass, const char *msg)
         if (line[i] == '\n')
             line[i] = ' ';
     line[k++] = '\n';
-    if (write(2, line, (size_t)k) < 0) { /* stderr is gone: no verdict, no points */ }
+    if (gr_vfd < 0 || write(gr_vfd, line, (size_t)k) < 0) { /* no verdict, no points */ }
 }
 
 /* 1 when name is one of the comma-separated names in list. */
@@ -540,6 +554,8 @@ static int gr_run(int argc, char **argv, const gr_suite *su)
                    su->rules[r].why);
         if (su->deadlock)
             printf("deadlock\t%s\n", su->deadlock);
+        if (su->ranks)
+            printf("ranks\t%s\n", su->ranks);
         return 0;
     }
     for (const char *p = only; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {

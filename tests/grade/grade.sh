@@ -5,14 +5,16 @@
 # results is written for course tooling.
 #
 # What a case must do to earn its points:
-#   - pass at every rank count, each rank writing a positive verdict for it (grade.h's
-#     gr_verdict, with a token only this run knows): an exit status alone counts for
-#     nothing, so a program that stops early (exit(), a crash, a deadlock) fails the case;
-#   - not call, from the learner's functions it uses, what the exercise asks the learner
-#     to write (the suite's rules: grade.h's gr_rule, read from the object file);
-#   - run clean under AddressSanitizer: a second program has the learner's file compiled
-#     with it, and runs the pure cases and the run at one rank count (3 when it is
-#     graded), so an access outside a buffer stops the case with ASan's first report.
+#   - pass at every rank count, each rank writing a positive verdict for it, once, into a
+#     file this script names for the run (grade.h's gr_verdict): an exit status or a
+#     printed line counts for nothing, so a program that stops early (exit(), a crash, a
+#     deadlock) fails the case, and a second verdict of one rank is tampering;
+#   - come from a file that holds plain C calling only what an exercise may, and whose
+#     functions, through anything they call down libdt.a, do not call what the exercise
+#     asks the learner to write (the suite's rules: grade.h's gr_rule), all read from the
+#     object that runs (vet_file, broken_rules);
+#   - run clean under AddressSanitizer: the learner's file is compiled once, with it, and
+#     that program runs every case at every rank count.
 # The cases run together, one mpiexec per rank count, each case's verdicts read apart;
 # a run that dies is blamed on the case it was in, and the cases after it run again.
 #
@@ -27,7 +29,8 @@
 #   STRICT=1        exit status 1 when the total is below full marks (for a course's CI)
 #   RULES=0         do not hold the learner's functions to the rules (SOLUTION=1 implies
 #                   it: dtlab's answers call the library)
-#   GRADE_RANKS     rank counts (default "1 2 3 4 5"); GRADE_TIMEOUT seconds per run
+#   GRADE_RANKS     rank counts (default "1 2 3 4 5", and the exercise's own past 5: its
+#                   suite's --rules); GRADE_TIMEOUT seconds per run
 #                   (default 30); GRADE_WAIT seconds one wait for a message may take
 #                   (default 5, dtlab's DT_TIMEOUT), after which dtlab names who waited
 #                   for whom and the case counts as a probable deadlock
@@ -47,6 +50,8 @@ EXTRA_TESTS=${EXTRA_TESTS:-}
 HINTS=${HINTS:-0}
 STRICT=${STRICT:-0}
 RULES=${RULES:-1}
+ranks_set=0
+[ -n "${GRADE_RANKS:-}" ] && ranks_set=1
 GRADE_RANKS=${GRADE_RANKS:-1 2 3 4 5}
 GRADE_TIMEOUT=${GRADE_TIMEOUT:-30}
 GRADE_WAIT=${GRADE_WAIT:-5}
@@ -116,12 +121,6 @@ else
     out=$BUILD/grade/learner
 fi
 ref=$BUILD/grade/solution
-# the rank count whose run has the learner's file under ASan: 3 when graded (chunks of
-# two sizes, a folded rank), else the last; dtlab's answers are not run under it
-asan=1
-[ "$SOLUTION" = 1 ] && asan=""
-asan_n=${GRADE_RANKS##* }
-[[ " $GRADE_RANKS " == *" 3 "* ]] && asan_n=3
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/dtlab-grade.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -158,68 +157,223 @@ mk() { $MAKE --no-print-directory -s BUILD="$BUILD" ${CUDA:+CUDA=$CUDA} EXTRA_TE
 
 # ==== what the learner's functions call ====
 
-# calls OBJ: "function name" lines, every name each function defined in OBJ calls or
-# takes the address of (the file's own functions too), itself or through what it
-# reaches in OBJ: the static functions
-# it calls, the variables it reads (a table of function pointers too). OBJ is built at
-# -O0 with a section per function and per variable (the Makefile's calls rule), so
-# each one's relocations are its own and no helper is inlined away.
-calls() {
-    { nm -P --defined-only "$1" | awk '$2 ~ /^[TtDdBbRr]$/ { print "def", $1, $2 }'
-      readelf -rW "$1" | awk '
-        function node(s) {      # ".text.f" or ".data.rel.local.t" -> "f", "t"
-            sub(/^\.(text|data\.rel\.ro\.local|data\.rel\.ro|data\.rel\.local|data\.rel|data|rodata|bss)\./, "", s)
-            return s ~ /^\./ ? "" : s
+# graph FILE: what each function and variable of FILE (an object, or an archive such as
+# libdt.a) refers to, from its relocations (every file graded or linked is built with a
+# section per function and per variable: the Makefile's CFLAGS): "def NAME" for each
+# global function or variable FILE defines, then "FROM TO" for each reference. A name
+# private to one object of an archive (a static function) is "object:name".
+graph() {
+    { nm -A --defined-only "$1" 2>/dev/null |
+          awk '{ k = split($1, p, ":"); print "def", (k >= 3 ? p[k - 1] : "-"), $2, $3 }'
+      readelf -rW "$1" 2>/dev/null | awk '
+        function node(s) {   # ".text.f", ".text.unlikely.f", ".data.rel.local.t" -> f, t
+            if (!sub(/^\.text\.(unlikely|hot|startup|exit|split)\./, "", s))
+                sub(/^\.(text|data\.rel\.ro\.local|data\.rel\.ro|data\.rel\.local|data\.rel|data|rodata|bss|tbss|tdata)\./, "", s)
+            return s ~ /^\./ || s ~ /^(str[0-9.]+|cst[0-9]+)$/ ? "" : s
         }
+        /^File: / { m = $2; sub(/^[^(]*\(/, "", m); sub(/\)$/, "", m); next }
         /^Relocation section/ { s = $3; gsub(/\047/, "", s); sub(/^\.rela/, "", s)
                                 f = node(s); next }
-        f != "" && $1 ~ /^[0-9a-f]+$/ && NF >= 5 { n = node($5); if (n != "") print "ref", f, n }'
+        f != "" && $1 ~ /^[0-9a-f]+$/ && NF >= 5 {
+            n = node($5); if (n != "") print "ref", (m == "" ? "-" : m), f, n }'
     } | awk '
-        $1 == "def" { def[$2] = 1; if ($3 ~ /[Tt]/) fn[$2] = 1; next }
-        { edge[$2] = edge[$2] " " $3 }
+        $1 == "def" { if ($3 ~ /^[tdbr]$/ && $2 != "-") own[$2 SUBSEP $4] = 1
+                      else if ($3 ~ /^[TDBRiWV]$/) print "def", $4
+                      next }
+        { from = ($2 SUBSEP $3) in own ? $2 ":" $3 : $3
+          to = ($2 SUBSEP $4) in own ? $2 ":" $4 : $4
+          if (from != to) print from, to }'
+}
+
+# calls OBJ: "function name" lines, for each global function of OBJ (the learner's
+# ex_ functions), every name it reaches in OBJ (its own helpers, the tables of function
+# pointers it reads) and every name outside OBJ those call or take the address of.
+calls() {
+    graph "$1" >"$tmp/graph"
+    nm --defined-only "$1" | awk 'NF == 3 { print "own", $3, $2 }' |
+        cat - "$tmp/graph" | awk '
+        $1 == "own" { own[$2] = 1; if ($3 ~ /^[Tt]$/ && $2 ~ /^ex_/) fn[$2] = 1; next }
+        $1 == "def" { next }
+        { edge[$1] = edge[$1] " " $2 }
         function visit(f, g,   k, m, parts) {
             if ((g SUBSEP f) in seen) return
             seen[g, f] = 1
-            if (f != g && (f in fn)) print g, f       # a function of the file it reaches
+            if (f != g && f ~ /^ex_/) print g, f      # an exercise function it reaches
             m = split(edge[f], parts, " ")
             for (k = 1; k <= m; k++)
-                if (parts[k] in def) visit(parts[k], g)
-                else if (!((g SUBSEP parts[k]) in out)) { out[g, parts[k]] = 1; print g, parts[k] }
+                if (parts[k] in own) visit(parts[k], g)
+                else if (!((g SUBSEP parts[k]) in seen)) { seen[g, parts[k]] = 1; print g, parts[k] }
         }
         END { for (f in fn) visit(f, f) }'
 }
 
-# broken_rules BIN OBJ: "function<TAB>message" for each of the suite's rules (BIN
-# --rules) that a function of the learner's file breaks (what it calls: $tmp/calls), the
-# first name only; "*" for what breaks every case.
-broken_rules() {
-    local kind fn re why name
-    # every exercise's rules: a name looked up at run time is a call the grader cannot
-    # see; and an exercise's code touches no files, descriptors, processes, threads,
-    # signals or environment (which could rewrite the verdicts the program writes)
-    local sandbox='dup|dup2|dup3|pipe|pipe2|syscall|fork|vfork|clone|clone3|pthread_create|exec[lv]p?e?|execvpe|fexecve|posix_spawnp?|system|popen|open|open64|openat|openat64|creat|creat64|fopen|fopen64|freopen|freopen64|fdopen|fclose|close|socket|mmap|mmap64|mprotect|ptrace|signal|sigaction|raise|kill|setenv|putenv|unsetenv|clearenv|write|writev|pwrite|pwrite64|setvbuf|setbuf'
-    while read -r fn name; do
-        [[ $fn == ex_* ]] || continue
-        if [[ $name =~ ^(dlsym|dlvsym|dlopen)$ ]]; then
-            printf '%s\t%s calls %s: a function looked up by name at run time is hidden from the grader; call what you need by its name\n' "$fn" "$fn" "$name"
-        elif [[ $name =~ ^($sandbox)$ ]]; then
-            printf '%s\t%s calls %s: an exercise'"'"'s code touches no files, descriptors, processes, threads, signals or environment (to debug, print with printf or fprintf(stderr, ...))\n' "$fn" "$fn" "$name"
-        fi
-    done <"$tmp/calls"
-    # code that runs before or after main (a constructor or destructor) runs unasked
-    if readelf -SW "$2" | grep -qE ' \.(init_array|preinit_array|ctors|fini_array|dtors)'; then
-        printf '*\tthe file runs code of its own before or after main (a constructor or a destructor): an exercise'"'"'s code runs only when the tests call it\n'
+# What an exercise's code may call besides its own functions, the other exercises' ex_
+# functions and dtlab's (which the rules below sift): MPI, but not its files, its
+# processes or its tool interface; from C's library, memory, strings, numbers, math,
+# sorting and printing to stdout (printf, puts: never a FILE, stdout and stderr included,
+# whose descriptor could be changed); and what the compiler and AddressSanitizer add.
+# Nothing that opens, reads or writes files or descriptors, starts processes or
+# threads, handles signals, reads the environment, or looks a function up by name.
+libc_ok='exit|_Exit|abort|mem(cpy|move|set|cmp|chr)|str(len|nlen|cmp|ncmp|cpy|ncpy|cat|ncat|chr|rchr|str|spn|cspn|dup|ndup|tol|toul|toll|toull|tod|tof)|ato[ifl]|ll?abs|abs|l?l?div|(v?s?n?|v?)printf|puts|putchar|fflush|(m|c|re)alloc|free|aligned_alloc|posix_memalign|qsort|bsearch|__assert_fail|__stack_chk_fail|__errno_location|__ctype_(b|tolower|toupper)_loc|to(lower|upper)|__isoc99_sscanf|sscanf|__(mem(cpy|move|set)|str(n?cpy|n?cat)|v?s?n?printf)_chk'
+libm_ok='(f?abs|sqrt|cbrt|pow|exp2?|expm1|log(2|10|1p)?|floor|ceil|l?l?round|trunc|fmod|remainder|fmin|fmax|fma|tanh|sinh|cosh|tan|sin|cos|atan2?|asin|acos|erfc?|hypot|ldexp|frexp|modf|nextafter|copysign|nan)[fl]?|__(u?(div|mod|mul)[dt]i3|(popcount|clz|ctz|ffs|parity|bswap)[ds]i2|mul[sdx]c3|div[sdx]c3|pow[isd]i2)'
+san_ok='__asan_(report_[a-z0-9_]+|load[0-9N]+(_noabort)?|store[0-9N]+(_noabort)?|init|version_mismatch_check_v[0-9]+|(un)?register_globals|stack_(malloc|free)_[0-9]+|option_detect_stack_use_after_return|handle_no_return|mem(cpy|move|set)|alloca_poison|allocas_unpoison|set_shadow_[0-9a-f]+|(before|after)_dynamic_init|shadow_memory_dynamic_address)|__ubsan_handle_[a-z0-9_]+'
+mpi_no='P?MPI_(File_[A-Za-z_]*|Comm_spawn[A-Za-z_]*|Comm_join|Comm_connect|Comm_accept|Open_port|Close_port|(Un)?[Pp]ublish_name|Lookup_name|T_[A-Za-z_]*|Register_datarep|Info_create_env|Pcontrol)'
+# the functions of dtlab that reach one of these run processes or load code: never
+escape='fork|vfork|clone|clone3|exec[lv]p?e?|execvpe|fexecve|posix_spawnp?|system|popen|dlopen|dlmopen|dlsym|dlvsym|MPI_Comm_spawn[A-Za-z_]*'
+
+# The functions of dtlab an exercise may call: those its headers for point-to-point,
+# schedules, buffers, reductions, collectives and lib/nn's layers declare, and dtlab's
+# error checks (DT_CHECK_MPI, EX_TODO). Not the files, options and child jobs of
+# programs (prog.h), traces (trace.h), the training engine (parallel/), nor internals.
+lib_api() {
+    grep -ohE '\b(dt|dti)_[A-Za-z0-9_]+[[:space:]]*\(' lib/errors.h lib/core.h lib/buf.h \
+        lib/half.h lib/ops.h lib/p2p.h lib/schedule.h lib/collectives/collectives.h \
+        lib/nn/nn.h | sed 's/[[:space:](]*$//' | sort -u
+}
+
+# lib_graph: $BUILD/grade/libdt.graph, libdt.a's graph (graph), made again when
+# libdt.a is newer.
+lib_graph() {
+    local g=$BUILD/grade/libdt.graph
+    if [ ! -s "$g" ] || [ "$BUILD/libdt.a" -nt "$g" ]; then
+        graph "$BUILD/libdt.a" >"$g.new" && mv "$g.new" "$g"
     fi
-    while IFS=$'\t' read -r kind fn re why; do
-        [ "$kind" = rule ] || continue
-        name=$(awk -v f="$fn" '$1 == f { print $2 }' "$tmp/calls" | grep -E -m1 -x -- "$re")
-        [ -n "$name" ] && printf '%s\t%s calls %s: %s\n' "$fn" "$fn" "$name" "$why"
-    done < <("$1" --rules)
+    echo "$g"
+}
+
+# vet_file OBJ COPY: "*<TAB>why" for what in the learner's file breaks every case, read
+# from the file as compiled (OBJ, with OBJ's .i beside it: the preprocessed source, in
+# which COPY, the file's path there, marks the learner's own lines):
+#   - an #include of anything but a header of the system, of lib/ or of exercises/;
+#   - inline assembly; an attribute other than a few harmless ones (no constructors,
+#     sections, aliases, indirect functions, or sanitizers switched off); a #pragma;
+#     builtins that walk the stack;
+#   - in the object: code run before or after main, an indirect function (whose
+#     resolver runs before main), a system call instruction.
+vet_file() {
+    local obj=$1 copy=$2 i=${1%.o}.i why
+    if [ -f "$i" ]; then
+        why=$(awk -v me="$copy" '
+            function ident(s) { gsub(/^_+|_+$/, "", s); return s }
+            /^# [0-9]+ "/ {
+                f = $3; gsub(/"/, "", f)
+                if (cur == me && $4 == "1" && f != me && !bad) {
+                    sys = 0; for (k = 4; k <= NF; k++) if ($k == "3") sys = 1
+                    if (f !~ /\.h$/ || (!sys && f !~ /^(\/usr\/include\/|\/usr\/lib\/gcc\/|lib\/|exercises\/)/) || f ~ /\.\./)
+                        bad = "it includes " f ": an exercise'"'"'s file includes only headers of the system, of lib/ and of exercises/"
+                }
+                cur = f; next }
+            cur != me { next }
+            /^[ \t]*#[ \t]*pragma/ { if (!bad) bad = "it has a #pragma: " $0 "; an exercise'"'"'s file has none"; next }
+            { t = $0; gsub(/"([^"\\]|\\.)*"/, "\"\"", t); gsub(/\047([^\047\\]|\\.)*\047/, "0", t); text = text " " t }
+            END {
+                if (bad) { print bad; exit }
+                if (match(text, /(^|[^A-Za-z0-9_])(asm|__asm|__asm__)[^A-Za-z0-9_]/)) {
+                    print "it has inline assembly (asm): an exercise is written in C"; exit }
+                if (match(text, /__builtin_(frame_address|return_address|extract_return_addr|apply|apply_args|return|setjmp|longjmp|eh_return|unwind_init|dwarf_cfa|__clear_cache|init_trampoline|adjust_trampoline)/)) {
+                    print "it uses " substr(text, RSTART, RLENGTH) ": an exercise'"'"'s code has no business with the stack or with code"; exit }
+                if (match(text, /_Pragma/)) { print "it has a _Pragma: an exercise'"'"'s file has none"; exit }
+                ok = " unused used maybe_unused noreturn format nonnull pure const noinline always_inline hot cold aligned packed fallthrough warn_unused_result deprecated returns_nonnull malloc alloc_size nothrow may_alias vector_size access "
+                while (match(text, /__attribute(__)?[ \t]*\(\(/)) {
+                    text = substr(text, RSTART + RLENGTH); depth = 2; item = ""
+                    for (k = 1; k <= length(text) && depth > 0; k++) {
+                        c = substr(text, k, 1)
+                        if (c == "(") { depth++; if (depth == 3) { names = names " " ident(item); item = "#" } }
+                        else if (c == ")") { depth--; if (depth == 1 && item != "#") names = names " " ident(item) }
+                        else if (c == "," && depth == 2) { if (item != "#") names = names " " ident(item); item = "" }
+                        else if (depth == 2 && item != "#" && c != " " && c != "\t") item = item c
+                    }
+                    text = substr(text, k)
+                }
+                m = split(names, nm, " ")
+                for (k = 1; k <= m; k++)
+                    if (nm[k] ~ /^(con|de)structor$/) {
+                        print "it runs code of its own before or after main (__attribute__((" nm[k] "))): an exercise'"'"'s code runs only when the tests call it"; exit }
+                    else if (nm[k] != "" && index(ok, " " nm[k] " ") == 0) {
+                        print "it has __attribute__((" nm[k] ")): an exercise'"'"'s file may use only harmless attributes (unused, noreturn, format, aligned, ...), none that runs code unasked, moves it, or switches AddressSanitizer off"; exit }
+            }' "$i")
+        [ -n "$why" ] && printf '*\tyour file is not graded: %s\n' "$why"
+    fi
+    if nm "$obj" 2>/dev/null | awk '$2 == "i"' | grep -q .; then
+        printf '*\tyour file is not graded: it defines an indirect function (ifunc), whose resolver runs before main: an exercise'"'"'s code runs only when the tests call it\n'
+    fi
+    # code that runs before or after main: only AddressSanitizer's own start-up may
+    if readelf -rW "$obj" | awk '/^Relocation section/ { s = $3; next }
+            s ~ /(init_array|preinit_array|fini_array|ctors|dtors)/ && $1 ~ /^[0-9a-f]+$/ && NF >= 5 &&
+            $5 !~ /^(\.text(\.startup|\.exit)?\.)?_sub_[ID]_[0-9]+_[0-9]+$/' | grep -q . ||
+       readelf -SW "$obj" | grep -E ' \.(preinit_array|ctors|dtors)' | grep -q .; then
+        printf '*\tyour file is not graded: it runs code of its own before or after main (a constructor or a destructor): an exercise'"'"'s code runs only when the tests call it\n'
+    fi
+    if objdump -d --no-show-raw-insn "$obj" 2>/dev/null | grep -qE '[[:space:]](syscall|sysenter|int[[:space:]]+\$0x80)([[:space:]]|$)'; then
+        printf '*\tyour file is not graded: it makes system calls of its own: an exercise'"'"'s code reaches the system only through the functions it may call\n'
+    fi
+}
+
+# broken_rules BIN OBJ COPY: "function<TAB>message" for each rule a function of the
+# learner's file breaks, the first name only; "*" for what breaks every case (vet_file).
+# What each function calls is in $tmp/calls (calls). A name the function reaches is
+#   - the exercise's own forbidden name (the suite's rules, BIN --rules), or a function
+#     of dtlab that reaches one, anywhere down its calls (read from libdt.a: the DDP
+#     engine runs the ring allreduce, so calling it is calling the ring allreduce);
+#   - or something an exercise may not call at all (libc_ok and the rest above).
+broken_rules() {
+    vet_file "$2" "$3"
+    local lg
+    lg=$(lib_graph)
+    {   "$1" --rules | awk -F '\t' '$1 == "rule" { print "rule\t" $2 "\t" $3 "\t" $4 }'
+        awk '{ print "call\t" $1 "\t" $2 }' "$tmp/calls"
+        lib_api | sed 's/^/api\t/'
+        cat "$lg"
+    } | awk -F '\t' -v libc="^($libc_ok|$libm_ok|$san_ok)\$" -v mpino="^($mpi_no)\$" \
+            -v escape="^($escape)\$" '
+        $1 == "rule" { nr++; rfn[nr] = $2; rre[nr] = "^(" $3 ")$"; rwhy[nr] = $4; next }
+        $1 == "call" { nc++; cfn[nc] = $2; cname[nc] = $3; next }
+        $1 == "api" { api[$2] = 1; next }
+        { split($0, w, " ")
+          if (w[1] == "def") { lib[w[2]] = 1; next }
+          edge[w[1]] = edge[w[1]] " " w[2] }
+        # the first name reached from x, x included, that re matches ("" when none):
+        # x itself, or a function of dtlab or MPI that x calls, anywhere down (the
+        # library'"'"'s internals, dti_, do not count below x: dt_allgather may run its
+        # ring, dti_ring_allgather, where an exercise may call dt_allgather)
+        function reaches(x, re,   q, head, tail, seen2, parts, k, m, y, base) {
+            head = 1; tail = 1; q[1] = x; seen2[x] = 1
+            while (head <= tail) {
+                y = q[head++]; base = y; sub(/^[^:]*:/, "", base)
+                if (base ~ re && (y == x || base !~ /^dti_/)) return base
+                m = split(edge[y], parts, " ")
+                for (k = 1; k <= m; k++)
+                    if (!(parts[k] in seen2)) { seen2[parts[k]] = 1; q[++tail] = parts[k] }
+            }
+            return ""
+        }
+        END {
+            for (c = 1; c <= nc; c++) {
+                f = cfn[c]; x = cname[c]
+                if (f !~ /^ex_/ || (f SUBSEP "done") in said) continue
+                if (x ~ /^ex_/) continue                       # its own, or of another exercise
+                why = ""
+                for (r = 1; r <= nr && why == ""; r++) {
+                    if (rfn[r] != f) continue
+                    if (x ~ rre[r]) why = f " calls " x ": " rwhy[r]
+                    else if (x in lib && (y = reaches(x, rre[r])) != "")
+                        why = f " calls " x ", which runs " y ": that is calling " y "; " rwhy[r]
+                }
+                if (why == "" && x in lib && (y = reaches(x, escape)) != "")
+                    why = f " calls " x ", which starts processes or loads code (" y "): an exercise'"'"'s code does neither"
+                if (why == "" && x in lib && !(x in api))
+                    why = f " calls " x ", which an exercise'"'"'s code may not call: of dtlab'"'"'s functions it uses point-to-point, schedules, buffers, reductions, collectives and lib/nn'"'"'s layers (lib/p2p.h, schedule.h, buf.h, ops.h, collectives/collectives.h, nn/nn.h), not the files of programs, traces or the training engine"
+                if (why == "" && !(x in lib) && x !~ libc && !(x ~ /^P?MPI_/ && x !~ mpino))
+                    why = f " calls " x ", which an exercise'"'"'s code may not call: it uses dtlab'"'"'s and MPI'"'"'s functions and, from C'"'"'s library, memory, strings, numbers, math and printf (no files, descriptors, processes, threads, signals or environment; to print, printf)"
+                if (why != "") { print f "\t" why; said[f, "done"] = 1 }
+            }
+        }'
 }
 
 # ==== running the cases ====
 
 token=$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')
+verdicts=$tmp/verdicts      # where the programs write their verdicts (grade.h)
 
 # One run of some cases at n ranks: every case gets the grader's token, the deadline
 # for one wait (DT_TIMEOUT), ASan's settings, and the hints setting; the exercises work
@@ -229,7 +383,8 @@ token=$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')
 # mailbox a send of up to 2 MiB returns at once, and two partners that both send first
 # would get away with it.)
 run_cases() {   # run_cases BIN N CASES(comma-separated)
-    GRADE_TOKEN=$token GRADE_HINTS=$HINTS DT_TIMEOUT=$GRADE_WAIT MPIEXEC_TIMEOUT=$GRADE_TIMEOUT \
+    : >"$verdicts"
+    GRADE_VERDICTS=$verdicts GRADE_TOKEN=$token GRADE_HINTS=$HINTS DT_TIMEOUT=$GRADE_WAIT MPIEXEC_TIMEOUT=$GRADE_TIMEOUT \
     DT_DEVICE=cpu DT_P2P=staging \
     ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:protect_shadow_gap=0:verify_asan_link_order=0 \
         timeout -k 5 $((GRADE_TIMEOUT + 10)) $MPIEXEC -n "$2" "$1" --case "$3" \
@@ -291,7 +446,7 @@ died() {
 missing_ranks() {
     local r list=""
     for ((r = 0; r < $2; r++)); do
-        grep -qE "@grade $token $1 $r $2 (pass|fail)" "$log" || list="$list${list:+, }$r"
+        grep -qE "^@grade $token $1 $r $2 (pass|fail)" "$verdicts" || list="$list${list:+, }$r"
     done
     echo "${list:-none}"
 }
@@ -300,7 +455,7 @@ missing_ranks() {
 # verdict in fail[NAME] and its rerun command in rerun[NAME]. Cases whose run died
 # before their turn run again.
 grade_at() {
-    local bin=$1 n=$2 name rc ok msg gone at="at $2 ranks, "
+    local bin=$1 n=$2 name rc ok msg gone twice at="at $2 ranks, "
     shift 2
     [ "$n" = 1 ] && at="at 1 rank, "
     local left=("$@") f
@@ -331,10 +486,17 @@ grade_at() {
                 continue
             fi
             # (anywhere on a line: mpiexec may put another rank's unfinished line first)
-            ok=$(grep -oE "@grade $token $name [0-9]+ $n pass\$" "$log" | sort -u | wc -l)
-            msg=$(grep -oE -m1 "@grade $token $name 0 $n fail.*" "$log")
+            ok=$(grep -cE "^@grade $token $name [0-9]+ $n pass\$" "$verdicts")
+            msg=$(grep -E -m1 "^@grade $token $name 0 $n fail" "$verdicts")
+            twice=$(grep -E "^@grade $token $name [0-9]+ $n (pass|fail)" "$verdicts" |
+                    cut -d' ' -f4 | sort | uniq -d | head -n 1)
             rerun[$name]="MPIEXEC_TIMEOUT=$GRADE_TIMEOUT DT_TIMEOUT=$GRADE_WAIT DT_DEVICE=cpu DT_P2P=staging${hintvar} $MPIEXEC -n $n $(printf %q "$bin") --case $name"
-            if [ "$ok" = "$n" ]; then
+            if [ -n "$twice" ]; then
+                # (no program of dtlab's writes two; a rank's own fail after a forged
+                # pass, or the like)
+                fail[$name]="${at}rank $twice gave this case two verdicts: the grading program was tampered with"
+                continue
+            elif [ "$ok" = "$n" ]; then
                 continue
             elif [ -n "$msg" ]; then
                 msg=${msg#@grade $token $name 0 $n fail}; msg=${msg# }
@@ -347,21 +509,6 @@ grade_at() {
                 fi
             else
                 died "$n" "${kind[$name]}" "$name" "$rc"
-                # a crash without ASan: the same case again under ASan, whose report
-                # says more (where, what size, whose memory) when memory is the cause
-                if [ "$bin" != "$asan_cur" ] &&
-                   [[ $verdict =~ crashed\ with\ signal|killed\ by\ SIG|ended\ abnormally ]]; then
-                    local crash=$verdict
-                    cp "$log" "$tmp/crash.log"
-                    run_cases "$asan_cur" "$n" "$name"
-                    if grep -q 'ERROR: AddressSanitizer: ' "$log"; then
-                        died "$n" "${kind[$name]}" "$name" 1
-                        rerun[$name]="MPIEXEC_TIMEOUT=$GRADE_TIMEOUT DT_TIMEOUT=$GRADE_WAIT DT_DEVICE=cpu DT_P2P=staging${hintvar} $MPIEXEC -n $n $(printf %q "$asan_cur") --case $name"
-                    else
-                        verdict=$crash
-                    fi
-                    cp "$tmp/crash.log" "$log"
-                fi
                 # a run on another communicator that dies where MPI_COMM_WORLD's pass
                 if [[ $name == *comm* ]] && [[ $verdict != *"not implemented"* ]]; then
                     local other world_ok=1
@@ -416,11 +563,12 @@ tap() {   # tap OK NAME [DETAIL CMD]
 echo "Grading $set_name at ${GRADE_RANKS// /, } ranks, at most $GRADE_TIMEOUT s a run and $GRADE_WAIT s a wait."
 echo
 
-# grade_suite LABEL REFBIN BIN BUILT BUILDMSG OBJ RULESBIN ASANBIN: grades every case of
-# one suite; the rules and the deadlock hint are the exercise's own (RULESBIN --rules),
-# for an instructor's hidden suite too; ASANBIN runs the pure cases and rank count asan_n
+# grade_suite LABEL REFBIN BIN BUILT BUILDMSG OBJ COPY RULESBIN: grades every case of one
+# suite; the rules, the deadlock hint and the rank counts past the default are the
+# exercise's own (RULESBIN --rules), for an instructor's hidden suite too. OBJ is the
+# learner's file compiled (COPY its copy under BUILD): what runs, and what the rules read.
 grade_suite() {
-    local label=$1 refbin=$2 bin=$3 built=$4 buildmsg=$5 obj=$6 rulesbin=$7 asanbin=$8
+    local label=$1 refbin=$2 bin=$3 built=$4 buildmsg=$5 obj=$6 copy=$7 rulesbin=$8
     local name pts k what use n got=0 sum=0 f
     declare -gA fail=() rerun=() kind=() reach=() gap=() gaprun=()
     local names=() pure=() mpi=()
@@ -429,7 +577,15 @@ grade_suite() {
     local broken=""
     : >"$tmp/calls"
     [ "$built" = 1 ] && [ "$SOLUTION" != 1 ] && calls "$obj" >"$tmp/calls"
-    [ "$RULES" = 1 ] && [ "$built" = 1 ] && broken=$(broken_rules "$rulesbin" "$obj")
+    [ "$RULES" = 1 ] && [ "$built" = 1 ] && broken=$(broken_rules "$rulesbin" "$obj" "$copy")
+    # the exercise's own rank counts, where its edge cases lie, unless GRADE_RANKS is set
+    local ranks=$GRADE_RANKS more
+    more=$("$rulesbin" --rules | awk -F '\t' '$1 == "ranks" { print $2; exit }')
+    if [ "$ranks_set" = 0 ] && [ -n "$more" ]; then
+        ranks="$ranks $more"
+        printf '   also graded at %s ranks, past the default, where its edge cases lie\n' \
+            "$more" >>"$tmp/rows"
+    fi
     exits=""
     [ "$built" = 1 ] && [ "$SOLUTION" != 1 ] && nm -u "$obj" 2>/dev/null |
         grep -qwE '_?_?exit|_Exit|quick_exit|abort' && exits=" (your file calls exit() or abort())"
@@ -459,16 +615,20 @@ grade_suite() {
         [ -n "${fail[$name]:-}" ] && continue
         if [ "$k" = pure ]; then pure+=("$name"); else mpi+=("$name"); fi
     done < <("$refbin" --list)
-    asan_cur=$asanbin
-    [ ${#pure[@]} -gt 0 ] && grade_at "$asanbin" 1 "${pure[@]}"
-    for n in $GRADE_RANKS; do
-        local runbin=$bin
-        [ "$n" = "$asan_n" ] && runbin=$asanbin
+    # the pure cases run once, at 1 rank: in the run of the others at 1 rank, if any
+    local with1=()
+    if [[ " $ranks " == *" 1 "* ]]; then
+        with1=(${pure[@]+"${pure[@]}"})
+    elif [ ${#pure[@]} -gt 0 ]; then
+        grade_at "$bin" 1 "${pure[@]}"
+    fi
+    for n in $ranks; do
         local alive=()
+        [ "$n" = 1 ] && alive=(${with1[@]+"${with1[@]}"})
         for name in ${mpi[@]+"${mpi[@]}"}; do
             [ -z "${fail[$name]:-}" ] && alive+=("$name")
         done
-        [ ${#alive[@]} -gt 0 ] && grade_at "$runbin" "$n" "${alive[@]}"
+        [ ${#alive[@]} -gt 0 ] && grade_at "$bin" "$n" "${alive[@]}"
     done
     while IFS=$'\t' read -r name pts k what use; do
         [ -n "$name" ] || continue
@@ -502,7 +662,7 @@ vet_extra() {
         [ ${#ns[@]} -gt 0 ] || continue
         run_cases "$1" "$n" "$(IFS=,; echo "${ns[*]}")"
         for name in "${ns[@]}"; do
-            [ "$(grep -oE "@grade $token $name [0-9]+ $n pass\$" "$log" | sort -u | wc -l)" = "$n" ] ||
+            [ "$(grep -cE "^@grade $token $name [0-9]+ $n pass\$" "$verdicts")" = "$n" ] ||
                 { bad="$name at $n rank(s)"; break 2; }
         done
     done
@@ -528,7 +688,7 @@ if [ "$SOLUTION" != 1 ]; then
     for e in "${exercises[@]}"; do
         copy_in "$src/$e/${e#*_}.c" "$out/src/$e/${e#*_}.c"
         [ -e "$out/src/$e/${e#*_}.c" ] &&
-            targets+=("$out/$e" "$out/calls/$e.o" ${asan:+"$out/asan/$e"})
+            targets+=("$out/$e")
     done
     [ ${#targets[@]} -gt 0 ] && [ ${#exercises[@]} -gt 1 ] &&
         mk $jobs -k GRADE_SRC="$out/src" GRADE_OUT="$out" "${targets[@]}" >"$tmp/build.log" 2>&1
@@ -558,8 +718,7 @@ for e in "${exercises[@]}"; do
         elif [ ! -e "$file" ]; then
             built=0
             buildmsg="not graded: $file is missing"
-        elif ! mk $jobs GRADE_SRC="$out/src" GRADE_OUT="$out" "$out/$s" "$out/calls/$e.o" \
-                  ${asan:+"$out/asan/$e"} >"$log" 2>&1; then
+        elif ! mk $jobs GRADE_SRC="$out/src" GRADE_OUT="$out" "$out/$s" >"$log" 2>&1; then
             # the compiler's words once, under the exercise's row; each case says why
             built=0
             buildmsg="not graded: $file does not build (the errors are above)"
@@ -576,10 +735,8 @@ for e in "${exercises[@]}"; do
         label="$e"
         [ "$s" != "$e" ] && label="$e (${s#extra/})"
         [ "$s" != "$e" ] && printf '   %s:\n' "hidden tests ${s#extra/}" >>"$tmp/rows"
-        asanbin=$out/$s
-        [ -n "$asan" ] && [ "$s" = "$e" ] && asanbin=$out/asan/$e
-        grade_suite "$label" "$ref/$s" "$out/$s" "$built" "$buildmsg" "$out/calls/$e.o" "$ref/$e" \
-            "$asanbin"
+        grade_suite "$label" "$ref/$s" "$out/$s" "$built" "$buildmsg" "$out/obj/$e.o" \
+            "$out/src/$e/${e#*_}.c" "$ref/$e"
         egot=$((egot + suite_got)); emax=$((emax + suite_max))
     done
     printf '%-44s %3d/%d\n' "$e" "$egot" "$emax"
