@@ -69,8 +69,9 @@ static void check(void (*fn)(float *, int, MPI_Comm), int mean, MPI_Comm comm, i
                    "its owner must divide it BEFORE the allgather, so that it travels "
                    "divided.";
         else if (n > 1 && mean && close_to(got, sum[k]))
-            hint = "it looks like the SUM; the MEAN was due: divide by the number of "
-                   "ranks.";
+            hint = "it looks like the SUM; the MEAN was due: no chunk arrived divided by "
+                   "the number of ranks (was one divided at all, and was it the chunk "
+                   "its rank owns after the reduce-scatter, whole?).";
         else if (n > 1 && mean && close_to(got, want / (float)n))
             hint = "it looks like the mean divided by the number of ranks once more: "
                    "each element must be divided once, by its chunk's owner.";

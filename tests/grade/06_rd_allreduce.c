@@ -1,5 +1,6 @@
 /* Grading exercise 06, the recursive-doubling allreduce. Every rank starts with data of
- * its own (dt_fill_test_data: quarters, so any order of adding gives the exact sum) and
+ * its own (rd_fill: quarters and a power of two of its own, so any order of adding gives
+ * the exact sum, and a partial sum tells whose data it holds) and
  * must end with exactly what MPI_Iallreduce gives, the same bits on every rank, with
  * nothing written past the buffer. At 3 and 5 ranks the fold is exercised, at 2 and 4
  * the plain exchanges.
@@ -18,6 +19,17 @@
 
 enum { K_SMALL = 1, K_LARGE = 2, K_TRAFFIC = 3, K_SUB = 4, K_ROUNDS = 5 };
 
+/* Rank r's data for seed, count floats: dt_fill_test_data's quarters (-4 .. 4) plus
+ * 64 * 2^r, so that a sum of some ranks' data tells which ranks (the quarters of 8
+ * ranks add up to less than 32 either way), even where a rank's quarter is 0: the sum
+ * stays exact in any order. */
+static void rd_fill(float *x, int count, unsigned seed, int r)
+{
+    dt_fill_test_data(x, count, MPI_FLOAT, MPI_SUM, seed, r);
+    for (int i = 0; i < count; i++)
+        x[i] += 64.0f * (float)(1u << r);
+}
+
 /* The ranks whose starting data buf (count floats) is the sum of, a bit each, at n
  * ranks; 0 when it is no such sum (or n is too large to try every subset). */
 static unsigned sum_of(const float *buf, int count, unsigned seed, int n)
@@ -28,7 +40,7 @@ static unsigned sum_of(const float *buf, int count, unsigned seed, int n)
     float *sum = malloc(((size_t)count + 1) * sizeof *sum);
     DT_REQUIRE(x != NULL && sum != NULL, "out of memory");
     for (int j = 0; j < n; j++)
-        dt_fill_test_data(x + (size_t)j * count, count, MPI_FLOAT, MPI_SUM, seed, j);
+        rd_fill(x + (size_t)j * count, count, seed, j);
     unsigned found = 0;
     for (unsigned m = 1; m < 1u << n && !found; m++) {
         memset(sum, 0, (size_t)count * sizeof *sum);
@@ -195,7 +207,9 @@ static void run_one(int kase, int ci, int how, MPI_Comm comm)
     int rank, count = gr_count(ci, ht_size);
     MPI_Comm_rank(comm, &rank);
     unsigned seed = (unsigned)(kase * 1000 + ci);
-    float *buf = gr_guarded_data(count, seed, rank), *want = gr_copy(buf, count);
+    float *buf = gr_guarded_data(count, seed, rank);
+    rd_fill(buf, count, seed, rank);
+    float *want = gr_copy(buf, count);
     HT_MPI(MPI_Iallreduce(MPI_IN_PLACE, want, count, MPI_FLOAT, MPI_SUM, comm, &ht_req));
 
     dt_bytes_reset();

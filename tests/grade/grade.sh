@@ -236,7 +236,8 @@ lib_api() {
 lib_graph() {
     local g=$BUILD/grade/libdt.graph
     if [ ! -s "$g" ] || [ "$BUILD/libdt.a" -nt "$g" ]; then
-        graph "$BUILD/libdt.a" >"$g.new" && mv "$g.new" "$g"
+        # (gradings may run side by side: each writes a file of its own, then renames it)
+        graph "$BUILD/libdt.a" >"$g.$$" && mv "$g.$$" "$g"
     fi
     echo "$g"
 }
