@@ -89,7 +89,7 @@ void dti_p2p_limits(double start, double job, double per_wait)
 __attribute__((noreturn))
 static void die_waiting(int src, int dst, int n, double t0, double now, int by_wait)
 {
-    char what[200], where[96], ctx[160], whom[32] = "a rank", limit[128];
+    char what[360], where[96], ctx[160], whom[32] = "a rank", limit[128];
     if (src >= 0 && dst >= 0)
         snprintf(what, sizeof what, "a message from rank %d, and for rank %d to take "
                  "this rank's", src, dst);
@@ -104,6 +104,13 @@ static void die_waiting(int src, int dst, int n, double t0, double now, int by_w
                  n == 1 ? "" : "s");
     if (src >= 0 || dst >= 0)
         snprintf(whom, sizeof whom, "rank %d", src >= 0 ? src : dst);
+    if ((src >= 0 && src == dti_me.rank) || (dst >= 0 && dst == dti_me.rank)) {
+        /* a message to or from itself: the one mistake no other rank can break */
+        size_t k = strlen(what);
+        snprintf(what + k, sizeof what - k, ", which is this rank itself: a rank that "
+                 "sends to itself or receives from itself waits for its own other half, "
+                 "which it never reaches");
+    }
     dti_trace_where(where, sizeof where);
     if (!where[0])
         ctx[0] = '\0';
@@ -144,7 +151,8 @@ void dti_p2p_poll(double t0, int src_w, int dst_w)
     if (stop == 0 || (now = dti_now()) <= stop)
         return;
     int whom = src_w >= 0 ? src_w : dst_w;
-    if (now < stop + GRACE && whom >= 0 && dti_watch_is_waiting(whom))
+    if (now < stop + GRACE && whom >= 0 && whom != dti_me.rank &&
+        dti_watch_is_waiting(whom))
         return;                       /* that rank waits too: let it speak first */
     die_waiting(src_w, dst_w, 0, t0, now, by_wait);
 }
