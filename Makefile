@@ -2,7 +2,7 @@
 #
 #   make                 build the library, lessons, benchmark, viewer, tools and tests
 #   make deps            install the Debian packages dtlab needs
-#   make test            run every test suite (about 9 minutes on 2 quiet cores)
+#   make test            run every test suite (about 8 minutes on 2 quiet cores)
 #   make check           the quick subset: unit suites, collectives, lessons (1-2 minutes)
 #   make demo            ring allreduce lesson at 4 ranks, then the viewer on its trace
 #   make pictures        redraw the docs' pictures with the viewer (docs/viewer.md)
