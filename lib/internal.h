@@ -97,6 +97,10 @@ void dti_watch_board_open(int local_rank, int local_size, int world_rank);
 void dti_watch_board_close(void);
 void dti_watch_waiting(int delta);
 int dti_watch_is_waiting(int world_rank);
+/* p2p.c notes a message this rank sends to itself; a timed-out wait asks whether the
+ * rank it waits for (or itself) did (0 when that rank is not on this host). */
+void dti_watch_sent_to_self(void);
+int dti_watch_has_sent_to_self(int world_rank);
 
 /* p2p_wait.c: dtlab's time limits on waits, set by dt_init from the environment. start: the
  * dti_now() of dt_init; job: MPIEXEC_TIMEOUT in seconds (0: none), so that dtlab stops

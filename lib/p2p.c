@@ -147,6 +147,9 @@ static void exchange(const void *sbuf, size_t snbytes, int dst,
 {
     dt_via sv = DT_VIA_MPI, rv = DT_VIA_MPI;
     double t0 = dt_trace_now(), idle = 0;
+    int me;
+    if (sbuf && MPI_Comm_rank(comm, &me) == MPI_SUCCESS && dst == me)
+        dti_watch_sent_to_self();       /* legal, and a stuck wait's likely cause */
     dti_mb_exchange(sbuf, snbytes, dst, rbuf, rnbytes, src, tag, comm, red, &sv, &rv,
                     &idle);
     dti_p2p_waited(idle);
@@ -202,6 +205,9 @@ static MPI_Request post_one(int send, void *buf, size_t nbytes, int peer, int ta
                "and dt_recv for device data", fn);
     static char empty;
     MPI_Request req;
+    int me;
+    if (send && MPI_Comm_rank(comm, &me) == MPI_SUCCESS && peer == me)
+        dti_watch_sent_to_self();
     if (send)
         DT_CHECK_MPI(MPI_Isend(buf ? buf : &empty, (int)nbytes, MPI_BYTE, peer, tag, comm,
                                &req));

@@ -104,13 +104,18 @@ static void die_waiting(int src, int dst, int n, double t0, double now, int by_w
                  n == 1 ? "" : "s");
     if (src >= 0 || dst >= 0)
         snprintf(whom, sizeof whom, "rank %d", src >= 0 ? src : dst);
-    if ((src >= 0 && src == dti_me.rank) || (dst >= 0 && dst == dti_me.rank)) {
-        /* a message to or from itself: the one mistake no other rank can break */
-        size_t k = strlen(what);
+    size_t k = strlen(what);
+    int other = src >= 0 ? src : dst;
+    if ((src >= 0 && src == dti_me.rank) || (dst >= 0 && dst == dti_me.rank))
         snprintf(what + k, sizeof what - k, ", which is this rank itself: a rank that "
                  "sends to itself or receives from itself waits for its own other half, "
                  "which it never reaches");
-    }
+    else if (other >= 0 && dti_watch_has_sent_to_self(other))
+        snprintf(what + k, sizeof what - k, " (rank %d has sent a message to itself: one "
+                 "meant for this rank?)", other);
+    else if (other >= 0 && dti_watch_has_sent_to_self(dti_me.rank))
+        snprintf(what + k, sizeof what - k, " (this rank has sent a message to itself: "
+                 "one meant for rank %d?)", other);
     dti_trace_where(where, sizeof where);
     if (!where[0])
         ctx[0] = '\0';
