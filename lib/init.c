@@ -267,7 +267,7 @@ int dt_init(int *argc, char ***argv)
     dti_ops_init();
     /* the memory this host's ranks share: the board of who is waiting, the mailboxes */
     dti_host_open(local_comm, dti_watch_board_bytes(dti_me.local_size), dti_mb_part_bytes());
-    dti_watch_board_open(dti_me.local_rank, dti_me.local_size, dti_me.rank);
+    dti_watch_board_open(dti_me.local_rank, dti_me.local_size);
     if (count > 0) {
         dti_me.device = DT_CUDA;
         dti_me.gpu_count = count;

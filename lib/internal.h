@@ -93,7 +93,7 @@ void dti_watch_done(void);
  * opens the board). p2p.c marks its long waits; a timed-out wait asks whether the rank
  * it waits for is waiting too (0 when that rank is not on this host). */
 size_t dti_watch_board_bytes(int local_size);
-void dti_watch_board_open(int local_rank, int local_size, int world_rank);
+void dti_watch_board_open(int local_rank, int local_size);
 void dti_watch_board_close(void);
 void dti_watch_waiting(int delta);
 int dti_watch_is_waiting(int world_rank);

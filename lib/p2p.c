@@ -111,6 +111,15 @@ void dti_p2p_fini(void)
 
 /* ==== exchanges ==== */
 
+/* A send to this rank itself is legal MPI, and the likely cause of a stuck wait in the
+ * algorithms dtlab teaches: the board notes it, for such a wait to name (watch.c). */
+static void note_self_send(int dst, MPI_Comm comm)
+{
+    int me;
+    if (MPI_Comm_rank(comm, &me) == MPI_SUCCESS && dst == me)
+        dti_watch_sent_to_self();
+}
+
 /* After an exchange: the log, the byte counters and the trace. */
 static void account(const void *sbuf, size_t snbytes, int dst, dt_via svia,
                     const void *rbuf, size_t rnbytes, int src, dt_via rvia, int tag,
@@ -147,9 +156,8 @@ static void exchange(const void *sbuf, size_t snbytes, int dst,
 {
     dt_via sv = DT_VIA_MPI, rv = DT_VIA_MPI;
     double t0 = dt_trace_now(), idle = 0;
-    int me;
-    if (sbuf && MPI_Comm_rank(comm, &me) == MPI_SUCCESS && dst == me)
-        dti_watch_sent_to_self();       /* legal, and a stuck wait's likely cause */
+    if (sbuf)
+        note_self_send(dst, comm);
     dti_mb_exchange(sbuf, snbytes, dst, rbuf, rnbytes, src, tag, comm, red, &sv, &rv,
                     &idle);
     dti_p2p_waited(idle);
@@ -205,9 +213,8 @@ static MPI_Request post_one(int send, void *buf, size_t nbytes, int peer, int ta
                "and dt_recv for device data", fn);
     static char empty;
     MPI_Request req;
-    int me;
-    if (send && MPI_Comm_rank(comm, &me) == MPI_SUCCESS && peer == me)
-        dti_watch_sent_to_self();
+    if (send)
+        note_self_send(peer, comm);
     if (send)
         DT_CHECK_MPI(MPI_Isend(buf ? buf : &empty, (int)nbytes, MPI_BYTE, peer, tag, comm,
                                &req));

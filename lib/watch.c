@@ -418,51 +418,47 @@ void dti_watch_signals(int rank, int size)
 
 /* ==== the board: who, on this host, is waiting ====
  *
- * Three ints per rank of the host, in the head of the memory the host's ranks share
- * (hostmem.h): the rank in MPI_COMM_WORLD plus one (0: slot not filled yet), how many
- * of its threads are inside a wait that did not end at once, and whether it has sent a
- * message to itself (which a stuck wait names: a send meant for a partner, most often). */
+ * Two ints per rank of the host, in the head of the memory the host's ranks share
+ * (hostmem.h, which came zeroed and also knows each local rank's rank in
+ * MPI_COMM_WORLD): how many of its threads are inside a wait that did not end at once,
+ * and whether it has sent a message to itself (which a stuck wait names: a send meant
+ * for a partner, most often). */
 static atomic_int *board;
 static int board_n, board_me;
 
-void dti_watch_board_open(int local_rank, int local_size, int world_rank)
+void dti_watch_board_open(int local_rank, int local_size)
 {
     board = dti_host_head();            /* none is no error: a timed-out wait then
                                          * speaks at once */
-    if (!board)
-        return;
     board_n = local_size;
     board_me = local_rank;
-    atomic_store(&board[3 * local_rank + 1], 0);
-    atomic_store(&board[3 * local_rank + 2], 0);
-    atomic_store(&board[3 * local_rank], world_rank + 1);
 }
 
 /* The head bytes the board needs on a host of n ranks. */
-size_t dti_watch_board_bytes(int n) { return 3 * (size_t)n * sizeof(atomic_int); }
+size_t dti_watch_board_bytes(int n) { return 2 * (size_t)n * sizeof(atomic_int); }
 
 void dti_watch_board_close(void) { board = NULL; }
 
 void dti_watch_waiting(int delta)
 {
     if (board)
-        atomic_fetch_add(&board[3 * board_me + 1], delta);
+        atomic_fetch_add(&board[2 * board_me], delta);
 }
 
 void dti_watch_sent_to_self(void)
 {
     if (board)
-        atomic_store(&board[3 * board_me + 2], 1);
+        atomic_store(&board[2 * board_me + 1], 1);
 }
 
 /* The board's int k of world_rank's slot; 0 when that rank is not on this host. */
 static int board_of(int world_rank, int k)
 {
     for (int i = 0; board && world_rank >= 0 && i < board_n; i++)
-        if (atomic_load(&board[3 * i]) == world_rank + 1)
-            return atomic_load(&board[3 * i + k]);
+        if (dti_host_world_rank(i) == world_rank)
+            return atomic_load(&board[2 * i + k]);
     return 0;
 }
 
-int dti_watch_is_waiting(int world_rank) { return board_of(world_rank, 1) > 0; }
-int dti_watch_has_sent_to_self(int world_rank) { return board_of(world_rank, 2); }
+int dti_watch_is_waiting(int world_rank) { return board_of(world_rank, 0) > 0; }
+int dti_watch_has_sent_to_self(int world_rank) { return board_of(world_rank, 1); }

@@ -191,8 +191,8 @@ extern "C" void dti_nn_cuda_linear_forward(const float *x, const float *W, const
      *   A = W  stored as W^T (in, out) col, lda = in;  op T gives W   (m = out, k = in)
      *   B = x  stored as x^T (in, B)   col, ldb = in;  op N keeps x^T (k = in,  n = B)
      *   C = y  stored as y^T (out, B)  col, ldc = out */
-    DT_CHECK_CUBLAS(sgemm( CUBLAS_OP_T, CUBLAS_OP_N, out, B, in,
-                                &one, W, in, x, in, &zero, y, out));
+    DT_CHECK_CUBLAS(sgemm(CUBLAS_OP_T, CUBLAS_OP_N, out, B, in,
+                          &one, W, in, x, in, &zero, y, out));
     if (b) {
         size_t total = (size_t)B * out;
         add_bias_kernel<<<grid_for(total), NN_THREADS, 0, cudaStreamPerThread>>>(
@@ -215,8 +215,8 @@ extern "C" void dti_nn_cuda_linear_backward(const float *x, const float *W, cons
      *   A = x   stored as x^T (in, B)   col, lda = in;  op N keeps x^T (m = in, k = B)
      *   B = dy  stored as dy^T (out, B) col, ldb = out; op T gives dy   (k = B,  n = out)
      *   C = dW  stored as dW^T (in, out) col, ldc = in; beta = 1 accumulates */
-    DT_CHECK_CUBLAS(sgemm( CUBLAS_OP_N, CUBLAS_OP_T, in, out, B,
-                                &one, x, in, dy, out, &one, dW, in));
+    DT_CHECK_CUBLAS(sgemm(CUBLAS_OP_N, CUBLAS_OP_T, in, out, B,
+                          &one, x, in, dy, out, &one, dW, in));
     if (db)
         col_sum_kernel<<<grid_for((size_t)out), NN_THREADS, 0, cudaStreamPerThread>>>(
             dy, db, B, out);
@@ -225,8 +225,8 @@ extern "C" void dti_nn_cuda_linear_backward(const float *x, const float *W, cons
          *   A = W   stored as W^T (in, out) col, lda = in;  op N (m = in,  k = out)
          *   B = dy  stored as dy^T (out, B) col, ldb = out; op N (k = out, n = B)
          *   C = dx  stored as dx^T (in, B)  col, ldc = in;  beta = 0 overwrites */
-        DT_CHECK_CUBLAS(sgemm( CUBLAS_OP_N, CUBLAS_OP_N, in, B, out,
-                                    &one, W, in, dy, out, &zero, dx, in));
+        DT_CHECK_CUBLAS(sgemm(CUBLAS_OP_N, CUBLAS_OP_N, in, B, out,
+                              &one, W, in, dy, out, &zero, dx, in));
     }
     check_and_wait();
 }

@@ -579,14 +579,11 @@ grade_suite() {
     : >"$tmp/calls"
     [ "$built" = 1 ] && [ "$SOLUTION" != 1 ] && calls "$obj" >"$tmp/calls"
     [ "$RULES" = 1 ] && [ "$built" = 1 ] && broken=$(broken_rules "$rulesbin" "$obj" "$copy")
-    # the exercise's own rank counts, where its edge cases lie, unless GRADE_RANKS is set
-    local ranks=$GRADE_RANKS more
-    more=$("$rulesbin" --rules | awk -F '\t' '$1 == "ranks" { print $2; exit }')
-    if [ "$ranks_set" = 0 ] && [ -n "$more" ]; then
-        ranks="$ranks $more"
-        printf '   also graded at %s ranks, past the default, where its edge cases lie\n' \
-            "$more" >>"$tmp/rows"
-    fi
+    local ranks more
+    ranks=$(suite_ranks "$rulesbin")
+    more=${ranks#"$GRADE_RANKS"}
+    [ -n "$more" ] && printf '   also graded at%s ranks, past the default, where its edge cases lie\n' \
+        "$more" >>"$tmp/rows"
     exits=""
     [ "$built" = 1 ] && [ "$SOLUTION" != 1 ] && nm -u "$obj" 2>/dev/null |
         grep -qwE '_?_?exit|_Exit|quick_exit|abort' && exits=" (your file calls exit() or abort())"
@@ -648,8 +645,17 @@ grade_suite() {
     suite_max=$sum
 }
 
-# vet_extra BIN FILE: an instructor's hidden suite must pass against dtlab's answers at
-# every rank count before it may take a learner's points; else the grading stops.
+# suite_ranks RULESBIN: the rank counts to grade at: GRADE_RANKS, and when it was not set,
+# the exercise's own past them, where its edge cases lie (RULESBIN --rules)
+suite_ranks() {
+    local more=""
+    [ "$ranks_set" = 0 ] && more=$("$1" --rules | awk -F '\t' '$1 == "ranks" { print $2; exit }')
+    echo "$GRADE_RANKS${more:+ $more}"
+}
+
+# vet_extra BIN FILE RULESBIN: an instructor's hidden suite must pass against dtlab's
+# answers at every rank count it is graded at (suite_ranks RULESBIN) before it may take
+# a learner's points; else the grading stops.
 declare -A vetted=()
 vet_extra() {
     local name pts k what use n ns bad=""
@@ -658,7 +664,7 @@ vet_extra() {
         [ -n "$name" ] || continue
         if [ "$k" = pure ]; then pure+=("$name"); else names+=("$name"); fi
     done < <("$1" --list)
-    for n in pure $GRADE_RANKS; do
+    for n in pure $(suite_ranks "$3"); do
         if [ "$n" = pure ]; then ns=(${pure[@]+"${pure[@]}"}); n=1; else ns=(${names[@]+"${names[@]}"}); fi
         [ ${#ns[@]} -gt 0 ] || continue
         run_cases "$1" "$n" "$(IFS=,; echo "${ns[*]}")"
@@ -712,7 +718,7 @@ for e in "${exercises[@]}"; do
             echo "grade: the extra suite $EXTRA_TESTS/${s#extra/}.c does not build with dtlab's reference (above)" >&2
             exit 1
         fi
-        [ "$s" != "$e" ] && [ -z "${vetted[$s]:-}" ] && vet_extra "$ref/$s" "$EXTRA_TESTS/${s#extra/}.c" &&
+        [ "$s" != "$e" ] && [ -z "${vetted[$s]:-}" ] && vet_extra "$ref/$s" "$EXTRA_TESTS/${s#extra/}.c" "$ref/$e" &&
             vetted[$s]=1
         if [ "$SOLUTION" = 1 ]; then
             :
