@@ -70,7 +70,7 @@ static void make_usage(const dt_train_config *d)
     "  moe     --experts E (a multiple of N; default 2 per rank), --topk 1|2 (%d),\n"
     "          --capacity X (capacity factor, %g), --moe-groups G (token groups;\n"
     "          default one per rank), --aux-loss X (load-balancing loss weight, %g)\n"
-    "  dp-threads  one rank, fp32, CPU: --threads T replicas, one thread each (%d),\n"
+    "  dp-threads  one rank, fp32: --threads T replicas, one thread each (%d),\n"
     "          --gil G (a lock held for G of each thread's work, above 0 to 0.95)\n"
     DT_COMMON_USAGE
     "  --help              this text\n",
@@ -416,6 +416,42 @@ static int dump(const char *path, const dt_train_result *res)
     return ok;
 }
 
+/* What each rank asked of its GPU in the timed steps (the device books, lib/buf.h), and
+ * the verdict: a step that stays on the GPU launches kernels and moves no tensor data
+ * through the host and allocates nothing (cudaMalloc and cudaFree wait for the whole
+ * GPU). The batch going up and the numbers the host reads (the loss, flags) are
+ * counted apart: every step needs them. scripts/gpu-check.sh reads these rows. */
+static void print_device_books(const dt_train_result *res)
+{
+    const dt_device_books *b = &res->books;
+    char t[32], in[32], nb[32], cell[3][48];
+    dt_printf0("on the GPU in steps %d..%d, per rank: kernels and products launched, host "
+               "waits,\ndevice allocations, and copies between host and GPU (tensor data, "
+               "the batch,\nnumbers read back):\n", res->books_from, res->books_to);
+    dt_printf0("  rank  launched     waits  allocs       tensors         batch       "
+               "numbers\n");
+    snprintf(cell[0], sizeof cell[0], "%llu (%s)", b->tensors,
+             dt_format_bytes((double)b->tensor_bytes, t, sizeof t));
+    snprintf(cell[1], sizeof cell[1], "%llu (%s)", b->inputs,
+             dt_format_bytes((double)b->input_bytes, in, sizeof in));
+    snprintf(cell[2], sizeof cell[2], "%llu (%s)", b->numbers,
+             dt_format_bytes((double)b->number_bytes, nb, sizeof nb));
+    dt_printf_ordered("  %4d  %8llu  %8llu  %6llu  %12s  %12s  %12s\n", dt_rank(),
+                      b->launches, b->waits, b->allocs, cell[0], cell[1], cell[2]);
+    unsigned long long worst[3] = { b->tensors, b->allocs, b->launches ? 0 : 1 };
+    MPI_Allreduce(MPI_IN_PLACE, worst, 3, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    if (worst[2])
+        dt_printf0("  some rank launched nothing on the GPU: its steps ran on the host\n");
+    else if (worst[0] || worst[1])
+        dt_printf0("  the steps left the GPU: %s%s%s\n",
+                   worst[0] ? "tensor data went through the host" : "",
+                   worst[0] && worst[1] ? ", and " : "",
+                   worst[1] ? "device memory was allocated or freed" : "");
+    else
+        dt_printf0("  every step stayed on the GPU: no tensor data through the host, no "
+                   "allocation\n");
+}
+
 int main(int argc, char **argv)
 {
     /* ==== setup ==== */
@@ -489,6 +525,8 @@ int main(int argc, char **argv)
                       dt_format_bytes((double)res.peak_params, p, sizeof p),
                       dt_format_bytes((double)res.peak_grads, g, sizeof g),
                       dt_format_bytes((double)res.peak_optim, o, sizeof o), w);
+    if (c.on_device)
+        print_device_books(&res);
     if (dt_rank() == 0)
         print_wrapped(res.summary);
     int ok = d.dump ? dump(d.dump, &res) : 1;

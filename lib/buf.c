@@ -102,14 +102,38 @@ int dt_is_device_ptr(const void *p)
     return p != NULL && dti_gpu_count() > 0 && dti_cuda_is_device_ptr(p);
 }
 
-void dt_memcpy(void *dst, const void *src, size_t nbytes)
+/* A copy, counted in the device books (device_books.c) under what (and what + 1, its
+ * bytes) when it crosses between host and GPU; between two device buffers it stays on
+ * the GPU and is not counted. */
+static void copy_counted(void *dst, const void *src, size_t nbytes, int what)
 {
     if (nbytes == 0 || dst == src)
         return;
-    if (dt_is_device_ptr(dst) || dt_is_device_ptr(src))
+    int d = dt_is_device_ptr(dst), s = dt_is_device_ptr(src);
+    if (d || s) {
+        if (d != s) {
+            dti_book(what, 1);
+            dti_book(what + 1, nbytes);
+        }
         dti_cuda_memcpy(dst, src, nbytes);
-    else
+    } else {
         memcpy(dst, src, nbytes);
+    }
+}
+
+void dt_memcpy(void *dst, const void *src, size_t nbytes)
+{
+    copy_counted(dst, src, nbytes, DTI_BOOK_TENSOR);
+}
+
+void dt_memcpy_input(void *dst, const void *src, size_t nbytes)
+{
+    copy_counted(dst, src, nbytes, DTI_BOOK_INPUT);
+}
+
+void dt_memcpy_number(void *dst, const void *src, size_t nbytes)
+{
+    copy_counted(dst, src, nbytes, DTI_BOOK_NUMBER);
 }
 
 void dt_memzero(void *p, size_t nbytes)

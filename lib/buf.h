@@ -46,4 +46,25 @@ void dt_memzero(void *p, size_t nbytes);
 /* 1 when p points into GPU memory, 0 for host memory (always 0 without CUDA). */
 int dt_is_device_ptr(const void *p);
 
+/* Two copies that dt_memcpy would make too, counted apart in the device books (below):
+ * the batch on its way to the GPU (the input every step must bring), and a number the
+ * host needs from the GPU (the loss to print, an overflow flag, a count that sizes a
+ * message). Everything else that crosses between host and GPU is tensor data. */
+void dt_memcpy_input(void *dst, const void *src, size_t nbytes);
+void dt_memcpy_number(void *dst, const void *src, size_t nbytes);
+
+/* The device books: what this process asked of its GPU since it started, every thread
+ * counted. A training step that stays on the GPU adds launches and no tensor copies;
+ * `train` prints the books of its steps, and the GPU check fails a run whose steps
+ * launched nothing or moved tensors through the host. */
+typedef struct {
+    unsigned long long launches;      /* kernels and cuBLAS products queued */
+    unsigned long long waits;         /* the host waited for the GPU (a stream's work) */
+    unsigned long long allocs;        /* cudaMalloc or cudaFree: each waits for the GPU */
+    unsigned long long tensors, tensor_bytes;   /* dt_memcpy, host <-> GPU */
+    unsigned long long inputs, input_bytes;     /* dt_memcpy_input onto the GPU */
+    unsigned long long numbers, number_bytes;   /* dt_memcpy_number off the GPU */
+} dt_device_books;
+void dt_device_books_get(dt_device_books *b);
+
 #endif /* DT_BUF_H */

@@ -12,6 +12,20 @@
 extern "C" {
 #endif
 
+/* The device books (buf.h's dt_device_books; device_books.c): dti_book(what, n) adds n
+ * to one counter. Every CUDA file counts each kernel launch or cuBLAS product
+ * (DTI_BOOK_LAUNCH, with DTI_LAUNCHED() after it) and each time the host waits for the
+ * GPU (DTI_BOOK_WAIT); dti_cuda_malloc and dti_cuda_free count the device's allocations,
+ * dt_memcpy and its two siblings the copies between host and GPU (a count, then its
+ * bytes). */
+enum { DTI_BOOK_LAUNCH, DTI_BOOK_WAIT, DTI_BOOK_ALLOC, DTI_BOOK_TENSOR,
+       DTI_BOOK_TENSOR_BYTES, DTI_BOOK_INPUT, DTI_BOOK_INPUT_BYTES, DTI_BOOK_NUMBER,
+       DTI_BOOK_NUMBER_BYTES, DTI_BOOK_N };
+void dti_book(int what, size_t n);
+/* After a launch: was it valid (CUDA's words if not), and count it. */
+#define DTI_LAUNCHED() \
+    do { DT_CHECK_CUDA(cudaGetLastError()); dti_book(DTI_BOOK_LAUNCH, 1); } while (0)
+
 #ifdef DT_HAVE_CUDA
 
 enum { DTI_CUDA_BUILT = 1 };

@@ -55,12 +55,14 @@ extern "C" void dti_cuda_device_name(int dev, char *buf, size_t len)
 extern "C" void *dti_cuda_malloc(size_t nbytes)
 {
     void *p = NULL;
+    dti_book(DTI_BOOK_ALLOC, 1);
     DT_CHECK_CUDA(cudaMalloc(&p, nbytes));
     return p;
 }
 
 extern "C" void dti_cuda_free(void *p)
 {
+    dti_book(DTI_BOOK_ALLOC, 1);
     DT_CHECK_CUDA(cudaFree(p));
 }
 
@@ -92,12 +94,15 @@ extern "C" int dti_cuda_is_device_ptr(const void *p)
 extern "C" void dti_cuda_memcpy(void *dst, const void *src, size_t nbytes)
 {
     DT_CHECK_CUDA(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, cudaStreamPerThread));
+    dti_book(DTI_BOOK_WAIT, 1);
     DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
 }
 
 extern "C" void dti_cuda_memzero(void *p, size_t nbytes)
 {
     DT_CHECK_CUDA(cudaMemsetAsync(p, 0, nbytes, cudaStreamPerThread));
+    dti_book(DTI_BOOK_LAUNCH, 1);
+    dti_book(DTI_BOOK_WAIT, 1);
     DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
 }
 
@@ -111,6 +116,7 @@ extern "C" void dti_cuda_memcpy_async(void *dst, const void *src, size_t nbytes)
 
 extern "C" void dti_cuda_stream_sync(void)
 {
+    dti_book(DTI_BOOK_WAIT, 1);
     DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
 }
 

@@ -143,6 +143,7 @@ extern "C" void dti_cuda_reduce(const void *in, const void *src, void *dst, size
     case DT_I32: launch_op<int>(in, src, dst, count, op); break;
     case DT_F16: launch_op<__half>(in, src, dst, count, op); break;
     }
-    DT_CHECK_CUDA(cudaGetLastError());
+    DTI_LAUNCHED();
+    dti_book(DTI_BOOK_WAIT, 1);
     DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
 }

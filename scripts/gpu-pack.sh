@@ -13,7 +13,8 @@
 #   bins.tar.xz     the programs the check runs, built here for sm_90 (BUILD=build-gpu,
 #                   CUDA=1 CUDA_ARCH=90): the unit and multi-rank suites, stress, every
 #                   lesson, train, collbench, gpubw and dttrace; and beside them
-#                   bench/gloo_bench.py (the machine's own python3 and torch run it)
+#                   bench/gloo_bench.py and bench/torch_step.py (the machine's own
+#                   python3 and torch run them)
 #   MANIFEST        what was packed, from which sources (gpu-check.sh warns when the
 #                   tree there differs from them)
 # and nothing else: the viewer (SDL) is not part of the GPU check. The build's own
@@ -44,7 +45,7 @@ done
 
 # ==== build: only what the check runs ====
 bins=(train bench/collbench bench/gpubw dttrace tests/stress)
-scripts=(bench/gloo_bench.py)     # not built: packed as they are
+scripts=(bench/gloo_bench.py bench/torch_step.py)     # not built: packed as they are
 for src in lessons/[0-9]*.c tests/unit_*.c tests/mpi_*.c; do
     case $src in
         lessons/*) bins+=("lessons/$(basename "$src" .c)") ;;

@@ -375,22 +375,9 @@ END_TEST
 
 /* ==== main ==== */
 
-/* Whether a GPU can be used, asked in a child process: CUDA must not be initialised in
- * main before Check forks the tests. */
-static int probe_gpu(void)
-{
-    pid_t pid = fork();
-    if (pid == 0)
-        _exit(dti_cuda_device_count() > 0 ? 0 : 1);
-    int status;
-    if (pid < 0 || waitpid(pid, &status, 0) != pid)
-        return 0;
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 int main(void)
 {
-    gpu = probe_gpu();
+    gpu = unit_probe_gpu();
     if (!gpu)
         printf("unit_gpu_nn: GPU comparisons skipped: no GPU (%s); the CPU paths "
                "are checked alone\n", DTI_CUDA_BUILT ? "none usable" : "built without CUDA");

@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 #include <math.h>
 #include <stdlib.h>
+#include "cuda.h"
 #include "errors.h"
 #include "nn_cuda.h"
 #include "nn.h"
@@ -95,17 +96,21 @@ static int grid_for(size_t n)
 static void check_and_wait(void)
 {
     DT_CHECK_CUDA(cudaGetLastError());
+    dti_book(DTI_BOOK_WAIT, 1);
     DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
 }
 
-/* ==== cuBLAS: one handle per process ==== */
+/* ==== cuBLAS: one handle per thread ==== */
 
 /* A cuBLAS handle holds the library's context on the current GPU (created on the first
  * product, after dt_init has chosen this rank's GPU) and is meant to be reused: creating
- * one costs far more than a small product. A function-local static initialised by a call
- * is created exactly once even if two threads arrive together (C++ guarantees it).
- * It is never destroyed: the process's exit releases it, and destroying it from an
- * atexit handler could run after the CUDA runtime has already been torn down.
+ * one costs far more than a small product. Each thread that multiplies gets its own,
+ * made on its first product (a thread_local initialised by a call): a handle keeps a
+ * workspace for its products, and two threads computing at once through one handle
+ * (dp-threads' replicas) could share it. The handles are never destroyed: the process's
+ * exit releases them, and destroying one from an atexit handler could run after the
+ * CUDA runtime has already been torn down (a thread that ends leaks its handle: dtlab's
+ * threads live as long as their run).
  *
  * The math mode stays the default, true fp32: TF32 tensor cores would keep 10 bits of
  * mantissa instead of 23, and the GPU would no longer agree with the CPU to rounding.
@@ -126,7 +131,7 @@ static cublasHandle_t create_handle(void)
 
 static cublasHandle_t blas(void)
 {
-    static cublasHandle_t h = create_handle();
+    static thread_local cublasHandle_t h = create_handle();
     return h;
 }
 
@@ -136,6 +141,7 @@ static cublasStatus_t sgemm(cublasOperation_t ta, cublasOperation_t tb, int m, i
                             int ldb, const float *beta, float *C, int ldc)
 {
     cublasHandle_t h = blas();
+    dti_book(DTI_BOOK_LAUNCH, 1);
     return cb.sgemm(h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -197,6 +203,7 @@ extern "C" void dti_nn_cuda_linear_forward(const float *x, const float *W, const
         size_t total = (size_t)B * out;
         add_bias_kernel<<<grid_for(total), NN_THREADS, 0, cudaStreamPerThread>>>(
             y, b, (size_t)B, out);
+        dti_book(DTI_BOOK_LAUNCH, 1);
     }
     check_and_wait();
 }
@@ -217,9 +224,11 @@ extern "C" void dti_nn_cuda_linear_backward(const float *x, const float *W, cons
      *   C = dW  stored as dW^T (in, out) col, ldc = in; beta = 1 accumulates */
     DT_CHECK_CUBLAS(sgemm(CUBLAS_OP_N, CUBLAS_OP_T, in, out, B,
                           &one, x, in, dy, out, &one, dW, in));
-    if (db)
+    if (db) {
         col_sum_kernel<<<grid_for((size_t)out), NN_THREADS, 0, cudaStreamPerThread>>>(
             dy, db, B, out);
+        dti_book(DTI_BOOK_LAUNCH, 1);
+    }
     if (dx) {
         /* dx^T (in, B) = W^T (in, out) dy^T (out, B), column-major:
          *   A = W   stored as W^T (in, out) col, lda = in;  op N (m = in,  k = out)
@@ -280,6 +289,7 @@ extern "C" void dti_nn_cuda_act_forward(int act, const float *x, float *y, size_
     if (n == 0)
         return;
     act_forward_kernel<<<grid_for(n), NN_THREADS, 0, cudaStreamPerThread>>>(act, x, y, n);
+    dti_book(DTI_BOOK_LAUNCH, 1);
     check_and_wait();
 }
 
@@ -290,6 +300,7 @@ extern "C" void dti_nn_cuda_act_backward(int act, const float *x, const float *d
     if (n == 0)
         return;
     act_backward_kernel<<<grid_for(n), NN_THREADS, 0, cudaStreamPerThread>>>(act, x, dy, dx, n);
+    dti_book(DTI_BOOK_LAUNCH, 1);
     check_and_wait();
 }
 
@@ -322,7 +333,7 @@ static __device__ float block_reduce(float *sh, float v, int max)
 /* One block per row of logits (B, C), for rows blockIdx.x, + gridDim.x, ...
  * Stable softmax: with m the row's maximum, p_j = e^(l_j - m) / s, s = sum_j e^(l_j - m),
  * so no exponential overflows. The row's loss is -log p_y = log s - (l_y - m), written to
- * rowloss[row] in double, as the CPU path adds it (the host adds the rows up, in order).
+ * rowloss[row] in double, as the CPU path adds it (xent_sum_kernel adds the rows up).
  * dlogits_j = scale (p_j - [j == y]), unless dlogits is NULL (the loss alone).
  * A label outside 0..C-1 stores row + 1 in *bad (atomicMax: the host reports the last
  * such row) and leaves that row alone.
@@ -365,37 +376,69 @@ static __global__ void xent_kernel(const float *logits, const int *labels, int B
     }
 }
 
-/* Copies nbytes from the device to the host on this thread's stream, and waits for it. */
-static void read_back(void *dst, const void *src, size_t nbytes)
+/* The sum of the B row losses, in a fixed order: one block, thread t adding rows t,
+ * t + NN_THREADS, ... in double, then a tree over the threads (the same order on every
+ * run, a different one from the CPU's loop: the two agree to rounding). Thread 0 writes
+ * the total into out->total beside the bad-label flag, so that the host reads both in
+ * one copy. */
+typedef struct {
+    double total;
+    int bad;
+} xent_out;
+
+static __global__ void xent_sum_kernel(const double *rowloss, int B, xent_out *out)
 {
-    DT_CHECK_CUDA(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost,
-                                  cudaStreamPerThread));
-    DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+    __shared__ double sh[NN_THREADS];
+    int t = threadIdx.x;
+    double v = 0.0;
+    for (int i = t; i < B; i += NN_THREADS)
+        v += rowloss[i];
+    sh[t] = v;
+    __syncthreads();
+    for (int s = NN_THREADS / 2; s > 0; s >>= 1) {
+        if (t < s)
+            sh[t] += sh[t + s];
+        __syncthreads();
+    }
+    if (t == 0)
+        out->total = sh[0];
 }
 
-/* Scratch kept between calls, grown to the largest batch seen: the row losses on the
- * device and their copy on the host, and the bad-label flag. Used by the compute thread
- * only; the process's exit frees them. */
-static double *xent_dloss, *xent_hloss;
-static int *xent_dbad;
+/* Scratch kept between calls, grown to the largest batch seen (one allocation for the
+ * run in practice: a step allocates nothing): the row losses, and the total with the
+ * bad-label flag. Used by the compute thread only; the process's exit frees them. */
+static double *xent_dloss;
+static xent_out *xent_dout;
 static int xent_cap;
 
 static void xent_scratch(int B)
 {
-    if (!xent_dbad)
-        DT_CHECK_CUDA(cudaMalloc((void **)&xent_dbad, sizeof(int)));
+    if (!xent_dout)
+        xent_dout = (xent_out *)dti_cuda_malloc(sizeof(xent_out));
     if (B <= xent_cap)
         return;
     if (xent_dloss)
-        DT_CHECK_CUDA(cudaFree(xent_dloss));
-    free(xent_hloss);
-    DT_CHECK_CUDA(cudaMalloc((void **)&xent_dloss, (size_t)B * sizeof(double)));
-    xent_hloss = (double *)malloc((size_t)B * sizeof(double));
-    DT_REQUIRE(xent_hloss, "out of host memory for %d losses", B);
+        dti_cuda_free(xent_dloss);
+    xent_dloss = (double *)dti_cuda_malloc((size_t)B * sizeof(double));
     xent_cap = B;
 }
 
-/* Returns the sum of the B row losses; dlogits may be NULL, or logits (in place). */
+/* Copies nbytes the host needs (a number, a flag) from the device, waiting for this
+ * thread's stream: counted in the device books as a number read back. (Not
+ * dt_memcpy_number, which asks dt_init's device count whether src is on the GPU: the
+ * kernels here also run in programs that never call dt_init, the unit suites.) */
+static void read_number(void *dst, const void *src, size_t nbytes)
+{
+    DT_CHECK_CUDA(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost,
+                                  cudaStreamPerThread));
+    dti_book(DTI_BOOK_WAIT, 1);
+    DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+    dti_book(DTI_BOOK_NUMBER, 1);
+    dti_book(DTI_BOOK_NUMBER_BYTES, nbytes);
+}
+
+/* Returns the sum of the B row losses; dlogits may be NULL, or logits (in place). The
+ * host waits once, for the one number it needs (the total and the flag, 16 bytes). */
 extern "C" float dti_nn_cuda_xent(const float *logits, const int *labels, int B, int C,
                                   float scale, float *dlogits)
 {
@@ -403,26 +446,24 @@ extern "C" float dti_nn_cuda_xent(const float *logits, const int *labels, int B,
     if (B == 0)
         return 0.0f;
     xent_scratch(B);
-    DT_CHECK_CUDA(cudaMemsetAsync(xent_dbad, 0, sizeof(int), cudaStreamPerThread));
+    DT_CHECK_CUDA(cudaMemsetAsync(xent_dout, 0, sizeof(xent_out), cudaStreamPerThread));
+    dti_book(DTI_BOOK_LAUNCH, 1);
     int blocks = B < 4096 ? B : 4096;
     xent_kernel<<<blocks, NN_THREADS, 0, cudaStreamPerThread>>>(logits, labels, B, C, scale,
-                                                              dlogits, xent_dloss, xent_dbad);
-    check_and_wait();           /* the kernel is done before its results are read back */
-
-    /* the copies back, on the same stream, each waited for before its result is read */
-    int bad;
-    read_back(&bad, xent_dbad, sizeof(int));
-    if (bad) {
+                                                              dlogits, xent_dloss,
+                                                              &xent_dout->bad);
+    DTI_LAUNCHED();
+    xent_sum_kernel<<<1, NN_THREADS, 0, cudaStreamPerThread>>>(xent_dloss, B, xent_dout);
+    DTI_LAUNCHED();
+    xent_out got;
+    read_number(&got, xent_dout, sizeof got);
+    if (got.bad) {
         int y;
-        read_back(&y, labels + (bad - 1), sizeof(int));
+        read_number(&y, labels + (got.bad - 1), sizeof(int));
         dti_die(__FILE__, __LINE__, "dt_xent: label %d of row %d is not a class (0..%d)",
-                y, bad - 1, C - 1);
+                y, got.bad - 1, C - 1);
     }
-    read_back(xent_hloss, xent_dloss, (size_t)B * sizeof(double));
-    double total = 0.0;
-    for (int i = 0; i < B; i++)
-        total += xent_hloss[i];
-    return (float)total;
+    return (float)got.total;
 }
 
 /* ==== optimizers ==== */
@@ -479,11 +520,13 @@ extern "C" void dti_nn_cuda_optim_step(int kind, float lr, float momentum, float
     if (kind == DT_SGD) {
         sgd_kernel<<<grid_for(n), NN_THREADS, 0, cudaStreamPerThread>>>(params, grads, state,
                                                                         lr, momentum, n);
+        dti_book(DTI_BOOK_LAUNCH, 1);
     } else {
         float bc1 = (float)(1.0 - pow((double)beta1, step));
         float bc2 = (float)(1.0 - pow((double)beta2, step));
         adam_kernel<<<grid_for(n), NN_THREADS, 0, cudaStreamPerThread>>>(
             params, grads, state, lr, beta1, beta2, eps, bc1, bc2, n);
+        dti_book(DTI_BOOK_LAUNCH, 1);
     }
     check_and_wait();
 }

@@ -159,6 +159,11 @@ void dti_step_begin(dti_run *r, int step)
     r->t_begin = MPI_Wtime();                   /* the straggler's sleep is its step's */
     r->c_begin = compute_ns;
     r->c_wall = NAN;
+    /* the device books count the steps that seconds_per_step counts */
+    if (step == r->first + 1 || (step == r->first && r->cfg->steps == r->first)) {
+        dt_device_books_get(&r->books0);
+        r->res->books_from = step;
+    }
     if (r->cfg->slow_ms > 0 && r->rank == r->cfg->slow_rank) {
         int ms = r->cfg->slow_ms;               /* a straggler: a slower GPU */
         struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
@@ -175,6 +180,16 @@ void dti_step_end(dti_run *r, int step, float loss, int skipped, const char *ext
     if (step > r->first || r->cfg->steps == r->first) {  /* the first warms up */
         r->t_sum += dt;
         r->c_sum += c;
+    }
+    if (step == r->cfg->steps) {                /* the books of the counted steps */
+        dt_device_books b, *d = &r->res->books, *a = &r->books0;
+        dt_device_books_get(&b);
+#define DIFF(f) .f = b.f - a->f
+        *d = (dt_device_books){ DIFF(launches), DIFF(waits), DIFF(allocs), DIFF(tensors),
+                                DIFF(tensor_bytes), DIFF(inputs), DIFF(input_bytes),
+                                DIFF(numbers), DIFF(number_bytes) };
+#undef DIFF
+        r->res->books_to = step;
     }
     r->res->loss[step - 1] = loss;
     r->res->skipped[step - 1] = skipped;

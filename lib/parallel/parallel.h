@@ -28,6 +28,7 @@
 
 #include <mpi.h>
 #include <stddef.h>
+#include "buf.h"      /* dt_device_books */
 #include "nn/nn.h"
 #include "prog.h"     /* dt_timing */
 
@@ -246,6 +247,10 @@ typedef struct {
     size_t peak_optim;
     size_t peak_acts;         /* what forward keeps for backward, allocated (micro-batch
                                  stashes, replicas' buffers), this rank */
+    dt_device_books books;    /* what this rank asked of its GPU in the steps
+                                 books_from..books_to (buf.h): the steps after the first
+                                 trained, which allocates and warms up (or that one) */
+    int books_from, books_to;
     int buckets;              /* ddp, hybrid: gradient buckets per step (0: none) */
     int stages;               /* pp, hybrid: pipeline stages (0: none) */
     double *stage_bubble;     /* [stages] the last step's measured idle fraction of each

@@ -53,6 +53,7 @@ typedef struct {
                                    compute count's (dti_step_compute) */
     int first;                  /* the first step this run trains: 1, or the step after
                                    the checkpoint it resumed from */
+    dt_device_books books0;     /* the device books as the counted steps began (books.c) */
     struct dti_ckpt *ckpt;      /* checkpoints (checkpoint.c); NULL: none */
     MPI_Comm made[4];           /* communicators the mode made from comm, nmade of */
     int nmade;                  /* them: a checkpoint refusal frees them (checkpoint.c) */
