@@ -73,14 +73,17 @@ static void lock_verdicts(const dt_train_result *off, const dt_train_result *on,
     int kc = (T < cores ? T : cores) - 1, kf = 0, kw = T - 1;     /* kw: the longest wait */
     dt_timing one = dt_train_step_timing(&off[0]), many = dt_train_step_timing(&off[kc]);
     int cmp = dt_timing_compare(one, many);
+    int gpu = dt_device() == DT_CUDA;       /* the replicas share one GPU, not cores */
     if (kc > 0)
-        printf("Without the lock, %d threads (%d cores here) took %.2f ms a step against "
-               "%.2f\nfor one: %s.\n", kc + 1, cores, many.median * 1e3,
-               one.median * 1e3, cmp > 0 ? "faster" :
-               cmp < 0 ? "slower: splitting the batch saved less than waking the\n"
-               "threads, the copies and the other work on these cores cost" :
+        printf("Without the lock, %d threads (%s) took %.2f ms a step against "
+               "%.2f\nfor one: %s.\n", kc + 1, gpu ? "sharing one GPU" : "one core each",
+               many.median * 1e3, one.median * 1e3, cmp > 0 ? "faster" :
+               cmp < 0 ? (gpu ? "slower: splitting the batch saved less than waking the\n"
+                          "threads and the master's copies cost" :
+                          "slower: splitting the batch saved less than waking the\n"
+                          "threads, the copies and the other work on these cores cost") :
                "lost in the noise, the runs' spreads overlap");
-    if (kc > 0 && dt_blas() && dt_blas_threads() > 1)     /* blas.c: the rank's share */
+    if (kc > 0 && !gpu && dt_blas() && dt_blas_threads() > 1)  /* blas.c: rank's share */
         printf("(One thread's matrix products ran on all %d of the rank's BLAS threads: "
                "more\nthreads share the same cores.)\n", dt_blas_threads());
     for (int k = 1; k < T; k++)
@@ -133,7 +136,6 @@ int main(int argc, char **argv)
     dt_data_synthetic(&set, 2048, 16, 4, 1);
     dt_train_config c;
     dt_train_defaults_for(&c, DT_MODE_DDP, &set);
-    c.on_device = 0;         /* every run in host memory, as DataParallel's threads */
     c.model.hidden = 512;    /* a step of ~10 ms on a core: the lock's share shows */
     c.model.layers = 4;      /* above waking the threads and the noise */
     c.steps = steps;

@@ -130,7 +130,6 @@ int main(int argc, char **argv)
     dt_data_synthetic(&set, 2048, 32, 4, 1);
     dt_train_config base;
     dt_train_defaults_for(&base, DT_MODE_SERIAL, &set);
-    base.on_device = 0;                         /* dp-threads runs on the host */
     base.model.act = DT_GELU;                   /* no ReLU to flip on a rounding edge */
     base.model.layers = N > 4 ? N : 4;          /* a layer per stage at least */
     base.model.hidden = (64 + N - 1) / N * N;   /* T | hidden */

@@ -33,8 +33,11 @@
  * batches divide by what the mode needs (data-parallel ranks x micro-batches) and are
  * about 24.
  *
- * Beside: the result's books (steps, bytes, FSDP's optimizer state about 1/N per rank),
- * and dt_train_check refusing impossible combinations with a sentence.
+ * Beside: the result's books (steps, bytes, FSDP's optimizer state about 1/N per rank);
+ * the device books of the steps after the first (lib/buf.h): empty on the CPU, and on a
+ * GPU no device allocation or free and no tensor data through the host in the fp32
+ * cases that must stay on it (on_gpu_case); and dt_train_check refusing impossible
+ * combinations with a sentence.
  *
  * Every verdict is agreed across ranks (tests/harness.h). At the end rank 0 prints the
  * largest differences seen, per mode, against what the tolerances allow.
@@ -242,11 +245,10 @@ static void make_cases(int N)
 
     /* dp-threads (one rank): 1 thread, 2, and 5 and 7, which do not divide the batch of
      * 24 (replicas of 5 and 4 rows, or 4 and 3); 3 under the emulated interpreter lock.
-     * Host memory, as the mode requires, also where there is a GPU. */
+     * On the GPU where there is one: the replicas share it, a stream each. */
     static const int dpt[][2] = { {1, 0}, {2, 0}, {5, 0}, {7, 0}, {3, 30} };
     for (int i = 0; N == 1 && i < 5; i++, a ^= 1) {
         c = base(DT_MODE_DP_THREADS, a);
-        c.on_device = 0;
         c.threads = dpt[i][0];
         c.gil = dpt[i][1] / 100.0f;
         add(K_FP32, c, 1, "dp-threads %d gil %g %s", c.threads, (double)c.gil, opt[a]);
@@ -369,6 +371,18 @@ static double compare(const char *name, const char *what, const float *got,
 
 /* ==== the test of one case ==== */
 
+/* Whether a case's steps must stay on the GPU when they run there: every fp32 case, but
+ * fsdp --offload (the shards and the optimizer live in host memory: their gradients go
+ * down and their weights up each step, which is what offloading is) and dp --async (its
+ * rings of weight versions and gradients are host buffers, as MPI's nonblocking calls
+ * take: dt_isend, p2p.h); and not fp16 yet, whose helpers (mixed.c) go through the
+ * host until they are kernels. */
+static int on_gpu_case(const tcase *t)
+{
+    return t->kind == K_FP32 && !t->c.offload && t->c.compress == DT_COMPRESS_NONE &&
+           t->c.mode != DT_MODE_MOE;
+}
+
 /* Each step's report on rank 0 (the overflow cases read the scale in it). */
 static char reports[OVERFLOW_STEPS][sizeof ((dt_step_report *)0)->extra];
 
@@ -423,6 +437,22 @@ START_TEST(test_mode)
     for (int s = 0; s < S; s++)
         HT_EXPECT(isfinite(res.loss[s]), "%s: loss of step %d is %g", t->name, s + 1,
                   (double)res.loss[s]);
+    /* the device books of the steps after the first: a step on the GPU allocates
+     * nothing (cudaMalloc and cudaFree wait for the whole GPU) and keeps its tensors
+     * there (the batch going up and the numbers read back are counted apart); a run
+     * on the CPU asks nothing of a GPU */
+    const dt_device_books *b = &res.books;
+    if (c->on_device && on_gpu_case(t))
+        HT_EXPECT(b->allocs == 0 && b->tensors == 0, "%s: steps %d..%d on the GPU made "
+                  "%llu device allocations or frees and %llu copies of tensor data "
+                  "between host and GPU (%llu bytes)", t->name, res.books_from,
+                  res.books_to, b->allocs, b->tensors, b->tensor_bytes);
+    if (!c->on_device)
+        HT_EXPECT(b->launches + b->waits + b->allocs + b->tensors + b->inputs +
+                  b->numbers == 0, "%s: a run on the CPU counted GPU work: %llu launches, "
+                  "%llu waits, %llu allocations, %llu tensor copies, %llu batch copies, "
+                  "%llu numbers", t->name, b->launches, b->waits, b->allocs, b->tensors,
+                  b->inputs, b->numbers);
     if (c->mode == DT_MODE_FSDP) {     /* optimizer state sharded: about 1/N, plus padding */
         size_t full = n * sizeof(float) * dt_optim_state_per_param(c->optim.kind);
         size_t pad = (size_t)c->model.layers * ht_size * sizeof(float) *

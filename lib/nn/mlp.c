@@ -168,7 +168,8 @@ static void check_acts(const char *fn, const dt_mlp_config *c, const dt_mlp_acts
 
 /* ==== forward and backward ==== */
 
-/* x may be on the host even when a is on the GPU: it is copied into a->x[0]. */
+/* x may be on the host even when a is on the GPU: it is copied into a->x[0], counted
+ * as the batch going up in the device books (buf.h). */
 const float *dt_mlp_forward(const dt_mlp_config *c, const float *params, const float *x,
                             int B, dt_mlp_acts *a)
 {
@@ -176,7 +177,7 @@ const float *dt_mlp_forward(const dt_mlp_config *c, const float *params, const f
     check_acts("dt_mlp_forward", c, a, B);
     DT_REQUIRE(params && (x || B == 0), "dt_mlp_forward: params or x is NULL");
     int L = c->layers;
-    dt_memcpy(a->x[0], x, (size_t)B * c->in * sizeof(float));
+    dt_memcpy_input(a->x[0], x, (size_t)B * c->in * sizeof(float));
     for (int l = 0; l < L; l++) {
         int in = dt_mlp_layer_in(c, l), out = dt_mlp_layer_out(c, l);
         const float *W = params + dt_mlp_layer_offset(c, l);  /* (out, in) */

@@ -299,8 +299,8 @@ static double compute(dp_state *d, int s, float scale)
 {
     const dt_train_config *c = d->r->cfg;
     dt_data_batch(c->data, s - 1, c->batch, d->row0, d->rows, d->x, d->y);
-    if (d->yd != d->y)
-        dt_memcpy(d->yd, d->y, (size_t)d->rows * sizeof(int));
+    if (d->yd != d->y)                          /* the batch's labels, up */
+        dt_memcpy_input(d->yd, d->y, (size_t)d->rows * sizeof(int));
     dt_memzero(d->m.grads, d->wbytes);
     float *logits = (float *)dti_model_forward(&d->m, &d->a, d->x, d->rows, s, -1);
     double t0 = dt_trace_now();

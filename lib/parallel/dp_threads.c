@@ -52,7 +52,13 @@
  * forward and backward (micro = the replica), its bookkeeping ("interpret") and its
  * waits for the lock ("lock-wait"), on thread k+1 for replica k, and the master's
  * marks per copy (coll "dp-threads": replicate, scatter, gather, ...) on thread 0.
- * Checkpoints hold W and the optimizer state, as serial's. */
+ * Checkpoints hold W and the optimizer state, as serial's.
+ *
+ * On a GPU (--device cuda) every replica, the batch and the logits live on the device,
+ * as DataParallel's do (there on one GPU each; here the replicas share this rank's GPU,
+ * each thread's kernels on its own CUDA stream, so they can run at once). The master's
+ * copies are then copies between device buffers, which stay on the GPU; the batch
+ * comes up once a step and the loss down, as in every mode. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,8 +95,10 @@ struct dpt {
     int T, B, in, out;
     size_t n, psi;           /* weights; bytes of one copy */
     replica *rep;
-    float *x, *logits;       /* the batch (B, in) and the gathered logits (B, out) */
-    int *y;
+    float *x, *logits;       /* the batch (B, in) and the gathered logits (B, out), */
+    int *y;                  /* where the run lives; its labels (B) */
+    float *hx;               /* on a GPU: the data loader's batch on the host, and */
+    int *hy;                 /* its labels (else the same as x and y) */
     float *state;
     size_t state_bytes;
     size_t copied[NCOPY];    /* bytes, all steps */
@@ -205,7 +213,7 @@ static void copy(dpt *d, int what, int k, void *dst, const void *src, size_t nby
     if (k == 0 || nbytes == 0)
         return;
     double t0 = dti_mark_begin();
-    memcpy(dst, src, nbytes);
+    dt_memcpy(dst, src, nbytes);
     d->copied[what] += nbytes;
     dti_mark("dp-threads", copy_names[what], step, k, 0, nbytes / sizeof(float), nbytes, t0);
 }
@@ -224,9 +232,13 @@ static void setup(dpt *d, dti_run *r)
     d->n = r->nparams;
     d->psi = d->n * sizeof(float);
     d->gil = c->gil;
-    d->x = dti_calloc((size_t)d->B * d->in, sizeof(float));
-    d->y = dti_calloc((size_t)d->B, sizeof(int));
-    d->logits = dti_calloc((size_t)d->B * d->out, sizeof(float));
+    dt_device_kind at = r->where;
+    d->hx = dti_calloc((size_t)d->B * d->in, sizeof(float));
+    d->hy = dti_calloc((size_t)d->B, sizeof(int));
+    d->x = at == DT_CPU ? d->hx : dt_malloc((size_t)d->B * d->in * sizeof(float), at);
+    d->y = at == DT_CPU ? d->hy : dt_malloc((size_t)d->B * sizeof(int), at);
+    d->logits = dt_malloc((size_t)d->B * d->out * sizeof(float), at);
+    dt_memzero(d->logits, (size_t)d->B * d->out * sizeof(float));
     dti_held(r, DTI_ACTS, (size_t)d->B * d->out * sizeof(float), 1);
     d->rep = dti_calloc((size_t)d->T, sizeof *d->rep);
     for (int k = 0; k < d->T; k++) {
@@ -245,11 +257,14 @@ static void setup(dpt *d, dti_run *r)
             p->x = d->x;
             p->dy = d->logits;
         } else {
-            p->x = dti_calloc((size_t)p->rows * d->in, sizeof(float));
-            p->dy = dti_calloc((size_t)p->rows * d->out, sizeof(float));
+            p->x = dt_malloc((size_t)p->rows * d->in * sizeof(float), at);
+            p->dy = dt_malloc((size_t)p->rows * d->out * sizeof(float), at);
         }
     }
-    dt_mlp_init(&c->model, c->seed, (float *)d->rep[0].m.params);   /* W */
+    float *w0 = dti_calloc(d->n, sizeof(float));                  /* W */
+    dt_mlp_init(&c->model, c->seed, w0);
+    dt_memcpy(d->rep[0].m.params, w0, d->psi);
+    free(w0);
     d->state_bytes = d->n * dt_optim_state_per_param(c->optim.kind) * sizeof(float);
     d->state = dti_alloc(r, DTI_OPTIM, d->state_bytes, 0);
 
@@ -274,8 +289,8 @@ static void teardown(dpt *d)
     for (int k = 0; k < d->T; k++) {
         replica *p = &d->rep[k];
         if (k > 0) {
-            free(p->x);
-            free(p->dy);
+            dt_free(p->x);
+            dt_free(p->dy);
         }
         dti_acts_free(&p->a);
         dti_model_free(&p->m);
@@ -283,9 +298,13 @@ static void teardown(dpt *d)
     dti_free(d->r, DTI_OPTIM, d->state, d->state_bytes);
     dti_held(d->r, DTI_ACTS, (size_t)d->B * d->out * sizeof(float), 0);
     free(d->rep);
-    free(d->x);
-    free(d->y);
-    free(d->logits);
+    if (d->x != d->hx) {
+        dt_free(d->x);
+        dt_free(d->y);
+    }
+    free(d->hx);
+    free(d->hy);
+    dt_free(d->logits);
 }
 
 /* ==== the step ==== */
@@ -296,7 +315,9 @@ static double step(dpt *d, int s, double t[3])
     dti_run *r = d->r;
     const dt_train_config *c = r->cfg;
     float *W = d->rep[0].m.params, *G = d->rep[0].m.grads;
-    dt_data_batch(c->data, s - 1, d->B, 0, d->B, d->x, d->y);   /* the data loader's */
+    dt_data_batch(c->data, s - 1, d->B, 0, d->B, d->hx, d->hy);  /* the data loader's */
+    dt_memcpy_input(d->x, d->hx, (size_t)d->B * d->in * sizeof(float));   /* (no-ops */
+    dt_memcpy_input(d->y, d->hy, (size_t)d->B * sizeof(int));            /* on the CPU) */
     double t0 = MPI_Wtime(), t1;
     for (int k = 1; k < d->T; k++) {                         /* 1, 2 */
         replica *p = &d->rep[k];
@@ -312,7 +333,7 @@ static double step(dpt *d, int s, double t[3])
         size_t nb = (size_t)p->rows * d->out * sizeof(float);
         float *dst = d->logits + (size_t)p->row0 * d->out;
         if (k == 0)
-            memcpy(dst, p->out, nb);                         /* on the master's side */
+            dt_memcpy(dst, p->out, nb);                      /* on the master's side */
         copy(d, C_OUTPUTS, k, dst, p->out, nb, s);
     }
     t1 = MPI_Wtime(); t[0] += t1 - t0; t0 = t1;
@@ -418,7 +439,7 @@ void dti_train_dp_threads(dti_run *r)
                     r->res->gil_wait_seconds * 1e3);
 
     float *full = dti_calloc(d.n, sizeof(float));
-    memcpy(full, W, d.psi);
+    dt_memcpy(full, W, d.psi);
     dti_result_params(r, full);
     free(full);
     teardown(&d);

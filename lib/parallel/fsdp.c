@@ -28,9 +28,9 @@
  * One step (ZeRO-3; stages 1 and 2 skip the gathers, their weights being whole):
  *
  *     forward    l = 0 .. L-1:   allgather W_l -> x_{l+1} = act(x_l W_l^T + b_l)
- *                                -> free W_l
- *     backward   l = L-1 .. 0:   allgather W_l -> dW_l, db_l, dx_l -> free W_l
- *                                reduce-scatter dW_l -> keep the own shard -> free dW_l
+ *                                -> drop W_l
+ *     backward   l = L-1 .. 0:   allgather W_l -> dW_l, db_l, dx_l -> drop W_l
+ *                                reduce-scatter dW_l -> keep the own shard -> drop dW_l
  *     optimizer  each layer:     SGD or Adam on the own master shard (fp32), written to
  *                                the own working shard (fp16 in mixed precision)
  *     (stages 1, 2: then allgather each layer's updated shards into its whole weights)
@@ -56,7 +56,9 @@
  * formula beside what rank 0 measured (every rank holds the same). They differ by the
  * padding and by what is held for a moment: one gathered layer (stage 3), one layer's
  * whole gradient (stages 2, 3), and in fp16 one layer's weights and gradients as floats
- * (the CPU computes in fp32 on fp16 values). Activations are not counted.
+ * (the CPU computes in fp32 on fp16 values). Activations are not counted. What is held
+ * for a moment comes from room made once at set-up ("the pool", below), counted while
+ * held: a step allocates nothing.
  *
  * --prefetch (ZeRO 3; FSDP2's explicit prefetching). A step makes 2L gathers in one order
  * on every rank: forward's 0 .. L-1, then backward's L-1 .. 0. Just in time, each is a
@@ -126,6 +128,10 @@ typedef struct {
     void **gs;               /* [L] the summed gradient shard, s elements (may alias g) */
     float *wf, *gf;          /* fp16: one layer's weights and gradients as floats */
     prefetcher *pf;          /* --prefetch: the communication thread; NULL without */
+    char *room;              /* stage 3: the gathered layers' room, room_bytes (pool) */
+    size_t room_bytes;
+    int taken[2];            /* its front and back hold a gathered layer (pool) */
+    void *whole;             /* stages 2, 3: one layer's whole gradient, Pmax elements */
 } fsdp;
 
 /* The own shard of layer l, working type: where the optimizer writes. */
@@ -238,6 +244,8 @@ static void fsdp_free(fsdp *f)
     }
     dti_free(r, DTI_PARAMS, f->wf, f->nmax * sizeof(float));
     dti_free(r, DTI_GRADS, f->gf, f->nmax * sizeof(float));
+    dt_free(f->room);                           /* the pool: counted only while held */
+    dt_free(f->whole);
     free(f->n); free(f->s); free(f->off); free(f->w); free(f->master);
     free(f->state); free(f->g); free(f->gs);
 }
@@ -290,10 +298,73 @@ static size_t gathered_most(const fsdp *f)
     return most;
 }
 
+/* ==== the pool: what a step holds for a moment, allocated once ====
+ *
+ * A step holds some buffers for a moment only: a gathered layer (stage 3) from its
+ * gather to the end of its compute, one layer's whole gradient (stages 2, 3) from its
+ * backward to its reduce-scatter. Allocated and freed each time, they would cost a
+ * cudaMalloc and a cudaFree per layer, twice a step, and cudaFree waits for the whole
+ * GPU: every kernel queued and every copy, the prefetching thread's gather in flight
+ * too, which would cancel the overlap --prefetch exists for. So they come from room
+ * made once at set-up (pool_alloc), and the books count each only while it is held
+ * (dti_held), as if it were allocated then: the peak is the same either way.
+ *
+ *   gathered layers   gathered_most elements: the largest padded layer just in time;
+ *                     prefetched, the largest two successive gathers, gather i at the
+ *                     front of the room when i is even, at its back when i is odd:
+ *
+ *                     room |gather 0, 2, 4, ... ->      <- gather 1, 3, 5, ...|
+ *
+ *                     Two in a row never overlap (their sum is at most the room; the
+ *                     back is aligned down to 256 bytes, for which the room has 256
+ *                     more), and gather i+2 comes after gather i was released.
+ *   whole gradient    the largest padded layer, Pmax elements, zeroed before each use
+ *                     (backward adds into it; its padding must stay 0)
+ *
+ * A place is written again only after its last reader is done: the compute that read a
+ * gathered layer has returned before layer_release (lib/nn's launchers wait for their
+ * stream), and the next gather into that place is launched after it. (Were they to
+ * return before their work is done, a gather on the main thread's stream would still
+ * come after it; the prefetching thread's, on its own stream, would have to wait for an
+ * event recorded at layer_release.) The main thread takes and puts back the places
+ * (taken[]): a place taken twice aborts, on the CPU too. */
+#define ROOM_ALIGN 256
+
+static void pool_alloc(fsdp *f)
+{
+    dt_device_kind where = f->r->where;
+    if (f->zero == 3) {
+        f->room_bytes = gathered_most(f) * f->ws + (f->pf ? ROOM_ALIGN : 0);
+        f->room = dt_malloc(f->room_bytes, where);
+    }
+    if (f->zero > 1)
+        f->whole = dt_malloc(f->Pmax * f->ws, where);
+}
+
+/* Takes the place of gather i (of layer layer_of(i)) in the room, booked under
+ * parameters from now until put_back. */
+static void *take(fsdp *f, int i)
+{
+    int back = f->pf != NULL && i % 2 == 1;
+    size_t nbytes = f->s[layer_of(f, i)] * f->N * f->ws;
+    DT_REQUIRE(!f->taken[back], "fsdp: gather %d's place (the room's %s) is still held",
+               i, back ? "back" : "front");
+    f->taken[back] = 1;
+    dti_held(f->r, DTI_PARAMS, nbytes, 1);
+    return back ? f->room + ((f->room_bytes - nbytes) & ~(size_t)(ROOM_ALIGN - 1))
+                : f->room;
+}
+
+static void put_back(fsdp *f, int l, void *held)
+{
+    f->taken[(char *)held != f->room] = 0;
+    dti_held(f->r, DTI_PARAMS, f->s[l] * f->N * f->ws, 0);
+}
+
 /* The communication thread takes gathers [ndone, nlaunched) in order; the main thread
- * launches gather i+1 (its buffer allocated, and booked, at launch) when it needs gather
- * i, then waits until ndone > i. The thread sleeps on a condition variable when there
- * is nothing to gather: a spinning thread would take the core the compute needs. */
+ * launches gather i+1 (its place in the pool taken, and booked, at launch) when it needs
+ * gather i, then waits until ndone > i. The thread sleeps on a condition variable when
+ * there is nothing to gather: a spinning thread would take the core the compute needs. */
 struct prefetcher {
     MPI_Comm comm;           /* a duplicate of f->comm: the thread's own */
     void **buf;              /* [2L] gather i's whole layer, from its launch to its use */
@@ -369,12 +440,12 @@ static void prefetch_stop(fsdp *f)
     f->pf = NULL;
 }
 
-/* Main thread: allocates gather i's buffer (held from now) and hands it to the thread;
+/* Main thread: takes gather i's place (held from now) and hands it to the thread;
  * gather 0 opens the step's sequence. */
 static void launch(fsdp *f, int i, int step)
 {
     prefetcher *p = f->pf;
-    p->buf[i] = dti_alloc(f->r, DTI_PARAMS, f->s[layer_of(f, i)] * f->N * f->ws, 0);
+    p->buf[i] = take(f, i);
     pthread_mutex_lock(&p->mu);
     if (i == 0) {                  /* the last step's 2L are done: the thread idles */
         p->ndone = 0;
@@ -408,19 +479,19 @@ static void *prefetched(fsdp *f, int i, int step)
 /* ==== one layer's weights, for forward or backward ==== */
 
 /* Returns layer l's whole weights as floats (W_l then b_l), for forward (bwd 0) or
- * backward (1). Stage 3 first gathers them into *held (booked under parameters until
- * layer_release): here, or from the prefetching thread; fp16 converts them into f->wf.
- * step is for the trace. */
+ * backward (1). Stage 3 first gathers them into *held, a place in the pool (booked
+ * under parameters until layer_release): here, or from the prefetching thread; fp16
+ * converts them into f->wf. step is for the trace. */
 static const float *layer_acquire(fsdp *f, int l, int bwd, void **held, int step)
 {
-    size_t s = f->s[l];
+    int i = bwd ? 2 * f->L - 1 - l : l;             /* the step's gather i */
     const void *whole = f->w[l];
     *held = NULL;
     if (f->pf) {
-        *held = prefetched(f, bwd ? 2 * f->L - 1 - l : l, step);
+        *held = prefetched(f, i, step);
         whole = *held;
     } else if (f->zero == 3) {
-        *held = dti_alloc(f->r, DTI_PARAMS, s * f->N * f->ws, 0);
+        *held = take(f, i);
         gather(f, l, *held, f->comm, step);
         whole = *held;
     }
@@ -434,7 +505,7 @@ static void layer_release(fsdp *f, int l, void *held, int step)
 {
     if (held == NULL)
         return;                                 /* stages 1, 2: nothing was gathered */
-    dti_free(f->r, DTI_PARAMS, held, f->s[l] * f->N * f->ws);
+    put_back(f, l, held);
     mark(f, "free", step, l, 0, 1);
 }
 
@@ -455,7 +526,7 @@ static void layer_reduce(fsdp *f, int l, void *whole, int step)
 static const float *forward(fsdp *f, dt_mlp_acts *a, const float *x, int B, int step)
 {
     const dt_mlp_config *c = f->c;
-    dt_memcpy(a->x[0], x, (size_t)B * c->in * sizeof(float));
+    dt_memcpy_input(a->x[0], x, (size_t)B * c->in * sizeof(float));   /* the batch, up */
     if (f->fp16)
         dti_round_half(a->x[0], (size_t)B * c->in);
     for (int l = 0; l < f->L; l++) {
@@ -490,8 +561,14 @@ static void backward(fsdp *f, dt_mlp_acts *a, const float *dlogits, float *gx[2]
         size_t n = f->n[l], P = f->s[l] * f->N;
         void *held;
         const float *W = layer_acquire(f, l, 1, &held, step);
-        /* the layer's whole gradient: kept all step (stage 1) or only until it is cut */
-        void *whole = f->zero == 1 ? f->g[l] : dti_alloc(f->r, DTI_GRADS, P * f->ws, 0);
+        /* the layer's whole gradient: kept all step (stage 1) or only until it is cut,
+         * in the pool's (booked while held) */
+        void *whole = f->g[l];
+        if (f->zero > 1) {
+            whole = f->whole;
+            dt_memzero(whole, P * f->ws);
+            dti_held(f->r, DTI_GRADS, P * f->ws, 1);
+        }
         float *dW = f->fp16 ? f->gf : whole;              /* (out, in), then db (out) */
         if (f->fp16)
             dt_memzero(f->gf, n * sizeof(float));
@@ -509,7 +586,7 @@ static void backward(fsdp *f, dt_mlp_acts *a, const float *dlogits, float *gx[2]
         layer_release(f, l, held, step);
         if (f->zero > 1) {
             layer_reduce(f, l, whole, step);
-            dti_free(f->r, DTI_GRADS, whole, P * f->ws);
+            dti_held(f->r, DTI_GRADS, P * f->ws, 0);
         }
         dy = dx;
     }
@@ -664,6 +741,7 @@ void dti_train_fsdp(dti_run *r)
     fsdp_init(&f, r);
     if (cfg->prefetch)
         prefetch_start(&f);
+    pool_alloc(&f);                     /* after prefetch_start: its room is larger */
     const dt_mlp_config *c = f.c;
     int Bg = cfg->batch, B = Bg / f.N, first = f.k * B;
     DT_REQUIRE(B * f.N == Bg, "fsdp: a batch of %d rows cannot be shared by %d ranks", Bg,
@@ -711,7 +789,7 @@ void dti_train_fsdp(dti_run *r)
         size_t sent0 = dt_bytes_sent();
         dt_data_batch(cfg->data, step - 1, Bg, first, B, x, y);
         if (yd != y)
-            dt_memcpy(yd, y, (size_t)B * sizeof(int));
+            dt_memcpy_input(yd, y, (size_t)B * sizeof(int));
         if (f.zero == 1)
             for (int l = 0; l < f.L; l++)
                 dt_memzero(f.g[l], f.s[l] * f.N * f.ws);

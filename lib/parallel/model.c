@@ -276,7 +276,10 @@ const float *dti_model_forward(dti_model *m, dti_acts *a, const float *x_in, int
 {
     DT_REQUIRE(B >= 1 && B <= a->B && B <= m->Bmax, "dti_model_forward: %d rows, "
                "buffers for %d", B, a->B < m->Bmax ? a->B : m->Bmax);
-    dt_memcpy(a->x[0], x_in, (size_t)B * x_width(m, 0) * sizeof(float));
+    /* x_in on the host is the data loader's batch, on its way up (counted as the
+     * batch in the device books); from a device buffer (a stage's received input, a
+     * replica's rows) the copy stays on the GPU */
+    dt_memcpy_input(a->x[0], x_in, (size_t)B * x_width(m, 0) * sizeof(float));
     for (int i = 0; i < m->nl; i++) {
         int in = m->in[i], out = m->out[i], l = m->l0 + i;
         double t0 = dt_trace_now();

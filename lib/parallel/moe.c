@@ -65,15 +65,35 @@
  * weights bit for bit, the same dropped counts, and the same losses (to the last digit
  * or so: the loss itself is summed over the ranks with an allreduce).
  *
- * Not supported, refused by dti_moe_check: fp16, checkpoints, --accum. On a GPU
- * (on_device) moe keeps its whole state in host memory and computes on the CPU:
- * r->where is set to DT_CPU for the run, so that the same code runs everywhere. */
+ * On a GPU (on_device) the whole step runs there: the weights, their gradients and
+ * optimizer state, the activations, the slots and the scratch live in device memory
+ * (moe_init); the products go to cuBLAS through lib/nn, and the loops over tokens
+ * (softmax, top-k, routing, the slots, combine, their backward, the step's figures, the
+ * sum over groups) to the kernels of moe_kernels.cu, each a copy of its host loop in
+ * moe_route.c. The all-to-alls and the allgather move device buffers. What crosses to
+ * the host each step is what it needs as numbers: the filled-slot counts (they size the
+ * experts' products and are the all-to-all of counts) with the routed counts, and the
+ * step's figures (the books, the aux loss), read by dt_memcpy_number; the batch goes up
+ * by dt_memcpy_input. Nothing is allocated inside a step.
+ *
+ * The GPU against the CPU. Routing, slots, combine and the sums over groups add the
+ * same numbers in the same order on both sides (the kernels use no fused multiply-add),
+ * but cuBLAS rounds its products differently from OpenBLAS, and CUDA's expf can differ
+ * from the C library's in the last bit. So a GPU run follows the CPU run to rounding
+ * (scripts/gpu-check.sh holds the weights to 1e-4) only while no choice flips: a token
+ * whose two best experts are nearly tied may go to the other one on the GPU, and from
+ * there the runs part. On either side alone, any number of ranks gives the same weights
+ * bit for bit (cuBLAS, as OpenBLAS, gives a product of one shape the same bits each
+ * time).
+ *
+ * Not supported, refused by dti_moe_check: fp16, checkpoints, --accum. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "buf.h"
 #include "collectives/collectives.h"
+#include "cuda.h"
 #include "moe.h"
 #include "p2p.h"
 #include "parallel_internal.h"
@@ -85,6 +105,9 @@ typedef struct {
     dti_run *r;
     const dt_train_config *cfg;
     const dt_mlp_config *c;
+    int dev;                 /* the run lives on the GPU: so does every buffer below that
+                                is not marked host */
+    dti_moe_dims d;          /* the shape of the slots, for moe_route.c's loops */
     int N, rank;
     int E, El, k;            /* experts, experts per rank, top-k */
     int G, Gl, T, C;         /* groups, per rank, tokens per group, slots per expert */
@@ -101,28 +124,37 @@ typedef struct {
     float *h;                /* (Bl, H) the MoE layer's input */
     float *prob;             /* (Bl, E) the gate's probabilities */
     int *choice, *slot;      /* (Bl, k) expert and slot of each choice (-1: dropped) */
-    int *routed, *kept;      /* (Gl, E) choices per expert in each group, slots filled */
+    int *counts;             /* routed (Gl, E) choices per expert in each group, kept
+                                (Gl, E) slots filled, dropped (Gl): ncounts ints */
+    int *routed, *kept, *dropped;   /* into counts */
+    int *counts_h;           /* host: a copy of counts, read each step */
+    size_t ncounts;
     float *y;                /* (Bl, H) the MoE layer's output */
     /* the slots, N * blk floats each, laid out [rank][group][expert][slot][H]: at the
      * tokens' ranks (xs, ys, dys, dxs) and at the experts' (xe, ze, ye, dye, dxe) */
     size_t blk;              /* floats to one rank: Gl * El * C * H */
     float *xs, *xe, *ze, *ye, *ys, *dys, *dye, *dxe, *dxs;
-    int *ns, *ne;            /* [rank][group][expert] filled slots sent, received */
+    int *ns, *ne;            /* host: [rank][group][expert] filled slots sent, received */
     size_t dispatch_bytes;   /* what the last dispatch all-to-all sent (measured) */
+    /* the step: its labels (Bl), its figures (DTI_MOE_NST(E) doubles; st_h their host
+     * copy), the aux loss's gradient of each p[e] (E) */
+    int *labels;
+    double *st, *st_h;
+    float *aux;
     /* backward scratch */
     float *dy, *dx, *dp, *tmp;
 } moe;
 
 /* Fills W (out, in) then b (out) as dt_mlp_init fills a layer, from lib/nn's generator
  * seeded with seed: He's bound sqrt(6 / in) when an activation follows (act 1),
- * 1/sqrt(in) when not; b zero. */
+ * 1/sqrt(in) when not; b zero. Wb on the host or the device. */
 static void init_linear(int in, int out, int act, unsigned long long seed, float *Wb)
 {
     dt_mlp_config one = { .in = in, .hidden = out, .out = act ? 1 : out,
                           .layers = act ? 2 : 1, .act = DT_RELU };
     float *w = dti_calloc(dt_mlp_nparams(&one), sizeof(float));
     dt_mlp_init(&one, seed, w);
-    memcpy(Wb, w, ((size_t)out * in + out) * sizeof(float));
+    dt_memcpy(Wb, w, ((size_t)out * in + out) * sizeof(float));
     free(w);
 }
 
@@ -137,6 +169,62 @@ static unsigned long long expert_seed(unsigned long long s, int e)
     return s ^ (0xbb67ae8584caa73bull * (unsigned long long)(e + 1));
 }
 
+/* Every buffer of moe_init beyond the two models': where it points, what the run's books
+ * count it as (DTI_PARAMS, DTI_GRADS, DTI_OPTIM, DTI_ACTS: dti_alloc, where the run
+ * lives), or SCRATCH (dt_malloc there, uncounted, as lib/nn's scratch is) or HOST (host
+ * memory: what the host reads or keeps), and its bytes. Written once, for moe_init and
+ * moe_free alike. */
+enum { SCRATCH = -1, HOST = -2 };
+typedef struct {
+    void **p;
+    int what;
+    size_t nbytes;
+} moe_buf;
+
+#define MOE_NBUFS 40
+
+static int moe_buffers(moe *m, moe_buf *b)
+{
+    size_t f = sizeof(float), i4 = sizeof(int), d8 = sizeof(double);
+    size_t Bl = (size_t)m->Bl, H = (size_t)m->H, E = (size_t)m->E, k = (size_t)m->k;
+    size_t S = (size_t)dt_optim_state_per_param(m->cfg->optim.kind);
+    size_t nst = (size_t)DTI_MOE_NST(m->E), nb = (size_t)m->N * m->Gl * m->El;
+    size_t nopt[4] = { m->front.n, m->back.n, m->ng, m->El * m->nx };
+    int n = 0;
+#define BUF(ptr, what, bytes) (b[n++] = (moe_buf){ (void **)&(ptr), (what), (bytes) })
+    BUF(m->gate, DTI_PARAMS, m->ng * f);
+    BUF(m->ggate, DTI_GRADS, m->ng * f);
+    BUF(m->ex, DTI_PARAMS, m->El * m->nx * f);
+    BUF(m->gex, DTI_GRADS, m->El * m->nx * f);
+    for (int i = 0; i < 4; i++)
+        BUF(m->state[i], DTI_OPTIM, nopt[i] * S * f);
+    BUF(m->pg, DTI_GRADS, m->G * m->nd * f);
+    BUF(m->h, DTI_ACTS, Bl * H * f);
+    BUF(m->prob, DTI_ACTS, Bl * E * f);
+    BUF(m->choice, DTI_ACTS, Bl * k * i4);
+    BUF(m->slot, DTI_ACTS, Bl * k * i4);
+    BUF(m->counts, DTI_ACTS, m->ncounts * i4);
+    BUF(m->y, DTI_ACTS, Bl * H * f);
+    float **slots[] = { &m->xs, &m->xe, &m->ze, &m->ye, &m->ys, &m->dys, &m->dye,
+                        &m->dxe, &m->dxs };
+    for (int i = 0; i < 9; i++)
+        BUF(*slots[i], DTI_ACTS, m->N * m->blk * f);
+    BUF(m->labels, SCRATCH, Bl * i4);
+    BUF(m->st, SCRATCH, nst * d8);
+    BUF(m->aux, SCRATCH, E * f);
+    BUF(m->dy, SCRATCH, Bl * H * f);
+    BUF(m->dx, SCRATCH, Bl * H * f);
+    BUF(m->tmp, SCRATCH, Bl * H * f);
+    BUF(m->dp, SCRATCH, Bl * E * f);
+    BUF(m->counts_h, HOST, m->ncounts * i4);
+    BUF(m->st_h, HOST, nst * d8);
+    BUF(m->ns, HOST, nb * i4);
+    BUF(m->ne, HOST, nb * i4);
+#undef BUF
+    DT_REQUIRE(n <= MOE_NBUFS, "moe_buffers: %d buffers, room for %d", n, MOE_NBUFS);
+    return n;
+}
+
 static void moe_init(moe *m, dti_run *r)
 {
     const dt_train_config *cfg = r->cfg;
@@ -144,6 +232,7 @@ static void moe_init(moe *m, dti_run *r)
     m->r = r;
     m->cfg = cfg;
     m->c = &cfg->model;
+    m->dev = r->where == DT_CUDA;
     m->N = r->size;
     m->rank = r->rank;
     m->E = dt_moe_experts(cfg, m->N);
@@ -156,7 +245,9 @@ static void moe_init(moe *m, dti_run *r)
     m->H = m->c->hidden;
     m->mid = dt_moe_layer(m->c);
     m->Bl = m->Gl * m->T;
-    int H = m->H, E = m->E, Bl = m->Bl, k = m->k;
+    m->d = (dti_moe_dims){ .N = m->N, .E = m->E, .El = m->El, .k = m->k, .Gl = m->Gl,
+                           .T = m->T, .C = m->C, .H = m->H };
+    int H = m->H, E = m->E;
 
     /* the replicated layers, from the MLP's initial weights */
     dti_model_init(&m->front, r, 0, m->mid, MPI_COMM_SELF, DT_TP_MEGATRON, m->T);
@@ -174,78 +265,62 @@ static void moe_init(moe *m, dti_run *r)
         dti_acts_alloc(&m->back, m->T, &m->ba[g]);
     }
 
-    /* the gate (replicated) and this rank's experts */
+    /* the gate (replicated), this rank's experts, and the rest, all zero */
     m->ng = (size_t)E * H + E;
     m->nx = (size_t)H * H + H;
-    m->gate = dti_alloc(r, DTI_PARAMS, m->ng * sizeof(float), 1);
-    m->ggate = dti_alloc(r, DTI_GRADS, m->ng * sizeof(float), 1);
+    m->nd = m->front.n + m->back.n + m->ng;
+    m->blk = (size_t)m->Gl * m->El * m->C * H;
+    m->ncounts = (size_t)m->Gl * (2 * E + 1);
+    moe_buf b[MOE_NBUFS];
+    int nb = moe_buffers(m, b);
+    for (int i = 0; i < nb; i++) {
+        if (b[i].what == HOST) {
+            *b[i].p = dti_calloc(b[i].nbytes, 1);
+        } else if (b[i].what == SCRATCH) {
+            *b[i].p = dt_malloc(b[i].nbytes, r->where);
+            dt_memzero(*b[i].p, b[i].nbytes);
+        } else {
+            *b[i].p = dti_alloc(r, b[i].what, b[i].nbytes, 0);
+        }
+    }
+    m->routed = m->counts;
+    m->kept = m->counts + (size_t)m->Gl * E;
+    m->dropped = m->counts + (size_t)2 * m->Gl * E;
     init_linear(H, E, 0, gate_seed(cfg->seed), m->gate);
-    m->ex = dti_alloc(r, DTI_PARAMS, m->El * m->nx * sizeof(float), 1);
-    m->gex = dti_alloc(r, DTI_GRADS, m->El * m->nx * sizeof(float), 1);
     for (int j = 0; j < m->El; j++)
         init_linear(H, H, 1, expert_seed(cfg->seed, m->rank * m->El + j),
                     m->ex + j * m->nx);
-    int S = dt_optim_state_per_param(cfg->optim.kind);
-    size_t n[4] = { m->front.n, m->back.n, m->ng, m->El * m->nx };
-    for (int i = 0; i < 4; i++)
-        m->state[i] = dti_alloc(r, DTI_OPTIM, n[i] * S * sizeof(float), 1);
-
-    m->nd = m->front.n + m->back.n + m->ng;
-    m->pg = dti_alloc(r, DTI_GRADS, m->G * m->nd * sizeof(float), 1);
-    m->h = dti_calloc((size_t)Bl * H, sizeof(float));
-    m->prob = dti_calloc((size_t)Bl * E, sizeof(float));
-    m->choice = dti_calloc((size_t)Bl * k, sizeof(int));
-    m->slot = dti_calloc((size_t)Bl * k, sizeof(int));
-    m->routed = dti_calloc((size_t)m->Gl * E, sizeof(int));
-    m->kept = dti_calloc((size_t)m->Gl * E, sizeof(int));
-    m->y = dti_calloc((size_t)Bl * H, sizeof(float));
-    m->blk = (size_t)m->Gl * m->El * m->C * H;
-    float **bufs[] = { &m->xs, &m->xe, &m->ze, &m->ye, &m->ys, &m->dys, &m->dye,
-                       &m->dxe, &m->dxs };
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        *bufs[i] = dti_calloc(m->N * m->blk, sizeof(float));
-    m->ns = dti_calloc((size_t)m->N * m->Gl * m->El, sizeof(int));
-    m->ne = dti_calloc((size_t)m->N * m->Gl * m->El, sizeof(int));
-    m->dy = dti_calloc((size_t)Bl * H, sizeof(float));
-    m->dx = dti_calloc((size_t)Bl * H, sizeof(float));
-    m->tmp = dti_calloc((size_t)Bl * H, sizeof(float));
-    m->dp = dti_calloc((size_t)Bl * E, sizeof(float));
 }
 
 static void moe_free(moe *m)
 {
-    dti_run *r = m->r;
-    int S = dt_optim_state_per_param(m->cfg->optim.kind);
-    size_t n[4] = { m->front.n, m->back.n, m->ng, m->El * m->nx };
-    for (int i = 0; i < 4; i++)
-        dti_free(r, DTI_OPTIM, m->state[i], n[i] * S * sizeof(float));
-    dti_free(r, DTI_PARAMS, m->gate, m->ng * sizeof(float));
-    dti_free(r, DTI_GRADS, m->ggate, m->ng * sizeof(float));
-    dti_free(r, DTI_PARAMS, m->ex, m->El * m->nx * sizeof(float));
-    dti_free(r, DTI_GRADS, m->gex, m->El * m->nx * sizeof(float));
-    dti_free(r, DTI_GRADS, m->pg, m->G * m->nd * sizeof(float));
+    moe_buf b[MOE_NBUFS];
+    int nb = moe_buffers(m, b);
+    for (int i = 0; i < nb; i++) {
+        if (b[i].what == HOST)
+            free(*b[i].p);
+        else if (b[i].what == SCRATCH)
+            dt_free(*b[i].p);
+        else
+            dti_free(m->r, b[i].what, *b[i].p, b[i].nbytes);
+    }
     for (int g = 0; g < m->Gl; g++) {
         dti_acts_free(&m->fa[g]);
         dti_acts_free(&m->ba[g]);
     }
     dti_model_free(&m->front);
     dti_model_free(&m->back);
-    void *p[] = { m->fa, m->ba, m->h, m->prob, m->choice, m->slot, m->routed, m->kept,
-                  m->y, m->xs, m->xe, m->ze, m->ye, m->ys, m->dys, m->dye, m->dxe, m->dxs,
-                  m->ns, m->ne, m->dy, m->dx, m->tmp, m->dp };
-    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
-        free(p[i]);
+    free(m->fa);
+    free(m->ba);
 }
 
-/* Where choice j of local token t sits in the token side's slot buffers (in floats),
- * or -1 when it was dropped. */
-static long slot_at(const moe *m, int t, int j)
+/* Before a collective reads device buffers, or the host reads what they sum to: the
+ * kernels this thread queued are done (another rank may copy from them directly,
+ * through CUDA IPC). Nothing on the CPU. */
+static void settle(const moe *m)
 {
-    int e = m->choice[(size_t)t * m->k + j], s = m->slot[(size_t)t * m->k + j];
-    if (s < 0)
-        return -1;
-    int q = e / m->El, je = e % m->El, g = t / m->T;
-    return (long)((((size_t)q * m->Gl + g) * m->El + je) * m->C + s) * m->H;
+    if (m->dev)
+        dti_cuda_stream_sync();
 }
 
 /* The block of group gl of rank s for local expert je, at the experts' side: its first
@@ -269,30 +344,17 @@ static float *group_grad(const moe *m, int g)
  * could flip, stays the same too (an allreduce sums in an order that depends on N). */
 static void sum_groups(moe *m)
 {
+    settle(m);
     dt_allgather(MPI_IN_PLACE, 0, MPI_FLOAT, m->pg, (int)(m->Gl * m->nd), MPI_FLOAT,
                  m->r->comm);
     float *dst[3] = { m->front.grads, m->back.grads, m->ggate };
     size_t n[3] = { m->front.n, m->back.n, m->ng }, off = 0;
     for (int i = 0; i < 3; off += n[i], i++)
-        for (size_t j = 0; j < n[i]; j++) {
-            float sum = 0.0f;
-            for (int g = 0; g < m->G; g++)
-                sum += m->pg[(size_t)g * m->nd + off + j];
-            dst[i][j] = sum;
-        }
-}
-
-static float dot(const float *a, const float *b, int n)
-{
-    float s = 0.0f;
-    for (int i = 0; i < n; i++)
-        s += a[i] * b[i];
-    return s;
+        dti_moe_sum_groups(m->pg + off, m->nd, m->G, n[i], dst[i]);
 }
 
 /* ==== forward and backward of the MoE layer ==== */
 
-/* Takes t0 for a mark: 0 without tracing. */
 /* The trace's mark for one all-to-all of slots (coll "moe", phase dispatch, combine,
  * grad-dispatch or grad-combine, chunk -1; trace.h) spanning [t0, now], after the
  * collective recorded its own events; nbytes = the send buffer, N * blk floats. */
@@ -301,16 +363,19 @@ static void mark(const moe *m, const char *phase, int step, double t0)
     dti_mark("moe", phase, step, -1, 0, 0, m->N * m->blk * sizeof(float), t0);
 }
 
-/* The figures of one step, summed over the ranks (dt_allreduce, doubles): first-choice
- * counts [E], gate probability sums [E], choices routed to each expert [E], dropped
- * choices, the cross-entropy sum. */
-enum { ST_FIRST = 0, ST_PSUM = 1, ST_ROUTED = 2 };
-#define ST_DROP(E) (3 * (E))
-#define ST_LOSS(E) (3 * (E) + 1)
+/* One all-to-all of slots, send (N * blk floats) to recv, marked as phase. */
+static void slots_alltoall(moe *m, const float *send, float *recv, const char *phase,
+                           int step)
+{
+    settle(m);
+    double tm = dti_mark_begin();
+    dt_alltoall(send, (int)m->blk, MPI_FLOAT, recv, (int)m->blk, MPI_FLOAT, m->r->comm);
+    mark(m, phase, step, tm);
+}
 
 /* Forward of the rows x (Bl, H) through the MoE layer into m->y; adds this rank's
- * routing counts to st. */
-static void moe_forward(moe *m, const float *x, double *st, int step)
+ * routing figures to m->st, and leaves the counts in m->counts_h. */
+static void moe_forward(moe *m, const float *x, int step)
 {
     int Bl = m->Bl, E = m->E, H = m->H, k = m->k;
     double t0 = dt_trace_now();
@@ -322,35 +387,22 @@ static void moe_forward(moe *m, const float *x, double *st, int step)
                           m->prob + (size_t)g * m->T * E, m->T, H, E);
     dti_moe_softmax(m->prob, m->prob, Bl, E);
     dti_moe_topk(m->prob, Bl, E, k, m->choice);
-    for (int g = 0; g < m->Gl; g++) {
-        size_t t0g = (size_t)g * m->T;
-        st[ST_DROP(E)] += dti_moe_route(m->choice + t0g * k, m->T, k, E, m->C,
-                                        m->slot + t0g * k, m->routed + (size_t)g * E,
-                                        m->kept + (size_t)g * E);
-        for (int e = 0; e < E; e++)
-            st[ST_ROUTED * E + e] += m->routed[(size_t)g * E + e];
-    }
-    for (int t = 0; t < Bl; t++) {
-        st[ST_FIRST * E + m->choice[(size_t)t * k]] += 1;
-        for (int e = 0; e < E; e++)
-            st[ST_PSUM * E + e] += m->prob[(size_t)t * E + e];
-    }
-    /* the slots: each kept choice's token, and the filled count of every block */
-    memset(m->xs, 0, m->N * m->blk * sizeof(float));
-    for (int t = 0; t < Bl; t++)
-        for (int j = 0; j < k; j++) {
-            long at = slot_at(m, t, j);
-            if (at >= 0)
-                memcpy(m->xs + at, x + (size_t)t * H, H * sizeof(float));
-        }
+    dti_moe_route_groups(m->d, m->choice, m->slot, m->routed, m->kept, m->dropped);
+    dti_moe_stats(m->d, m->prob, m->choice, m->routed, m->dropped, m->st);
+    /* the slots: each kept choice's token; the host needs the filled count of every
+     * block (it sizes the experts' products), and the routed ones for the books */
+    dti_moe_scatter(m->d, x, m->choice, m->slot, m->xs);
+    dt_memcpy_number(m->counts_h, m->counts, m->ncounts * sizeof(int));
+    const int *kept = m->counts_h + (size_t)m->Gl * E;
     for (int q = 0; q < m->N; q++)
         for (int g = 0; g < m->Gl; g++)
             for (int je = 0; je < m->El; je++)
                 m->ns[((size_t)q * m->Gl + g) * m->El + je] =
-                    m->kept[(size_t)g * E + q * m->El + je];
+                    kept[(size_t)g * E + q * m->El + je];
     dti_compute_event("forward", step, m->mid, -1, t0);
 
-    /* dispatch */
+    /* dispatch: the counts (host), then the slots (the copy of the counts waited for
+     * the kernels above) */
     int nb = m->Gl * m->El;
     double tm = dti_mark_begin();
     dt_alltoall(m->ns, nb, MPI_INT, m->ne, nb, MPI_INT, m->r->comm);
@@ -361,7 +413,7 @@ static void moe_forward(moe *m, const float *x, double *st, int step)
 
     /* the experts, each on the filled slots of every group in group order */
     t0 = dt_trace_now();
-    memset(m->ye, 0, m->N * m->blk * sizeof(float));
+    dt_memzero(m->ye, m->N * m->blk * sizeof(float));
     for (int je = 0; je < m->El; je++) {
         const float *W = m->ex + je * m->nx, *b = W + (size_t)H * H;
         for (int s = 0; s < m->N; s++)
@@ -375,58 +427,28 @@ static void moe_forward(moe *m, const float *x, double *st, int step)
     dti_compute_event("forward", step, m->mid, -1, t0);
 
     /* combine: y = x + p * expert output, choices in order */
-    tm = dti_mark_begin();
-    dt_alltoall(m->ye, (int)m->blk, MPI_FLOAT, m->ys, (int)m->blk, MPI_FLOAT, m->r->comm);
-    mark(m, "combine", step, tm);
+    slots_alltoall(m, m->ye, m->ys, "combine", step);
     t0 = dt_trace_now();
-    memcpy(m->y, x, (size_t)Bl * H * sizeof(float));
-    for (int t = 0; t < Bl; t++)
-        for (int j = 0; j < k; j++) {
-            long at = slot_at(m, t, j);
-            if (at < 0)
-                continue;
-            float p = m->prob[(size_t)t * E + m->choice[(size_t)t * k + j]];
-            float *y_t = m->y + (size_t)t * H;
-            for (int i = 0; i < H; i++)
-                y_t[i] += p * m->ys[at + i];
-        }
+    dti_moe_combine(m->d, x, m->prob, m->choice, m->slot, m->ys, m->y);
     dti_compute_event("forward", step, m->mid, -1, t0);
 }
 
 /* Backward of the MoE layer: dy (Bl, H) is the gradient of its output, x its input;
- * aux[e] the aux loss's gradient for p[e] (every row alike). Accumulates the gate's and
- * the experts' gradients; writes the gradient of x into m->dx. */
-static void moe_backward(moe *m, const float *x, const float *dy, const float *aux,
-                         int step)
+ * m->aux[e] the aux loss's gradient for p[e] (every row alike). Accumulates the gate's
+ * and the experts' gradients; writes the gradient of x into m->dx. */
+static void moe_backward(moe *m, const float *x, const float *dy, int step)
 {
-    int Bl = m->Bl, E = m->E, H = m->H, k = m->k;
+    int Bl = m->Bl, E = m->E, H = m->H;
     double t0 = dt_trace_now();
     /* dp = aux + dy . (expert output) for each kept choice; the experts get p * dy */
-    memset(m->dys, 0, m->N * m->blk * sizeof(float));
-    for (int t = 0; t < Bl; t++) {
-        float *dp_t = m->dp + (size_t)t * E;
-        const float *dy_t = dy + (size_t)t * H;
-        memcpy(dp_t, aux, E * sizeof(float));
-        for (int j = 0; j < k; j++) {
-            long at = slot_at(m, t, j);
-            if (at < 0)
-                continue;
-            int e = m->choice[(size_t)t * k + j];
-            float p = m->prob[(size_t)t * E + e];
-            dp_t[e] += dot(dy_t, m->ys + at, H);
-            for (int i = 0; i < H; i++)
-                m->dys[at + i] = p * dy_t[i];
-        }
-    }
+    dti_moe_slots_backward(m->d, dy, m->prob, m->choice, m->slot, m->ys, m->aux, m->dp,
+                           m->dys);
     dti_compute_event("backward", step, m->mid, -1, t0);
-    double tm = dti_mark_begin();
-    dt_alltoall(m->dys, (int)m->blk, MPI_FLOAT, m->dye, (int)m->blk, MPI_FLOAT,
-                m->r->comm);
-    mark(m, "grad-dispatch", step, tm);
+    slots_alltoall(m, m->dys, m->dye, "grad-dispatch", step);
 
     /* the experts' backward, blocks in the order of forward */
     t0 = dt_trace_now();
-    memset(m->dxe, 0, m->N * m->blk * sizeof(float));
+    dt_memzero(m->dxe, m->N * m->blk * sizeof(float));
     for (int je = 0; je < m->El; je++) {
         const float *W = m->ex + je * m->nx;
         float *dW = m->gex + je * m->nx, *db = dW + (size_t)H * H;
@@ -441,21 +463,11 @@ static void moe_backward(moe *m, const float *x, const float *dy, const float *a
             }
     }
     dti_compute_event("backward", step, m->mid, -1, t0);
-    tm = dti_mark_begin();
-    dt_alltoall(m->dxe, (int)m->blk, MPI_FLOAT, m->dxs, (int)m->blk, MPI_FLOAT,
-                m->r->comm);
-    mark(m, "grad-combine", step, tm);
+    slots_alltoall(m, m->dxe, m->dxs, "grad-combine", step);
 
-    /* dx = dy (the residual) + what came back from the experts + the gate's part */
+    /* the gate's part, then dx = dy (the residual) + what came back from the experts +
+     * the gate's part */
     t0 = dt_trace_now();
-    memcpy(m->dx, dy, (size_t)Bl * H * sizeof(float));
-    for (int t = 0; t < Bl; t++)
-        for (int j = 0; j < k; j++) {
-            long at = slot_at(m, t, j);
-            float *dx_t = m->dx + (size_t)t * H;
-            for (int i = 0; at >= 0 && i < H; i++)
-                dx_t[i] += m->dxs[at + i];
-        }
     dti_moe_softmax_backward(m->prob, m->dp, m->dp, Bl, E);
     for (int g = 0; g < m->Gl; g++) {          /* the gate's gradient, group by group */
         size_t t0g = (size_t)g * m->T;
@@ -463,8 +475,7 @@ static void moe_backward(moe *m, const float *x, const float *dy, const float *a
         dt_linear_backward(x + t0g * H, m->gate, m->dp + t0g * E, m->tmp + t0g * H, dW,
                            dW + (size_t)E * H, m->T, H, E);
     }
-    for (size_t i = 0; i < (size_t)Bl * H; i++)
-        m->dx[i] += m->tmp[i];
+    dti_moe_x_backward(m->d, dy, m->choice, m->slot, m->dxs, m->tmp, m->dx);
     dti_compute_event("backward", step, m->mid, -1, t0);
 }
 
@@ -486,19 +497,20 @@ static void step_books(moe *m, books *bk, const double *st, double aux, char *ex
     int E = m->E;
     double mean = (double)m->cfg->batch * m->k / E, most = 0;
     for (int e = 0; e < E; e++) {
-        bk->routed[e] += st[ST_ROUTED * E + e];
-        if (st[ST_ROUTED * E + e] > most)
-            most = st[ST_ROUTED * E + e];
+        bk->routed[e] += st[DTI_MOE_ROUTED * E + e];
+        if (st[DTI_MOE_ROUTED * E + e] > most)
+            most = st[DTI_MOE_ROUTED * E + e];
     }
-    bk->dropped += st[ST_DROP(E)];
+    bk->dropped += st[DTI_MOE_DROP(E)];
     bk->choices += (double)m->cfg->batch * m->k;
     bk->busiest += most / mean;
     bk->steps++;
     /* the largest over the ranks, on rank 0: the fullest expert of any group (what the
      * capacity must cover to drop nothing), and the most expert rows a rank computed */
     int mine[2] = { 0, 0 }, most2[2];
+    const int *routed = m->counts_h;          /* (Gl, E), read in moe_forward */
     for (size_t i = 0; i < (size_t)m->Gl * E; i++)
-        mine[0] = m->routed[i] > mine[0] ? m->routed[i] : mine[0];
+        mine[0] = routed[i] > mine[0] ? routed[i] : mine[0];
     for (size_t i = 0; i < (size_t)m->N * m->Gl * m->El; i++)
         mine[1] += m->ne[i];
     bk->rows += mine[1];
@@ -507,8 +519,8 @@ static void step_books(moe *m, books *bk, const double *st, double aux, char *ex
         double need = (double)most2[0] * E / ((double)m->k * m->T);
         bk->nodrop = need > bk->nodrop ? need : bk->nodrop;
         snprintf(extra, len, "aux %.5f  dropped %.0f  busiest expert %.2fx  no-drop "
-                 "capacity %.2f  busiest rank %d rows", aux, st[ST_DROP(E)], most / mean,
-                 need, most2[1]);
+                 "capacity %.2f  busiest rank %d rows", aux, st[DTI_MOE_DROP(E)],
+                 most / mean, need, most2[1]);
     }
 }
 
@@ -573,50 +585,53 @@ static void moe_summary(moe *m, const books *bk)
 
 void dti_train_moe(dti_run *r)
 {
-    dt_device_kind where = r->where;
-    r->where = DT_CPU;                   /* moe keeps its state on the host (see above) */
     const dt_train_config *cfg = r->cfg;
     moe m;
     moe_init(&m, r);
-    int E = m.E, Bl = m.Bl, B = cfg->batch, nst = 3 * E + 2;
-    float *x = dti_calloc((size_t)Bl * m.c->in, sizeof(float));
+    int E = m.E, Bl = m.Bl, B = cfg->batch, nst = DTI_MOE_NST(E);
+    float *x = dti_calloc((size_t)Bl * m.c->in, sizeof(float));     /* the batch, host */
     int *y = dti_calloc((size_t)Bl, sizeof(int));
-    double *st = dti_calloc(nst, sizeof(double));
-    float *aux = dti_calloc(E, sizeof(float));
+    const double *st = m.st_h;
     books bk = { .routed = dti_calloc(E, sizeof(double)) };
 
-    int T = m.T, in = m.c->in, H = m.H;
+    int T = m.T, H = m.H;
     for (int step = 1; step <= cfg->steps; step++) {
         dti_step_begin(r, step);
-        memset(group_grad(&m, 0), 0, m.Gl * m.nd * sizeof(float));
-        memset(m.gex, 0, m.El * m.nx * sizeof(float));
-        memset(st, 0, nst * sizeof(double));
+        dt_memzero(group_grad(&m, 0), m.Gl * m.nd * sizeof(float));
+        dt_memzero(m.gex, m.El * m.nx * sizeof(float));
+        dt_memzero(m.st, nst * sizeof(double));
         dt_data_batch(cfg->data, step - 1, B, m.rank * Bl, Bl, x, y);
+        dt_memcpy_input(m.labels, y, (size_t)Bl * sizeof(int));
 
-        /* forward: the layers before, a group at a time; the MoE layer on this rank's
-         * rows; the layers after and the loss, a group at a time */
+        /* forward: the layers before, a group at a time (the batch goes up there); the
+         * MoE layer on this rank's rows; the layers after and the loss, a group at a
+         * time */
         for (int g = 0; g < m.Gl; g++) {
-            const float *h = dti_model_forward(&m.front, &m.fa[g], x + (size_t)g * T * in,
-                                               T, step, g);
-            memcpy(m.h + (size_t)g * T * H, h, (size_t)T * H * sizeof(float));
+            const float *h = dti_model_forward(&m.front, &m.fa[g],
+                                               x + (size_t)g * T * m.c->in, T, step, g);
+            dt_memcpy(m.h + (size_t)g * T * H, h, (size_t)T * H * sizeof(float));
         }
-        moe_forward(&m, m.h, st, step);
+        moe_forward(&m, m.h, step);
+        double loss = 0;
         for (int g = 0; g < m.Gl; g++) {
             const float *yg = m.y + (size_t)g * T * H;
             float *logits = (float *)dti_model_forward(&m.back, &m.ba[g], yg, T, step, g);
             double t0 = dt_trace_now();
-            st[ST_LOSS(E)] += dt_xent(logits, y + (size_t)g * T, T, m.c->out, 1.0f / B,
-                                      logits);
+            loss += dt_xent(logits, m.labels + (size_t)g * T, T, m.c->out, 1.0f / B,
+                            logits);
             dti_compute_event("loss", step, -1, g, t0);
         }
+        dti_moe_set_loss(m.st, E, loss);
 
-        /* the counts of the whole batch: f_e for the aux loss, and the books */
-        dt_allreduce(MPI_IN_PLACE, st, nst, MPI_DOUBLE, MPI_SUM, r->comm);
+        /* the figures of the whole batch: f_e for the aux loss, and the books */
+        settle(&m);
+        dt_allreduce(MPI_IN_PLACE, m.st, nst, MPI_DOUBLE, MPI_SUM, r->comm);
+        dt_memcpy_number(m.st_h, m.st, nst * sizeof(double));
+        dti_moe_aux(m.st, (double)cfg->aux_loss, E, B, m.aux);
         double auxloss = 0;
         for (int e = 0; e < E; e++) {
-            double f = st[ST_FIRST * E + e] / B, P = st[ST_PSUM * E + e] / B;
+            double f = st[DTI_MOE_FIRST * E + e] / B, P = st[DTI_MOE_PSUM * E + e] / B;
             auxloss += (double)cfg->aux_loss * E * f * P;
-            aux[e] = (float)((double)cfg->aux_loss * E * f / B);
         }
 
         /* backward, each group's gradient of the replicated weights kept apart */
@@ -624,14 +639,15 @@ void dti_train_moe(dti_run *r)
             dt_memzero(m.back.grads, m.back.n * sizeof(float));
             dti_model_backward(&m.back, &m.ba[g], m.ba[g].x[m.back.nl],
                                m.dy + (size_t)g * T * H, T, step, g, NULL, NULL);
-            memcpy(group_grad(&m, g) + m.front.n, m.back.grads, m.back.n * sizeof(float));
+            dt_memcpy(group_grad(&m, g) + m.front.n, m.back.grads,
+                      m.back.n * sizeof(float));
         }
-        moe_backward(&m, m.h, m.dy, aux, step);
+        moe_backward(&m, m.h, m.dy, step);
         for (int g = 0; g < m.Gl; g++) {
             dt_memzero(m.front.grads, m.front.n * sizeof(float));
             dti_model_backward(&m.front, &m.fa[g], m.dx + (size_t)g * T * H, NULL, T,
                                step, g, NULL, NULL);
-            memcpy(group_grad(&m, g), m.front.grads, m.front.n * sizeof(float));
+            dt_memcpy(group_grad(&m, g), m.front.grads, m.front.n * sizeof(float));
         }
         /* the replicated gradients summed in group order; the experts' are whole */
         sum_groups(&m);
@@ -646,12 +662,12 @@ void dti_train_moe(dti_run *r)
         dti_compute_event("optimizer", step, -1, -1, t0);
 
         step_books(&m, &bk, st, auxloss, extra, sizeof extra);
-        dti_step_end(r, step, (float)(st[ST_LOSS(E)] / B), 0, extra);
+        dti_step_end(r, step, (float)(st[DTI_MOE_LOSS(E)] / B), 0, extra);
     }
     moe_summary(&m, &bk);
 
     /* the final weights in dt_moe_nparams' layout: rank 0 the replicated parts, every
-     * rank its experts */
+     * rank its experts (read from the device after the steps) */
     float *owned = dti_calloc(r->nparams, sizeof(float));
     size_t og = dt_mlp_layer_offset(m.c, m.mid), ox = og + m.ng;
     size_t oback = ox + (size_t)E * m.nx, mlp_back = dt_mlp_layer_offset(m.c, m.mid + 1);
@@ -662,18 +678,16 @@ void dti_train_moe(dti_run *r)
         memcpy(owned, full, og * sizeof(float));
         memcpy(owned + oback, full + mlp_back,
                (dt_mlp_nparams(m.c) - mlp_back) * sizeof(float));
-        memcpy(owned + og, m.gate, m.ng * sizeof(float));
+        dt_memcpy(owned + og, m.gate, m.ng * sizeof(float));
         free(full);
     }
-    memcpy(owned + ox + (size_t)m.rank * m.El * m.nx, m.ex, m.El * m.nx * sizeof(float));
+    dt_memcpy(owned + ox + (size_t)m.rank * m.El * m.nx, m.ex,
+              m.El * m.nx * sizeof(float));
     dti_result_params(r, owned);
 
     free(owned);
     free(bk.routed);
-    free(aux);
-    free(st);
     free(y);
     free(x);
     moe_free(&m);
-    r->where = where;
 }

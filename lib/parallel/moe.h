@@ -2,11 +2,14 @@
  *
  * dt_moe_* are for programs (train, lesson 19, the tests): the model's shape and the
  * capacity, from a configuration. dti_moe_* are the pure routing steps moe.c uses and
- * tests/unit_moe.c checks: host arrays, no MPI. */
+ * tests/unit_moe.c checks, no MPI: plain loops on host arrays, the reference, which hand
+ * a call whose output is on the GPU to its kernel (moe_cuda.h; tests/unit_gpu_moe.c holds
+ * each kernel to its loop). */
 #ifndef DT_MOE_H
 #define DT_MOE_H
 
 #include <stddef.h>
+#include "moe_cuda.h"    /* dti_moe_dims, dti_moe_slot_at, DTI_MOE_FIRST ... */
 #include "parallel.h"
 
 /* ==== the model's shape (moe_route.c) ==== */
@@ -33,6 +36,8 @@ int dt_moe_capacity(const dt_train_config *c, int n);
  * ceiling, so that 1.1 x 80 / 8 gives 11 slots, not 12. */
 int dti_moe_capacity(double factor, int k, int T, int E);
 
+/* The next three run where their output is: host, or device (all pointers there). */
+
 /* Softmax of each of the B rows of x (B, E) into p (B, E); p may be x. */
 void dti_moe_softmax(const float *x, float *p, int B, int E);
 /* Its backward: dx[e] = p[e] (dp[e] - sum_j p[j] dp[j]) per row; dx may be dp. */
@@ -50,5 +55,53 @@ void dti_moe_topk(const float *p, int B, int E, int k, int *choice);
  * choices dropped. */
 int dti_moe_route(const int *choice, int T, int k, int E, int C, int *slot,
                   int *routed, int *kept);
+
+/* ==== one step's loops over this rank's tokens (moe_route.c) ====
+ *
+ * What moe.c does between the products of the gate and of the experts, on the B = Gl * T
+ * rows of a rank (d, moe_cuda.h), every group at once. Each runs where its output is,
+ * host or device, all its pointers on that side; none works in place. On the device
+ * they only queue their kernels: the caller waits before the host or another rank reads
+ * what they wrote (a dt_memcpy does). choice, slot (B, k) as dti_moe_topk and
+ * dti_moe_route make them. */
+
+/* dti_moe_route on each of the Gl groups of T tokens: slot (B, k), routed and kept
+ * (Gl, E), dropped (Gl) its return value. */
+void dti_moe_route_groups(dti_moe_dims d, const int *choice, int *slot, int *routed,
+                          int *kept, int *dropped);
+/* Adds the step's routing figures to st (DTI_MOE_NST(E) doubles, moe_cuda.h): each
+ * group's dropped choices and routed counts, group by group; then each row's first
+ * choice and its probabilities prob (B, E), row by row. */
+void dti_moe_stats(dti_moe_dims d, const float *prob, const int *choice, const int *routed,
+                   const int *dropped, double *st);
+/* st[DTI_MOE_LOSS(E)] = loss. */
+void dti_moe_set_loss(double *st, int E, double loss);
+/* The load-balancing loss's gradient for every p[e] of every row, from st summed over
+ * the batch of B rows: aux[e] = alpha * E * f_e / B, f_e = st[DTI_MOE_FIRST * E + e] / B,
+ * in double (E floats). */
+void dti_moe_aux(const double *st, double alpha, int E, int B, float *aux);
+
+/* The token side's slots xs (N * Gl * El * C * H floats): the row x (B, H) of each kept
+ * choice at dti_moe_slot_at, zeros in every slot not filled. */
+void dti_moe_scatter(dti_moe_dims d, const float *x, const int *choice, const int *slot,
+                     float *xs);
+/* y (B, H) = x + p[e] * ys[slot of e], over the kept choices in order, ys the experts'
+ * outputs come back (laid out as xs), p[e] from prob (B, E). */
+void dti_moe_combine(dti_moe_dims d, const float *x, const float *prob, const int *choice,
+                     const int *slot, const float *ys, float *y);
+/* Backward of the combine, dy (B, H) the gradient of y: dp (B, E) = aux + dy . ys[slot]
+ * for each kept choice's expert; dys (as xs) = p[e] * dy at each kept choice's slot,
+ * zeros elsewhere. */
+void dti_moe_slots_backward(dti_moe_dims d, const float *dy, const float *prob,
+                            const int *choice, const int *slot, const float *ys,
+                            const float *aux, float *dp, float *dys);
+/* dx (B, H) = dy + dxs[slot] over the kept choices in order + dgate: the residual's,
+ * the experts' (come back, laid out as xs) and the gate's gradients of x. */
+void dti_moe_x_backward(dti_moe_dims d, const float *dy, const int *choice,
+                        const int *slot, const float *dxs, const float *dgate, float *dx);
+
+/* dst[j] = the sum of pg[g * stride + j] over g = 0 .. G-1 in that order, from 0, for
+ * j < n: the same additions on any number of ranks. */
+void dti_moe_sum_groups(const float *pg, size_t stride, int G, size_t n, float *dst);
 
 #endif /* DT_MOE_H */

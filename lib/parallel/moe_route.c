@@ -1,6 +1,8 @@
 /* The arithmetic of mode moe (moe.h), no MPI: the model's shape from a configuration,
- * what can run, the gate's softmax, and the routing of tokens into slots, plain loops
- * on host arrays that tests/unit_moe.c checks alone. moe.c trains with them.
+ * what can run, the gate's softmax, the routing of tokens into slots, and the rest of a
+ * step's loops over tokens, plain loops on host arrays that tests/unit_moe.c checks
+ * alone. moe.c trains with them. A call whose output is on the GPU goes to the kernel of
+ * the same name (moe_kernels.cu), which mirrors the loop here line for line.
  *
  * One group of T = 6 tokens, E = 3 experts, top-1, capacity factor 1: C = 2 slots per
  * expert. Tokens take slots in token order; the third token for expert 1 is dropped:
@@ -14,6 +16,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include "buf.h"
 #include "errors.h"
 #include "moe.h"
 #include "parallel_internal.h"
@@ -105,6 +108,10 @@ int dti_moe_capacity(double factor, int k, int T, int E)
 
 void dti_moe_softmax(const float *x, float *p, int B, int E)
 {
+    if (dt_is_device_ptr(p)) {
+        dti_moe_cuda_softmax(x, p, B, E);
+        return;
+    }
     for (int b = 0; b < B; b++) {
         const float *x_b = x + (size_t)b * E;       /* (E) */
         float *p_b = p + (size_t)b * E;             /* (E) */
@@ -122,6 +129,10 @@ void dti_moe_softmax(const float *x, float *p, int B, int E)
 
 void dti_moe_softmax_backward(const float *p, const float *dp, float *dx, int B, int E)
 {
+    if (dt_is_device_ptr(dx)) {
+        dti_moe_cuda_softmax_backward(p, dp, dx, B, E);
+        return;
+    }
     for (int b = 0; b < B; b++) {
         const float *p_b = p + (size_t)b * E, *dp_b = dp + (size_t)b * E;
         float *dx_b = dx + (size_t)b * E;
@@ -138,6 +149,10 @@ void dti_moe_softmax_backward(const float *p, const float *dp, float *dx, int B,
 void dti_moe_topk(const float *p, int B, int E, int k, int *choice)
 {
     DT_REQUIRE(k >= 1 && k <= 2 && k <= E, "dti_moe_topk: top-%d of %d experts", k, E);
+    if (dt_is_device_ptr(choice)) {
+        dti_moe_cuda_topk(p, B, E, k, choice);
+        return;
+    }
     for (int b = 0; b < B; b++) {
         const float *p_b = p + (size_t)b * E;
         int *c_b = choice + (size_t)b * k;
@@ -171,4 +186,188 @@ int dti_moe_route(const int *choice, int T, int k, int E, int C, int *slot,
             }
         }
     return dropped;
+}
+
+void dti_moe_route_groups(dti_moe_dims d, const int *choice, int *slot, int *routed,
+                          int *kept, int *dropped)
+{
+    if (dt_is_device_ptr(slot)) {
+        dti_moe_cuda_route_groups(d, choice, slot, routed, kept, dropped);
+        return;
+    }
+    for (int g = 0; g < d.Gl; g++) {
+        size_t t0 = (size_t)g * d.T;
+        dropped[g] = dti_moe_route(choice + t0 * d.k, d.T, d.k, d.E, d.C, slot + t0 * d.k,
+                                   routed + (size_t)g * d.E, kept + (size_t)g * d.E);
+    }
+}
+
+/* ==== the step's figures ==== */
+
+void dti_moe_stats(dti_moe_dims d, const float *prob, const int *choice, const int *routed,
+                   const int *dropped, double *st)
+{
+    if (dt_is_device_ptr(st)) {
+        dti_moe_cuda_stats(d, prob, choice, routed, dropped, st);
+        return;
+    }
+    int E = d.E, k = d.k, B = d.Gl * d.T;
+    for (int g = 0; g < d.Gl; g++) {
+        st[DTI_MOE_DROP(E)] += dropped[g];
+        for (int e = 0; e < E; e++)
+            st[DTI_MOE_ROUTED * E + e] += routed[(size_t)g * E + e];
+    }
+    for (int t = 0; t < B; t++) {
+        st[DTI_MOE_FIRST * E + choice[(size_t)t * k]] += 1;
+        for (int e = 0; e < E; e++)
+            st[DTI_MOE_PSUM * E + e] += prob[(size_t)t * E + e];
+    }
+}
+
+void dti_moe_set_loss(double *st, int E, double loss)
+{
+    if (dt_is_device_ptr(st))
+        dti_moe_cuda_set_loss(st, E, loss);     /* the value travels as an argument */
+    else
+        st[DTI_MOE_LOSS(E)] = loss;
+}
+
+void dti_moe_aux(const double *st, double alpha, int E, int B, float *aux)
+{
+    if (dt_is_device_ptr(aux)) {
+        dti_moe_cuda_aux(st, alpha, E, B, aux);
+        return;
+    }
+    for (int e = 0; e < E; e++) {
+        double f = st[DTI_MOE_FIRST * E + e] / B;
+        aux[e] = (float)(alpha * E * f / B);
+    }
+}
+
+/* ==== the slots: out to the experts and back ==== */
+
+/* Floats in the slot buffers of one rank's slots (all N ranks' blocks). */
+static size_t slot_floats(dti_moe_dims d)
+{
+    return (size_t)d.N * d.Gl * d.El * d.C * d.H;
+}
+
+void dti_moe_scatter(dti_moe_dims d, const float *x, const int *choice, const int *slot,
+                     float *xs)
+{
+    if (dt_is_device_ptr(xs)) {
+        dti_moe_cuda_scatter(d, x, choice, slot, xs);
+        return;
+    }
+    int B = d.Gl * d.T, k = d.k, H = d.H;
+    memset(xs, 0, slot_floats(d) * sizeof(float));
+    for (int t = 0; t < B; t++)
+        for (int j = 0; j < k; j++) {
+            long at = dti_moe_slot_at(d, choice[(size_t)t * k + j], slot[(size_t)t * k + j],
+                                      t);
+            if (at >= 0)
+                memcpy(xs + at, x + (size_t)t * H, H * sizeof(float));
+        }
+}
+
+/* Choice j of row t: its expert *e, its gate probability *p (prob (B, E)), and where it
+ * sits in the slots (dti_moe_slot_at: -1 when dropped). */
+static long choice_at(dti_moe_dims d, const int *choice, const int *slot, const float *prob,
+                      int t, int j, int *e, float *p)
+{
+    *e = choice[(size_t)t * d.k + j];
+    *p = prob[(size_t)t * d.E + *e];
+    return dti_moe_slot_at(d, *e, slot[(size_t)t * d.k + j], t);
+}
+
+void dti_moe_combine(dti_moe_dims d, const float *x, const float *prob, const int *choice,
+                     const int *slot, const float *ys, float *y)
+{
+    if (dt_is_device_ptr(y)) {
+        dti_moe_cuda_combine(d, x, prob, choice, slot, ys, y);
+        return;
+    }
+    int B = d.Gl * d.T, H = d.H;
+    memcpy(y, x, (size_t)B * H * sizeof(float));
+    for (int t = 0; t < B; t++)
+        for (int j = 0; j < d.k; j++) {
+            int e;
+            float p, *y_t = y + (size_t)t * H;
+            long at = choice_at(d, choice, slot, prob, t, j, &e, &p);
+            for (int i = 0; at >= 0 && i < H; i++)
+                y_t[i] += p * ys[at + i];
+        }
+}
+
+/* a . b over n floats, one running sum in order (the kernel's dot adds alike) */
+static float dot(const float *a, const float *b, int n)
+{
+    float s = 0.0f;
+    for (int i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+void dti_moe_slots_backward(dti_moe_dims d, const float *dy, const float *prob,
+                            const int *choice, const int *slot, const float *ys,
+                            const float *aux, float *dp, float *dys)
+{
+    if (dt_is_device_ptr(dys)) {
+        dti_moe_cuda_slots_backward(d, dy, prob, choice, slot, ys, aux, dp, dys);
+        return;
+    }
+    int B = d.Gl * d.T, H = d.H, E = d.E;
+    memset(dys, 0, slot_floats(d) * sizeof(float));
+    for (int t = 0; t < B; t++) {
+        float *dp_t = dp + (size_t)t * E;
+        const float *dy_t = dy + (size_t)t * H;
+        memcpy(dp_t, aux, E * sizeof(float));
+        for (int j = 0; j < d.k; j++) {
+            int e;
+            float p;
+            long at = choice_at(d, choice, slot, prob, t, j, &e, &p);
+            if (at < 0)
+                continue;
+            dp_t[e] += dot(dy_t, ys + at, H);
+            for (int i = 0; i < H; i++)
+                dys[at + i] = p * dy_t[i];
+        }
+    }
+}
+
+void dti_moe_x_backward(dti_moe_dims d, const float *dy, const int *choice,
+                        const int *slot, const float *dxs, const float *dgate, float *dx)
+{
+    if (dt_is_device_ptr(dx)) {
+        dti_moe_cuda_x_backward(d, dy, choice, slot, dxs, dgate, dx);
+        return;
+    }
+    int B = d.Gl * d.T, k = d.k, H = d.H;
+    memcpy(dx, dy, (size_t)B * H * sizeof(float));
+    for (int t = 0; t < B; t++)
+        for (int j = 0; j < k; j++) {
+            long at = dti_moe_slot_at(d, choice[(size_t)t * k + j], slot[(size_t)t * k + j],
+                                      t);
+            float *dx_t = dx + (size_t)t * H;
+            for (int i = 0; at >= 0 && i < H; i++)
+                dx_t[i] += dxs[at + i];
+        }
+    for (size_t i = 0; i < (size_t)B * H; i++)
+        dx[i] += dgate[i];
+}
+
+/* ==== the replicated weights' gradient ==== */
+
+void dti_moe_sum_groups(const float *pg, size_t stride, int G, size_t n, float *dst)
+{
+    if (dt_is_device_ptr(dst)) {
+        dti_moe_cuda_sum_groups(pg, stride, G, n, dst);
+        return;
+    }
+    for (size_t j = 0; j < n; j++) {
+        float sum = 0.0f;
+        for (int g = 0; g < G; g++)
+            sum += pg[(size_t)g * stride + j];
+        dst[j] = sum;
+    }
 }

@@ -259,8 +259,8 @@ double dti_pp_step(dti_pp *p, const float *x, const int *y, float scale, int ste
     DT_REQUIRE(!first || x != NULL, "pipeline: the first stage needs the inputs");
     DT_REQUIRE(!last || y != NULL, "pipeline: the last stage needs the labels");
     double t_step = dt_trace_now(), busy = 0, loss = 0;
-    if (last)
-        dt_memcpy(p->labels, y, (size_t)p->M * mb * sizeof(int));
+    if (last)                                   /* the batch's labels, up */
+        dt_memcpy_input(p->labels, y, (size_t)p->M * mb * sizeof(int));
     p->held = p->peak = 0;
 
     for (int k = 0; k < n; k++) {

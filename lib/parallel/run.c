@@ -146,9 +146,9 @@ int dt_train_check(const dt_train_config *c, int n, char *why, size_t len)
                 c->threads);
         if (!(c->gil >= 0 && c->gil <= 0.95f))
             WHY("--gil must be a share of each thread's work above 0 and at most 0.95");
-        if (c->precision != DT_FP32 || c->on_device)
-            WHY("mode dp-threads trains in fp32 on the CPU (its replicas are threads of "
-                "one process); use --precision fp32 and --device cpu");
+        if (c->precision != DT_FP32)
+            WHY("mode dp-threads trains in fp32 (its replicas are threads of one "
+                "process); use --precision fp32");
         if (c->accum > 1)
             WHY("--accum is not for mode dp-threads");
     }

@@ -86,25 +86,33 @@ void dti_tp_allreduce(dti_model *m, float *x, size_t n)
 
 /* Each rank holds columns [lo_t, hi_t) of a (B, width) matrix as zloc (B, hi_t - lo_t);
  * afterwards every rank holds all of it in z. Blocks are padded to the widest, so one
- * dt_allgather of equal blocks moves them. */
+ * dt_allgather of equal blocks moves them. In fp32 the blocks are the floats themselves
+ * (padded straight into mine, read straight out of all); in fp16 they are converted
+ * into and out of the wire type through padded. */
 void dti_tp_allgather_cols(dti_model *m, const float *zloc, float *z, int B, int width)
 {
-    int T = m->T;
+    int T = m->T, fp32 = m->type == MPI_FLOAT;
     size_t lo, hi, wmax = (size_t)(width + T - 1) / T;
-    size_t es = m->type == MPI_FLOAT ? sizeof(float) : 2;
+    size_t es = fp32 ? sizeof(float) : 2;
     size_t block = (size_t)B * wmax;
     char *mine = (char *)m->tmp, *all = mine + block * es;
+    float *padded = (float *)(all + (size_t)T * block * es);
     dt_chunk_bounds((size_t)width, T, m->t, &lo, &hi);
     /* zloc into a padded block, in the wire type */
-    float *padded = (float *)(all + (size_t)T * block * es);
-    dt_memzero(padded, block * sizeof(float));
-    dti_copy_block(padded, wmax, zloc, hi - lo, B, (int)(hi - lo), sizeof(float));
-    dti_from_float(padded, mine, m->type, block);
+    float *pad = fp32 ? (float *)mine : padded;
+    dt_memzero(pad, block * sizeof(float));
+    dti_copy_block(pad, wmax, zloc, hi - lo, B, (int)(hi - lo), sizeof(float));
+    if (!fp32)
+        dti_from_float(padded, mine, m->type, block);
     dt_allgather(mine, (int)block, m->type, all, (int)block, m->type, m->tp);
     for (int r = 0; r < T; r++) {
         dt_chunk_bounds((size_t)width, T, r, &lo, &hi);
-        dti_to_float(all + r * block * es, m->type, padded, block, 1.0f);
-        dti_copy_block(z + lo, (size_t)width, padded, wmax, B, (int)(hi - lo),
+        const float *got = (const float *)(all + r * block * es);   /* (B, wmax) */
+        if (!fp32) {
+            dti_to_float(got, m->type, padded, block, 1.0f);
+            got = padded;
+        }
+        dti_copy_block(z + lo, (size_t)width, got, wmax, B, (int)(hi - lo),
                        sizeof(float));
     }
 }
