@@ -98,6 +98,20 @@ extern "C" void dti_cuda_memcpy(void *dst, const void *src, size_t nbytes)
     DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
 }
 
+/* A number the host needs (a flag, a count, a loss) from the device: the copy on this
+ * thread's stream, after the work that made it, then the wait. Counted as a number
+ * read back. For the CUDA files, which may run in programs that never call dt_init
+ * (the unit suites): dt_memcpy_number asks dt_init's device count. */
+extern "C" void dti_cuda_read_number(void *dst, const void *src, size_t nbytes)
+{
+    DT_CHECK_CUDA(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost,
+                                  cudaStreamPerThread));
+    dti_book(DTI_BOOK_WAIT, 1);
+    DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+    dti_book(DTI_BOOK_NUMBER, 1);
+    dti_book(DTI_BOOK_NUMBER_BYTES, nbytes);
+}
+
 extern "C" void dti_cuda_memzero(void *p, size_t nbytes)
 {
     DT_CHECK_CUDA(cudaMemsetAsync(p, 0, nbytes, cudaStreamPerThread));

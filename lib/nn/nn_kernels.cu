@@ -423,20 +423,6 @@ static void xent_scratch(int B)
     xent_cap = B;
 }
 
-/* Copies nbytes the host needs (a number, a flag) from the device, waiting for this
- * thread's stream: counted in the device books as a number read back. (Not
- * dt_memcpy_number, which asks dt_init's device count whether src is on the GPU: the
- * kernels here also run in programs that never call dt_init, the unit suites.) */
-static void read_number(void *dst, const void *src, size_t nbytes)
-{
-    DT_CHECK_CUDA(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost,
-                                  cudaStreamPerThread));
-    dti_book(DTI_BOOK_WAIT, 1);
-    DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
-    dti_book(DTI_BOOK_NUMBER, 1);
-    dti_book(DTI_BOOK_NUMBER_BYTES, nbytes);
-}
-
 /* Returns the sum of the B row losses; dlogits may be NULL, or logits (in place). The
  * host waits once, for the one number it needs (the total and the flag, 16 bytes). */
 extern "C" float dti_nn_cuda_xent(const float *logits, const int *labels, int B, int C,
@@ -456,10 +442,10 @@ extern "C" float dti_nn_cuda_xent(const float *logits, const int *labels, int B,
     xent_sum_kernel<<<1, NN_THREADS, 0, cudaStreamPerThread>>>(xent_dloss, B, xent_dout);
     DTI_LAUNCHED();
     xent_out got;
-    read_number(&got, xent_dout, sizeof got);
+    dti_cuda_read_number(&got, xent_dout, sizeof got);
     if (got.bad) {
         int y;
-        read_number(&y, labels + (got.bad - 1), sizeof(int));
+        dti_cuda_read_number(&y, labels + (got.bad - 1), sizeof(int));
         dti_die(__FILE__, __LINE__, "dt_xent: label %d of row %d is not a class (0..%d)",
                 y, got.bad - 1, C - 1);
     }

@@ -17,8 +17,11 @@
  * below fp16's resolution of a weight.
  *
  * On the CPU the arithmetic itself runs in fp32 on values rounded to fp16, which is also
- * what tensor cores do (fp16 inputs, fp32 accumulation). The helpers below work on host
- * buffers with loops; a device buffer is copied to the host and back (correct, slow). */
+ * what tensor cores do (fp16 inputs, fp32 accumulation). The helpers below are loops
+ * over host buffers, the reference; when every buffer of a call is on the GPU they hand
+ * it to their kernels (mixed_kernels.cu: the same bits), so an fp16 step on a GPU stays
+ * there. A call that mixes host and device buffers (fsdp --offload: master shards in
+ * host memory) copies the device side over and back, which the device books count. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +29,7 @@
 #include "buf.h"
 #include "collectives/collectives.h"
 #include "half.h"
+#include "mixed_cuda.h"
 #include "parallel_internal.h"
 
 /* ==== the loss scaler ==== */
@@ -106,10 +110,20 @@ static void host_done(void *p, void *h, size_t nbytes, int write_back)
     free(h);
 }
 
+/* 1 when a and b (b may be NULL) are both on the GPU: the call goes to the kernels */
+static int on_gpu(const void *a, const void *b)
+{
+    return dt_is_device_ptr(a) && (b == NULL || dt_is_device_ptr(b));
+}
+
 /* ==== conversions ==== */
 
 void dti_round_half(float *x, size_t n)
 {
+    if (on_gpu(x, NULL)) {
+        dti_mixed_cuda_round_half(x, n);
+        return;
+    }
     float *h = host_view(x, n * sizeof(float));
     for (size_t i = 0; i < n; i++)
         h[i] = dt_half_to_float(dt_float_to_half(h[i]));
@@ -119,6 +133,10 @@ void dti_round_half(float *x, size_t n)
 void dti_to_float(const void *src, MPI_Datatype type, float *dst, size_t n, float mul)
 {
     size_t es = type_size(type);
+    if (on_gpu(src, dst)) {
+        dti_mixed_cuda_to_float(src, type == DT_HALF, dst, n, mul);
+        return;
+    }
     const void *s = host_view(src, n * es);
     float *d = dst;
     if (dt_is_device_ptr(dst)) {            /* written whole: no need to copy it in */
@@ -141,6 +159,10 @@ void dti_to_float(const void *src, MPI_Datatype type, float *dst, size_t n, floa
 void dti_from_float(const float *src, void *dst, MPI_Datatype type, size_t n)
 {
     size_t es = type_size(type);
+    if (on_gpu(src, dst)) {
+        dti_mixed_cuda_from_float(src, dst, type == DT_HALF, n);
+        return;
+    }
     const float *s = host_view(src, n * sizeof(float));
     void *d = host_view(dst, n * es);
     if (type == MPI_FLOAT)
@@ -154,6 +176,10 @@ void dti_from_float(const float *src, void *dst, MPI_Datatype type, size_t n)
 void dti_accumulate(void *dst, MPI_Datatype type, const float *src, size_t n)
 {
     size_t es = type_size(type);
+    if (on_gpu(dst, src)) {
+        dti_mixed_cuda_accumulate(dst, type == DT_HALF, src, n);
+        return;
+    }
     const float *s = host_view(src, n * sizeof(float));
     void *d = host_view(dst, n * es);
     if (type == MPI_FLOAT) {
@@ -172,6 +198,8 @@ void dti_accumulate(void *dst, MPI_Datatype type, const float *src, size_t n)
 int dti_nonfinite(const void *x, MPI_Datatype type, size_t n)
 {
     size_t es = type_size(type);
+    if (on_gpu(x, NULL))
+        return dti_mixed_cuda_nonfinite(x, type == DT_HALF, n);
     const void *h = host_view(x, n * es);
     int bad = 0;
     if (type == MPI_FLOAT) {
@@ -218,8 +246,20 @@ int dti_scaler_decide(dti_run *r, int found, MPI_Comm comm, char *extra, size_t 
 }
 
 /* Gradients are unscaled into fp32 a slice at a time, so the fp32 copy of all the
- * gradients that mixed precision's memory formula leaves out is never made. */
+ * gradients that mixed precision's memory formula leaves out is never made. On the GPU
+ * the slice is larger (fewer launches) and kept for the thread's life: allocating it at
+ * each call would cost a cudaMalloc and a cudaFree, and cudaFree waits for the whole
+ * GPU. */
 #define SLICE 16384
+#define SLICE_GPU (1 << 20)
+
+static float *gpu_slice(void)
+{
+    static _Thread_local float *slice;          /* never freed: the process's exit */
+    if (slice == NULL)
+        slice = dt_malloc(SLICE_GPU * sizeof(float), DT_CUDA);
+    return slice;
+}
 
 void dti_master_step(dti_run *r, float *master, void *params, const void *grads,
                      float *state, size_t n)
@@ -232,15 +272,18 @@ void dti_master_step(dti_run *r, float *master, void *params, const void *grads,
     if (type == MPI_FLOAT && scale == 1.0f) {
         dt_optim_step(o, r->updates, master, grads, state, n);
     } else {
-        float *g = dt_malloc_like(master, SLICE * sizeof(float));
+        int gpu = dt_is_device_ptr(master);
+        size_t slice = gpu ? SLICE_GPU : SLICE;
+        float *g = gpu ? gpu_slice() : dt_malloc(SLICE * sizeof(float), DT_CPU);
         float inv = 1.0f / scale;
         size_t es = type_size(type);
-        for (size_t i = 0; i < n; i += SLICE) {
-            size_t len = n - i < SLICE ? n - i : SLICE;
+        for (size_t i = 0; i < n; i += slice) {
+            size_t len = n - i < slice ? n - i : slice;
             dti_to_float((const char *)grads + i * es, type, g, len, inv);
             dt_optim_step(o, r->updates, master + i, g, state ? state + i * S : NULL, len);
         }
-        dt_free(g);
+        if (!gpu)
+            dt_free(g);
     }
     if (params != NULL && params != (void *)master)
         dti_from_float(master, params, type, n);
