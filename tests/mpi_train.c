@@ -372,14 +372,14 @@ static double compare(const char *name, const char *what, const float *got,
 /* ==== the test of one case ==== */
 
 /* Whether a case's steps must stay on the GPU when they run there: every fp32 and fp16
- * case (fp16's helpers are kernels there: mixed_kernels.cu), but fsdp --offload (the
- * shards and the optimizer live in host memory: their gradients go down and their
- * weights up each step, which is what offloading is), dp --async (its rings of weight
- * versions and gradients are host buffers, as MPI's nonblocking calls take: dt_isend,
- * p2p.h) and the compressed gradients (their codecs still run on the host). */
+ * case (fp16's helpers and the gradient codecs are kernels there: mixed_kernels.cu,
+ * compress_kernels.cu), but fsdp --offload (the shards and the optimizer live in host
+ * memory: their gradients go down and their weights up each step, which is what
+ * offloading is) and dp --async (its rings of weight versions and gradients are host
+ * buffers, as MPI's nonblocking calls take: dt_isend, p2p.h). */
 static int on_gpu_case(const tcase *t)
 {
-    return t->kind != K_ASYNC && !t->c.offload && t->c.compress == DT_COMPRESS_NONE;
+    return t->kind != K_ASYNC && !t->c.offload;
 }
 
 /* Each step's report on rank 0 (the overflow cases read the scale in it). */

@@ -60,7 +60,11 @@
  *
  * Non-finite values: a chunk that holds inf or NaN is sent with a NaN scale and decodes
  * as NaN throughout, so the damage shows (the loss becomes NaN) instead of hiding in
- * finite numbers. fp16 keeps them as they are (inf stays inf). */
+ * finite numbers. fp16 keeps them as they are (inf stays inf).
+ *
+ * On a GPU the bucket, the words and the errors stay on the device: the same codes come
+ * from kernels (compress_kernels.cu; sign's mean may differ in its last bit, summed in
+ * another order), and the collectives move device words. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -68,8 +72,15 @@
 #include "parallel_internal.h"
 #include "buf.h"
 #include "collectives/collectives.h"
+#include "compress_cuda.h"
+#include "cuda.h"
 #include "half.h"
 #include "schedule.h"
+
+_Static_assert((int)DT_COMPRESS_FP16 == (int)DTI_CODEC_FP16 &&
+               (int)DT_COMPRESS_INT8 == (int)DTI_CODEC_INT8 &&
+               (int)DT_COMPRESS_SIGN == (int)DTI_CODEC_SIGN,
+               "compress_cuda.h's codes are dt_compress's");
 
 /* ==== the codecs (no MPI) ==== */
 
@@ -174,9 +185,10 @@ struct dti_compressor {
     size_t nserr, *soff;      /* [nb] where bucket b's server error starts */
     int nb;
     size_t maxn;              /* the largest bucket */
-    float *stage;             /* [maxn] a bucket on the host (device gradients) */
     float *sum;               /* [maxn / P + 1] the chunk summed here */
     uint32_t *words;          /* [2 P Wmax] what is sent and received */
+    /* all of them where the run lives: on a GPU the codecs run there (compress_kernels.cu)
+     * and a bucket never crosses to the host */
 };
 
 dti_compressor *dti_compressor_new(dti_run *r, dt_compress k, int feedback,
@@ -201,12 +213,11 @@ dti_compressor *dti_compressor_new(dti_run *r, dt_compress k, int feedback,
         z->maxn = hi[b] - lo[b] > z->maxn ? hi[b] - lo[b] : z->maxn;
     }
     size_t cmax = z->maxn / (size_t)z->P + 1, W = dti_codec_words(k, cmax);
-    z->stage = dti_alloc(r, DTI_GRADS, z->maxn * sizeof(float), 1);
-    z->sum = dti_alloc(r, DTI_GRADS, cmax * sizeof(float), 1);
-    z->words = dti_alloc(r, DTI_GRADS, 2 * (size_t)z->P * W * 4, 1);
+    z->sum = dti_alloc(r, DTI_GRADS, cmax * sizeof(float), 0);
+    z->words = dti_alloc(r, DTI_GRADS, 2 * (size_t)z->P * W * 4, 0);
     if (feedback && k == DT_COMPRESS_SIGN) {
-        z->werr = dti_alloc(r, DTI_GRADS, z->n * sizeof(float), 1);
-        z->serr = dti_alloc(r, DTI_GRADS, z->nserr * sizeof(float), 1);
+        z->werr = dti_alloc(r, DTI_GRADS, z->n * sizeof(float), 0);
+        z->serr = dti_alloc(r, DTI_GRADS, z->nserr * sizeof(float), 0);
         dti_ckpt_region(r, "error-worker", z->werr, z->n * sizeof(float));
         dti_ckpt_region(r, "error-server", z->serr, z->nserr * sizeof(float));
     }
@@ -223,7 +234,6 @@ void dti_compressor_free(dti_compressor *z)
     if (z == NULL)
         return;
     size_t cmax = z->maxn / (size_t)z->P + 1, W = dti_codec_words(z->kind, cmax);
-    dti_free(z->run, DTI_GRADS, z->stage, z->maxn * sizeof(float));
     dti_free(z->run, DTI_GRADS, z->sum, cmax * sizeof(float));
     dti_free(z->run, DTI_GRADS, z->words, 2 * (size_t)z->P * W * 4);
     if (z->werr) {
@@ -236,6 +246,8 @@ void dti_compressor_free(dti_compressor *z)
 
 double dti_compressor_error_norm(const dti_compressor *z)
 {
+    if (z->werr && dt_is_device_ptr(z->werr))
+        return dti_compress_cuda_norm(z->werr, z->n);
     double s = 0;
     for (size_t i = 0; z->werr && i < z->n; i++)
         s += (double)z->werr[i] * z->werr[i];
@@ -274,22 +286,60 @@ static void sum_compressed(dti_compressor *z, float *g, size_t n, float *werr,
     }
 }
 
+/* The same five steps on the GPU, the bucket and every buffer there: each chunk's
+ * encoding at once (a block a chunk), the sums and decodings as kernels. The stream is
+ * waited for before each collective: a peer sharing the GPU may read the words through
+ * CUDA IPC, outside this thread's stream. */
+static void sum_compressed_gpu(dti_compressor *z, float *g, size_t n, float *werr,
+                               float *serr, MPI_Comm comm)
+{
+    dt_compress k = z->kind;
+    int P = z->P;
+    size_t a, e;
+    dt_chunk_bounds(n, P, 0, &a, &e);
+    size_t W = dti_codec_words(k, e - a);
+    uint32_t *out = z->words, *in = z->words + (size_t)P * W;
+    dti_compress_cuda_encode(k, g, n, P, werr, out, W);            /* 1. compress */
+    dti_cuda_stream_sync();
+    dt_alltoall(out, (int)W, MPI_INT, in, (int)W, MPI_INT, comm);  /* 2. all-to-all */
+    dt_chunk_bounds(n, P, z->rank, &a, &e);
+    dt_memzero(z->sum, (e - a) * sizeof(float));
+    for (int j = 0; j < P; j++)                                    /* 3. sum */
+        dti_compress_cuda_decode(k, in + (size_t)j * W, e - a, z->sum, 1);
+    dti_compress_cuda_encode(k, z->sum, e - a, 1, serr, out, W);  /* 4. compress */
+    dti_cuda_stream_sync();
+    dt_allgather(out, (int)W, MPI_INT, in, (int)W, MPI_INT, comm);  /* 5. allgather */
+    for (int j = 0; j < P; j++) {
+        dt_chunk_bounds(n, P, j, &a, &e);
+        dti_compress_cuda_decode(k, in + (size_t)j * W, e - a, g + a, 0);
+    }
+}
+
 void dti_compressor_allreduce(dti_compressor *z, int b, float *g, size_t lo, size_t hi,
                               MPI_Comm comm)
 {
     size_t n = hi - lo;
-    float *h = dt_is_device_ptr(g) ? z->stage : g;
-    if (h != g)
-        dt_memcpy(h, g, n * sizeof(float));
+    float *werr = z->werr ? z->werr + lo : NULL, *serr = z->werr ? z->serr + z->soff[b] : NULL;
+    int gpu = dt_is_device_ptr(g);
+    DT_REQUIRE(gpu == dt_is_device_ptr(z->words), "compression: the gradients and the "
+               "codec's buffers must be on one side (the run's)");
     if (z->kind == DT_COMPRESS_FP16) {
         /* halves add up on the way: the ring, on DT_HALF */
-        dti_encode(DT_COMPRESS_FP16, h, n, NULL, z->words);
+        if (gpu) {
+            dti_compress_cuda_encode(DT_COMPRESS_FP16, g, n, 1, NULL, z->words,
+                                     dti_codec_words(DT_COMPRESS_FP16, n));
+            dti_cuda_stream_sync();
+        } else {
+            dti_encode(DT_COMPRESS_FP16, g, n, NULL, z->words);
+        }
         dt_allreduce_ring(MPI_IN_PLACE, z->words, (int)n, DT_HALF, MPI_SUM, comm);
-        dti_decode(DT_COMPRESS_FP16, z->words, n, h, 0);
+        if (gpu)
+            dti_compress_cuda_decode(DT_COMPRESS_FP16, z->words, n, g, 0);
+        else
+            dti_decode(DT_COMPRESS_FP16, z->words, n, g, 0);
+    } else if (gpu) {
+        sum_compressed_gpu(z, g, n, werr, serr, comm);
     } else {
-        sum_compressed(z, h, n, z->werr ? z->werr + lo : NULL,
-                       z->werr ? z->serr + z->soff[b] : NULL, comm);
+        sum_compressed(z, g, n, werr, serr, comm);
     }
-    if (h != g)
-        dt_memcpy(g, h, n * sizeof(float));
 }
