@@ -43,6 +43,9 @@ int dti_cuda_is_device_ptr(const void *p);
  * when their work is done, waiting for that stream only, not the whole GPU. */
 void dti_cuda_memcpy(void *dst, const void *src, size_t nbytes);   /* any direction */
 void dti_cuda_memzero(void *p, size_t nbytes);
+/* rows rows of width bytes between two pitched matrices, one copy (any direction) */
+void dti_cuda_memcpy2d(void *dst, size_t dpitch, const void *src, size_t spitch,
+                       size_t width, size_t rows);
 /* nbytes the host needs from the device, counted as a number read back (device.cu) */
 void dti_cuda_read_number(void *dst, const void *src, size_t nbytes);
 /* dst[i] = src[i] op in[i] on the GPU (dst may be src); type and op are dt_dtype and
@@ -74,6 +77,7 @@ static inline int dti_cuda_is_device_ptr(const void *p) { (void)p; return 0; }
 static inline void dti_cuda_memcpy(void *dst, const void *src, size_t nbytes) { (void)dst; (void)src; (void)nbytes; DTI_NO_CUDA; }
 static inline void dti_cuda_memzero(void *p, size_t nbytes) { (void)p; (void)nbytes; DTI_NO_CUDA; }
 static inline void dti_cuda_read_number(void *dst, const void *src, size_t nbytes) { (void)dst; (void)src; (void)nbytes; DTI_NO_CUDA; }
+static inline void dti_cuda_memcpy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows) { (void)dst; (void)dpitch; (void)src; (void)spitch; (void)width; (void)rows; DTI_NO_CUDA; }
 static inline void dti_cuda_reduce(const void *in, const void *src, void *dst, size_t count, int type, int op) { (void)in; (void)src; (void)dst; (void)count; (void)type; (void)op; DTI_NO_CUDA; }
 static inline void dti_cuda_memcpy_async(void *dst, const void *src, size_t nbytes) { (void)dst; (void)src; (void)nbytes; DTI_NO_CUDA; }
 static inline void dti_cuda_stream_sync(void) { DTI_NO_CUDA; }

@@ -98,6 +98,18 @@ extern "C" void dti_cuda_memcpy(void *dst, const void *src, size_t nbytes)
     DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
 }
 
+/* rows rows of width bytes, row i from src + i * spitch to dst + i * dpitch: one 2-D
+ * copy on this thread's stream (row by row it would be a copy and a wait per row),
+ * complete on return as dti_cuda_memcpy's. */
+extern "C" void dti_cuda_memcpy2d(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                  size_t width, size_t rows)
+{
+    DT_CHECK_CUDA(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, cudaMemcpyDefault,
+                                    cudaStreamPerThread));
+    dti_book(DTI_BOOK_WAIT, 1);
+    DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+}
+
 /* A number the host needs (a flag, a count, a loss) from the device: the copy on this
  * thread's stream, after the work that made it, then the wait. Counted as a number
  * read back. For the CUDA files, which may run in programs that never call dt_init

@@ -40,6 +40,7 @@
 #include <string.h>
 #include "buf.h"
 #include "collectives/collectives.h"
+#include "cuda.h"
 #include "parallel_internal.h"
 #include "schedule.h"
 
@@ -55,12 +56,17 @@ dti_split dti_tp_split(const dt_mlp_config *c, int l, int T, dt_tp_style s)
 }
 
 /* Copies a (rows, cols) block between matrices with row strides dld and sld (elements
- * of es bytes); host or device. */
+ * of es bytes); host or device. Between two device matrices it is one 2-D copy on the
+ * GPU (a copy per row would wait for the GPU once a row). */
 void dti_copy_block(void *dst, size_t dld, const void *src, size_t sld, int rows,
                     int cols, size_t es)
 {
     if (dld == sld && dld == (size_t)cols) {
         dt_memcpy(dst, src, (size_t)rows * cols * es);
+        return;
+    }
+    if (rows > 0 && cols > 0 && dt_is_device_ptr(dst) && dt_is_device_ptr(src)) {
+        dti_cuda_memcpy2d(dst, dld * es, src, sld * es, (size_t)cols * es, (size_t)rows);
         return;
     }
     for (int i = 0; i < rows; i++)
