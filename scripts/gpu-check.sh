@@ -678,7 +678,10 @@ train_pair() {
         *) compare "$g" "$c" 1e-4 1e-3 || ok=1
            detail="vs cpu: $cmp_detail" ;;
     esac
-    if [ "$ok" = 0 ] && [ "$kind" = f32 ] && [ "$tag" != serial ]; then
+    if [ "$ok" = 0 ] && [ "$kind" = f32 ] && [ "$tag" != serial ] &&
+       [ ! -s "$w/serial.$DEV.f32" ]; then
+        detail="$detail; serial not run (--only)"
+    elif [ "$ok" = 0 ] && [ "$kind" = f32 ] && [ "$tag" != serial ]; then
         if compare "$g" "$w/serial.$DEV.f32" 1e-4 1e-3; then
             detail="$detail; vs serial: ${cmp_detail#* weights, }"
         else
@@ -1033,26 +1036,34 @@ bench_gloo() {
 # Hidden share = (off - on) / (off - compute): of the time communication adds when it
 # is not overlapped, the part overlap hides.
 step_ms() { sed -n 's/^time per step: \([0-9.]*\) ms.*/\1/p' "$1" | tail -n 1; }
+# compute_alone N PREFIX: N serial runs at once, each on 1/N of DDP_BATCH (a rank's
+# share, sharing the GPU as the ranks do, with nothing to send), outputs PREFIX-compI.out;
+# prints the slowest one's step in ms, or nothing when one failed
+compute_alone() {
+    local n=$1 f=$2 i t comp=""
+    for i in $(seq "$n"); do
+        mpi 1 "$bin/train" --mode serial "${DDP_BASE[@]}" --batch $((DDP_BATCH / n)) \
+            --device "$DEV" >"$f-comp$i.out" 2>&1 &
+    done
+    wait || true
+    for i in $(seq "$n"); do
+        t=$(step_ms "$f-comp$i.out")
+        [ -n "$t" ] || return 1
+        comp=$(awk -v a="$comp" -v b="$t" 'BEGIN { print (a == "" || b > a) ? b : a }')
+    done
+    echo "$comp"
+}
 bench_ddp() {
-    local n i on off comp t rc=0 f
+    local n on off comp rc=0 f
     for n in 2 4; do
         f=$bw/ddp-$n
         mpi "$n" "$bin/train" --mode ddp "${DDP_BASE[@]}" --batch "$DDP_BATCH" \
             --bucket-kb "$DDP_BUCKET" --device "$DEV" >"$f-on.out" 2>&1 || rc=1
         mpi "$n" "$bin/train" --mode ddp "${DDP_BASE[@]}" --batch "$DDP_BATCH" \
             --bucket-kb "$DDP_BUCKET" --no-overlap --device "$DEV" >"$f-off.out" 2>&1 || rc=1
-        for i in $(seq "$n"); do
-            mpi 1 "$bin/train" --mode serial "${DDP_BASE[@]}" --batch $((DDP_BATCH / n)) \
-                --device "$DEV" >"$f-comp$i.out" 2>&1 &
-        done
-        wait || true
+        comp=$(compute_alone "$n" "$f")
         cat "$f"-*.out
-        on=$(step_ms "$f-on.out") off=$(step_ms "$f-off.out") comp=""
-        for i in $(seq "$n"); do
-            t=$(step_ms "$f-comp$i.out")
-            [ -n "$t" ] || { rc=1; continue; }
-            comp=$(awk -v a="$comp" -v b="$t" 'BEGIN { print (a == "" || b > a) ? b : a }')
-        done
+        on=$(step_ms "$f-on.out") off=$(step_ms "$f-off.out")
         [ -n "$on" ] && [ -n "$off" ] && [ -n "$comp" ] || { rc=1; continue; }
         echo "$n $on $off $comp" >"$f.txt"
         detail="${detail:+$detail; }n=$n on $on off $off compute $comp ms"
@@ -1098,24 +1109,15 @@ bench_torch() {
 # --prefetch (the next layer's allgather on a thread of its own, overlapping this
 # layer's compute), beside the compute alone (4 serial runs at once, as bench-ddp)
 bench_fsdp() {
-    local n=4 i on off comp t f=$bw/fsdp-4
+    local n=4 on off comp f=$bw/fsdp-4
     mpi "$n" "$bin/train" --mode fsdp --zero 3 --prefetch "${DDP_BASE[@]}" \
         --batch "$DDP_BATCH" --device "$DEV" >"$f-on.out" 2>&1 || return 1
     mpi "$n" "$bin/train" --mode fsdp --zero 3 "${DDP_BASE[@]}" --batch "$DDP_BATCH" \
         --device "$DEV" >"$f-off.out" 2>&1 || return 1
-    for i in $(seq "$n"); do
-        mpi 1 "$bin/train" --mode serial "${DDP_BASE[@]}" --batch $((DDP_BATCH / n)) \
-            --device "$DEV" >"$f-comp$i.out" 2>&1 &
-    done
-    wait || true
+    comp=$(compute_alone "$n" "$f")
     cat "$f"-*.out
-    on=$(step_ms "$f-on.out") off=$(step_ms "$f-off.out") comp=""
-    for i in $(seq "$n"); do
-        t=$(step_ms "$f-comp$i.out")
-        [ -n "$t" ] || return 1
-        comp=$(awk -v a="$comp" -v b="$t" 'BEGIN { print (a == "" || b > a) ? b : a }')
-    done
-    [ -n "$on" ] && [ -n "$off" ] || return 1
+    on=$(step_ms "$f-on.out") off=$(step_ms "$f-off.out")
+    [ -n "$on" ] && [ -n "$off" ] && [ -n "$comp" ] || return 1
     echo "$n $on $off $comp" >"$f.txt"
     detail="n=4 prefetch $on, without $off, compute $comp ms"
 }

@@ -256,10 +256,40 @@ double dti_compressor_error_norm(const dti_compressor *z)
 
 /* ==== the compressed allreduce of one bucket ==== */
 
-/* Steps 1-5 of the header on g (n floats, host): every message is W words, the size
- * of chunk 0's (the largest), so that the all-to-all and the allgather move equal
- * blocks; werr and serr are this bucket's errors (NULL: no feedback). */
-static void sum_compressed(dti_compressor *z, float *g, size_t n, float *werr,
+/* The codec on the side where the buffers are: the host's loops, or on a GPU the kernels
+ * (compress_kernels.cu: every chunk at once, a block a chunk). x (n values) is cut into
+ * P chunks, chunk j encoded into out + j W. On the GPU the stream is waited for once the
+ * words are made: a peer sharing the GPU may read them through CUDA IPC, outside this
+ * thread's stream. */
+static void encode_chunks(dt_compress k, int gpu, const float *x, size_t n, int P,
+                          float *err, uint32_t *out, size_t W)
+{
+    if (gpu) {
+        dti_compress_cuda_encode(k, x, n, P, err, out, W);
+        dti_cuda_stream_sync();
+        return;
+    }
+    for (int j = 0; j < P; j++) {
+        size_t a, e;
+        dt_chunk_bounds(n, P, j, &a, &e);
+        dti_encode(k, x + a, e - a, err ? err + a : NULL, out + (size_t)j * W);
+    }
+}
+
+static void decode(dt_compress k, int gpu, const uint32_t *in, size_t n, float *out,
+                   int add)
+{
+    if (gpu)
+        dti_compress_cuda_decode(k, in, n, out, add);
+    else
+        dti_decode(k, in, n, out, add);
+}
+
+/* Steps 1-5 of the header on g (n floats, on the host or, gpu, on the device, as every
+ * buffer of z): every message is W words, the size of chunk 0's (the largest), so that
+ * the all-to-all and the allgather move equal blocks; werr and serr are this bucket's
+ * errors (NULL: no feedback). */
+static void sum_compressed(dti_compressor *z, int gpu, float *g, size_t n, float *werr,
                            float *serr, MPI_Comm comm)
 {
     dt_compress k = z->kind;
@@ -268,50 +298,18 @@ static void sum_compressed(dti_compressor *z, float *g, size_t n, float *werr,
     dt_chunk_bounds(n, P, 0, &a, &e);
     size_t W = dti_codec_words(k, e - a);
     uint32_t *out = z->words, *in = z->words + (size_t)P * W;
-    for (int j = 0; j < P; j++) {                                  /* 1. compress */
-        dt_chunk_bounds(n, P, j, &a, &e);
-        dti_encode(k, g + a, e - a, werr ? werr + a : NULL, out + (size_t)j * W);
-    }
-    dt_alltoall(out, (int)W, MPI_INT, in, (int)W, MPI_INT, comm);  /* 2. all-to-all */
-    dt_chunk_bounds(n, P, z->rank, &a, &e);
-    memset(z->sum, 0, (e - a) * sizeof(float));
-    for (int j = 0; j < P; j++)                                    /* 3. sum */
-        dti_decode(k, in + (size_t)j * W, e - a, z->sum, 1);
-    memset(out, 0, W * sizeof *out);        /* a short last chunk leaves words unused */
-    dti_encode(k, z->sum, e - a, serr, out);                      /* 4. compress */
-    dt_allgather(out, (int)W, MPI_INT, in, (int)W, MPI_INT, comm);  /* 5. allgather */
-    for (int j = 0; j < P; j++) {
-        dt_chunk_bounds(n, P, j, &a, &e);
-        dti_decode(k, in + (size_t)j * W, e - a, g + a, 0);
-    }
-}
-
-/* The same five steps on the GPU, the bucket and every buffer there: each chunk's
- * encoding at once (a block a chunk), the sums and decodings as kernels. The stream is
- * waited for before each collective: a peer sharing the GPU may read the words through
- * CUDA IPC, outside this thread's stream. */
-static void sum_compressed_gpu(dti_compressor *z, float *g, size_t n, float *werr,
-                               float *serr, MPI_Comm comm)
-{
-    dt_compress k = z->kind;
-    int P = z->P;
-    size_t a, e;
-    dt_chunk_bounds(n, P, 0, &a, &e);
-    size_t W = dti_codec_words(k, e - a);
-    uint32_t *out = z->words, *in = z->words + (size_t)P * W;
-    dti_compress_cuda_encode(k, g, n, P, werr, out, W);            /* 1. compress */
-    dti_cuda_stream_sync();
+    encode_chunks(k, gpu, g, n, P, werr, out, W);                  /* 1. compress */
     dt_alltoall(out, (int)W, MPI_INT, in, (int)W, MPI_INT, comm);  /* 2. all-to-all */
     dt_chunk_bounds(n, P, z->rank, &a, &e);
     dt_memzero(z->sum, (e - a) * sizeof(float));
     for (int j = 0; j < P; j++)                                    /* 3. sum */
-        dti_compress_cuda_decode(k, in + (size_t)j * W, e - a, z->sum, 1);
-    dti_compress_cuda_encode(k, z->sum, e - a, 1, serr, out, W);  /* 4. compress */
-    dti_cuda_stream_sync();
+        decode(k, gpu, in + (size_t)j * W, e - a, z->sum, 1);
+    dt_memzero(out, W * sizeof *out);       /* a short last chunk leaves words unused */
+    encode_chunks(k, gpu, z->sum, e - a, 1, serr, out, W);         /* 4. compress */
     dt_allgather(out, (int)W, MPI_INT, in, (int)W, MPI_INT, comm);  /* 5. allgather */
     for (int j = 0; j < P; j++) {
         dt_chunk_bounds(n, P, j, &a, &e);
-        dti_compress_cuda_decode(k, in + (size_t)j * W, e - a, g + a, 0);
+        decode(k, gpu, in + (size_t)j * W, e - a, g + a, 0);
     }
 }
 
@@ -325,21 +323,11 @@ void dti_compressor_allreduce(dti_compressor *z, int b, float *g, size_t lo, siz
                "codec's buffers must be on one side (the run's)");
     if (z->kind == DT_COMPRESS_FP16) {
         /* halves add up on the way: the ring, on DT_HALF */
-        if (gpu) {
-            dti_compress_cuda_encode(DT_COMPRESS_FP16, g, n, 1, NULL, z->words,
-                                     dti_codec_words(DT_COMPRESS_FP16, n));
-            dti_cuda_stream_sync();
-        } else {
-            dti_encode(DT_COMPRESS_FP16, g, n, NULL, z->words);
-        }
+        encode_chunks(DT_COMPRESS_FP16, gpu, g, n, 1, NULL, z->words,
+                      dti_codec_words(DT_COMPRESS_FP16, n));
         dt_allreduce_ring(MPI_IN_PLACE, z->words, (int)n, DT_HALF, MPI_SUM, comm);
-        if (gpu)
-            dti_compress_cuda_decode(DT_COMPRESS_FP16, z->words, n, g, 0);
-        else
-            dti_decode(DT_COMPRESS_FP16, z->words, n, g, 0);
-    } else if (gpu) {
-        sum_compressed_gpu(z, g, n, werr, serr, comm);
+        decode(DT_COMPRESS_FP16, gpu, z->words, n, g, 0);
     } else {
-        sum_compressed(z, g, n, werr, serr, comm);
+        sum_compressed(z, gpu, g, n, werr, serr, comm);
     }
 }
