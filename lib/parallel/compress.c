@@ -73,7 +73,6 @@
 #include "buf.h"
 #include "collectives/collectives.h"
 #include "compress_cuda.h"
-#include "cuda.h"
 #include "half.h"
 #include "schedule.h"
 
@@ -257,16 +256,13 @@ double dti_compressor_error_norm(const dti_compressor *z)
 /* ==== the compressed allreduce of one bucket ==== */
 
 /* The codec on the side where the buffers are: the host's loops, or on a GPU the kernels
- * (compress_kernels.cu: every chunk at once, a block a chunk). x (n values) is cut into
- * P chunks, chunk j encoded into out + j W. On the GPU the stream is waited for once the
- * words are made: a peer sharing the GPU may read them through CUDA IPC, outside this
- * thread's stream. */
+ * (compress_kernels.cu: every chunk at once, a block a chunk; done when they return).
+ * x (n values) is cut into P chunks, chunk j encoded into out + j W. */
 static void encode_chunks(dt_compress k, int gpu, const float *x, size_t n, int P,
                           float *err, uint32_t *out, size_t W)
 {
     if (gpu) {
         dti_compress_cuda_encode(k, x, n, P, err, out, W);
-        dti_cuda_stream_sync();
         return;
     }
     for (int j = 0; j < P; j++) {

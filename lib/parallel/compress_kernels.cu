@@ -18,8 +18,8 @@
  * nearest even), and halves by __float2half_rn (as lib/half.c). So from the same
  * gradients the GPU sends the host's codes, but for sign's last bit of scale.
  *
- * Each launcher queues its kernel on the calling thread's stream and returns; the norm
- * waits, for the one number the host prints. */
+ * Each launcher runs its kernel on the calling thread's stream and returns when it is
+ * done (finished, below); the norm then reads the one number the host prints. */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -28,6 +28,18 @@
 #include "cuda.h"
 
 #define THREADS 256
+
+/* After a launch: valid (else CUDA's words), counted, and done before the launcher
+ * returns, as every launcher of lib/nn: the caller may hand the buffer to another
+ * thread (DDP's and fsdp's communication threads, on streams of their own) or to a
+ * collective that a peer sharing the GPU reads through CUDA IPC. Waits for this thread's
+ * stream only. */
+static void finished(void)
+{
+    DTI_LAUNCHED();
+    dti_book(DTI_BOOK_WAIT, 1);
+    DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+}
 
 static __device__ float word_float(uint32_t w) { return __uint_as_float(w); }
 
@@ -160,7 +172,7 @@ extern "C" void dti_compress_cuda_encode(int kind, const float *x, size_t n, int
         return;
     int blocks = P < 4096 ? P : 4096;
     encode_kernel<<<blocks, THREADS, 0, cudaStreamPerThread>>>(kind, x, n, P, err, out, W);
-    DTI_LAUNCHED();
+    finished();
 }
 
 extern "C" void dti_compress_cuda_decode(int kind, const uint32_t *in, size_t n, float *out,
@@ -171,7 +183,7 @@ extern "C" void dti_compress_cuda_decode(int kind, const uint32_t *in, size_t n,
     size_t want = (n + THREADS - 1) / THREADS;
     int blocks = (int)(want < 4096 ? want : 4096);
     decode_kernel<<<blocks, THREADS, 0, cudaStreamPerThread>>>(kind, in, n, out, add);
-    DTI_LAUNCHED();
+    finished();
 }
 
 /* The result's place on the device lives for the thread's life (allocated once) */

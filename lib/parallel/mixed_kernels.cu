@@ -10,9 +10,9 @@
  * may differ (CUDA makes every NaN the same one): it stays a NaN, which is all the
  * overflow check asks. tests/unit_gpu_mixed.c holds each kernel to its loop.
  *
- * Each launcher queues its kernel on the calling thread's stream and returns: what
- * comes after on that thread (a kernel, a product, a copy) runs after it. Only the
- * overflow check waits, for the one number the host needs. */
+ * Each launcher runs its kernel on the calling thread's stream and returns when it is
+ * done (finished, below); the overflow check then reads the one number the host
+ * needs. */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -20,6 +20,18 @@
 #include "mixed_cuda.h"
 
 #define THREADS 256
+
+/* After a launch: valid (else CUDA's words), counted, and done before the launcher
+ * returns, as every launcher of lib/nn: the caller may hand the buffer to another
+ * thread (DDP's and fsdp's communication threads, on streams of their own) or to a
+ * collective that a peer sharing the GPU reads through CUDA IPC. Waits for this thread's
+ * stream only. */
+static void finished(void)
+{
+    DTI_LAUNCHED();
+    dti_book(DTI_BOOK_WAIT, 1);
+    DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+}
 
 /* Blocks for a grid-stride loop over n items: at most 4096, at least 1 */
 static int grid_for(size_t n)
@@ -86,7 +98,7 @@ extern "C" void dti_mixed_cuda_round_half(float *x, size_t n)
     if (n == 0)
         return;
     round_half_kernel<<<grid_for(n), THREADS, 0, cudaStreamPerThread>>>(x, n);
-    DTI_LAUNCHED();
+    finished();
 }
 
 extern "C" void dti_mixed_cuda_to_float(const void *src, int half, float *dst, size_t n,
@@ -96,7 +108,7 @@ extern "C" void dti_mixed_cuda_to_float(const void *src, int half, float *dst, s
         return;
     to_float_kernel<<<grid_for(n), THREADS, 0, cudaStreamPerThread>>>(src, half, dst, n,
                                                                        mul);
-    DTI_LAUNCHED();
+    finished();
 }
 
 extern "C" void dti_mixed_cuda_from_float(const float *src, void *dst, int half, size_t n)
@@ -104,7 +116,7 @@ extern "C" void dti_mixed_cuda_from_float(const float *src, void *dst, int half,
     if (n == 0)
         return;
     from_float_kernel<<<grid_for(n), THREADS, 0, cudaStreamPerThread>>>(src, dst, half, n);
-    DTI_LAUNCHED();
+    finished();
 }
 
 extern "C" void dti_mixed_cuda_accumulate(void *dst, int half, const float *src, size_t n)
@@ -112,7 +124,7 @@ extern "C" void dti_mixed_cuda_accumulate(void *dst, int half, const float *src,
     if (n == 0)
         return;
     accumulate_kernel<<<grid_for(n), THREADS, 0, cudaStreamPerThread>>>(dst, half, src, n);
-    DTI_LAUNCHED();
+    finished();
 }
 
 /* The flag lives on the device for the thread's life (allocated on its first check, never
