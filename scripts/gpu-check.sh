@@ -3,6 +3,7 @@
 # the root of the tree, with the folder that scripts/gpu-pack.sh made carried beside it:
 #
 #     bash scripts/gpu-check.sh [--budget SECONDS] [--dry-run] [--pack DIR] [--only RE]
+#                               [--bench]
 #
 # Such a machine has CUDA and PyTorch but no MPI, and nothing can be installed. So:
 #   1. set-up: the pack's .debs unpacked into a temporary folder (dpkg-deb, else ar and
@@ -24,8 +25,8 @@
 #   7. every lesson with --device cuda at 4 ranks; stress (random collectives on device
 #      buffers against MPICH's) at 2, 4 and 8 ranks; collbench on device buffers
 #   8. the transports (DT_P2P, lib/p2p.h): the multi-rank suites and stress with
-#      DT_P2P=ipc and DT_P2P=staging at 2 and 4 ranks on device buffers; then the
-#      benchmarks (names bench-*): bench-kernel (bench/gpubw: the reduction kernel
+#      DT_P2P=ipc and DT_P2P=staging at 2 and 4 ranks on device buffers; then, with
+#      --bench, the benchmarks (names bench-*): bench-kernel (bench/gpubw: the reduction kernel
 #      against a device-to-device copy), bench-coll-N (collbench's allreduce,
 #      allgather, reduce_scatter, 1 MiB to 256 MiB, DT_P2P=ipc, DT_P2P=staging and
 #      host buffers), bench-gloo-N (bench/gloo_bench.py: torch's gloo on CUDA tensors,
@@ -37,8 +38,8 @@
 #      ratios come last, before the table, and into gpu-bench.txt
 # Every run has a time limit (timeout, and MPIEXEC_TIMEOUT on every mpiexec). A run in
 # which some rank fell back to the CPU fails. Each check has an estimated cost: one that
-# would not fit in what is left of --budget (default 560 s, counted from the start, what
-# every check took on an H200 with room to spare) is skipped, the table says so, and the
+# would not fit in what is left of --budget (default 480 s, counted from the start: the
+# checks of correctness took about 300 s on an H200) is skipped, the table says so, and the
 # run fails unless --only chose the checks (a check that finds nothing to run is a SKIP
 # with its reason, not a failure). The table comes last: check, PASS/FAIL/SKIP, seconds.
 #
@@ -48,6 +49,9 @@
 #
 # --only RE runs only the checks whose names match the extended regular expression RE
 # (and the set-up and mpiexec's start, always): a short rerun of what failed.
+# --bench adds the measurements (the checks named bench-*: a few minutes more than the
+# checks of correctness, which alone fit the default budget and one call of a lent
+# machine); `--bench --only bench-` runs the measurements alone.
 # --dry-run runs every command line on this machine's CPU (--device cpu, DT_DEVICE=cpu):
 # the same pack, unpacking and environment, so that every line is known to be valid
 # before the one run on a GPU (the benchmarks on small sizes). DT_UNPACK=dpkg|ar|python
@@ -57,9 +61,10 @@ set -u
 
 cd "$(dirname "$0")/.." || exit 1
 SECONDS=0
-budget=560
+budget=480
 dry=0
 only=""
+bench=0
 PACK=gpu-pack
 
 usage() {
@@ -70,6 +75,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         --budget) [[ "${2:-}" =~ ^[0-9]+$ ]] || usage 2; budget=$2; shift 2 ;;
         --dry-run) dry=1; shift ;;
+        --bench) bench=1; shift ;;
         --pack) [ -n "${2:-}" ] || usage 2; PACK=$2; shift 2 ;;
         --only) [ -n "${2:-}" ] || usage 2; only=$2; shift 2 ;;
         -h|--help) usage 0 ;;
@@ -314,6 +320,7 @@ check() {
        ! grep -Eq -- "$only" <<<"$name"; then
         return 0                          # not asked for: no row
     fi
+    [[ "$name" == bench-* ]] && [ "$bench" = 0 ] && return 0     # --bench: no row
     nchecks=$((nchecks + 1))
     log=$logs/$(printf '%03d' "$nchecks")-$(printf '%s' "$name" | tr -c 'A-Za-z0-9._-' '_' | cut -c1-60).log
     l=$((budget - SECONDS))

@@ -47,7 +47,7 @@ docs_skip_list=$(cat <<'EOF'
 ^cat hosts$	shows a cluster's hosts file (node1, node2)
 mpiexec -f hosts 	needs other hosts reached over ssh (a hosts file)
 scripts/gpu-pack\.sh	builds a CUDA pack for another machine: nvcc, minutes
-scripts/gpu-check\.sh( --budget|$| *#)	needs a GPU (the pack, and minutes)
+scripts/gpu-check\.sh( --budget| --bench|$| *#)	needs a GPU (the pack, and minutes)
 scripts/gpu-check\.sh --dry-run	minutes of runtime (every GPU check, on the CPU)
 bench/step_vs_torch\.py	needs PyTorch, and minutes of runtime
 EOF
