@@ -1,5 +1,6 @@
-/* train: the training driver. Trains the MLP of lib/nn serially or in any parallel mode
- * of lib/parallel and prints the loss of every step, then what the run cost: time per
+/* train: the training driver. Trains the MLP of lib/nn (or, with --model gpt, the small
+ * transformer of lib/nn/gpt.h on a text) serially or in any parallel mode of
+ * lib/parallel and prints the loss of every step, then what the run cost: time per
  * step, bytes sent, and the peak memory of every rank. The lessons explain the modes;
  * this is the tool that runs them (see docs/training.md for the commands to try).
  *
@@ -7,6 +8,7 @@
  *       mpiexec -n 4 build/train --mode fsdp --zero 2 --optim adam --lr 0.001
  *       mpiexec -n 4 build/train --mode hybrid --dp 2 --pp 2 --micro 4
  *       mpiexec -n 2 build/train --mode tp --precision fp16 --trace tp.trace
+ *       mpiexec -n 2 build/train --model gpt --mode tp --heads 4
  *
  * Checkpoints: save every 10 steps into ck/; after a crash or a kill, the same command
  * with --resume ck continues from the newest one, to the same weights and losses:
@@ -25,6 +27,12 @@
 #include "parallel/parallel.h"
 #include "parallel/moe.h"
 
+/* --model gpt's defaults: a model a 2-core machine trains in seconds, whose loss falls
+ * well below the text's unigram entropy in the default steps */
+enum { GPT_LAYERS = 2, GPT_HEADS = 4, GPT_EMBED = 64, GPT_SEQ = 64, GPT_BATCH = 16,
+       GPT_STEPS = 300 };
+#define GPT_LR 3e-3f
+
 /* The usage text, with the defaults of dt_train_defaults filled in (make_usage). */
 static char usage[4096];
 
@@ -36,6 +44,14 @@ static void make_usage(const dt_train_config *d)
     "usage: mpiexec -n N train --mode MODE [options]\n"
     "Trains an MLP serially or in parallel; prints the loss per step and the costs.\n"
     "  --mode MODE         serial|dp|ddp|fsdp|tp|pp|hybrid|moe|dp-threads (serial)\n"
+    "  --model mlp|gpt     the MLP on a classification set (the default), or a small\n"
+    "                      GPT (lib/nn/gpt.h) learning the next byte of a text: modes\n"
+    "                      serial, ddp, tp and hybrid (--pp 1) so far, fp32, CPU;\n"
+    "                      --layers L blocks (%d), --heads H (%d), --embed C (%d),\n"
+    "                      --seq T bytes a sequence (%d), --batch sequences (%d),\n"
+    "                      --steps (%d),\n"
+    "                      --text FILE (default: %s if there,\n"
+    "                      else sentences made from --seed); Adam, lr %g by default\n"
     "  --steps S           training steps (default %d)\n"
     "  --batch B           global batch, shared by the data-parallel ranks (%d)\n"
     "  --lr X              learning rate (%g)\n"
@@ -74,7 +90,8 @@ static void make_usage(const dt_train_config *d)
     "          --gil G (a lock held for G of each thread's work, above 0 to 0.95)\n"
     DT_COMMON_USAGE
     "  --help              this text\n",
-    d->steps, d->batch, (double)d->optim.lr, (double)d->optim.momentum, d->seed,
+    GPT_LAYERS, GPT_HEADS, GPT_EMBED, GPT_SEQ, GPT_BATCH, GPT_STEPS, dt_text_default_paths[0],
+    (double)GPT_LR, d->steps, d->batch, (double)d->optim.lr, (double)d->optim.momentum, d->seed,
     d->model.layers, d->model.hidden, d->model.act == DT_RELU ? "relu" : "gelu",
     (double)sc.init, sc.window, d->bucket_kb, d->zero,
     d->tp_style == DT_TP_MEGATRON ? "megatron" : "allgather", d->micro,
@@ -112,7 +129,9 @@ static void make_usage(const dt_train_config *d)
     X(CAPACITY, "capacity", 1, M(MOE))        X(GROUPS, "moe-groups", 1, M(MOE)) \
     X(AUX_LOSS, "aux-loss", 1, M(MOE)) \
     X(THREADS, "threads", 1, M(DP_THREADS))   X(GIL, "gil", 1, M(DP_THREADS)) \
-    X(SLOW_RANK, "slow-rank", 1, 0)           X(SLOW_MS, "slow-ms", 1, 0)
+    X(SLOW_RANK, "slow-rank", 1, 0)           X(SLOW_MS, "slow-ms", 1, 0) \
+    X(MODEL, "model", 1, 0)   X(HEADS, "heads", 1, 0)   X(EMBED, "embed", 1, 0) \
+    X(SEQ, "seq", 1, 0)       X(TEXT, "text", 1, 0)
 
 #define ENUM(id, name, arg, modes) O_##id,
 #define LONGOPT(id, name, arg, modes) {name, arg ? required_argument : no_argument, NULL, O_##id},
@@ -173,7 +192,7 @@ static int word_arg(const char *const *names, int n)
 
 struct driver {
     int quiet;
-    const char *data_dir, *dump;
+    const char *data_dir, *dump, *text;
     int examples, features, classes;
     int first_step;              /* the first step trained (after --resume, not 1); rank 0 */
 };
@@ -182,7 +201,7 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
 {
     static const char *const optims[] = {"sgd", "adam"}, *const acts[] = {"relu", "gelu"},
         *const precs[] = {"fp32", "fp16"}, *const styles[] = {"megatron", "allgather"},
-        *const scheds[] = {"gpipe", "1f1b"};
+        *const scheds[] = {"gpipe", "1f1b"}, *const models[] = {"mlp", "gpt"};
     int given[NOPT] = {0}, idx = 0, opt;
     opterr = 0;                                  /* dt_usage_error speaks, on rank 0 */
     optind = 0;
@@ -259,6 +278,15 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
         case O_GIL: c->gil = float_arg(0, 0.95, 0); break;
         case O_SLOW_RANK: c->slow_rank = int_arg(0, 1 << 20); break;
         case O_SLOW_MS: c->slow_ms = int_arg(0, 100000); break;
+        case O_MODEL: c->kind = (dt_model_kind)word_arg(models, 2); break;
+        case O_HEADS: c->gpt.heads = int_arg(1, 1024); break;
+        case O_EMBED: c->gpt.embed = int_arg(1, 8192); break;
+        case O_SEQ: c->gpt.seq = int_arg(1, 4096); break;
+        case O_TEXT:
+            if (!*optarg)
+                bad("--text '': the name is empty");
+            d->text = optarg;
+            break;
         case 'h': dt_usage_help(usage);
         case DT_OPT_DEVICE: case DT_OPT_TRACE: break;      /* dt_init has read them */
         default: {                      /* ':' a value missing, '?' an unknown option */
@@ -271,6 +299,30 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
     if (optind < argc)
         bad("unexpected argument '%s'", argv[optind]);
 
+    /* the two models' own options */
+    static const int mlp_only[] = { O_HIDDEN, O_ACT, O_DATA, O_EXAMPLES, O_FEATURES,
+                                    O_CLASSES }, gpt_only[] = { O_HEADS, O_EMBED, O_SEQ,
+                                    O_TEXT };
+    int gpt = c->kind == DT_MODEL_GPT;
+    for (int i = 0; i < (gpt ? 6 : 4); i++) {
+        int o = gpt ? mlp_only[i] : gpt_only[i];
+        if (given[o - O_MODE])
+            bad("--%s is for --model %s", longopts[o - O_MODE].name, gpt ? "mlp" : "gpt");
+    }
+    if (gpt) {                              /* its defaults, where not given */
+        c->model.layers = given[O_LAYERS - O_MODE] ? c->model.layers : GPT_LAYERS;
+        c->gpt.layers = c->model.layers;
+        c->gpt.heads = given[O_HEADS - O_MODE] ? c->gpt.heads : GPT_HEADS;
+        c->gpt.embed = given[O_EMBED - O_MODE] ? c->gpt.embed : GPT_EMBED;
+        c->gpt.seq = given[O_SEQ - O_MODE] ? c->gpt.seq : GPT_SEQ;
+        c->gpt.vocab = 256;
+        c->batch = given[O_BATCH - O_MODE] ? c->batch : GPT_BATCH;
+        c->steps = given[O_STEPS - O_MODE] ? c->steps : GPT_STEPS;
+        if (!given[O_OPTIM - O_MODE])
+            c->optim.kind = DT_ADAM;
+        if (!given[O_LR - O_MODE])
+            c->optim.lr = c->optim.kind == DT_ADAM ? GPT_LR : c->optim.lr;
+    }
     /* options that do not go with the others given */
     for (int i = 0; i < NOPT; i++)
         if (given[i] && for_modes[i] && !(for_modes[i] & 1u << c->mode))
@@ -304,7 +356,7 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
 static size_t nparams(const dt_train_config *c)
 {
     return c->mode == DT_MODE_MOE ? dt_moe_nparams(c, dt_size())
-                                  : dt_mlp_nparams(&c->model);
+           : c->kind == DT_MODEL_GPT ? dt_gpt_nparams(&c->gpt) : dt_mlp_nparams(&c->model);
 }
 
 /* Sizes too large to hold, refused before they are allocated: the weights (each with a
@@ -313,6 +365,17 @@ static size_t nparams(const dt_train_config *c)
 static void check_sizes(const dt_train_config *c)
 {
     const dt_mlp_config *m = &c->model;
+    if (c->kind == DT_MODEL_GPT) {
+        size_t np = nparams(c);
+        if (np > MAX_FLOATS)
+            bad("%d blocks of width %d is %zu weights: more than 256 MiB of them",
+                c->gpt.layers, c->gpt.embed, np);
+        if ((double)dt_gpt_acts_floats(&c->gpt, NULL, c->batch, c->gpt.seq, NULL) >
+            (double)MAX_FLOATS)
+            bad("--batch %d of --seq %d through %d blocks of width %d: more than 256 MiB "
+                "of activations", c->batch, c->gpt.seq, c->gpt.layers, c->gpt.embed);
+        return;
+    }
     int wide = m->hidden > m->in ? m->hidden : m->in;
     wide = m->out > wide ? m->out : wide;
     size_t np = nparams(c);
@@ -341,6 +404,22 @@ static void load_data(const struct driver *d, unsigned long long seed, dt_datase
     dt_waitall(1, &req);
     if (!all)              /* "train: <why, naming the file>", exit 2 on every rank */
         dt_usage_error(NULL, ok ? "the data could not be read on another rank" : err);
+}
+
+/* The GPT's text, the same on every rank: --text FILE, or the default */
+static void load_text(const struct driver *d, unsigned long long seed, dt_text *t)
+{
+    if (!d->text) {
+        dt_text_default(t, seed);
+        return;
+    }
+    char err[512] = "";
+    int ok = dt_text_load(t, d->text, err, sizeof err) == 0, all = 0;
+    MPI_Request req;                  /* every rank read the file: agree on the outcome */
+    DT_CHECK_MPI(MPI_Iallreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD, &req));
+    dt_waitall(1, &req);
+    if (!all)
+        dt_usage_error(NULL, ok ? "the text could not be read on another rank" : err);
 }
 
 /* ==== output ==== */
@@ -452,6 +531,37 @@ static void print_device_books(const dt_train_result *res)
                    "allocation\n");
 }
 
+/* The GPT's last loss against the text's unigram entropy, and what it writes: 200
+ * bytes after the text's first 16, drawn at temperature 0.8 (rank 0, which holds the
+ * final weights). */
+static void print_sample(const dt_train_config *c, const dt_text *t, const dt_train_result *res)
+{
+    double bits = res->loss[c->steps - 1] / 0.693147, uni = dt_text_unigram_bits(t);
+    printf("last loss %.3f nats = %.2f bits a byte: %s the unigram entropy (%.2f bits)%s\n",
+           (double)res->loss[c->steps - 1], bits, bits < uni ? "below" : "not below", uni,
+           bits < uni - 0.5 ? ": it predicts from context" : bits < uni ? ", but not by "
+           "much" : ": train longer (--steps)");
+    enum { PROMPT = 16, N = 200 };
+    int prompt[PROMPT], out[N], at = 0, len;
+    while (at < t->n - 1 && !isalpha(t->tok[at]))    /* from the text's first letter */
+        at++;
+    len = t->n - at < PROMPT ? t->n - at : PROMPT;
+    for (int i = 0; i < len; i++)
+        prompt[i] = t->tok[at + i];
+    dt_gpt_sample(&c->gpt, res->params, prompt, len, N, 0.8f, c->seed, out);
+    printf("sampled at temperature 0.8 after \"");
+    for (int i = 0; i < len; i++)
+        putchar(isprint(prompt[i]) ? prompt[i] : '?');
+    printf("\":\n  ");
+    for (int i = 0; i < N; i++)
+        if (out[i] == '\n')
+            printf("\n  ");
+        else
+            putchar(isprint(out[i]) ? out[i] : '?');    /* bytes, not characters */
+    printf("\n");
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     /* ==== setup ==== */
@@ -467,11 +577,17 @@ int main(int argc, char **argv)
     dt_check_output("--checkpoint", c.checkpoint_dir, 1);
     c.on_device = dt_device() == DT_CUDA;
 
-    dt_dataset set;
-    load_data(&d, c.seed, &set);
-    c.data = &set;
-    c.model.in = set.features;
-    c.model.out = set.classes;
+    dt_dataset set = { 0 };
+    dt_text text = { 0 };
+    if (c.kind == DT_MODEL_GPT) {
+        load_text(&d, c.seed, &text);
+        c.text = &text;
+    } else {
+        load_data(&d, c.seed, &set);
+        c.data = &set;
+        c.model.in = set.features;
+        c.model.out = set.classes;
+    }
     char why[256];
     if (dt_train_check(&c, n, why, sizeof why))
         dt_usage_error(usage, why);
@@ -481,20 +597,34 @@ int main(int argc, char **argv)
     c.ctx = &d;
 
     /* ==== the run ==== */
-    char shape[64];                  /* 32-96x3-10: in, 3 hidden layers of 96, out */
-    int L = c.model.layers;
-    if (L > 1)
-        snprintf(shape, sizeof shape, "%d-%dx%d-%d", c.model.in, c.model.hidden, L - 1,
-                 c.model.out);
-    else
-        snprintf(shape, sizeof shape, "%d-%d", c.model.in, c.model.out);
-    dt_printf0("train: %s on %d rank%s, MLP %s (%s), %zu parameters\n",
-               dt_mode_name(c.mode), n, n == 1 ? "" : "s", shape,
-               c.model.act == DT_RELU ? "relu" : "gelu", nparams(&c));
-    dt_printf0("%d steps of batch %d, %s lr %g, %s, %d examples of %s data\n", c.steps,
-               c.batch, c.optim.kind == DT_SGD ? "sgd" : "adam", (double)c.optim.lr,
-               c.precision == DT_FP16 ? "fp16" : "fp32", set.n,
-               d.data_dir ? "IDX" : "synthetic");
+    if (c.kind == DT_MODEL_GPT) {
+        const dt_gpt_config *g = &c.gpt;
+        dt_printf0("train: %s on %d rank%s, GPT of %d block%s, %d heads, width %d, "
+                   "sequences of %d bytes, %zu parameters\n", dt_mode_name(c.mode), n,
+                   n == 1 ? "" : "s", g->layers, g->layers == 1 ? "" : "s", g->heads,
+                   g->embed, g->seq, nparams(&c));
+        dt_printf0("%d steps of %d sequences, %s lr %g, %s; text: %s (%d bytes; the "
+                   "entropy of its\nbyte frequencies is %.2f bits a byte = %.2f nats, "
+                   "the loss of a model that ignores context)\n", c.steps, c.batch,
+                   c.optim.kind == DT_SGD ? "sgd" : "adam", (double)c.optim.lr,
+                   c.precision == DT_FP16 ? "fp16" : "fp32", text.source, text.n,
+                   dt_text_unigram_bits(&text), dt_text_unigram_bits(&text) * 0.693147);
+    } else {
+        char shape[64];              /* 32-96x3-10: in, 3 hidden layers of 96, out */
+        int L = c.model.layers;
+        if (L > 1)
+            snprintf(shape, sizeof shape, "%d-%dx%d-%d", c.model.in, c.model.hidden, L - 1,
+                     c.model.out);
+        else
+            snprintf(shape, sizeof shape, "%d-%d", c.model.in, c.model.out);
+        dt_printf0("train: %s on %d rank%s, MLP %s (%s), %zu parameters\n",
+                   dt_mode_name(c.mode), n, n == 1 ? "" : "s", shape,
+                   c.model.act == DT_RELU ? "relu" : "gelu", nparams(&c));
+        dt_printf0("%d steps of batch %d, %s lr %g, %s, %d examples of %s data\n", c.steps,
+                   c.batch, c.optim.kind == DT_SGD ? "sgd" : "adam", (double)c.optim.lr,
+                   c.precision == DT_FP16 ? "fp16" : "fp32", set.n,
+                   d.data_dir ? "IDX" : "synthetic");
+    }
     dt_print_devices();                         /* "device: cpu on ranks 0-3" */
     if (!c.on_device) {
         char blas[160];
@@ -529,11 +659,14 @@ int main(int argc, char **argv)
         print_device_books(&res);
     if (dt_rank() == 0)
         print_wrapped(res.summary);
+    if (c.kind == DT_MODEL_GPT && dt_rank() == 0)
+        print_sample(&c, &text, &res);
     int ok = d.dump ? dump(d.dump, &res) : 1;
 
     /* ==== teardown ==== */
     dt_train_result_free(&res);
     dt_data_free(&set);
+    dt_text_free(&text);
     dt_finalize();
     return ok ? 0 : 1;
 }

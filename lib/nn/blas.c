@@ -122,3 +122,12 @@ void dti_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 M, N, K, alpha, A, ta ? M : K, B, tb ? K : N, beta, C, N);
 }
+
+/* The same with leading dimensions of one's own: a matrix inside a wider one (a head's
+ * columns of attention's q, k and v) */
+void dti_sgemm_ld(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                  int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}

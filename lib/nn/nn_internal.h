@@ -24,4 +24,8 @@ float dti_nn_exp(float y);
 void dti_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
                const float *B, float beta, float *C);
 
+/* The same with leading dimensions (each row's stride in floats): lda, ldb, ldc. */
+void dti_sgemm_ld(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                  int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
 #endif /* DT_NN_INTERNAL_H */

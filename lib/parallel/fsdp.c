@@ -108,9 +108,12 @@ typedef struct prefetcher prefetcher;
 
 typedef struct {
     dti_run *r;
-    const dt_mlp_config *c;
+    const dt_train_config *cfg;
     MPI_Comm comm;
-    int L, N, k;             /* layers, ranks, this rank */
+    int L, N, k;             /* units (the MLP's layers), ranks, this rank */
+    int root;                /* a unit another uses too (the GPT's embeddings, whose wte
+                                the head uses), held whole from its forward to its
+                                backward; -1: none */
     int zero;                /* ZeRO stage 1, 2, 3 */
     int S;                   /* optimizer state floats per weight */
     MPI_Datatype type;       /* working type: MPI_FLOAT or DT_HALF */
@@ -132,6 +135,8 @@ typedef struct {
     size_t room_bytes;
     int taken[2];            /* its front and back hold a gathered layer (pool) */
     void *whole;             /* stages 2, 3: one layer's whole gradient, Pmax elements */
+    void *root_w;            /* stage 3: the root's gathered weights, all step */
+    void *root_g;            /* stages 2, 3: the root's whole gradient, all backward */
 } fsdp;
 
 /* The own shard of layer l, working type: where the optimizer writes. */
@@ -146,9 +151,14 @@ static void fsdp_init(fsdp *f, dti_run *r)
     const dt_train_config *cfg = r->cfg;
     memset(f, 0, sizeof *f);
     f->r = r;
-    f->c = &cfg->model;
+    f->cfg = cfg;
     f->comm = r->comm;
-    f->L = f->c->layers;
+    f->L = dti_units(cfg);
+    f->root = -1;
+    for (int u = 0; u < f->L; u++)
+        if (dti_unit_tied(cfg, u) >= 0)
+            f->root = dti_unit_tied(cfg, u);
+    DT_REQUIRE(f->root <= 0, "fsdp: a tied unit must be the first (unit %d)", f->root);
     f->N = r->size;
     f->k = r->rank;
     f->zero = cfg->zero;
@@ -169,8 +179,8 @@ static void fsdp_init(fsdp *f, dti_run *r)
     f->g = dti_calloc(L, sizeof *f->g);
     f->gs = dti_calloc(L, sizeof *f->gs);
     for (int l = 0; l < L; l++) {
-        f->n[l] = dt_mlp_layer_size(f->c, l);
-        f->off[l] = dt_mlp_layer_offset(f->c, l);
+        f->n[l] = dti_unit_size(cfg, l);
+        f->off[l] = dti_unit_offset(cfg, l);
         f->s[l] = (f->n[l] + f->N - 1) / f->N;
         DT_REQUIRE(f->s[l] * f->N <= (size_t)0x7fffffff, "layer %d has %zu weights: "
                    "more than the collectives' int counts can reach", l, f->n[l]);
@@ -181,7 +191,7 @@ static void fsdp_init(fsdp *f, dti_run *r)
     }
 
     float *init = dti_calloc(r->nparams, sizeof(float));
-    dt_mlp_init(f->c, cfg->seed, init);
+    dti_init_weights(cfg, init);
     float *pad = dti_calloc(f->Pmax, sizeof(float));       /* one padded layer, host */
     dt_half *half = dti_calloc(f->Pmax, sizeof(dt_half));
     for (int l = 0; l < L; l++) {
@@ -246,6 +256,8 @@ static void fsdp_free(fsdp *f)
     dti_free(r, DTI_GRADS, f->gf, f->nmax * sizeof(float));
     dt_free(f->room);                           /* the pool: counted only while held */
     dt_free(f->whole);
+    dt_free(f->root_w);
+    dt_free(f->root_g);
     free(f->n); free(f->s); free(f->off); free(f->w); free(f->master);
     free(f->state); free(f->g); free(f->gs);
 }
@@ -278,21 +290,33 @@ static void gather(fsdp *f, int l, void *whole, MPI_Comm comm, int step)
 }
 
 /* A step's gathers in the order every rank makes them: gather i is of layer
- * layer_of(i), forward's 0 .. L-1 for i < L, then backward's L-1 .. 0. */
+ * layer_of(i), forward's 0 .. L-1 for i < L, then backward's L-1 .. 0; the root (held
+ * whole from its forward to its backward) is not gathered again in backward. */
 static int layer_of(const fsdp *f, int i)
 {
     return i < f->L ? i : 2 * f->L - 1 - i;
+}
+
+static int ngathers(const fsdp *f)
+{
+    return 2 * f->L - (f->root == 0);
 }
 
 /* The most padded elements held gathered at once: the largest layer just in time;
  * prefetched, the largest two successive gathers. */
 static size_t gathered_most(const fsdp *f)
 {
-    if (f->pf == NULL)
-        return f->zero == 3 ? f->Pmax : 0;
-    size_t most = 0;
-    for (int i = 0; i + 1 < 2 * f->L; i++) {
-        size_t two = (f->s[layer_of(f, i)] + f->s[layer_of(f, i + 1)]) * f->N;
+    if (f->pf == NULL) {
+        size_t most = 0;
+        for (int l = 0; f->zero == 3 && l < f->L; l++)
+            if (l != f->root && f->s[l] * f->N > most)
+                most = f->s[l] * f->N;
+        return most;
+    }
+    size_t most = 0;                            /* (the root has a place of its own) */
+    for (int i = 0; i + 1 < ngathers(f); i++) {
+        int a = layer_of(f, i), b = layer_of(f, i + 1);
+        size_t two = ((a == f->root ? 0 : f->s[a]) + (b == f->root ? 0 : f->s[b])) * f->N;
         most = two > most ? two : most;
     }
     return most;
@@ -339,6 +363,10 @@ static void pool_alloc(fsdp *f)
     }
     if (f->zero > 1)
         f->whole = dt_malloc(f->Pmax * f->ws, where);
+    if (f->root >= 0 && f->zero == 3)
+        f->root_w = dt_malloc(f->s[f->root] * f->N * f->ws, where);
+    if (f->root >= 0 && f->zero > 1)
+        f->root_g = dt_malloc(f->s[f->root] * f->N * f->ws, where);
 }
 
 /* Takes the place of gather i (of layer layer_of(i)) in the room, booked under
@@ -347,6 +375,10 @@ static void *take(fsdp *f, int i)
 {
     int back = f->pf != NULL && i % 2 == 1;
     size_t nbytes = f->s[layer_of(f, i)] * f->N * f->ws;
+    if (layer_of(f, i) == f->root) {                /* a place of its own */
+        dti_held(f->r, DTI_PARAMS, nbytes, 1);
+        return f->root_w;
+    }
     DT_REQUIRE(!f->taken[back], "fsdp: gather %d's place (the room's %s) is still held",
                i, back ? "back" : "front");
     f->taken[back] = 1;
@@ -357,7 +389,8 @@ static void *take(fsdp *f, int i)
 
 static void put_back(fsdp *f, int l, void *held)
 {
-    f->taken[(char *)held != f->room] = 0;
+    if (held != f->root_w)
+        f->taken[(char *)held != f->room] = 0;
     dti_held(f->r, DTI_PARAMS, f->s[l] * f->N * f->ws, 0);
 }
 
@@ -408,7 +441,7 @@ static void *prefetch_thread(void *arg)
 static void prefetch_start(fsdp *f)
 {
     prefetcher *p = dti_calloc(1, sizeof *p);
-    p->buf = dti_calloc(2 * (size_t)f->L, sizeof *p->buf);
+    p->buf = dti_calloc((size_t)ngathers(f), sizeof *p->buf);
     DT_CHECK_MPI(MPI_Comm_dup(f->comm, &p->comm));
     f->r->made[f->r->nmade++] = p->comm;
     DT_REQUIRE(pthread_mutex_init(&p->mu, NULL) == 0, "pthread_mutex_init failed");
@@ -463,7 +496,7 @@ static void *prefetched(fsdp *f, int i, int step)
     prefetcher *p = f->pf;
     if (i == 0)
         launch(f, 0, step);
-    if (i + 1 < 2 * f->L)
+    if (i + 1 < ngathers(f))
         launch(f, i + 1, step);
     double t0 = MPI_Wtime();
     pthread_mutex_lock(&p->mu);
@@ -487,7 +520,10 @@ static const float *layer_acquire(fsdp *f, int l, int bwd, void **held, int step
     int i = bwd ? 2 * f->L - 1 - l : l;             /* the step's gather i */
     const void *whole = f->w[l];
     *held = NULL;
-    if (f->pf) {
+    if (bwd && l == f->root && f->zero == 3) {      /* held since its forward */
+        *held = f->root_w;
+        whole = *held;
+    } else if (f->pf) {
         *held = prefetched(f, i, step);
         whole = *held;
     } else if (f->zero == 3) {
@@ -523,72 +559,64 @@ static void layer_reduce(fsdp *f, int l, void *whole, int step)
 
 /* ==== forward and backward of this rank's rows ==== */
 
-static const float *forward(fsdp *f, dt_mlp_acts *a, const float *x, int B, int step)
+/* The root's whole weights as floats, for the unit that uses them too (fp32 only: the
+ * GPT's head, the one such unit, trains in fp32) */
+static const float *root_weights(const fsdp *f)
 {
-    const dt_mlp_config *c = f->c;
-    dt_memcpy_input(a->x[0], x, (size_t)B * c->in * sizeof(float));   /* the batch, up */
-    if (f->fp16)
-        dti_round_half(a->x[0], (size_t)B * c->in);
-    for (int l = 0; l < f->L; l++) {
-        int in = dt_mlp_layer_in(c, l), out = dt_mlp_layer_out(c, l);
-        void *held;
-        const float *W = layer_acquire(f, l, 0, &held, step); /* W (out, in), b (out) */
-        double t0 = dt_trace_now();
-        size_t nz = (size_t)B * out;
-        dt_linear_forward(a->x[l], W, W + (size_t)out * in, a->z[l], B, in, out);
-        if (f->fp16)
-            dti_round_half(a->z[l], nz);
-        if (l < f->L - 1) {
-            dt_act_forward(c->act, a->z[l], a->x[l + 1], nz);
-            if (f->fp16)
-                dti_round_half(a->x[l + 1], nz);
-        }
-        dti_compute_event("forward", step, l, -1, t0);
-        layer_release(f, l, held, step);
-    }
-    return a->x[f->L];
+    return f->zero == 3 ? f->root_w : f->w[f->root];
 }
 
-/* Backward from dlogits (B, out); gx: two (B, hidden) buffers for the gradients passed
- * between layers. Leaves the summed gradient shards in gs. */
-static void backward(fsdp *f, dt_mlp_acts *a, const float *dlogits, float *gx[2], int B,
-                     int step)
+static const float *forward(fsdp *f, dti_unit_acts *a, const float *x, int B, int step)
 {
-    const dt_mlp_config *c = f->c;
-    const float *dy = dlogits;                            /* (B, out_l) */
+    const float *out = NULL;
+    for (int l = 0; l < f->L; l++) {
+        void *held;
+        const float *W = layer_acquire(f, l, 0, &held, step);   /* the unit's weights */
+        int t = dti_unit_tied(f->cfg, l);
+        out = dti_unit_forward(a, l, W, t >= 0 ? root_weights(f) : NULL, x, B, step);
+        if (l != f->root)                         /* the root: held until its backward */
+            layer_release(f, l, held, step);
+    }
+    return out;
+}
+
+/* Backward from dlogits. Leaves the summed gradient shards in gs. */
+static void backward(fsdp *f, dti_unit_acts *a, const float *dlogits, int B, int step)
+{
+    size_t root_bytes = f->root >= 0 ? f->s[f->root] * f->N * f->ws : 0;
+    if (f->root >= 0 && f->zero > 1) {            /* its gradient: from the first unit
+                                                     that uses it to its own backward */
+        dt_memzero(f->root_g, root_bytes);
+        dti_held(f->r, DTI_GRADS, root_bytes, 1);
+    }
     for (int l = f->L - 1; l >= 0; l--) {
-        int in = dt_mlp_layer_in(c, l), out = dt_mlp_layer_out(c, l);
         size_t n = f->n[l], P = f->s[l] * f->N;
         void *held;
         const float *W = layer_acquire(f, l, 1, &held, step);
         /* the layer's whole gradient: kept all step (stage 1) or only until it is cut,
          * in the pool's (booked while held) */
         void *whole = f->g[l];
-        if (f->zero > 1) {
+        if (f->zero > 1 && l == f->root) {
+            whole = f->root_g;
+        } else if (f->zero > 1) {
             whole = f->whole;
             dt_memzero(whole, P * f->ws);
             dti_held(f->r, DTI_GRADS, P * f->ws, 1);
         }
-        float *dW = f->fp16 ? f->gf : whole;              /* (out, in), then db (out) */
+        float *dW = f->fp16 ? f->gf : whole;              /* the unit's layout */
         if (f->fp16)
             dt_memzero(f->gf, n * sizeof(float));
-        float *dx = l > 0 ? gx[l % 2] : NULL;             /* (B, in) */
-        double t0 = dt_trace_now();
-        dt_linear_backward(a->x[l], W, dy, dx, dW, dW + (size_t)out * in, B, in, out);
+        int t = dti_unit_tied(f->cfg, l);
+        float *dWt = t < 0 ? NULL : f->zero > 1 ? f->root_g : f->g[t];
+        dti_unit_backward(a, l, W, t >= 0 ? root_weights(f) : NULL, dlogits, dW, dWt, B,
+                          step);
         if (f->fp16)
             dti_accumulate(whole, f->type, f->gf, n);
-        if (l > 0) {
-            dt_act_backward(c->act, a->z[l - 1], dx, dx, (size_t)B * in);
-            if (f->fp16)
-                dti_round_half(dx, (size_t)B * in);
-        }
-        dti_compute_event("backward", step, l, -1, t0);
         layer_release(f, l, held, step);
         if (f->zero > 1) {
             layer_reduce(f, l, whole, step);
-            dti_held(f->r, DTI_GRADS, P * f->ws, 0);
+            dti_held(f->r, DTI_GRADS, l == f->root ? root_bytes : P * f->ws, 0);
         }
-        dy = dx;
     }
     if (f->zero == 1)
         for (int l = f->L - 1; l >= 0; l--)
@@ -636,6 +664,11 @@ static void expected_bytes(const fsdp *f, double formula[3], size_t exact[3])
     exact[DTI_GRADS] = (f->zero == 1 ? sumP * f->ws + (f->host ? sums * f->ws : 0)
                                      : sums * f->ws + f->Pmax * f->ws) + fl;
     exact[DTI_OPTIM] = sums * f->S * sizeof(float);
+    if (f->root >= 0) {           /* the root, whole: weights (stage 3), gradient (2, 3) */
+        size_t rb = f->s[f->root] * f->N * f->ws;
+        exact[DTI_PARAMS] += f->zero == 3 ? rb : 0;
+        exact[DTI_GRADS] += f->zero > 1 ? rb : 0;
+    }
 }
 
 /* A summary line of any length, cut at spaces into lines of at most 78 columns. */
@@ -696,13 +729,16 @@ static void report(const fsdp *f, size_t sent_steps, int steps)
     int same = r->peak[0] == exact[0] && r->peak[1] == exact[1] && r->peak[2] == exact[2];
     dti_summary(r, "  measured peak                 %10zu %10zu %10zu%s", r->peak[0],
                 r->peak[1], r->peak[2], same ? "" : "  (not as expected!)");
-    char why[240];
-    snprintf(why, sizeof why, "expected = the formula on padded layers%s%s%s",
+    char why[400];
+    snprintf(why, sizeof why, "expected = the formula on padded layers%s%s%s%s",
              f->pf ? " + two gathered layers (the largest two in a row: prefetch)"
              : f->zero == 3 ? " + one gathered layer" : "",
              f->zero > 1 ? " + one layer's whole gradient" : "",
              f->fp16 ? " + one layer's weights and gradients as floats (the CPU "
-             "computes fp16 in fp32)" : "");
+             "computes fp16 in fp32)" : "",
+             f->root >= 0 && f->zero > 1 ? " + the embeddings whole (their weights from "
+             "forward to backward in stage 3, their gradient all backward: the head "
+             "uses wte too)" : "");
     summary_wrapped(r, why);
     summary_wrapped(r, f->sep ? "params include the fp32 master shards (4 bytes a "
                     "weight, in ZeRO's K)" : "in fp32 the working weights are "
@@ -742,24 +778,19 @@ void dti_train_fsdp(dti_run *r)
     if (cfg->prefetch)
         prefetch_start(&f);
     pool_alloc(&f);                     /* after prefetch_start: its room is larger */
-    const dt_mlp_config *c = f.c;
     int Bg = cfg->batch, B = Bg / f.N, first = f.k * B;
     DT_REQUIRE(B * f.N == Bg, "fsdp: a batch of %d rows cannot be shared by %d ranks", Bg,
                f.N);
+    int lpe = dti_labels_per_example(cfg);       /* labels per example: 1, the GPT's seq */
+    int classes = cfg->kind == DT_MODEL_GPT ? cfg->gpt.vocab : cfg->model.out;
 
-    dt_mlp_acts a;
-    dt_mlp_acts_alloc(c, B, r->where == DT_CUDA, &a);
-    size_t acts = 0;                    /* what forward keeps: every layer's in and out */
-    for (int l = 0; l < c->layers; l++)
-        acts += (size_t)B * (dt_mlp_layer_in(c, l) + dt_mlp_layer_out(c, l)) * sizeof(float);
+    dti_unit_acts a;
+    dti_unit_acts_alloc(cfg, B, r->where, f.fp16, &a);
+    size_t acts = a.kept;               /* what forward keeps */
     dti_held(r, DTI_ACTS, acts, 1);
-    size_t ngx = f.L > 1 ? (size_t)B * c->hidden : 0;
-    float *gx[2];
-    gx[0] = dt_malloc(2 * ngx * sizeof(float), r->where);
-    gx[1] = gx[0] + ngx;
-    float *x = dti_calloc((size_t)B * c->in, sizeof(float));
-    int *y = dti_calloc((size_t)B, sizeof(int));
-    int *yd = r->where == DT_CUDA ? dt_malloc((size_t)B * sizeof(int), DT_CUDA) : y;
+    float *x = dti_calloc((size_t)B * dti_data_cols(cfg), sizeof(float));
+    int *y = dti_calloc((size_t)B * lpe, sizeof(int));
+    int *yd = r->where == DT_CUDA ? dt_malloc((size_t)B * lpe * sizeof(int), DT_CUDA) : y;
     size_t sent_steps = 0;
 
     /* checkpoints: every rank its master and optimizer shards; the working weights are
@@ -787,9 +818,9 @@ void dti_train_fsdp(dti_run *r)
     for (int step = s0 + 1; step <= cfg->steps; step++) {
         dti_step_begin(r, step);
         size_t sent0 = dt_bytes_sent();
-        dt_data_batch(cfg->data, step - 1, Bg, first, B, x, y);
+        dti_batch(cfg, step - 1, Bg, first, B, x, y);
         if (yd != y)
-            dt_memcpy_input(yd, y, (size_t)B * sizeof(int));
+            dt_memcpy_input(yd, y, (size_t)B * lpe * sizeof(int));
         if (f.zero == 1)
             for (int l = 0; l < f.L; l++)
                 dt_memzero(f.g[l], f.s[l] * f.N * f.ws);
@@ -797,11 +828,12 @@ void dti_train_fsdp(dti_run *r)
         float *logits = (float *)forward(&f, &a, x, B, step);
         double t0 = dt_trace_now();
         /* dlogits over the logits (backward does not need them): loss scale / B */
-        double loss = dt_xent(logits, yd, B, c->out, dti_loss_scale(r) / Bg, logits);
+        double loss = dt_xent(logits, yd, B * lpe, classes,
+                              dti_loss_scale(r) / (float)(Bg * lpe), logits);
         if (f.fp16)
-            dti_round_half(logits, (size_t)B * c->out);
+            dti_round_half(logits, (size_t)B * classes);
         dti_compute_event("loss", step, -1, -1, t0);
-        backward(&f, &a, logits, gx, B, step);
+        backward(&f, &a, logits, B, step);
 
         int found = 0;
         for (int l = 0; f.fp16 && l < f.L && !found; l++)
@@ -821,7 +853,7 @@ void dti_train_fsdp(dti_run *r)
                      f.pf->wait_s * 1e3);
         snprintf(extra, sizeof extra, "sent %.1f KiB%s%s%s", sent / 1024.0, waited,
                  scaler[0] ? ", " : "", scaler);
-        dti_step_end(r, step, (float)(loss / Bg), !ok, extra);
+        dti_step_end(r, step, (float)(loss / ((double)Bg * lpe)), !ok, extra);
         dti_ckpt_step(r, step);
     }
 
@@ -847,8 +879,7 @@ void dti_train_fsdp(dti_run *r)
         dt_free(yd);
     free(y);
     free(x);
-    dt_free(gx[0]);
-    dt_mlp_acts_free(&a);
+    dti_unit_acts_free(&a);
     dti_held(r, DTI_ACTS, acts, 0);
     fsdp_free(&f);
 }

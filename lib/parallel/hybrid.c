@@ -78,15 +78,16 @@ void dti_train_hybrid(dti_run *r)
 
     /* this rank's layers, rows and micro-batches */
     size_t l0, l1;
-    dt_chunk_bounds((size_t)c->model.layers, P, p, &l0, &l1);
+    dt_chunk_bounds((size_t)dti_units(c), P, p, &l0, &l1);
     int B = c->batch, Bd = B / D, M = (P > 1 ? c->micro : 1) * c->accum, mb = Bd / M;
     dti_model m;
     dti_model_init(&m, r, (int)l0, (int)l1, tp, c->tp_style, mb);
+    dti_model_tie(&m, pp);            /* the GPT's wte, on the first and the last stage */
 
     /* weights: every rank draws the whole model from the seed and keeps its part */
     float *full = calloc(r->nparams, sizeof(float));
     DT_REQUIRE(full != NULL, "out of host memory");
-    dt_mlp_init(&c->model, c->seed, full);
+    dti_init_weights(c, full);
     int fp16 = m.type != MPI_FLOAT;
     float *master = fp16 ? dti_alloc(r, DTI_PARAMS, m.n * sizeof(float), 0) : m.params;
     dti_model_take(&m, full, master);
@@ -108,7 +109,7 @@ void dti_train_hybrid(dti_run *r)
      * the master weights rounded */
     dti_ckpt_region(r, "weights", master, m.n * sizeof(float));
     dti_ckpt_region(r, "state", state, state_bytes);
-    dti_span *spans = dti_calloc(2 * (size_t)m.nl, sizeof *spans);
+    dti_span *spans = dti_calloc((size_t)dti_model_nspans(&m), sizeof *spans);
     int nspans = dti_model_spans(&m, spans);     /* what they hold: another layout */
     dti_ckpt_map(r, "weights", 1, spans, nspans);    /* can resume them */
     dti_ckpt_map(r, "state", S, spans, nspans);
@@ -118,8 +119,9 @@ void dti_train_hybrid(dti_run *r)
         dti_from_float(master, m.params, m.type, m.n);
 
     dti_pp *pipe = dti_pp_new(&m, pp, M, mb, c->schedule);
-    float *x = malloc((size_t)Bd * c->model.in * sizeof(float));
-    int *y = malloc((size_t)Bd * sizeof(int));
+    int lpe = m.lpe;                  /* labels per example: the GPT's seq, else 1 */
+    float *x = malloc((size_t)Bd * dti_data_cols(c) * sizeof(float));
+    int *y = malloc((size_t)Bd * lpe * sizeof(int));
     DT_REQUIRE(x && y, "out of host memory");
     int last = p == P - 1;
     double wait_sum = 0, bubble = 0;
@@ -128,13 +130,14 @@ void dti_train_hybrid(dti_run *r)
     for (int s = s0 + 1; s <= c->steps; s++) {
         dti_step_begin(r, s);
         dt_memzero(m.grads, m.n * dti_work_size(r));
-        dt_data_batch(c->data, s - 1, B, d * Bd, Bd, x, y);
-        double loss = dti_pp_step(pipe, x, y, dti_loss_scale(r) / B, s,
+        dti_batch(c, s - 1, B, d * Bd, Bd, x, y);
+        double loss = dti_pp_step(pipe, x, y, dti_loss_scale(r) / (float)(B * lpe), s,
                                   ddp ? bucket_ready : NULL, ddp);
         if (ddp) {
             dti_ddp_finish(ddp);
             wait_sum += dti_ddp_wait_seconds(ddp);
         }
+        dti_model_tied_sum(&m);
         char extra[160] = "", scaler[96];
         int found = fp16 && dti_nonfinite(m.grads, m.type, m.n);
         int apply = dti_scaler_decide(r, found, r->comm, scaler, sizeof scaler);
@@ -160,7 +163,7 @@ void dti_train_hybrid(dti_run *r)
                    dti_ddp_wait_seconds(ddp) * 1e3, z, *z ? "  " : "");
         }
         append(extra, sizeof extra, "%s", scaler);
-        dti_step_end(r, s, (float)(total / B), !apply, extra);
+        dti_step_end(r, s, (float)(total / ((double)B * lpe)), !apply, extra);
         dti_ckpt_step(r, s);
     }
 
@@ -192,7 +195,7 @@ void dti_train_hybrid(dti_run *r)
         }
         for (int q = 0; q < P && r->rank == 0; q++) {
             size_t a, b;
-            dt_chunk_bounds((size_t)c->model.layers, P, q, &a, &b);
+            dt_chunk_bounds((size_t)dti_units(c), P, q, &a, &b);
             dti_summary(r, "  stage %d (layers %zu..%zu): bubble %.3f measured, peak "
                         "stashed activations %d", q, a, b - 1, all[2 * q * T],
                         (int)all[2 * q * T + 1]);

@@ -37,19 +37,218 @@ static int z_width(const dti_model *m, int i)
     return m->split[i] == DTI_COL ? m->out[i] : full_out(m, i);
 }
 
-int dti_model_in_width(const dti_model *m) { return x_width(m, 0); }
-int dti_model_out_width(const dti_model *m) { return z_width(m, m->nl - 1); }
+int dti_model_in_width(const dti_model *m)
+{
+    if (m->g)                      /* tokens, or the residual stream */
+        return m->l0 == 0 ? m->g->seq : m->g->seq * m->g->embed;
+    return x_width(m, 0);
+}
+
+int dti_model_out_width(const dti_model *m)
+{
+    if (m->g)                      /* logits, or the residual stream */
+        return m->g->seq * (m->l1 == dt_gpt_units(m->g) ? m->g->vocab : m->g->embed);
+    return z_width(m, m->nl - 1);
+}
+
+void dti_model_tie(dti_model *m, MPI_Comm pp_comm)
+{
+    if (m->g)
+        dti_gpt_model_tie(m, pp_comm);
+}
+
+void dti_model_tied_sum(dti_model *m)
+{
+    if (m->g)
+        dti_gpt_model_tied_sum(m);
+}
 
 static int is_last_layer(const dti_model *m, int i) { return m->l0 + i == m->c->layers - 1; }
+
+/* ==== the model a run trains, whichever it is ==== */
+
+int dti_units(const dt_train_config *c)
+{
+    return c->kind == DT_MODEL_GPT ? dt_gpt_units(&c->gpt) : c->model.layers;
+}
+
+size_t dti_nparams(const dt_train_config *c)
+{
+    return c->kind == DT_MODEL_GPT ? dt_gpt_nparams(&c->gpt) : dt_mlp_nparams(&c->model);
+}
+
+void dti_init_weights(const dt_train_config *c, float *full)
+{
+    if (c->kind == DT_MODEL_GPT)
+        dt_gpt_init(&c->gpt, c->seed, full);
+    else
+        dt_mlp_init(&c->model, c->seed, full);
+}
+
+int dti_data_cols(const dt_train_config *c)
+{
+    return c->kind == DT_MODEL_GPT ? c->gpt.seq : c->model.in;
+}
+
+int dti_labels_per_example(const dt_train_config *c)
+{
+    return c->kind == DT_MODEL_GPT ? c->gpt.seq : 1;
+}
+
+void dti_batch(const dt_train_config *c, int step, int B, int first, int count,
+               float *x, int *y)
+{
+    if (c->kind != DT_MODEL_GPT) {
+        dt_data_batch(c->data, step, B, first, count, x, y);
+        return;
+    }
+    size_t n = (size_t)count * c->gpt.seq;
+    int *tok = malloc((n ? n : 1) * sizeof *tok);
+    DT_REQUIRE(tok != NULL, "out of host memory");
+    dt_text_batch(c->text, step, B, c->gpt.seq, first, count, tok, y);
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)tok[i];
+    free(tok);
+}
+
+/* ==== the whole model one unit at a time ==== */
+
+size_t dti_unit_size(const dt_train_config *c, int u)
+{
+    return c->kind == DT_MODEL_GPT ? dt_gpt_unit_size(&c->gpt, u)
+                                   : dt_mlp_layer_size(&c->model, u);
+}
+
+size_t dti_unit_offset(const dt_train_config *c, int u)
+{
+    return c->kind == DT_MODEL_GPT ? dt_gpt_unit_offset(&c->gpt, u)
+                                   : dt_mlp_layer_offset(&c->model, u);
+}
+
+int dti_unit_tied(const dt_train_config *c, int u)
+{
+    return c->kind == DT_MODEL_GPT && u == dt_gpt_units(&c->gpt) - 1 ? 0 : -1;
+}
+
+void dti_unit_acts_alloc(const dt_train_config *c, int B, dt_device_kind where, int fp16,
+                         dti_unit_acts *a)
+{
+    memset(a, 0, sizeof *a);
+    a->c = c;
+    a->B = B;
+    a->fp16 = fp16;
+    if (c->kind == DT_MODEL_GPT) {
+        DT_REQUIRE(where == DT_CPU && !fp16, "the GPT trains in fp32 on the host so far");
+        size_t scratch, all = dt_gpt_acts_floats(&c->gpt, NULL, B, c->gpt.seq, &scratch);
+        dt_gpt_acts_alloc(&c->gpt, NULL, B, c->gpt.seq, &a->gpt);
+        a->tok = dti_calloc((size_t)B * c->gpt.seq, sizeof *a->tok);
+        a->kept = (all - scratch) * sizeof(float);
+        return;
+    }
+    const dt_mlp_config *m = &c->model;
+    dt_mlp_acts_alloc(m, B, where == DT_CUDA, &a->mlp);
+    for (int l = 0; l < m->layers; l++)     /* what forward keeps: every layer's in, out */
+        a->kept += (size_t)B * (dt_mlp_layer_in(m, l) + dt_mlp_layer_out(m, l)) *
+                   sizeof(float);
+    size_t ngx = m->layers > 1 ? (size_t)B * m->hidden : 0;
+    a->gx[0] = dt_malloc(2 * ngx * sizeof(float), where);
+    a->gx[1] = a->gx[0] + ngx;
+}
+
+void dti_unit_acts_free(dti_unit_acts *a)
+{
+    if (a->c->kind == DT_MODEL_GPT) {
+        dt_gpt_acts_free(&a->gpt);
+        free(a->tok);
+    } else {
+        dt_mlp_acts_free(&a->mlp);
+        dt_free(a->gx[0]);
+    }
+    memset(a, 0, sizeof *a);
+}
+
+const float *dti_unit_forward(dti_unit_acts *a, int u, const float *W, const float *Wt,
+                              const float *x, int B, int step)
+{
+    const dt_train_config *c = a->c;
+    double t0 = dt_trace_now();
+    if (c->kind == DT_MODEL_GPT) {
+        const dt_gpt_config *g = &c->gpt;
+        if (u == 0)                           /* the tokens, sent as floats */
+            for (size_t i = 0; i < (size_t)B * g->seq; i++)
+                a->tok[i] = (int)x[i];
+        dt_gpt_unit_forward(g, NULL, u, W, Wt, a->tok, &a->gpt, B, g->seq);
+        dti_compute_event("forward", step, u, -1, t0);
+        return u == dt_gpt_units(g) - 1 ? a->gpt.logits : NULL;
+    }
+    /* the MLP's layer u: z = x W^T + b, then the activation (none after the last) */
+    const dt_mlp_config *m = &c->model;
+    dt_mlp_acts *k = &a->mlp;
+    int in = dt_mlp_layer_in(m, u), out = dt_mlp_layer_out(m, u);
+    if (u == 0) {
+        dt_memcpy_input(k->x[0], x, (size_t)B * m->in * sizeof(float));   /* the batch */
+        if (a->fp16)
+            dti_round_half(k->x[0], (size_t)B * m->in);
+        t0 = dt_trace_now();
+    }
+    size_t nz = (size_t)B * out;
+    dt_linear_forward(k->x[u], W, W + (size_t)out * in, k->z[u], B, in, out);
+    if (a->fp16)
+        dti_round_half(k->z[u], nz);
+    if (u < m->layers - 1) {
+        dt_act_forward(m->act, k->z[u], k->x[u + 1], nz);
+        if (a->fp16)
+            dti_round_half(k->x[u + 1], nz);
+    }
+    dti_compute_event("forward", step, u, -1, t0);
+    return k->x[u + 1];
+}
+
+void dti_unit_backward(dti_unit_acts *a, int u, const float *W, const float *Wt,
+                       const float *dlogits, float *dW, float *dWt, int B, int step)
+{
+    const dt_train_config *c = a->c;
+    double t0 = dt_trace_now();
+    if (c->kind == DT_MODEL_GPT) {
+        const dt_gpt_config *g = &c->gpt;
+        dt_gpt_unit_backward(g, NULL, u, W, Wt, &a->gpt, dlogits, a->tok, dW, dWt, B,
+                             g->seq);
+        dti_compute_event("backward", step, u, -1, t0);
+        return;
+    }
+    /* the MLP's layer u, from dy (the logits' gradient for the last) */
+    const dt_mlp_config *m = &c->model;
+    dt_mlp_acts *k = &a->mlp;
+    int in = dt_mlp_layer_in(m, u), out = dt_mlp_layer_out(m, u);
+    const float *dy = u == m->layers - 1 ? dlogits : a->dy;         /* (B, out) */
+    float *dx = u > 0 ? a->gx[u % 2] : NULL;                        /* (B, in) */
+    dt_linear_backward(k->x[u], W, dy, dx, dW, dW + (size_t)out * in, B, in, out);
+    if (u > 0) {
+        dt_act_backward(m->act, k->z[u - 1], dx, dx, (size_t)B * in);
+        if (a->fp16)
+            dti_round_half(dx, (size_t)B * in);
+    }
+    a->dy = dx;
+    dti_compute_event("backward", step, u, -1, t0);
+}
+
+/* ==== this rank's part ==== */
 
 void dti_model_init(dti_model *m, dti_run *r, int l0, int l1, MPI_Comm tp,
                     dt_tp_style style, int Bmax)
 {
+    if (r->cfg->kind == DT_MODEL_GPT) {
+        dti_gpt_model_init(m, r, l0, l1, tp, Bmax);
+        return;
+    }
     const dt_mlp_config *c = &r->cfg->model;
     DT_REQUIRE(0 <= l0 && l0 < l1 && l1 <= c->layers, "dti_model_init: layers [%d, %d) "
                "of %d", l0, l1, c->layers);
     memset(m, 0, sizeof *m);
     m->c = c;
+    m->tie = MPI_COMM_NULL;
+    m->lpe = 1;
+    m->classes = c->out;
     m->run = r;
     m->l0 = l0;
     m->l1 = l1;
@@ -126,6 +325,8 @@ void dti_model_free(dti_model *m)
     free(m->lo);
     free(m->hi);
     free(m->off);
+    if (m->g && m->tie != MPI_COMM_NULL)
+        MPI_Comm_free(&m->tie);
     memset(m, 0, sizeof *m);
 }
 
@@ -165,18 +366,33 @@ static void move_layer(const dti_model *m, int i, float *full, float *local, int
 
 void dti_model_take(const dti_model *m, const float *full, float *dst)
 {
+    if (m->g) {
+        dti_gpt_model_move(m, (float *)full, dst, 1);
+        return;
+    }
     for (int i = 0; i < m->nl; i++)
         move_layer(m, i, (float *)full, dst, 1);
 }
 
 void dti_model_put(const dti_model *m, const float *src, float *full)
 {
+    if (m->g) {
+        dti_gpt_model_move(m, full, (float *)src, 0);
+        return;
+    }
     for (int i = 0; i < m->nl; i++)
         move_layer(m, i, full, (float *)src, 0);
 }
 
+int dti_model_nspans(const dti_model *m)
+{
+    return m->g ? dti_gpt_model_spans(m, NULL, NULL) : 2 * m->nl;
+}
+
 int dti_model_spans(const dti_model *m, dti_span *sp)
 {
+    if (m->g)
+        return dti_gpt_model_spans(m, sp, NULL);
     int n = 0;
     for (int i = 0; i < m->nl; i++) {
         size_t in_f = (size_t)full_in(m, i), out_f = (size_t)full_out(m, i);
@@ -204,6 +420,10 @@ int dti_model_spans(const dti_model *m, dti_span *sp)
 
 void dti_acts_alloc(const dti_model *m, int B, dti_acts *a)
 {
+    if (m->g) {
+        dti_gpt_acts_alloc(m, B, a);
+        return;
+    }
     int nl = m->nl;
     int own_out = !is_last_layer(m, nl - 1);     /* x[nl] apart from z[nl-1] */
     size_t total = 0;
@@ -233,6 +453,10 @@ void dti_acts_free(dti_acts *a)
 {
     if (a == NULL)
         return;
+    if (a->gpt) {
+        dti_gpt_acts_free(a);
+        return;
+    }
     if (a->run && a->mem)
         dti_held(a->run, DTI_ACTS, a->bytes, 0);
     dt_free(a->mem);
@@ -274,6 +498,8 @@ static void round_if_half(const dti_model *m, float *x, size_t n)
 const float *dti_model_forward(dti_model *m, dti_acts *a, const float *x_in, int B,
                                int step, int micro)
 {
+    if (m->g)
+        return dti_gpt_model_forward(m, a, x_in, B, step, micro);
     DT_REQUIRE(B >= 1 && B <= a->B && B <= m->Bmax, "dti_model_forward: %d rows, "
                "buffers for %d", B, a->B < m->Bmax ? a->B : m->Bmax);
     /* x_in on the host is the data loader's batch, on its way up (counted as the
@@ -323,6 +549,10 @@ void dti_model_backward(dti_model *m, dti_acts *a, const float *dy, float *dx, i
                         int step, int micro, void (*layer_done)(int i, void *ctx),
                         void *ctx)
 {
+    if (m->g) {
+        dti_gpt_model_backward(m, a, dy, dx, B, step, micro, layer_done, ctx);
+        return;
+    }
     int nl = m->nl;
     DT_REQUIRE(B >= 1 && B <= a->B && B <= m->Bmax, "dti_model_backward: %d rows", B);
     const float *dz = dy;                            /* gradient of z[i] (B, z_width) */

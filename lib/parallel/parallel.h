@@ -29,6 +29,7 @@
 #include <mpi.h>
 #include <stddef.h>
 #include "buf.h"      /* dt_device_books */
+#include "nn/gpt.h"
 #include "nn/nn.h"
 #include "prog.h"     /* dt_timing */
 
@@ -42,6 +43,9 @@ typedef enum {
 } dt_mode;
 
 typedef enum { DT_FP32 = 0, DT_FP16 = 1 } dt_precision;
+/* The model a run trains: the MLP of nn.h on a classification set, or the transformer
+ * of gpt.h on a text (next-token prediction). */
+typedef enum { DT_MODEL_MLP = 0, DT_MODEL_GPT = 1 } dt_model_kind;
 typedef enum { DT_PP_GPIPE = 0, DT_PP_1F1B = 1 } dt_pp_schedule;
 /* megatron: layer pairs, columns then rows, one allreduce each way per pair (a last
  * unpaired layer is split by columns and allgathered); allgather: every layer split by
@@ -109,12 +113,16 @@ typedef struct {
 
 typedef struct {
     dt_mode mode;
-    dt_mlp_config model;
+    dt_model_kind kind;            /* DT_MODEL_MLP (the default) or DT_MODEL_GPT */
+    dt_mlp_config model;           /* the MLP */
+    dt_gpt_config gpt;             /* the GPT: it trains on sequences of gpt.seq tokens */
     dt_optim_config optim;
-    const dt_dataset *data;        /* every rank passes the same set */
+    const dt_dataset *data;        /* the MLP's: every rank passes the same set */
+    const dt_text *text;           /* the GPT's: every rank passes the same text */
     int steps;                     /* 1 or more */
-    int batch;                     /* the global batch, shared among data-parallel ranks */
-    unsigned long long seed;       /* initial weights: dt_mlp_init(seed) */
+    int batch;                     /* the global batch, shared among data-parallel ranks
+                                      (GPT: sequences) */
+    unsigned long long seed;       /* initial weights: dt_mlp_init or dt_gpt_init(seed) */
     dt_precision precision;
     dt_scaler_config scaler;       /* fp16 only */
     int on_device;                 /* model state on this rank's GPU (dt_device()) */

@@ -167,9 +167,18 @@ typedef enum {
 } dti_split;
 
 typedef struct {
-    const dt_mlp_config *c;
+    const dt_mlp_config *c;  /* the MLP's shape; NULL for the GPT */
+    const dt_gpt_config *g;  /* the GPT's; NULL for the MLP (model_gpt.c) */
+    dt_gpt_cut cut;          /* the GPT: this rank's part of every block */
+    MPI_Comm tie;            /* the GPT in stages: the first and the last stage, whose
+                                two copies of wte are one weight (dti_model_tie);
+                                MPI_COMM_NULL elsewhere */
+    size_t tie_off;          /* where this rank's copy of wte starts in params, grads */
+    int lpe;                 /* labels per example: 1 (MLP), g->seq (GPT) */
+    int classes;             /* logits per label: c->out, g->vocab */
     dti_run *run;
-    int l0, l1, nl;          /* layers [l0, l1); local layer i is layer l0 + i */
+    int l0, l1, nl;          /* units [l0, l1) (the MLP's layers; the GPT's embeddings,
+                                blocks, final LayerNorm); local unit i is l0 + i */
     MPI_Comm tp;             /* tensor-parallel group; MPI_COMM_SELF when T = 1 */
     int T, t;
     dti_split *split;        /* [nl] */
@@ -202,8 +211,17 @@ void dti_model_take(const dti_model *m, const float *full, float *dst);
  * written by t = 0 only. */
 void dti_model_put(const dti_model *m, const float *src, float *full);
 /* Which parameters of the whole model this rank's n floats hold, in their order, as
- * spans (2 a layer: W, then b) into out (2 * m->nl): their count. */
+ * spans into out (dti_model_nspans(m) of them): their count. */
 int dti_model_spans(const dti_model *m, dti_span *out);
+int dti_model_nspans(const dti_model *m);
+/* For a model whose first and last units share weights (the GPT's wte, which its head
+ * uses too): pp_comm's first and last stage hold a copy each. dti_model_tie makes their
+ * pair (collective over pp_comm; nothing when there is one stage or no shared weight);
+ * dti_model_tied_sum, after the gradients are complete (and summed over the
+ * data-parallel replicas), adds the two copies' gradients on both, so that both take
+ * the same update. */
+void dti_model_tie(dti_model *m, MPI_Comm pp_comm);
+void dti_model_tied_sum(dti_model *m);
 /* Columns of the activations entering and leaving this rank's layers. */
 int dti_model_in_width(const dti_model *m);
 int dti_model_out_width(const dti_model *m);
@@ -214,6 +232,8 @@ typedef struct {
     int B;
     float *mem;
     float **x, **z;
+    dt_gpt_acts *gpt;           /* the GPT's instead (model_gpt.c) */
+    int *tok;                   /* the GPT's tokens (B, seq) */
     dti_run *run;               /* counted there under DTI_ACTS */
     size_t bytes;
 } dti_acts;
@@ -246,6 +266,69 @@ size_t dti_tp_scratch(int T, int B, int in, int out);
  * dld and sld; host or device. */
 void dti_copy_block(void *dst, size_t dld, const void *src, size_t sld, int rows,
                     int cols, size_t es);
+
+/* ==== the model a run trains, whichever it is (model.c) ==== */
+
+int dti_units(const dt_train_config *c);        /* the MLP's layers, the GPT's L + 2 */
+size_t dti_nparams(const dt_train_config *c);   /* of the whole model */
+/* The initial weights of the whole model from c->seed into full (host, nparams) */
+void dti_init_weights(const dt_train_config *c, float *full);
+/* Floats of one example's input: the MLP's features; the GPT's seq tokens (a token's
+ * number as a float, exact below 2^24) */
+int dti_data_cols(const dt_train_config *c);
+int dti_labels_per_example(const dt_train_config *c);     /* 1; the GPT's seq */
+/* Examples [first, first + count) of the global batch of B at step (from 0): x
+ * (count, dti_data_cols), y (count, dti_labels_per_example), host */
+void dti_batch(const dt_train_config *c, int step, int B, int first, int count,
+               float *x, int *y);
+
+/* ==== the whole model one unit at a time (model.c), for fsdp ====
+ * A mode that holds no unit's weights for long (ZeRO-3 gathers each just in time) runs
+ * forward and backward unit by unit, with the unit's whole weights at hand. A unit may
+ * use another's weights too (the GPT's head uses the embeddings' wte: dti_unit_tied);
+ * then both are at hand, and its gradient goes to both. */
+typedef struct {
+    const dt_train_config *c;
+    int B, fp16;
+    dt_mlp_acts mlp;             /* the MLP's */
+    float *gx[2];                /* the MLP's gradients between layers */
+    const float *dy;             /* backward's gradient of the unit's output (MLP) */
+    dt_gpt_acts gpt;             /* the GPT's */
+    int *tok;                    /* (B, seq), and the labels' counterpart */
+    size_t kept;                 /* bytes forward keeps for backward (the books) */
+} dti_unit_acts;
+
+size_t dti_unit_size(const dt_train_config *c, int u);     /* floats of unit u */
+size_t dti_unit_offset(const dt_train_config *c, int u);   /* where it starts */
+int dti_unit_tied(const dt_train_config *c, int u);        /* the unit whose weights
+                                                              unit u uses too, or -1 */
+/* For up to B examples on the run's side (where: host or GPU); fp16 rounds what forward
+ * keeps to fp16, as dti_model does */
+void dti_unit_acts_alloc(const dt_train_config *c, int B, dt_device_kind where, int fp16,
+                         dti_unit_acts *a);
+void dti_unit_acts_free(dti_unit_acts *a);
+/* Forward of unit u of B examples (x: the batch, host, for unit 0) with its weights W
+ * (and Wt, the tied unit's): returns the unit's output, the logits after the last. */
+const float *dti_unit_forward(dti_unit_acts *a, int u, const float *W, const float *Wt,
+                              const float *x, int B, int step);
+/* Backward of unit u (last unit first; dlogits for the last, ignored otherwise):
+ * gradients accumulate into dW (and dWt, the tied unit's whole gradient) */
+void dti_unit_backward(dti_unit_acts *a, int u, const float *W, const float *Wt,
+                       const float *dlogits, float *dW, float *dWt, int B, int step);
+
+/* model_gpt.c: the GPT's side of dti_model (model.c hands a GPT's calls there) */
+void dti_gpt_model_init(dti_model *m, dti_run *r, int l0, int l1, MPI_Comm tp, int Bmax);
+void dti_gpt_model_move(const dti_model *m, float *full, float *local, int to_local);
+int dti_gpt_model_spans(const dti_model *m, dti_span *sp, unsigned char *shared);
+void dti_gpt_model_tie(dti_model *m, MPI_Comm pp_comm);
+void dti_gpt_model_tied_sum(dti_model *m);
+void dti_gpt_acts_alloc(const dti_model *m, int B, dti_acts *a);
+void dti_gpt_acts_free(dti_acts *a);
+const float *dti_gpt_model_forward(dti_model *m, dti_acts *a, const float *x_in, int B,
+                                   int step, int micro);
+void dti_gpt_model_backward(dti_model *m, dti_acts *a, const float *dy, float *dx, int B,
+                            int step, int micro, void (*layer_done)(int i, void *ctx),
+                            void *ctx);
 
 /* ==== the pipeline (pp.c) ==== */
 

@@ -115,10 +115,10 @@ dti_pp *dti_pp_new(dti_model *m, MPI_Comm pp_comm, int M, int mb, dt_pp_schedule
     p->in = dti_model_in_width(m);
     p->out = dti_model_out_width(m);
     int first = p->s == 0, last = p->s == p->P - 1;
-    DT_REQUIRE(!first || p->in == m->c->in, "pipeline: stage 0 takes %d columns, the data "
-               "has %d", p->in, m->c->in);
-    DT_REQUIRE(!last || p->out == m->c->out, "pipeline: the last stage gives %d columns, "
-               "the model has %d classes", p->out, m->c->out);
+    DT_REQUIRE(!first || p->in == dti_data_cols(m->run->cfg), "pipeline: stage 0 takes %d "
+               "columns, the data has %d", p->in, dti_data_cols(m->run->cfg));
+    DT_REQUIRE(!last || p->out == m->lpe * m->classes, "pipeline: the last stage gives %d "
+               "columns, the model %d labels of %d classes", p->out, m->lpe, m->classes);
     p->fp16 = m->type != MPI_FLOAT;
 
     int n = 2 * M;
@@ -141,7 +141,7 @@ dti_pp *dti_pp_new(dti_model *m, MPI_Comm pp_comm, int M, int mb, dt_pp_schedule
     size_t rows = (size_t)mb;
     if (last) {
         p->dlogits = dt_malloc((size_t)p->K * rows * p->out * sizeof(float), where);
-        p->labels = dt_malloc((size_t)M * rows * sizeof(int), where);
+        p->labels = dt_malloc((size_t)M * rows * m->lpe * sizeof(int), where);
     }
     if (!first) {
         p->xin = dt_malloc(rows * p->in * sizeof(float), where);
@@ -260,7 +260,7 @@ double dti_pp_step(dti_pp *p, const float *x, const int *y, float scale, int ste
     DT_REQUIRE(!last || y != NULL, "pipeline: the last stage needs the labels");
     double t_step = dt_trace_now(), busy = 0, loss = 0;
     if (last)                                   /* the batch's labels, up */
-        dt_memcpy_input(p->labels, y, (size_t)p->M * mb * sizeof(int));
+        dt_memcpy_input(p->labels, y, (size_t)p->M * mb * m->lpe * sizeof(int));
     p->held = p->peak = 0;
 
     for (int k = 0; k < n; k++) {
@@ -284,7 +284,8 @@ double dti_pp_step(dti_pp *p, const float *x, const int *y, float scale, int ste
             dti_acts *a = &p->pool[slot];
             const float *out = dti_model_forward(m, a, xm, mb, step, mi);  /* (mb, out) */
             if (last)
-                loss += dt_xent(out, p->labels + (size_t)mi * mb, mb, p->out, scale,
+                loss += dt_xent(out, p->labels + (size_t)mi * mb * m->lpe, mb * m->lpe,
+                                m->classes, scale,
                                 p->dlogits + (size_t)slot * nout);
             busy += dt_trace_now() - tc;
             mark(step, "forward", s, mi, t0);

@@ -78,19 +78,62 @@ static void mode_sizes(const dt_train_config *c, int n, int *D, int *T, int *P)
 
 #define WHY(...) do { snprintf(why, len, __VA_ARGS__); return -1; } while (0)
 
+/* The GPT's own refusals: its shape, its text, and what it does not run in yet. */
+static int gpt_check(const dt_train_config *c, int n, char *why, size_t len)
+{
+    const dt_gpt_config *g = &c->gpt;
+    const char *bad = dt_gpt_config_error(g);
+    int D, T, P;
+    mode_sizes(c, n, &D, &T, &P);
+    if (bad)
+        WHY("%s", bad);
+    if (c->text == NULL || c->text->n < 1)
+        WHY("no text to train on");
+    if (c->text->n <= g->seq)
+        WHY("a sequence of %d tokens needs a text of at least %d bytes; %s has %d",
+            g->seq, g->seq + 1, c->text->source, c->text->n);
+    if (g->vocab != 256)
+        WHY("the GPT reads bytes: its vocabulary is 256, not %d", g->vocab);
+    if (T > 1 && g->heads % T)
+        WHY("%d heads cannot be shared by %d tensor-parallel ranks: each rank takes "
+            "whole heads, so --heads must be a multiple of %d", g->heads, T, T);
+    switch (c->mode) {
+    case DT_MODE_SERIAL: case DT_MODE_DDP: case DT_MODE_TP: case DT_MODE_PP:
+    case DT_MODE_HYBRID: case DT_MODE_FSDP:
+        break;
+    default:
+        WHY("--model gpt trains in modes serial, ddp, fsdp, tp, pp and hybrid so far, "
+            "not %s", dt_mode_name(c->mode));
+    }
+    if (P > dt_gpt_units(g))
+        WHY("%d pipeline stages but the GPT has %d units (the embeddings, %d block%s, the "
+            "final LayerNorm and head): every stage needs one", P, dt_gpt_units(g),
+            g->layers, g->layers == 1 ? "" : "s");
+    if (c->precision != DT_FP32 || c->on_device)
+        WHY("--model gpt trains in fp32 on the CPU so far");
+    if (c->checkpoint_dir || c->resume_dir)
+        WHY("--model gpt has no checkpoints yet");
+    return 0;
+}
+
 int dt_train_check(const dt_train_config *c, int n, char *why, size_t len)
 {
     const dt_mlp_config *m = &c->model;
+    int gpt = c->kind == DT_MODEL_GPT;
     if (c->mode < 0 || c->mode >= DT_NMODES)
         WHY("unknown mode %d", (int)c->mode);
-    if (c->data == NULL || c->data->n < 1)
+    if (c->kind != DT_MODEL_MLP && !gpt)
+        WHY("unknown model %d", (int)c->kind);
+    if (gpt && gpt_check(c, n, why, len))
+        return -1;
+    if (!gpt && (c->data == NULL || c->data->n < 1))
         WHY("no training data");
-    if (m->in != c->data->features || m->out < c->data->classes)
+    if (!gpt && (m->in != c->data->features || m->out < c->data->classes))
         WHY("the model takes %d features into %d classes; the data has %d and %d",
             m->in, m->out, c->data->features, c->data->classes);
-    if (m->layers < 1 || m->layers > 1000)
+    if (!gpt && (m->layers < 1 || m->layers > 1000))
         WHY("--layers must be 1 .. 1000, not %d", m->layers);
-    if (m->layers > 1 && (m->hidden < 1 || m->hidden > (1 << 16)))
+    if (!gpt && m->layers > 1 && (m->hidden < 1 || m->hidden > (1 << 16)))
         WHY("--hidden must be 1 .. 65536, not %d", m->hidden);
     if (c->steps < 1 || c->batch < 1)
         WHY("--steps and --batch must be at least 1");
@@ -170,16 +213,17 @@ int dt_train_check(const dt_train_config *c, int n, char *why, size_t len)
             WHY("--dp %d x --tp %d x --pp %d = %lld ranks, but there are %d", D, T, P,
                 (long long)D * T * P, n);
     }
-    if (T > 1 && m->layers > 1 && m->hidden % T)
+    if (!gpt && T > 1 && m->layers > 1 && m->hidden % T)
         WHY("a hidden size of %d cannot be split evenly over %d tensor-parallel ranks "
             "(make --hidden a multiple of %d)", m->hidden, T, T);
-    if (P > m->layers)
+    if (!gpt && P > m->layers)
         WHY("%d pipeline stages but only %d layers: every stage needs a layer", P,
             m->layers);
     int M = (P > 1 ? c->micro : 1) * c->accum;
     if (c->batch % D)
-        WHY("a global batch of %d rows cannot be shared evenly by %d data-parallel "
-            "ranks: it must be a multiple of %d", c->batch, D, D);
+        WHY("a global batch of %d %s cannot be shared evenly by %d data-parallel "
+            "ranks: it must be a multiple of %d", c->batch, gpt ? "sequences" : "rows", D,
+            D);
     if ((c->batch / D) % M)
         WHY("the %d rows of %s cannot be cut into %d micro-batches of equal size",
             c->batch / D, D > 1 ? "each data-parallel rank" : "the batch", M);
@@ -315,8 +359,13 @@ static void train_text(const dt_train_config *c, int n, char *s, size_t len)
     }
     if (c->accum > 1 && P == 1)               /* with stages, micro counts it already */
         pair(s, len, "accum %d", c->accum);
-    pair(s, len, "layers %d", c->model.layers);
-    pair(s, len, "hidden %d", c->model.hidden);
+    if (c->kind == DT_MODEL_GPT) {             /* layers: the units events name */
+        pair(s, len, "layers %d", dt_gpt_units(&c->gpt));
+        pair(s, len, "hidden %d", c->gpt.embed);
+    } else {
+        pair(s, len, "layers %d", c->model.layers);
+        pair(s, len, "hidden %d", c->model.hidden);
+    }
     pair(s, len, "batch %d", c->batch);
     pair(s, len, "steps %d", c->steps);
     pair(s, len, "ranks %d", n);
@@ -360,7 +409,7 @@ void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
     MPI_Comm_rank(r.comm, &r.rank);
     r.size = n;
     r.where = c->on_device ? DT_CUDA : DT_CPU;
-    r.nparams = c->mode == DT_MODE_MOE ? dt_moe_nparams(c, n) : dt_mlp_nparams(&c->model);
+    r.nparams = c->mode == DT_MODE_MOE ? dt_moe_nparams(c, n) : dti_nparams(c);
     r.res = res;
     r.first = 1;
     dt_scaler_init(&r.scaler, &c->scaler);

@@ -1,0 +1,801 @@
+/* The transformer of gpt.h: its layout, initialisation, operations, blocks, the whole
+ * model's forward and backward, and sampling.
+ *
+ * The time goes where the MLP's does, into matrix products: per block and token,
+ * 12 C^2 multiply-adds in the linear layers (qkv 3C^2, wo C^2, the MLP 8C^2) and 2 T C
+ * in attention (q k^T and att v), each twice more in backward. Those go through sgemm
+ * (dt_linear_* and dti_sgemm_ld) unless DT_BLAS=0 chose the plain loops; LayerNorm,
+ * the softmax and the embeddings are plain loops either way. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "buf.h"
+#include "gpt.h"
+#include "nn.h"
+#include "nn_internal.h"
+
+/* ==== the shape and the layout ==== */
+
+const char *dt_gpt_config_error(const dt_gpt_config *c)
+{
+    static __thread char why[160];
+    if (c->vocab < 2 || c->vocab > 65536)
+        snprintf(why, sizeof why, "the vocabulary must hold 2 to 65536 tokens, not %d",
+                 c->vocab);
+    else if (c->seq < 1 || c->seq > 4096)
+        snprintf(why, sizeof why, "the sequence must be 1 to 4096 tokens long, not %d",
+                 c->seq);
+    else if (c->heads < 1 || c->embed < 1 || c->embed > 8192)
+        snprintf(why, sizeof why, "--embed must be 1 to 8192 and --heads 1 or more "
+                 "(%d, %d)", c->embed, c->heads);
+    else if (c->embed % c->heads)
+        snprintf(why, sizeof why, "--embed %d is not a multiple of --heads %d: each head "
+                 "takes embed/heads columns", c->embed, c->heads);
+    else if (c->layers < 1 || c->layers > 256)
+        snprintf(why, sizeof why, "--layers must be 1 to 256, not %d", c->layers);
+    else
+        return NULL;
+    return why;
+}
+
+static void check_config(const dt_gpt_config *c)
+{
+    DT_REQUIRE(c != NULL, "the GPT's configuration is NULL");
+    const char *why = dt_gpt_config_error(c);
+    DT_REQUIRE(why == NULL, "%s", why);
+}
+
+static int head_dim(const dt_gpt_config *c) { return c->embed / c->heads; }
+
+size_t dt_gpt_block_size(const dt_gpt_config *c, int heads, int ffn)
+{
+    size_t C = (size_t)c->embed, hd = (size_t)heads * head_dim(c), F = (size_t)ffn;
+    return 2 * C + 3 * hd * C + 3 * hd + C * hd + C + 2 * C + F * C + F + C * F + C;
+}
+
+void dt_gpt_block_at(const dt_gpt_config *c, int heads, int ffn, float *base,
+                     dt_gpt_block *p)
+{
+    size_t C = (size_t)c->embed, hd = (size_t)heads * head_dim(c), F = (size_t)ffn;
+    float *q = base;
+    p->ln1_w = q; q += C;
+    p->ln1_b = q; q += C;
+    p->wqkv = q; q += 3 * hd * C;
+    p->bqkv = q; q += 3 * hd;
+    p->wo = q; q += C * hd;
+    p->bo = q; q += C;
+    p->ln2_w = q; q += C;
+    p->ln2_b = q; q += C;
+    p->w1 = q; q += F * C;
+    p->b1 = q; q += F;
+    p->w2 = q; q += C * F;
+    p->b2 = q;
+}
+
+int dt_gpt_units(const dt_gpt_config *c) { return c->layers + 2; }
+
+size_t dt_gpt_unit_size(const dt_gpt_config *c, int u)
+{
+    DT_REQUIRE(u >= 0 && u < dt_gpt_units(c), "dt_gpt_unit_size: unit %d of %d", u,
+               dt_gpt_units(c));
+    if (u == 0)
+        return ((size_t)c->vocab + c->seq) * c->embed;
+    if (u == c->layers + 1)
+        return 2 * (size_t)c->embed;
+    return dt_gpt_block_size(c, c->heads, 4 * c->embed);
+}
+
+size_t dt_gpt_unit_offset(const dt_gpt_config *c, int u)
+{
+    DT_REQUIRE(u >= 0 && u <= dt_gpt_units(c), "dt_gpt_unit_offset: unit %d of %d", u,
+               dt_gpt_units(c));
+    size_t off = 0;
+    for (int i = 0; i < u; i++)
+        off += dt_gpt_unit_size(c, i);
+    return off;
+}
+
+size_t dt_gpt_nparams(const dt_gpt_config *c)
+{
+    check_config(c);
+    return dt_gpt_unit_offset(c, dt_gpt_units(c));
+}
+
+/* The whole block u-1's tensors in the flat array p */
+static void block_of(const dt_gpt_config *c, const float *p, int l, dt_gpt_block *b)
+{
+    dt_gpt_block_at(c, c->heads, 4 * c->embed,
+                     (float *)p + dt_gpt_unit_offset(c, 1 + l), b);
+}
+
+/* ==== initial weights ==== */
+
+/* n values uniform in +-std*sqrt(3) (standard deviation std), from (seed, unit, tensor) */
+static void fill(float *w, size_t n, double std, unsigned long long seed, int unit,
+                 int tensor)
+{
+    uint64_t s = (uint64_t)seed ^ ((uint64_t)(unit + 1) * 0xd1b54a32d192ed03ull)
+                 ^ ((uint64_t)(tensor + 1) * 0x9e3779b97f4a7c15ull);
+    double bound = std * sqrt(3.0);
+    for (size_t i = 0; i < n; i++)
+        w[i] = (float)((2.0 * dti_nn_uniform(&s) - 1.0) * bound);
+}
+
+static void constant(float *w, size_t n, float v)
+{
+    for (size_t i = 0; i < n; i++)
+        w[i] = v;
+}
+
+void dt_gpt_init(const dt_gpt_config *c, unsigned long long seed, float *params)
+{
+    check_config(c);
+    DT_REQUIRE(params != NULL, "dt_gpt_init: params is NULL");
+    DT_REQUIRE(!dt_is_device_ptr(params), "dt_gpt_init fills host memory; initialise a "
+               "host copy and dt_memcpy it to the GPU");
+    size_t C = (size_t)c->embed, F = 4 * C, V = (size_t)c->vocab, S = (size_t)c->seq;
+    double std = 0.02, proj = 0.02 / sqrt(2.0 * c->layers);
+    fill(params, V * C, std, seed, 0, 0);                        /* wte */
+    fill(params + V * C, S * C, std, seed, 0, 1);                /* wpe */
+    for (int l = 0; l < c->layers; l++) {
+        dt_gpt_block p;
+        block_of(c, params, l, &p);
+        int u = 1 + l;
+        constant(p.ln1_w, C, 1.0f);
+        constant(p.ln1_b, C, 0.0f);
+        fill(p.wqkv, 3 * C * C, std, seed, u, 0);
+        constant(p.bqkv, 3 * C, 0.0f);
+        fill(p.wo, C * C, proj, seed, u, 1);
+        constant(p.bo, C, 0.0f);
+        constant(p.ln2_w, C, 1.0f);
+        constant(p.ln2_b, C, 0.0f);
+        fill(p.w1, F * C, std, seed, u, 2);
+        constant(p.b1, F, 0.0f);
+        fill(p.w2, C * F, proj, seed, u, 3);
+        constant(p.b2, C, 0.0f);
+    }
+    float *lnf = params + dt_gpt_unit_offset(c, c->layers + 1);
+    constant(lnf, C, 1.0f);
+    constant(lnf + C, C, 0.0f);
+}
+
+/* ==== the operations ==== */
+
+static void host_only(const char *fn, const void *p)
+{
+    DT_REQUIRE(p == NULL || !dt_is_device_ptr(p), "%s: the GPT's operations run on the "
+               "host only so far (its CUDA kernels are not written yet)", fn);
+}
+
+void dt_embed_forward(const int *tok, const float *wte, const float *wpe, float *out,
+                      int B, int T, int C, int V)
+{
+    host_only("dt_embed_forward", out);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            int id = tok[(size_t)b * T + t];
+            DT_REQUIRE(id >= 0 && id < V, "dt_embed_forward: token %d at (%d, %d) is not "
+                       "in the vocabulary (0..%d)", id, b, t, V - 1);
+            const float *e = wte + (size_t)id * C, *p = wpe + (size_t)t * C;   /* (C) */
+            float *o = out + ((size_t)b * T + t) * C;                          /* (C) */
+            for (int i = 0; i < C; i++)
+                o[i] = e[i] + p[i];
+        }
+}
+
+void dt_embed_backward(const int *tok, const float *dout, float *dwte, float *dwpe,
+                       int B, int T, int C)
+{
+    host_only("dt_embed_backward", dout);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *d = dout + ((size_t)b * T + t) * C;                   /* (C) */
+            float *e = dwte + (size_t)tok[(size_t)b * T + t] * C, *p = dwpe + (size_t)t * C;
+            for (int i = 0; i < C; i++) {
+                e[i] += d[i];
+                p[i] += d[i];
+            }
+        }
+}
+
+void dt_layernorm_forward(const float *x, const float *w, const float *b, float *y,
+                          float *mean, float *rstd, int N, int C)
+{
+    host_only("dt_layernorm_forward", y);
+    for (int r = 0; r < N; r++) {
+        const float *x_r = x + (size_t)r * C;                                  /* (C) */
+        float *y_r = y + (size_t)r * C;
+        float m = 0.0f, v = 0.0f;
+        for (int i = 0; i < C; i++)
+            m += x_r[i];
+        m /= C;
+        for (int i = 0; i < C; i++)
+            v += (x_r[i] - m) * (x_r[i] - m);
+        v /= C;
+        float s = 1.0f / sqrtf(v + 1e-5f);
+        for (int i = 0; i < C; i++)
+            y_r[i] = (x_r[i] - m) * s * w[i] + b[i];
+        mean[r] = m;
+        rstd[r] = s;
+    }
+}
+
+/* With xhat = (x - mean) rstd and g = dy * w (the gradient of xhat):
+ *   dw += dy xhat,  db += dy,  dx += rstd (g - mean(g) - xhat mean(g xhat))
+ * the last because xhat depends on x through the mean and the variance too. */
+void dt_layernorm_backward(const float *x, const float *w, const float *mean,
+                           const float *rstd, const float *dy, float *dx, float *dw,
+                           float *db, int N, int C)
+{
+    host_only("dt_layernorm_backward", dx);
+    for (int r = 0; r < N; r++) {
+        const float *x_r = x + (size_t)r * C, *dy_r = dy + (size_t)r * C;      /* (C) */
+        float *dx_r = dx + (size_t)r * C;
+        float m = mean[r], s = rstd[r], gm = 0.0f, gxm = 0.0f;
+        for (int i = 0; i < C; i++) {
+            float xhat = (x_r[i] - m) * s, g = dy_r[i] * w[i];
+            gm += g;
+            gxm += g * xhat;
+        }
+        gm /= C;
+        gxm /= C;
+        for (int i = 0; i < C; i++) {
+            float xhat = (x_r[i] - m) * s, g = dy_r[i] * w[i];
+            dw[i] += dy_r[i] * xhat;
+            db[i] += dy_r[i];
+            dx_r[i] += s * (g - gm - xhat * gxm);
+        }
+    }
+}
+
+/* Row i of one head's scores, att_i[0..i], in place: the softmax over j <= i (the
+ * causal mask: position i sees itself and what came before), zeros after. */
+static void softmax_causal(float *att_i, int i, int T)
+{
+    float m = att_i[0], sum = 0.0f;
+    for (int j = 1; j <= i; j++)
+        m = att_i[j] > m ? att_i[j] : m;
+    for (int j = 0; j <= i; j++) {
+        att_i[j] = expf(att_i[j] - m);
+        sum += att_i[j];
+    }
+    for (int j = 0; j <= i; j++)
+        att_i[j] /= sum;
+    for (int j = i + 1; j < T; j++)
+        att_i[j] = 0.0f;
+}
+
+/* One head of one sequence: q, k, v (T, d) with rows ld floats apart, y (T, d) with
+ * rows ldy apart; att (T, T) */
+static void head_forward(const float *q, const float *k, const float *v, int ld,
+                         float *att, float *y, int ldy, int T, int d)
+{
+    float scale = 1.0f / sqrtf((float)d);
+    if (dt_blas()) {
+        dti_sgemm_ld(0, 1, T, T, d, scale, q, ld, k, ld, 0.0f, att, T);   /* q k^T */
+        for (int i = 0; i < T; i++)
+            softmax_causal(att + (size_t)i * T, i, T);
+        dti_sgemm_ld(0, 0, T, d, T, 1.0f, att, T, v, ld, 0.0f, y, ldy);   /* att v */
+        return;
+    }
+    for (int i = 0; i < T; i++) {
+        const float *q_i = q + (size_t)i * ld;
+        float *att_i = att + (size_t)i * T, *y_i = y + (size_t)i * ldy;
+        for (int j = 0; j <= i; j++) {
+            const float *k_j = k + (size_t)j * ld;
+            float s = 0.0f;
+            for (int e = 0; e < d; e++)
+                s += q_i[e] * k_j[e];
+            att_i[j] = s * scale;
+        }
+        softmax_causal(att_i, i, T);
+        for (int e = 0; e < d; e++)
+            y_i[e] = 0.0f;
+        for (int j = 0; j <= i; j++) {
+            const float *v_j = v + (size_t)j * ld;
+            for (int e = 0; e < d; e++)
+                y_i[e] += att_i[j] * v_j[e];
+        }
+    }
+}
+
+/* Its backward. With P = att and dP = dy v^T:
+ *   dv = P^T dy
+ *   dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik)        (the softmax's Jacobian, row by row)
+ *   dq = scale dS k,   dk = scale dS^T q
+ * dS is zero above the diagonal, as P is. q, k, v, dq, dk, dv have rows ld apart, dy
+ * ldy apart; datt (T, T) is scratch. */
+static void head_backward(const float *q, const float *k, const float *v, int ld,
+                          const float *att, const float *dy, int ldy, float *datt,
+                          float *dq, float *dk, float *dv, int T, int d)
+{
+    float scale = 1.0f / sqrtf((float)d);
+    if (dt_blas())
+        dti_sgemm_ld(0, 1, T, T, d, 1.0f, dy, ldy, v, ld, 0.0f, datt, T);     /* dP */
+    else
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j <= i; j++) {
+                const float *dy_i = dy + (size_t)i * ldy, *v_j = v + (size_t)j * ld;
+                float s = 0.0f;
+                for (int e = 0; e < d; e++)
+                    s += dy_i[e] * v_j[e];
+                datt[(size_t)i * T + j] = s;
+            }
+    for (int i = 0; i < T; i++) {
+        const float *P = att + (size_t)i * T;
+        float *dS = datt + (size_t)i * T, dot = 0.0f;
+        for (int j = 0; j <= i; j++)
+            dot += P[j] * dS[j];
+        for (int j = 0; j <= i; j++)
+            dS[j] = P[j] * (dS[j] - dot);
+        for (int j = i + 1; j < T; j++)
+            dS[j] = 0.0f;
+    }
+    if (dt_blas()) {
+        dti_sgemm_ld(1, 0, T, d, T, 1.0f, att, T, dy, ldy, 0.0f, dv, ld);     /* P^T dy */
+        dti_sgemm_ld(0, 0, T, d, T, scale, datt, T, k, ld, 0.0f, dq, ld);     /* dS k */
+        dti_sgemm_ld(1, 0, T, d, T, scale, datt, T, q, ld, 0.0f, dk, ld);     /* dS^T q */
+        return;
+    }
+    for (int i = 0; i < T; i++)
+        for (int e = 0; e < d; e++) {
+            dq[(size_t)i * ld + e] = 0.0f;
+            dk[(size_t)i * ld + e] = 0.0f;
+            dv[(size_t)i * ld + e] = 0.0f;
+        }
+    for (int i = 0; i < T; i++) {
+        const float *P = att + (size_t)i * T, *dS = datt + (size_t)i * T;
+        const float *q_i = q + (size_t)i * ld, *dy_i = dy + (size_t)i * ldy;
+        float *dq_i = dq + (size_t)i * ld;
+        for (int j = 0; j <= i; j++) {
+            const float *k_j = k + (size_t)j * ld;
+            float *dk_j = dk + (size_t)j * ld, *dv_j = dv + (size_t)j * ld;
+            for (int e = 0; e < d; e++) {
+                dv_j[e] += P[j] * dy_i[e];
+                dq_i[e] += scale * dS[j] * k_j[e];
+                dk_j[e] += scale * dS[j] * q_i[e];
+            }
+        }
+    }
+}
+
+void dt_attention_forward(const float *qkv, float *att, float *y, int B, int T, int H,
+                          int d)
+{
+    host_only("dt_attention_forward", y);
+    size_t hd = (size_t)H * d, ld = 3 * hd;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const float *q = qkv + (size_t)b * T * ld + (size_t)h * d;   /* (T, d), ld */
+            head_forward(q, q + hd, q + 2 * hd, (int)ld,
+                         att + ((size_t)b * H + h) * T * T,
+                         y + (size_t)b * T * hd + (size_t)h * d, (int)hd, T, d);
+        }
+}
+
+void dt_attention_backward(const float *qkv, const float *att, const float *dy,
+                           float *datt, float *dqkv, int B, int T, int H, int d)
+{
+    host_only("dt_attention_backward", dqkv);
+    size_t hd = (size_t)H * d, ld = 3 * hd;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            size_t o = (size_t)b * T * ld + (size_t)h * d;
+            const float *q = qkv + o;
+            float *dq = dqkv + o;
+            head_backward(q, q + hd, q + 2 * hd, (int)ld,
+                          att + ((size_t)b * H + h) * T * T,
+                          dy + (size_t)b * T * hd + (size_t)h * d, (int)hd,
+                          datt + ((size_t)b * H + h) * T * T, dq, dq + hd, dq + 2 * hd,
+                          T, d);
+        }
+}
+
+/* ==== a block ==== */
+
+static void add(float *dst, const float *src, size_t n)      /* dst += src */
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] += src[i];
+}
+
+static const dt_gpt_cut *whole_cut(const dt_gpt_config *c, dt_gpt_cut *w)
+{
+    *w = (dt_gpt_cut){ c->heads, 4 * c->embed, 1, NULL, NULL };
+    return w;
+}
+
+void dt_gpt_block_forward(const dt_gpt_config *c, const dt_gpt_cut *cut,
+                          const dt_gpt_block *p, dt_gpt_block_acts *a, float *out,
+                          int B, int T)
+{
+    int C = c->embed, d = head_dim(c), H = cut->heads, hd = H * d, F = cut->ffn, N = B * T;
+    /* x2 = x + attn(ln1(x)): q, k, v of this rank's heads, their attention, and the
+     * output projection (partial sums when the heads are cut: g adds them up) */
+    dt_layernorm_forward(a->x, p->ln1_w, p->ln1_b, a->ln1, a->ln1_mean, a->ln1_rstd, N, C);
+    dt_linear_forward(a->ln1, p->wqkv, p->bqkv, a->qkv, N, C, 3 * hd);  /* (N, 3hd) */
+    dt_attention_forward(a->qkv, a->att, a->y, B, T, H, d);             /* (N, hd) */
+    dt_linear_forward(a->y, p->wo, cut->bias ? p->bo : NULL, a->x2, N, hd, C);
+    if (cut->sum)
+        cut->sum(a->x2, (size_t)N * C, cut->ctx);
+    add(a->x2, a->x, (size_t)N * C);
+    /* out = x2 + mlp(ln2(x2)): C -> F (this rank's columns), GELU, F -> C */
+    dt_layernorm_forward(a->x2, p->ln2_w, p->ln2_b, a->ln2, a->ln2_mean, a->ln2_rstd, N,
+                         C);
+    dt_linear_forward(a->ln2, p->w1, p->b1, a->h, N, C, F);            /* (N, F) */
+    dt_act_forward(DT_GELU, a->h, a->g, (size_t)N * F);
+    dt_linear_forward(a->g, p->w2, cut->bias ? p->b2 : NULL, out, N, F, C);
+    if (cut->sum)
+        cut->sum(out, (size_t)N * C, cut->ctx);
+    add(out, a->x2, (size_t)N * C);
+}
+
+/* dx is the residual stream's gradient. Each sub-block is y = x + f(ln(x)), so
+ * dx = dy + ln'(f'(dy)): the skip path's gradient stays in dx and LayerNorm's backward
+ * adds the other to it. */
+void dt_gpt_block_backward(const dt_gpt_config *c, const dt_gpt_cut *cut,
+                           const dt_gpt_block *p, const dt_gpt_block_acts *a,
+                           dt_gpt_scratch *s, float *dx, const dt_gpt_block *g, int B,
+                           int T)
+{
+    int C = c->embed, d = head_dim(c), H = cut->heads, hd = H * d, F = cut->ffn, N = B * T;
+    /* the MLP: w2, GELU, w1, then ln2 (f sums the partial gradients of ln2's output) */
+    dt_linear_backward(a->g, p->w2, dx, s->dh, g->w2, g->b2, N, F, C);  /* dg (N, F) */
+    dt_act_backward(DT_GELU, a->h, s->dh, s->dh, (size_t)N * F);        /* dh */
+    dt_linear_backward(a->ln2, p->w1, s->dh, s->dln, g->w1, g->b1, N, C, F);
+    if (cut->sum)
+        cut->sum(s->dln, (size_t)N * C, cut->ctx);
+    dt_layernorm_backward(a->x2, p->ln2_w, a->ln2_mean, a->ln2_rstd, s->dln, dx,
+                          g->ln2_w, g->ln2_b, N, C);                    /* dx2 */
+    /* attention: wo, the heads, wqkv, then ln1 */
+    dt_linear_backward(a->y, p->wo, dx, s->dy, g->wo, g->bo, N, hd, C); /* dy (N, hd) */
+    dt_attention_backward(a->qkv, a->att, s->dy, s->datt, s->dqkv, B, T, H, d);
+    dt_linear_backward(a->ln1, p->wqkv, s->dqkv, s->dln, g->wqkv, g->bqkv, N, C, 3 * hd);
+    if (cut->sum)
+        cut->sum(s->dln, (size_t)N * C, cut->ctx);
+    dt_layernorm_backward(a->x, p->ln1_w, a->ln1_mean, a->ln1_rstd, s->dln, dx, g->ln1_w,
+                          g->ln1_b, N, C);
+}
+
+/* ==== the whole model ==== */
+
+static dt_gpt_cut whole_of(const dt_gpt_config *c, const dt_gpt_cut *cut)
+{
+    dt_gpt_cut w;
+    return cut ? *cut : *whole_cut(c, &w);
+}
+
+size_t dt_gpt_cut_nparams(const dt_gpt_config *c, const dt_gpt_cut *cut)
+{
+    check_config(c);
+    dt_gpt_cut k = whole_of(c, cut);
+    return ((size_t)c->vocab + c->seq) * c->embed
+           + c->layers * dt_gpt_block_size(c, k.heads, k.ffn) + 2 * (size_t)c->embed;
+}
+
+
+
+/* ==== a range of units: a pipeline stage ==== */
+
+static int first_block(int u0) { return u0 > 0 ? u0 - 1 : 0; }
+static int end_block(const dt_gpt_config *c, int u1) { return u1 - 1 < c->layers ? u1 - 1
+                                                                                 : c->layers; }
+static int has_final(const dt_gpt_config *c, int u1) { return u1 == c->layers + 2; }
+
+static void check_stage(const dt_gpt_config *c, int u0, int u1)
+{
+    check_config(c);
+    DT_REQUIRE(0 <= u0 && u0 < u1 && u1 <= dt_gpt_units(c), "the GPT's units %d..%d (of "
+               "%d)", u0, u1, dt_gpt_units(c));
+}
+
+size_t dt_gpt_stage_size(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0, int u1)
+{
+    check_stage(c, u0, u1);
+    dt_gpt_cut k = whole_of(c, cut);
+    size_t C = (size_t)c->embed, n = 0;
+    if (u0 == 0)
+        n += ((size_t)c->vocab + c->seq) * C;
+    n += (size_t)(end_block(c, u1) - first_block(u0)) * dt_gpt_block_size(c, k.heads, k.ffn);
+    if (has_final(c, u1))
+        n += 2 * C + (u0 > 0 ? (size_t)c->vocab * C : 0);        /* lnf, wte's copy */
+    return n;
+}
+
+/* Where a stage's lnf and the head's weights (wte, or its copy) are in its flat array */
+static size_t stage_lnf(const dt_gpt_config *c, const dt_gpt_cut *k, int u0)
+{
+    return (u0 == 0 ? ((size_t)c->vocab + c->seq) * c->embed : 0)
+           + (size_t)(c->layers - first_block(u0)) * dt_gpt_block_size(c, k->heads, k->ffn);
+}
+
+static size_t stage_wte(const dt_gpt_config *c, const dt_gpt_cut *k, int u0)
+{
+    return u0 == 0 ? 0 : stage_lnf(c, k, u0) + 2 * (size_t)c->embed;
+}
+
+/* The residual stream entering block l (l = L: leaving the last block): blk[l].x when
+ * block l is this stage's, else the stage's own a->out */
+static float *stream(const dt_gpt_config *c, dt_gpt_acts *a, int l)
+{
+    return l < c->layers && a->blk[l].x ? a->blk[l].x : a->out;
+}
+
+/* The activations' floats of a stage: per block x, ln1, x2, ln2 (N, C), qkv (N, 3hd),
+ * y (N, hd), h and g (N, F), att (B, heads, T, T), four (N) means and rstds; out
+ * (N, C); with the final unit lnf (N, C), its mean and rstd, logits (N, V). The
+ * scratch: dres, dln (N, C), and with blocks dy (N, hd), dqkv (N, 3hd), dh (N, F),
+ * datt (B, heads, T, T). hd and F: the cut's. */
+size_t dt_gpt_stage_acts_floats(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0,
+                                int u1, int B, int T, size_t *scratch)
+{
+    check_stage(c, u0, u1);
+    dt_gpt_cut k = whole_of(c, cut);
+    size_t N = (size_t)B * T, C = (size_t)c->embed, F = (size_t)k.ffn;
+    size_t hd = (size_t)k.heads * head_dim(c), att = (size_t)B * k.heads * T * T;
+    size_t blocks = (size_t)(end_block(c, u1) - first_block(u0));
+    size_t block = N * (4 * C + 4 * hd + 2 * F + 4) + att;
+    size_t s = N * 2 * C + (blocks ? N * (4 * hd + F) + att : 0);
+    if (scratch)
+        *scratch = s;
+    return blocks * block + N * C + (has_final(c, u1) ? N * (C + 2 + (size_t)c->vocab) : 0)
+           + s;
+}
+
+size_t dt_gpt_acts_floats(const dt_gpt_config *c, const dt_gpt_cut *cut, int B, int T,
+                          size_t *scratch)
+{
+    return dt_gpt_stage_acts_floats(c, cut, 0, dt_gpt_units(c), B, T, scratch);
+}
+
+void dt_gpt_stage_acts_alloc(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0,
+                             int u1, int B, int T, dt_gpt_acts *a)
+{
+    check_stage(c, u0, u1);
+    DT_REQUIRE(B >= 1 && T >= 1 && T <= c->seq, "dt_gpt_acts_alloc: %d sequences of %d "
+               "(1 or more, of at most %d)", B, T, c->seq);
+    dt_gpt_cut k = whole_of(c, cut);
+    memset(a, 0, sizeof *a);
+    a->B = B;
+    a->T = T;
+    a->u0 = u0;
+    a->u1 = u1;
+    a->floats = dt_gpt_stage_acts_floats(c, &k, u0, u1, B, T, NULL);
+    a->mem = calloc(a->floats, sizeof(float));
+    a->blk = calloc((size_t)c->layers, sizeof *a->blk);
+    DT_REQUIRE(a->mem && a->blk, "out of host memory for the GPT's activations");
+    size_t N = (size_t)B * T, C = (size_t)c->embed, F = (size_t)k.ffn;
+    size_t hd = (size_t)k.heads * head_dim(c), att = (size_t)B * k.heads * T * T;
+    int b0 = first_block(u0), b1 = end_block(c, u1);
+    float *q = a->mem;
+#define TAKE(ptr, n) do { (ptr) = q; q += (n); } while (0)
+    for (int l = b0; l < b1; l++) {
+        dt_gpt_block_acts *b = &a->blk[l];
+        TAKE(b->x, N * C);
+        TAKE(b->ln1, N * C);
+        TAKE(b->ln1_mean, N);
+        TAKE(b->ln1_rstd, N);
+        TAKE(b->qkv, N * 3 * hd);
+        TAKE(b->att, att);
+        TAKE(b->y, N * hd);
+        TAKE(b->x2, N * C);
+        TAKE(b->ln2, N * C);
+        TAKE(b->ln2_mean, N);
+        TAKE(b->ln2_rstd, N);
+        TAKE(b->h, N * F);
+        TAKE(b->g, N * F);
+    }
+    TAKE(a->out, N * C);
+    if (has_final(c, u1)) {
+        TAKE(a->lnf, N * C);
+        TAKE(a->lnf_mean, N);
+        TAKE(a->lnf_rstd, N);
+        TAKE(a->logits, N * c->vocab);
+    }
+    TAKE(a->dres, N * C);
+    TAKE(a->s.dln, N * C);
+    if (b1 > b0) {
+        TAKE(a->s.dy, N * hd);
+        TAKE(a->s.dqkv, N * 3 * hd);
+        TAKE(a->s.dh, N * F);
+        TAKE(a->s.datt, att);
+    }
+#undef TAKE
+    DT_REQUIRE((size_t)(q - a->mem) == a->floats, "the GPT's activations: %zu floats "
+               "taken of %zu", (size_t)(q - a->mem), a->floats);
+}
+
+void dt_gpt_acts_alloc(const dt_gpt_config *c, const dt_gpt_cut *cut, int B, int T,
+                       dt_gpt_acts *a)
+{
+    dt_gpt_stage_acts_alloc(c, cut, 0, dt_gpt_units(c), B, T, a);
+}
+
+void dt_gpt_acts_free(dt_gpt_acts *a)
+{
+    if (a == NULL)
+        return;
+    free(a->mem);
+    free(a->blk);
+    memset(a, 0, sizeof *a);
+}
+
+static void check_run(const char *fn, const dt_gpt_config *c, const dt_gpt_acts *a,
+                      int u0, int u1, int B, int T)
+{
+    check_config(c);
+    DT_REQUIRE(B >= 1 && B <= a->B && T >= 1 && T <= a->T && T <= c->seq, "%s: %d "
+               "sequences of %d tokens, activations for %d of %d (model: at most %d)",
+               fn, B, T, a->B, a->T, c->seq);
+    DT_REQUIRE(u0 == a->u0 && u1 == a->u1, "%s: units %d..%d, activations for %d..%d",
+               fn, u0, u1, a->u0, a->u1);
+}
+
+/* ==== one unit ==== */
+
+void dt_gpt_unit_forward(const dt_gpt_config *c, const dt_gpt_cut *cut, int u,
+                         const float *pu, const float *wte, const int *tok,
+                         dt_gpt_acts *a, int B, int T)
+{
+    dt_gpt_cut k = whole_of(c, cut);
+    int C = c->embed, V = c->vocab, N = B * T, L = c->layers;
+    DT_REQUIRE(u >= 0 && u <= L + 1, "dt_gpt_unit_forward: unit %d of %d", u, L + 2);
+    if (u == 0) {                                  /* the embeddings: wte, then wpe */
+        DT_REQUIRE(tok != NULL, "dt_gpt_forward: the embeddings need the tokens");
+        dt_embed_forward(tok, pu, pu + (size_t)V * C, stream(c, a, 0), B, T, C, V);
+    } else if (u <= L) {                           /* block u - 1 */
+        dt_gpt_block p;
+        dt_gpt_block_at(c, k.heads, k.ffn, (float *)pu, &p);
+        dt_gpt_block_forward(c, &k, &p, &a->blk[u - 1], stream(c, a, u), B, T);
+    } else {                                       /* lnf, and the head: wte^T */
+        dt_layernorm_forward(a->out, pu, pu + C, a->lnf, a->lnf_mean, a->lnf_rstd, N, C);
+        dt_linear_forward(a->lnf, wte, NULL, a->logits, N, C, V);
+    }
+}
+
+void dt_gpt_unit_backward(const dt_gpt_config *c, const dt_gpt_cut *cut, int u,
+                          const float *pu, const float *wte, dt_gpt_acts *a,
+                          const float *dlogits, const int *tok, float *gu, float *dwte,
+                          int B, int T)
+{
+    dt_gpt_cut k = whole_of(c, cut);
+    int C = c->embed, V = c->vocab, N = B * T, L = c->layers;
+    DT_REQUIRE(u >= 0 && u <= L + 1, "dt_gpt_unit_backward: unit %d of %d", u, L + 2);
+    if (u == L + 1) {              /* the head (into wte's gradient), then lnf */
+        dt_linear_backward(a->lnf, wte, dlogits, a->s.dln, dwte, NULL, N, C, V);
+        memset(a->dres, 0, (size_t)N * C * sizeof(float));
+        dt_layernorm_backward(a->out, pu, a->lnf_mean, a->lnf_rstd, a->s.dln, a->dres, gu,
+                              gu + C, N, C);
+    } else if (u >= 1) {
+        dt_gpt_block p, g;
+        dt_gpt_block_at(c, k.heads, k.ffn, (float *)pu, &p);
+        dt_gpt_block_at(c, k.heads, k.ffn, gu, &g);
+        dt_gpt_block_backward(c, &k, &p, &a->blk[u - 1], &a->s, a->dres, &g, B, T);
+    } else {
+        dt_embed_backward(tok, a->dres, gu, gu + (size_t)V * C, B, T, C);
+    }
+}
+
+/* ==== a stage: its units one after another ==== */
+
+/* Where unit u starts in a stage's flat array (the head's wte: stage_wte) */
+static size_t stage_unit(const dt_gpt_config *c, const dt_gpt_cut *k, int u0, int u)
+{
+    size_t off = u0 == 0 && u > 0 ? ((size_t)c->vocab + c->seq) * c->embed : 0;
+    int blocks = (u < c->layers + 1 ? u : c->layers + 1) - 1 - first_block(u0);
+    return off + (blocks > 0 ? (size_t)blocks * dt_gpt_block_size(c, k->heads, k->ffn)
+                             : 0);
+}
+
+const float *dt_gpt_forward_stage(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0,
+                                  int u1, const float *params, const int *tok,
+                                  const float *x_in, int B, int T, dt_gpt_acts *a,
+                                  void (*unit_done)(int u, void *ctx), void *ctx)
+{
+    check_stage(c, u0, u1);
+    check_run("dt_gpt_forward", c, a, u0, u1, B, T);
+    dt_gpt_cut k = whole_of(c, cut);
+    if (u0 > 0) {                                /* the stream from the stage before */
+        DT_REQUIRE(x_in != NULL, "dt_gpt_forward: a later stage needs its input");
+        memcpy(stream(c, a, u0 - 1), x_in, (size_t)B * T * c->embed * sizeof(float));
+    }
+    const float *wte = params + stage_wte(c, &k, u0);
+    for (int u = u0; u < u1; u++) {
+        dt_gpt_unit_forward(c, &k, u, params + stage_unit(c, &k, u0, u), wte, tok, a, B, T);
+        if (unit_done)
+            unit_done(u, ctx);
+    }
+    return has_final(c, u1) ? a->logits : stream(c, a, u1 - 1);
+}
+
+void dt_gpt_backward_stage(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0, int u1,
+                           const float *params, dt_gpt_acts *a, const float *dy,
+                           const int *tok, float *dx, int B, int T, float *grads,
+                           void (*unit_done)(int u, void *ctx), void *ctx)
+{
+    check_stage(c, u0, u1);
+    check_run("dt_gpt_backward", c, a, u0, u1, B, T);
+    dt_gpt_cut k = whole_of(c, cut);
+    size_t N = (size_t)B * T, w = stage_wte(c, &k, u0);
+    if (!has_final(c, u1))             /* the gradient of the stream this stage sent */
+        memcpy(a->dres, dy, N * c->embed * sizeof(float));
+    for (int u = u1 - 1; u >= u0; u--) {
+        size_t o = stage_unit(c, &k, u0, u);
+        dt_gpt_unit_backward(c, &k, u, params + o, params + w, a, dy, tok, grads + o,
+                             grads + w, B, T);
+        if (unit_done)
+            unit_done(u, ctx);
+    }
+    if (u0 > 0 && dx)                  /* the gradient of the stream this stage got */
+        memcpy(dx, a->dres, N * c->embed * sizeof(float));
+}
+
+const float *dt_gpt_forward_cut(const dt_gpt_config *c, const dt_gpt_cut *cut,
+                                const float *params, const int *tok, int B, int T,
+                                dt_gpt_acts *a, void (*unit_done)(int u, void *ctx),
+                                void *ctx)
+{
+    return dt_gpt_forward_stage(c, cut, 0, dt_gpt_units(c), params, tok, NULL, B, T, a,
+                                unit_done, ctx);
+}
+
+void dt_gpt_backward_cut(const dt_gpt_config *c, const dt_gpt_cut *cut,
+                         const float *params, dt_gpt_acts *a, const float *dlogits,
+                         const int *tok, int B, int T, float *grads,
+                         void (*unit_done)(int u, void *ctx), void *ctx)
+{
+    dt_gpt_backward_stage(c, cut, 0, dt_gpt_units(c), params, a, dlogits, tok, NULL, B, T,
+                          grads, unit_done, ctx);
+}
+
+const float *dt_gpt_forward(const dt_gpt_config *c, const float *params, const int *tok,
+                            int B, int T, dt_gpt_acts *a)
+{
+    return dt_gpt_forward_cut(c, NULL, params, tok, B, T, a, NULL, NULL);
+}
+
+void dt_gpt_backward(const dt_gpt_config *c, const float *params, dt_gpt_acts *a,
+                     const float *dlogits, const int *tok, int B, int T, float *grads,
+                     void (*unit_done)(int u, void *ctx), void *ctx)
+{
+    dt_gpt_backward_cut(c, NULL, params, a, dlogits, tok, B, T, grads, unit_done, ctx);
+}
+
+/* ==== sampling ==== */
+
+void dt_gpt_sample(const dt_gpt_config *c, const float *params, const int *prompt,
+                   int len, int n, float temperature, unsigned long long seed, int *out)
+{
+    check_config(c);
+    DT_REQUIRE(len >= 1 && n >= 0, "dt_gpt_sample: a prompt of %d tokens (1 or more)", len);
+    int S = c->seq, V = c->vocab;
+    int *ctx = malloc(((size_t)len + n) * sizeof *ctx);
+    float *p = malloc((size_t)V * sizeof *p);
+    DT_REQUIRE(ctx && p, "out of host memory");
+    memcpy(ctx, prompt, (size_t)len * sizeof *ctx);
+    dt_gpt_acts a;
+    dt_gpt_acts_alloc(c, NULL, 1, S, &a);
+    uint64_t rs = (uint64_t)seed * 0x9e3779b97f4a7c15ull + 1;
+    for (int i = 0; i < n; i++) {
+        int have = len + i, T = have < S ? have : S;
+        const float *logits = dt_gpt_forward(c, params, ctx + have - T, 1, T, &a);
+        const float *last = logits + (size_t)(T - 1) * V;               /* (V) */
+        int pick = 0;
+        for (int v = 1; v < V; v++)
+            pick = last[v] > last[pick] ? v : pick;
+        if (temperature > 0.0f) {           /* draw from softmax(last / temperature) */
+            double sum = 0.0, u;
+            for (int v = 0; v < V; v++)
+                sum += p[v] = expf((last[v] - last[pick]) / temperature);
+            u = dti_nn_uniform(&rs) * sum;
+            for (pick = 0; pick < V - 1 && (u -= p[pick]) > 0.0; pick++)
+                ;
+        }
+        ctx[have] = out[i] = pick;
+    }
+    dt_gpt_acts_free(&a);
+    free(ctx);
+    free(p);
+}

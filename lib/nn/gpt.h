@@ -1,0 +1,304 @@
+/* The second model: a small decoder-only transformer (GPT), beside the MLP of nn.h,
+ * its forward and backward written out by hand, and the text it trains on.
+ *
+ *   tokens (B, T) --wte[tok] + wpe[t]--> x (B, T, C)
+ *   L blocks, each:   x = x + attn(ln1(x))      causal multi-head self-attention
+ *                     x = x + mlp(ln2(x))       C -> 4C, GELU, -> C
+ *   lnf(x) (B, T, C) --times wte^T (the head, tied to the embedding)--> logits (B, T, V)
+ *   cross-entropy of logits[b, t] against tokens[b, t + 1]
+ *
+ * Shapes: B sequences of T positions (T <= seq), C = embed, H heads of d = C / H, F = 4C
+ * the MLP's width, V the vocabulary (256: a token is a byte). A (B, T, C) array is
+ * row-major with row b*T + t; head h of q, k, v is columns h*d .. h*d + d - 1.
+ *
+ * Parameters, gradients and optimizer state are flat float arrays the caller owns, cut
+ * into units the parallel modes share out (a pipeline stage takes whole units, FSDP
+ * gathers one unit at a time, DDP buckets them in reverse unit order):
+ *   unit 0        the embeddings: wte (V, C), then wpe (seq, C)
+ *   unit 1 + l    block l: dt_gpt_block's tensors, in its order
+ *   unit L + 1    the final LayerNorm: lnf_w (C), lnf_b (C)
+ *
+ * Every operation here works on host memory with plain loops (attention's products and
+ * the linear layers through OpenBLAS's sgemm unless DT_BLAS=0: see nn.h). */
+#ifndef DT_GPT_H
+#define DT_GPT_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==== the shape ==== */
+
+typedef struct {
+    int vocab;     /* V: token values 0 .. V-1 */
+    int seq;       /* the longest sequence the model reads: wpe's rows */
+    int embed;     /* C, a multiple of heads */
+    int heads;     /* H */
+    int layers;    /* L blocks, 1 or more */
+} dt_gpt_config;
+
+/* NULL, or the sentence that says what is wrong with c ("the width 100 is not a
+ * multiple of 3 heads"). */
+const char *dt_gpt_config_error(const dt_gpt_config *c);
+
+/* One block's tensors, pointers into a flat array. The query, key and value
+ * projections are one linear layer, wqkv: its rows are q's, then k's, then v's (as
+ * GPT-2's c_attn). A block cut for tensor parallelism holds `heads` of the H heads
+ * (their rows of each third of wqkv and bqkv; their columns of wo) and `ffn` of the F
+ * columns of the MLP (rows of w1 and b1, columns of w2); LayerNorms and the biases bo,
+ * b2 whole. Whole: heads = H, ffn = F. */
+typedef struct {
+    float *ln1_w, *ln1_b;            /* (C), (C) */
+    float *wqkv, *bqkv;              /* (3 hd, C), (3 hd): hd = heads * d */
+    float *wo, *bo;                  /* (C, hd), (C) */
+    float *ln2_w, *ln2_b;            /* (C), (C) */
+    float *w1, *b1;                  /* (ffn, C), (ffn) */
+    float *w2, *b2;                  /* (C, ffn), (C) */
+} dt_gpt_block;
+
+/* Floats of one block holding `heads` heads and `ffn` MLP columns. */
+size_t dt_gpt_block_size(const dt_gpt_config *c, int heads, int ffn);
+/* Points p's tensors into base (a block's first float), laid out as above. */
+void dt_gpt_block_at(const dt_gpt_config *c, int heads, int ffn, float *base,
+                     dt_gpt_block *p);
+
+int dt_gpt_units(const dt_gpt_config *c);                     /* L + 2 */
+size_t dt_gpt_unit_size(const dt_gpt_config *c, int u);       /* floats of unit u, whole */
+size_t dt_gpt_unit_offset(const dt_gpt_config *c, int u);     /* u = units: nparams */
+size_t dt_gpt_nparams(const dt_gpt_config *c);
+
+/* Fills params (host) with the initial weights, as GPT-2 draws them but uniform (the
+ * same standard deviation, from integer arithmetic, so the same on every machine):
+ * wte, wpe and the block's matrices with std 0.02, wo and w2 (the projections into the
+ * residual stream) with 0.02 / sqrt(2L); biases 0; LayerNorm weights 1, biases 0. Each
+ * tensor's values depend only on (seed, unit, tensor), never on how the model is cut. */
+void dt_gpt_init(const dt_gpt_config *c, unsigned long long seed, float *params);
+
+/* ==== the operations (host) ==== */
+
+/* out[b,t,:] = wte[tok[b,t], :] + wpe[t, :]. backward: dwte[tok[b,t], :] += dout[b,t,:],
+ * dwpe[t, :] += dout[b,t,:] (accumulating, rows in order b, t). A token outside
+ * 0 .. V-1 stops the program with a message. */
+void dt_embed_forward(const int *tok, const float *wte, const float *wpe, float *out,
+                      int B, int T, int C, int V);
+void dt_embed_backward(const int *tok, const float *dout, float *dwte, float *dwpe,
+                       int B, int T, int C);
+
+/* LayerNorm of N rows of C: y = (x - mean) * rstd * w + b, rstd = 1/sqrt(var + 1e-5),
+ * var the biased variance; keeps mean (N) and rstd (N) for backward. backward: dw, db
+ * accumulate; dx ACCUMULATES too (+=: the input is the residual stream, whose gradient
+ * already holds the skip path's). Not in place. */
+void dt_layernorm_forward(const float *x, const float *w, const float *b, float *y,
+                          float *mean, float *rstd, int N, int C);
+void dt_layernorm_backward(const float *x, const float *w, const float *mean,
+                           const float *rstd, const float *dy, float *dx, float *dw,
+                           float *db, int N, int C);
+
+/* Causal attention of H heads of d. qkv (B, T, 3 H d) holds q, k and v side by side
+ * (columns 0.., Hd.., 2Hd..; head h at h*d within each); y (B, T, H d); att
+ * (B, H, T, T):
+ *   att[b,h,i,j] = softmax_j (q_i . k_j / sqrt(d)) over j <= i, 0 for j > i
+ *   y[b,i, head h] = sum_j att[b,h,i,j] v_j
+ * backward: dqkv (B, T, 3 H d) overwritten; datt (B, H, T, T) is scratch. */
+void dt_attention_forward(const float *qkv, float *att, float *y, int B, int T, int H,
+                          int d);
+void dt_attention_backward(const float *qkv, const float *att, const float *dy,
+                           float *datt, float *dqkv, int B, int T, int H, int d);
+
+/* ==== a block, whole or cut ==== */
+
+/* What a block's forward keeps for backward, for B x T rows (N = B*T): pointers into
+ * the model's activations (dt_gpt_acts). */
+typedef struct {
+    float *x;                        /* (N, C) the block's input, the residual stream */
+    float *ln1, *ln1_mean, *ln1_rstd;   /* (N, C), (N), (N) */
+    float *qkv;                      /* (N, 3 hd) */
+    float *att;                      /* (B, heads, T, T) */
+    float *y;                        /* (N, hd) the heads' outputs side by side */
+    float *x2;                       /* (N, C) x + attention: the stream between */
+    float *ln2, *ln2_mean, *ln2_rstd;
+    float *h;                        /* (N, ffn) before GELU */
+    float *g;                        /* (N, ffn) after GELU */
+} dt_gpt_block_acts;
+
+/* Backward's scratch, shared by every block. */
+typedef struct {
+    float *dln;                      /* (N, C) the gradient of a LayerNorm's output */
+    float *dy;                       /* (N, hd) that of attention's output */
+    float *dqkv;                     /* (N, 3 hd) */
+    float *dh;                       /* (N, ffn) */
+    float *datt;                     /* (B, heads, T, T) */
+} dt_gpt_scratch;
+
+/* A cut block's two sums (tensor parallelism's operators; NULL in a whole block):
+ * sum(x, n, ctx) replaces x (n floats) by its sum over the ranks that share the block.
+ * Forward calls it on the partial outputs of wo and w2 (g, before the bias and the
+ * residual); backward on the partial gradients of ln1's and ln2's outputs (f). bias 1:
+ * this rank adds bo and b2 (one rank of those that share a block, or a whole block). */
+typedef struct {
+    int heads, ffn;
+    int bias;
+    void (*sum)(float *x, size_t n, void *ctx);
+    void *ctx;
+} dt_gpt_cut;
+
+/* Forward of one block on a->x (N, C): fills a, writes the block's output to out
+ * (N, C; may be the next block's a->x, not a->x itself). */
+void dt_gpt_block_forward(const dt_gpt_config *c, const dt_gpt_cut *cut,
+                          const dt_gpt_block *p, dt_gpt_block_acts *a, float *out,
+                          int B, int T);
+/* Backward: dx (N, C) holds the gradient of the block's output on entry and that of its
+ * input on return (in place: the residual stream's gradient). Gradients accumulate into
+ * g (the block's layout, as p). */
+void dt_gpt_block_backward(const dt_gpt_config *c, const dt_gpt_cut *cut,
+                           const dt_gpt_block *p, const dt_gpt_block_acts *a,
+                           dt_gpt_scratch *s, float *dx, const dt_gpt_block *g, int B,
+                           int T);
+
+/* ==== the whole model ==== */
+
+/* Everything forward keeps for backward and backward's scratch, for up to B sequences
+ * of up to T positions, in one host allocation. */
+typedef struct {
+    int B, T;
+    int u0, u1;                      /* the units they are for (a stage; 0, L+2: all) */
+    float *mem;
+    size_t floats;                   /* in mem */
+    dt_gpt_block_acts *blk;          /* [L]; a stage's blocks only (others NULL) */
+    float *out;                      /* (N, C) the last block's output; a stage's output */
+    float *lnf, *lnf_mean, *lnf_rstd;   /* with the final unit only */
+    float *logits;                   /* (N, V) */
+    float *dres;                     /* (N, C) backward: the residual stream's gradient */
+    dt_gpt_scratch s;
+} dt_gpt_acts;
+
+/* For the whole model (cut NULL) or every block cut alike (cut's heads and ffn). */
+void dt_gpt_acts_alloc(const dt_gpt_config *c, const dt_gpt_cut *cut, int B, int T,
+                       dt_gpt_acts *a);
+void dt_gpt_acts_free(dt_gpt_acts *a);
+/* Floats dt_gpt_acts_alloc takes, of which *scratch (may be NULL) backward's scratch */
+size_t dt_gpt_acts_floats(const dt_gpt_config *c, const dt_gpt_cut *cut, int B, int T,
+                          size_t *scratch);
+/* Floats of a model whose every block is cut so (NULL: whole, dt_gpt_nparams): the
+ * embeddings, the blocks in dt_gpt_block_at's layout for the cut's heads and ffn, lnf. */
+size_t dt_gpt_cut_nparams(const dt_gpt_config *c, const dt_gpt_cut *cut);
+
+/* Forward of B sequences of T tokens (tok (B, T), 1 <= T <= seq): returns the logits
+ * (B*T, V), which live in a. */
+const float *dt_gpt_forward(const dt_gpt_config *c, const float *params, const int *tok,
+                            int B, int T, dt_gpt_acts *a);
+/* Backward from dlogits (B*T, V), accumulating into grads (params' layout). Goes
+ * through the units last to first and calls unit_done(u, ctx) after unit u's gradients
+ * are complete (unit 0 last: the head adds to wte's gradient first). */
+void dt_gpt_backward(const dt_gpt_config *c, const float *params, dt_gpt_acts *a,
+                     const float *dlogits, const int *tok, int B, int T, float *grads,
+                     void (*unit_done)(int u, void *ctx), void *ctx);
+/* The same with every block cut so (params and grads in dt_gpt_cut_nparams's layout,
+ * a allocated for the cut), the cut's sums called inside each block: tensor
+ * parallelism's rank. Forward calls unit_done(u, ctx) after each unit too (0, 1, ...,
+ * L+1; the head's product counts to unit L+1). */
+const float *dt_gpt_forward_cut(const dt_gpt_config *c, const dt_gpt_cut *cut,
+                                const float *params, const int *tok, int B, int T,
+                                dt_gpt_acts *a, void (*unit_done)(int u, void *ctx),
+                                void *ctx);
+void dt_gpt_backward_cut(const dt_gpt_config *c, const dt_gpt_cut *cut,
+                         const float *params, dt_gpt_acts *a, const float *dlogits,
+                         const int *tok, int B, int T, float *grads,
+                         void (*unit_done)(int u, void *ctx), void *ctx);
+
+/* ==== one unit ====
+ * Unit u's forward and backward with its weights pu (the unit's floats, in the cut's
+ * layout) and, for the final unit, the head's weights wte (V, C). The residual stream
+ * passes between units in a: unit 0 writes the stream entering block 0, block l reads
+ * a->blk[l].x and writes the next block's (or a->out after the last); the final unit
+ * reads a->out. Backward passes the stream's gradient in a->dres, the final unit first
+ * (from dlogits, its gradient going to gu (lnf) and dwte (the head)), unit 0 last (tok:
+ * the tokens forward read). a holds every unit the calls touch. */
+void dt_gpt_unit_forward(const dt_gpt_config *c, const dt_gpt_cut *cut, int u,
+                         const float *pu, const float *wte, const int *tok,
+                         dt_gpt_acts *a, int B, int T);
+void dt_gpt_unit_backward(const dt_gpt_config *c, const dt_gpt_cut *cut, int u,
+                          const float *pu, const float *wte, dt_gpt_acts *a,
+                          const float *dlogits, const int *tok, float *gu, float *dwte,
+                          int B, int T);
+
+/* ==== a range of units: a pipeline stage ====
+ * A stage holds units [u0, u1) (0 <= u0 < u1 <= L+2), their floats one after another
+ * in the cut's layout (NULL: whole), and, when it holds the final unit but not the
+ * embeddings, a copy of wte (V, C) after lnf: the head is tied to the embedding, and
+ * the stage needs its weights at hand (Megatron keeps such a copy on the last stage;
+ * the two copies' gradients must be summed before each update, so that they stay one
+ * weight). */
+size_t dt_gpt_stage_size(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0, int u1);
+/* The activations of the stage's blocks only (and of the final unit if it has it) */
+void dt_gpt_stage_acts_alloc(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0,
+                             int u1, int B, int T, dt_gpt_acts *a);
+size_t dt_gpt_stage_acts_floats(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0,
+                                int u1, int B, int T, size_t *scratch);
+/* Forward of units [u0, u1): from tok (B, T) when u0 = 0, else from x_in (B*T, C),
+ * the residual stream entering unit u0. Returns the logits (B*T, V) when u1 = L+2,
+ * else the residual stream leaving unit u1-1 (B*T, C); both live in a. Calls
+ * unit_done(u, ctx) after each unit. */
+const float *dt_gpt_forward_stage(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0,
+                                  int u1, const float *params, const int *tok,
+                                  const float *x_in, int B, int T, dt_gpt_acts *a,
+                                  void (*unit_done)(int u, void *ctx), void *ctx);
+/* Backward from dy: dlogits (B*T, V) when u1 = L+2, else the gradient of the stream
+ * the stage sent (B*T, C). Gradients accumulate into grads (the stage's layout); dx
+ * (B*T, C; may be NULL) gets the gradient of the stream that entered, when u0 > 0;
+ * with u0 = 0 the embeddings need tok. unit_done(u, ctx) after each unit, last first. */
+void dt_gpt_backward_stage(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0, int u1,
+                           const float *params, dt_gpt_acts *a, const float *dy,
+                           const int *tok, float *dx, int B, int T, float *grads,
+                           void (*unit_done)(int u, void *ctx), void *ctx);
+
+/* The next n tokens after prompt (len tokens, 1 or more), written to out (n): each
+ * drawn from the softmax of the last position's logits divided by temperature (0:
+ * the most likely), with random numbers from seed; the context is the last seq
+ * tokens. */
+void dt_gpt_sample(const dt_gpt_config *c, const float *params, const int *prompt,
+                   int len, int n, float temperature, unsigned long long seed, int *out);
+
+/* ==== text ==== */
+
+/* A text as tokens: each byte one token (V = 256). Bytes and not characters: any file
+ * is read the same way, UTF-8 included, with no vocabulary to build or ship, and the
+ * model learns which bytes make a character as it learns which make a word. */
+typedef struct {
+    int n;                           /* tokens */
+    unsigned char *tok;              /* (n) */
+    char source[256];                /* where it came from, in words */
+} dt_text;
+
+/* Reads a file. Returns 0, or -1 with a sentence in err (missing, unreadable, empty,
+ * binary: NUL bytes, or more than 1 in 20 bytes control characters other than tab,
+ * newline, carriage return and form feed). */
+int dt_text_load(dt_text *t, const char *path, char *err, size_t errlen);
+/* The default text: the first of dt_text_default_paths that loads (a text every Debian
+ * and Ubuntu system carries), else a text made from the seed (dt_text_generate).
+ * Never fails. */
+void dt_text_default(dt_text *t, unsigned long long seed);
+extern const char *const dt_text_default_paths[];      /* NULL-terminated */
+/* A text of about n bytes from a small grammar, drawn from the seed: sentences of
+ * English words, so that a model can learn words, spaces and full stops. */
+void dt_text_generate(dt_text *t, int n, unsigned long long seed);
+void dt_text_free(dt_text *t);
+
+/* Sequences [first, first + count) of the global batch of B sequences of T + 1 tokens
+ * at step s (counting from 0): sequence i starts at a place drawn from s*B + i alone
+ * (splitmix64, mod n - T), so every batch mixes the whole text and any rank reads the
+ * same sequence i. x (count, T) the inputs, y (count, T) the targets (x shifted by
+ * one). Needs n > T. */
+void dt_text_batch(const dt_text *t, int step, int B, int T, int first, int count,
+                   int *x, int *y);
+/* The entropy in bits of the text's byte frequencies (the unigram model): the loss a
+ * model that ignored context could at best reach, in bits per token. */
+double dt_text_unigram_bits(const dt_text *t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DT_GPT_H */

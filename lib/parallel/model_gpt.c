@@ -1,0 +1,258 @@
+/* This rank's part of the GPT (lib/nn/gpt.h), behind dti_model, so that the modes
+ * written against dti_model (serial, ddp, tp, dp) train it as they train the MLP.
+ *
+ * Units, as gpt.h numbers them: 0 the embeddings, 1 + l block l, L + 1 the final
+ * LayerNorm (and the head, tied to the embeddings). DDP buckets them in backward's
+ * order (L + 1 first, 0 last); the trace records a compute event per unit.
+ *
+ * Tensor parallelism, Megatron's way, over T ranks: rank t owns heads [h0, h1) of
+ * every block whole (their rows of q, k and v in wqkv, their columns of wo) and
+ * columns [f0, f1) of the MLP (rows of w1, columns of w2); the embeddings, the head
+ * and the LayerNorms are on every rank, and every rank computes the same gradient for
+ * them. In each block forward sums the partial outputs of wo and of w2 over the group
+ * (g, an allreduce), and backward the partial gradients of ln1's and ln2's outputs (f):
+ * two allreduces each way per block, of (B, T, C) floats.
+ *
+ *   heads 0..5 over T = 2:   rank 0: heads 0 1 2    rank 1: heads 3 4 5
+ *   wqkv rows  (3C, C):      q rows of my heads | k rows of my heads | v rows of mine
+ *
+ * Pipeline stages take whole units. The head is tied to the embedding (wte), so a last
+ * stage without unit 0 holds a copy of wte after lnf, and after each backward the
+ * first and the last stage sum the two copies' gradients (dti_model_tied_sum), as
+ * Megatron-LM does: the copies start equal and take equal updates, so they stay one
+ * weight, and the sum is the gradient serial training gives it.
+ *
+ * The GPT runs in fp32 on the host so far. */
+#include <stdlib.h>
+#include <string.h>
+#include "buf.h"
+#include "collectives/collectives.h"
+#include "parallel_internal.h"
+#include "trace.h"
+
+/* ==== the cut and the layout ==== */
+
+static void tp_sum(float *x, size_t n, void *ctx)
+{
+    dti_tp_allreduce(ctx, x, n);
+}
+
+void dti_gpt_model_init(dti_model *m, dti_run *r, int l0, int l1, MPI_Comm tp, int Bmax)
+{
+    const dt_gpt_config *g = &r->cfg->gpt;
+    int units = dt_gpt_units(g);
+    DT_REQUIRE(r->where == DT_CPU && dti_work_type(r) == MPI_FLOAT, "the GPT trains in "
+               "fp32 on the host so far");
+    memset(m, 0, sizeof *m);
+    m->g = g;
+    m->run = r;
+    m->l0 = l0;
+    m->l1 = l1;
+    m->nl = l1 - l0;
+    m->tp = tp;
+    m->tie = MPI_COMM_NULL;
+    MPI_Comm_size(tp, &m->T);
+    MPI_Comm_rank(tp, &m->t);
+    m->Bmax = Bmax;
+    m->lpe = g->seq;
+    m->classes = g->vocab;
+    m->type = MPI_FLOAT;
+    DT_REQUIRE(g->heads % m->T == 0, "%d heads cannot be shared by %d tensor-parallel "
+               "ranks", g->heads, m->T);
+    m->cut = (dt_gpt_cut){ g->heads / m->T, 4 * g->embed / m->T, m->t == 0,
+                           m->T > 1 ? tp_sum : NULL, m };
+    m->off = malloc((m->nl + 1) * sizeof *m->off);
+    DT_REQUIRE(m->off != NULL, "out of host memory");
+    size_t C = (size_t)g->embed;
+    m->off[0] = 0;
+    for (int i = 0; i < m->nl; i++) {
+        int u = l0 + i;
+        size_t size = u == 0 ? ((size_t)g->vocab + g->seq) * C
+                      : u == units - 1 ? 2 * C + (l0 > 0 ? (size_t)g->vocab * C : 0)
+                      : dt_gpt_block_size(g, m->cut.heads, m->cut.ffn);
+        m->off[i + 1] = m->off[i] + size;
+    }
+    m->n = m->off[m->nl];
+    DT_REQUIRE(m->n == dt_gpt_stage_size(g, &m->cut, l0, l1), "the GPT's local layout: "
+               "%zu floats, gpt.h says %zu", m->n, dt_gpt_stage_size(g, &m->cut, l0, l1));
+    /* the head's weights: wte in unit 0, or the last stage's copy after lnf */
+    m->tie_off = l0 == 0 ? 0 : l1 == units ? m->off[m->nl - 1] + 2 * C : 0;
+    m->params = dti_alloc(r, DTI_PARAMS, m->n * sizeof(float), 0);
+    m->grads = dti_alloc(r, DTI_GRADS, m->n * sizeof(float), 0);
+}
+
+/* The spans of the whole model that local unit i holds, in local order, into sp (at
+ * most 14); shared[k] 1 where every tensor-parallel rank holds the same span, 2 for
+ * the last stage's copy of wte (the first stage's is the one written back). */
+static int unit_spans(const dti_model *m, int i, dti_span *sp, unsigned char *shared)
+{
+    const dt_gpt_config *g = m->g;
+    int u = m->l0 + i, n = 0;
+    size_t base = dt_gpt_unit_offset(g, u);
+#define SPAN(start, len, count, stride, sh) \
+    (sp[n] = (dti_span){ (start), (len), (count), (stride) }, shared[n++] = (sh))
+    if (u == 0 || u == dt_gpt_units(g) - 1) {          /* embeddings, final LayerNorm */
+        SPAN(base, dt_gpt_unit_size(g, u), 1, 0, 1);
+        if (u > 0 && m->l0 > 0)                        /* and the head's copy of wte */
+            SPAN(0, (size_t)g->vocab * g->embed, 1, 0, 2);
+        return n;
+    }
+    size_t C = (size_t)g->embed, F = 4 * C, d = C / g->heads;
+    size_t hd = (size_t)m->cut.heads * d, h0 = (size_t)m->t * hd;        /* columns */
+    size_t fl = (size_t)m->cut.ffn, f0 = (size_t)m->t * fl;
+    /* the whole block's offsets, in dt_gpt_block_at's order */
+    size_t wqkv = base + 2 * C, bqkv = wqkv + 3 * C * C, wo = bqkv + 3 * C;
+    size_t bo = wo + C * C, ln2 = bo + C, w1 = ln2 + 2 * C, b1 = w1 + F * C;
+    size_t w2 = b1 + F, b2 = w2 + C * F;
+    SPAN(base, 2 * C, 1, 0, 1);                                       /* ln1 w, b */
+    for (size_t p = 0; p < 3; p++)                    /* my heads' rows of q, k, v */
+        SPAN(wqkv + (p * C + h0) * C, hd * C, 1, 0, 0);
+    for (size_t p = 0; p < 3; p++)
+        SPAN(bqkv + p * C + h0, hd, 1, 0, 0);
+    SPAN(wo + h0, hd, C, C, 0);                       /* my columns of every row */
+    SPAN(bo, C, 1, 0, 1);
+    SPAN(ln2, 2 * C, 1, 0, 1);
+    SPAN(w1 + f0 * C, fl * C, 1, 0, 0);
+    SPAN(b1 + f0, fl, 1, 0, 0);
+    SPAN(w2 + f0, fl, C, F, 0);
+    SPAN(b2, C, 1, 0, 1);
+#undef SPAN
+    return n;
+}
+
+int dti_gpt_model_spans(const dti_model *m, dti_span *sp, unsigned char *shared)
+{
+    int n = 0;
+    dti_span one[16];
+    unsigned char sh[16];
+    for (int i = 0; i < m->nl; i++) {
+        int k = unit_spans(m, i, one, sh);
+        if (sp)
+            memcpy(sp + n, one, k * sizeof *one);
+        if (shared)
+            memcpy(shared + n, sh, k);
+        n += k;
+    }
+    return n;
+}
+
+void dti_gpt_model_move(const dti_model *m, float *full, float *local, int to_local)
+{
+    dti_span sp[16];
+    unsigned char shared[16];
+    float *at = local;
+    for (int i = 0; i < m->nl; i++) {
+        int k = unit_spans(m, i, sp, shared);
+        for (int j = 0; j < k; j++) {
+            size_t ld = sp[j].count > 1 ? sp[j].stride : sp[j].len;
+            float *whole = full + sp[j].start;
+            if (to_local)
+                dti_copy_block(at, sp[j].len, whole, ld, (int)sp[j].count, (int)sp[j].len,
+                               sizeof(float));
+            else if (!shared[j] || (shared[j] == 1 && m->t == 0))  /* what all hold:
+                                                                      rank 0 writes */
+                dti_copy_block(whole, ld, at, sp[j].len, (int)sp[j].count, (int)sp[j].len,
+                               sizeof(float));
+            at += sp[j].len * sp[j].count;
+        }
+    }
+    DT_REQUIRE((size_t)(at - local) == m->n, "the GPT's spans cover %zu floats of %zu",
+               (size_t)(at - local), m->n);
+}
+
+/* ==== activations ==== */
+
+void dti_gpt_acts_alloc(const dti_model *m, int B, dti_acts *a)
+{
+    memset(a, 0, sizeof *a);
+    a->B = B;
+    a->run = m->run;
+    a->gpt = malloc(sizeof *a->gpt);
+    a->tok = malloc((size_t)B * m->g->seq * sizeof *a->tok);
+    DT_REQUIRE(a->gpt && a->tok, "out of host memory");
+    dt_gpt_stage_acts_alloc(m->g, &m->cut, m->l0, m->l1, B, m->g->seq, a->gpt);
+    size_t scratch;
+    size_t all = dt_gpt_stage_acts_floats(m->g, &m->cut, m->l0, m->l1, B, m->g->seq,
+                                          &scratch);
+    a->bytes = (all - scratch) * sizeof(float);     /* what forward keeps */
+    dti_held(a->run, DTI_ACTS, a->bytes, 1);
+}
+
+void dti_gpt_acts_free(dti_acts *a)
+{
+    if (a->run && a->gpt)
+        dti_held(a->run, DTI_ACTS, a->bytes, 0);
+    if (a->gpt)
+        dt_gpt_acts_free(a->gpt);
+    free(a->gpt);
+    free(a->tok);
+    memset(a, 0, sizeof *a);
+}
+
+/* ==== forward and backward ==== */
+
+/* A compute event per unit, from the end of the one before (trace.h) */
+typedef struct {
+    const char *phase;
+    int step, micro;
+    double t0;
+    void (*layer_done)(int i, void *ctx);
+    void *ctx;
+    int l0;
+} unit_clock;
+
+static void unit_finished(int u, void *ctx)
+{
+    unit_clock *k = ctx;
+    dti_compute_event(k->phase, k->step, u, k->micro, k->t0);
+    if (k->layer_done)
+        k->layer_done(u - k->l0, k->ctx);
+    k->t0 = dt_trace_now();
+}
+
+const float *dti_gpt_model_forward(dti_model *m, dti_acts *a, const float *x_in, int B,
+                                   int step, int micro)
+{
+    int T = m->g->seq;
+    DT_REQUIRE(B >= 1 && B <= a->B, "the GPT's forward: %d sequences, buffers for %d", B,
+               a->B);
+    if (m->l0 == 0)                 /* the first stage: the tokens, sent as floats */
+        for (size_t i = 0; i < (size_t)B * T; i++)
+            a->tok[i] = (int)x_in[i];
+    unit_clock k = { "forward", step, micro, dt_trace_now(), NULL, NULL, m->l0 };
+    return dt_gpt_forward_stage(m->g, &m->cut, m->l0, m->l1, m->params, a->tok, x_in, B,
+                                T, a->gpt, unit_finished, &k);
+}
+
+void dti_gpt_model_backward(dti_model *m, dti_acts *a, const float *dy, float *dx, int B,
+                            int step, int micro, void (*layer_done)(int i, void *ctx),
+                            void *ctx)
+{
+    unit_clock k = { "backward", step, micro, dt_trace_now(), layer_done, ctx, m->l0 };
+    dt_gpt_backward_stage(m->g, &m->cut, m->l0, m->l1, m->params, a->gpt, dy, a->tok, dx,
+                          B, m->g->seq, m->grads, unit_finished, &k);
+}
+
+/* ==== the tied embedding ==== */
+
+void dti_gpt_model_tie(dti_model *m, MPI_Comm pp_comm)
+{
+    int s, P, units = dt_gpt_units(m->g);
+    MPI_Comm_rank(pp_comm, &s);
+    MPI_Comm_size(pp_comm, &P);
+    if (P == 1)
+        return;
+    int ends = m->l0 == 0 || m->l1 == units;
+    DT_CHECK_MPI(MPI_Comm_split(pp_comm, ends ? 0 : MPI_UNDEFINED, s, &m->tie));
+}
+
+/* Megatron's way: the first stage's wte (the embedding) and the last stage's copy (the
+ * head) are one weight held twice; each stage's backward gave its copy the gradient
+ * of its own use, and the weight's gradient is their sum, which both then hold */
+void dti_gpt_model_tied_sum(dti_model *m)
+{
+    if (m->tie == MPI_COMM_NULL)
+        return;
+    float *g = (float *)m->grads + m->tie_off;
+    dt_allreduce(MPI_IN_PLACE, g, m->g->vocab * m->g->embed, MPI_FLOAT, MPI_SUM, m->tie);
+}
