@@ -174,13 +174,13 @@ static void setup(dp_state *d, dti_run *r)
     /* every rank draws the initial weights from the seed */
     float *init = malloc(d->n * sizeof(float));
     DT_REQUIRE(init != NULL, "out of host memory");
-    dt_mlp_init(&c->model, c->seed, init);
+    dti_init_weights(c, init);
 
     if (d->computes) {
         int j = r->rank - d->first;
         d->row0 = (int)((long long)j * c->batch / d->W);
         d->rows = (int)((long long)(j + 1) * c->batch / d->W) - d->row0;
-        dti_model_init(&d->m, r, 0, c->model.layers, MPI_COMM_SELF, c->tp_style, d->rows);
+        dti_model_init(&d->m, r, 0, dti_units(c), MPI_COMM_SELF, c->tp_style, d->rows);
         DT_REQUIRE(d->m.n == d->n, "dp: the model holds %zu of %zu weights", d->m.n, d->n);
         dti_acts_alloc(&d->m, d->rows, &d->a);
         float *mine = malloc(d->n * sizeof(float));
@@ -188,17 +188,18 @@ static void setup(dp_state *d, dti_run *r)
         dti_model_take(&d->m, init, mine);
         dti_from_float(mine, d->m.params, d->type, d->n);     /* version 0 */
         free(mine);
-        d->x = malloc((size_t)d->rows * c->model.in * sizeof(float));
-        d->y = malloc((size_t)d->rows * sizeof(int));
+        d->x = malloc((size_t)d->rows * dti_data_cols(c) * sizeof(float));
+        d->y = malloc((size_t)d->rows * d->m.lpe * sizeof(int));
         DT_REQUIRE(d->x && d->y, "out of host memory");
-        d->yd = r->where == DT_CUDA ? dt_malloc((size_t)d->rows * sizeof(int), DT_CUDA)
+        d->yd = r->where == DT_CUDA ? dt_malloc((size_t)d->rows * d->m.lpe * sizeof(int),
+                                                DT_CUDA)
                                     : d->y;
         d->have = 0;
         d->scale = dti_loss_scale(r);
     }
 
     if (r->rank == 0) {
-        /* the whole model, uncut: its layout is dt_mlp's, so init is copied as it is */
+        /* the whole model, uncut: its layout is the model's, so init is copied as it is */
         d->master = dti_alloc(r, DTI_PARAMS, d->n * sizeof(float), 0);
         dt_memcpy(d->master, init, d->n * sizeof(float));
         d->state_bytes = d->n * dt_optim_state_per_param(c->optim.kind) * sizeof(float);
@@ -298,13 +299,15 @@ static void fetch(dp_state *d, int u, int step)
 static double compute(dp_state *d, int s, float scale)
 {
     const dt_train_config *c = d->r->cfg;
-    dt_data_batch(c->data, s - 1, c->batch, d->row0, d->rows, d->x, d->y);
+    int lpe = d->m.lpe;                         /* labels per example: 1, the GPT's seq */
+    dti_batch(c, s - 1, c->batch, d->row0, d->rows, d->x, d->y);
     if (d->yd != d->y)                          /* the batch's labels, up */
-        dt_memcpy_input(d->yd, d->y, (size_t)d->rows * sizeof(int));
+        dt_memcpy_input(d->yd, d->y, (size_t)d->rows * lpe * sizeof(int));
     dt_memzero(d->m.grads, d->wbytes);
     float *logits = (float *)dti_model_forward(&d->m, &d->a, d->x, d->rows, s, -1);
     double t0 = dt_trace_now();
-    double loss = dt_xent(logits, d->yd, d->rows, c->model.out, scale / c->batch, logits);
+    double loss = dt_xent(logits, d->yd, d->rows * lpe, d->m.classes,
+                          scale / (float)(c->batch * lpe), logits);
     dti_compute_event("loss", s, -1, -1, t0);
     dti_model_backward(&d->m, &d->a, logits, NULL, d->rows, s, -1, NULL, NULL);
     return loss;
@@ -427,7 +430,8 @@ static void server_step(dp_state *d, int s, int u)
                  scaler);
     else
         snprintf(extra, sizeof extra, "%s", scaler);
-    dti_step_end(r, s, (float)(loss / r->cfg->batch), !apply, extra);
+    dti_step_end(r, s, (float)(loss / ((double)r->cfg->batch *
+                                      dti_labels_per_example(r->cfg))), !apply, extra);
 }
 
 /* ==== the summary ==== */

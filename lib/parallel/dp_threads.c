@@ -92,7 +92,8 @@ typedef struct {
 
 struct dpt {
     dti_run *r;
-    int T, B, in, out;
+    int T, B, in, out;       /* in, out: floats of an example's input and logits */
+    int lpe, classes;        /* labels per example (1, the GPT's seq), logits each */
     size_t n, psi;           /* weights; bytes of one copy */
     replica *rep;
     float *x, *logits;       /* the batch (B, in) and the gathered logits (B, out), */
@@ -227,16 +228,18 @@ static void setup(dpt *d, dti_run *r)
     d->r = r;
     d->T = c->threads;
     d->B = c->batch;
-    d->in = c->model.in;
-    d->out = c->model.out;
+    d->lpe = dti_labels_per_example(c);
+    d->classes = c->kind == DT_MODEL_GPT ? c->gpt.vocab : c->model.out;
+    d->in = dti_data_cols(c);
+    d->out = d->lpe * d->classes;
     d->n = r->nparams;
     d->psi = d->n * sizeof(float);
     d->gil = c->gil;
     dt_device_kind at = r->where;
     d->hx = dti_calloc((size_t)d->B * d->in, sizeof(float));
-    d->hy = dti_calloc((size_t)d->B, sizeof(int));
+    d->hy = dti_calloc((size_t)d->B * d->lpe, sizeof(int));
     d->x = at == DT_CPU ? d->hx : dt_malloc((size_t)d->B * d->in * sizeof(float), at);
-    d->y = at == DT_CPU ? d->hy : dt_malloc((size_t)d->B * sizeof(int), at);
+    d->y = at == DT_CPU ? d->hy : dt_malloc((size_t)d->B * d->lpe * sizeof(int), at);
     d->logits = dt_malloc((size_t)d->B * d->out * sizeof(float), at);
     dt_memzero(d->logits, (size_t)d->B * d->out * sizeof(float));
     dti_held(r, DTI_ACTS, (size_t)d->B * d->out * sizeof(float), 1);
@@ -249,7 +252,7 @@ static void setup(dpt *d, dti_run *r)
         p->k = k;
         p->row0 = (int)lo;
         p->rows = (int)(hi - lo);
-        dti_model_init(&p->m, r, 0, c->model.layers, MPI_COMM_SELF, c->tp_style, p->rows);
+        dti_model_init(&p->m, r, 0, dti_units(c), MPI_COMM_SELF, c->tp_style, p->rows);
         DT_REQUIRE(p->m.n == d->n, "dp-threads: a replica holds %zu of %zu weights",
                    p->m.n, d->n);
         dti_acts_alloc(&p->m, p->rows, &p->a);
@@ -262,7 +265,7 @@ static void setup(dpt *d, dti_run *r)
         }
     }
     float *w0 = dti_calloc(d->n, sizeof(float));                  /* W */
-    dt_mlp_init(&c->model, c->seed, w0);
+    dti_init_weights(c, w0);
     dt_memcpy(d->rep[0].m.params, w0, d->psi);
     free(w0);
     d->state_bytes = d->n * dt_optim_state_per_param(c->optim.kind) * sizeof(float);
@@ -315,9 +318,9 @@ static double step(dpt *d, int s, double t[3])
     dti_run *r = d->r;
     const dt_train_config *c = r->cfg;
     float *W = d->rep[0].m.params, *G = d->rep[0].m.grads;
-    dt_data_batch(c->data, s - 1, d->B, 0, d->B, d->hx, d->hy);  /* the data loader's */
+    dti_batch(c, s - 1, d->B, 0, d->B, d->hx, d->hy);            /* the data loader's */
     dt_memcpy_input(d->x, d->hx, (size_t)d->B * d->in * sizeof(float));   /* (no-ops */
-    dt_memcpy_input(d->y, d->hy, (size_t)d->B * sizeof(int));            /* on the CPU) */
+    dt_memcpy_input(d->y, d->hy, (size_t)d->B * d->lpe * sizeof(int));   /* on the CPU) */
     double t0 = MPI_Wtime(), t1;
     for (int k = 1; k < d->T; k++) {                         /* 1, 2 */
         replica *p = &d->rep[k];
@@ -338,7 +341,8 @@ static double step(dpt *d, int s, double t[3])
     }
     t1 = MPI_Wtime(); t[0] += t1 - t0; t0 = t1;
     double tl = dt_trace_now();                              /* 5 */
-    double loss = dt_xent(d->logits, d->y, d->B, d->out, 1.0f / d->B, d->logits);
+    double loss = dt_xent(d->logits, d->y, d->B * d->lpe, d->classes,
+                          1.0f / (float)(d->B * d->lpe), d->logits);
     dti_compute_event("loss", s, -1, -1, tl);
     t1 = MPI_Wtime(); t[1] += t1 - t0; t0 = t1;
     for (int k = 1; k < d->T; k++) {                         /* 6 */
@@ -395,7 +399,7 @@ void dti_train_dp_threads(dti_run *r)
         char extra[160] = "";
         if (d.gil > 0)
             snprintf(extra, sizeof extra, "lock wait %.3f ms per thread", w * 1e3);
-        dti_step_end(r, s, (float)(loss / c->batch), 0, extra);
+        dti_step_end(r, s, (float)(loss / ((double)c->batch * d.lpe)), 0, extra);
         if (s > r->first || c->steps == r->first) {    /* as run.c times the steps */
             for (int i = 0; i < 3; i++)
                 sum[i] += t[i];

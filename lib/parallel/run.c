@@ -99,11 +99,11 @@ static int gpt_check(const dt_train_config *c, int n, char *why, size_t len)
             "whole heads, so --heads must be a multiple of %d", g->heads, T, T);
     switch (c->mode) {
     case DT_MODE_SERIAL: case DT_MODE_DDP: case DT_MODE_TP: case DT_MODE_PP:
-    case DT_MODE_HYBRID: case DT_MODE_FSDP:
+    case DT_MODE_HYBRID: case DT_MODE_FSDP: case DT_MODE_DP: case DT_MODE_DP_THREADS:
         break;
     default:
-        WHY("--model gpt trains in modes serial, ddp, fsdp, tp, pp and hybrid so far, "
-            "not %s", dt_mode_name(c->mode));
+        WHY("--model gpt trains in every mode but moe so far, not %s",
+            dt_mode_name(c->mode));
     }
     if (P > dt_gpt_units(g))
         WHY("%d pipeline stages but the GPT has %d units (the embeddings, %d block%s, the "
