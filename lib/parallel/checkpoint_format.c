@@ -276,18 +276,30 @@ static const char *float_text(float v, char *buf, size_t len)
 void ck_config_text(const dti_run *r, sbuf *b)
 {
     const dt_train_config *c = r->cfg;
-    const dt_dataset *set = c->data;
-    const dt_mlp_config *m = &c->model;
-    unsigned long crc = ck_crc_of(set->x, (size_t)set->n * set->features * sizeof(float));
-    crc = ck_crc_add(crc, set->y, (size_t)set->n * sizeof(int));
     ck_sb_printf(b, "config mode %s\n", dt_mode_name(c->mode));
     ck_sb_printf(b, "config ranks %d\n", r->size);
-    ck_sb_printf(b, "config layers %d\nconfig hidden %d\nconfig act %s\n", m->layers,
-              m->hidden, m->act == DT_RELU ? "relu" : "gelu");
-    ck_sb_printf(b, "config outputs %d\n", m->out);
-    ck_sb_printf(b, "config seed %llu\n", c->seed);  /* before data: it makes the data */
-    ck_sb_printf(b, "config data %d examples of %d features, %d classes, CRC-32 %08lx\n",
-              set->n, set->features, set->classes, crc);
+    if (c->kind == DT_MODEL_GPT) {
+        const dt_gpt_config *g = &c->gpt;
+        const dt_text *t = c->text;
+        ck_sb_printf(b, "config model gpt\nconfig layers %d\nconfig heads %d\n"
+                  "config embed %d\nconfig seq %d\n", g->layers, g->heads, g->embed,
+                  g->seq);
+        ck_sb_printf(b, "config seed %llu\n", c->seed);
+        ck_sb_printf(b, "config text %d bytes, CRC-32 %08lx\n", t->n,
+                  ck_crc_of(t->tok, (size_t)t->n));
+    } else {
+        const dt_dataset *set = c->data;
+        const dt_mlp_config *m = &c->model;
+        unsigned long crc = ck_crc_of(set->x, (size_t)set->n * set->features *
+                                      sizeof(float));
+        crc = ck_crc_add(crc, set->y, (size_t)set->n * sizeof(int));
+        ck_sb_printf(b, "config layers %d\nconfig hidden %d\nconfig act %s\n", m->layers,
+                  m->hidden, m->act == DT_RELU ? "relu" : "gelu");
+        ck_sb_printf(b, "config outputs %d\n", m->out);
+        ck_sb_printf(b, "config seed %llu\n", c->seed);  /* before data: it makes data */
+        ck_sb_printf(b, "config data %d examples of %d features, %d classes, CRC-32 "
+                  "%08lx\n", set->n, set->features, set->classes, crc);
+    }
     char f[4][32];
     ck_sb_printf(b, "config optim %s\nconfig lr %s\n", c->optim.kind == DT_SGD ? "sgd"
               : "adam", float_text(c->optim.lr, f[0], sizeof f[0]));
@@ -372,7 +384,7 @@ static void config_compare(const char *from, const char *manifest, const char *m
     }
     /* every other field of this run, in order; these are no option of train's */
     static const char *const plain[] = { "outputs", "data", "adam", "scale-backoff",
-                                         "scale-growth", "overlap" };
+                                         "scale-growth", "overlap", "text" };
     for (const char *p = mine; *p; p += strcspn(p, "\n") + (p[strcspn(p, "\n")] != 0)) {
         char key[32], want[256], got[256];
         snprintf(key, sizeof key, "%.*s", (int)strcspn(p + 7, " \n"), p + 7);

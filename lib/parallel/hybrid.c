@@ -115,6 +115,8 @@ void dti_train_hybrid(dti_run *r)
     dti_ckpt_map(r, "state", S, spans, nspans);
     free(spans);
     int s0 = dti_ckpt_start(r, own ? r->rank : r->rank % (T * P));
+    if (s0 > 0)                       /* the GPT's wte on the last stage: unmapped */
+        dti_model_tie_sync(&m, master, state, S);
     if (fp16 && s0 > 0)
         dti_from_float(master, m.params, m.type, m.n);
 

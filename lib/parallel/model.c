@@ -63,6 +63,12 @@ void dti_model_tied_sum(dti_model *m)
         dti_gpt_model_tied_sum(m);
 }
 
+void dti_model_tie_sync(dti_model *m, float *w, float *state, int S)
+{
+    if (m->g)
+        dti_gpt_model_tie_sync(m, w, state, S);
+}
+
 static int is_last_layer(const dti_model *m, int i) { return m->l0 + i == m->c->layers - 1; }
 
 /* ==== the model a run trains, whichever it is ==== */
@@ -386,13 +392,13 @@ void dti_model_put(const dti_model *m, const float *src, float *full)
 
 int dti_model_nspans(const dti_model *m)
 {
-    return m->g ? dti_gpt_model_spans(m, NULL, NULL) : 2 * m->nl;
+    return m->g ? dti_gpt_model_spans(m, NULL) : 2 * m->nl;
 }
 
 int dti_model_spans(const dti_model *m, dti_span *sp)
 {
     if (m->g)
-        return dti_gpt_model_spans(m, sp, NULL);
+        return dti_gpt_model_spans(m, sp);
     int n = 0;
     for (int i = 0; i < m->nl; i++) {
         size_t in_f = (size_t)full_in(m, i), out_f = (size_t)full_out(m, i);

@@ -120,18 +120,22 @@ static int unit_spans(const dti_model *m, int i, dti_span *sp, unsigned char *sh
     return n;
 }
 
-int dti_gpt_model_spans(const dti_model *m, dti_span *sp, unsigned char *shared)
+/* The spans this rank's floats hold, in order, the last stage's copy of wte left out:
+ * it comes last, and a checkpoint takes what follows the mapped floats for padding
+ * (dti_model_tie_sync refills it after a resume) */
+int dti_gpt_model_spans(const dti_model *m, dti_span *sp)
 {
     int n = 0;
     dti_span one[16];
     unsigned char sh[16];
     for (int i = 0; i < m->nl; i++) {
         int k = unit_spans(m, i, one, sh);
-        if (sp)
-            memcpy(sp + n, one, k * sizeof *one);
-        if (shared)
-            memcpy(shared + n, sh, k);
-        n += k;
+        for (int j = 0; j < k; j++)
+            if (sh[j] != 2) {
+                if (sp)
+                    sp[n] = one[j];
+                n++;
+            }
     }
     return n;
 }
@@ -244,6 +248,18 @@ void dti_gpt_model_tie(dti_model *m, MPI_Comm pp_comm)
         return;
     int ends = m->l0 == 0 || m->l1 == units;
     DT_CHECK_MPI(MPI_Comm_split(pp_comm, ends ? 0 : MPI_UNDEFINED, s, &m->tie));
+}
+
+/* After a resume: the first stage's wte and its optimizer state (S floats a weight)
+ * to the last stage's copy, which a checkpoint does not map */
+void dti_gpt_model_tie_sync(dti_model *m, float *w, float *state, int S)
+{
+    if (m->tie == MPI_COMM_NULL)
+        return;
+    size_t n = (size_t)m->g->vocab * m->g->embed;
+    dt_bcast(w + m->tie_off, (int)n, MPI_FLOAT, 0, m->tie);
+    if (S > 0)
+        dt_bcast(state + m->tie_off * S, (int)(n * S), MPI_FLOAT, 0, m->tie);
 }
 
 /* Megatron's way: the first stage's wte (the embedding) and the last stage's copy (the

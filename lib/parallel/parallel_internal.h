@@ -222,6 +222,12 @@ int dti_model_nspans(const dti_model *m);
  * the same update. */
 void dti_model_tie(dti_model *m, MPI_Comm pp_comm);
 void dti_model_tied_sum(dti_model *m);
+/* After a resume, the last stage's copy of the shared weights (in w, the fp32 weights
+ * in m's layout) and of their optimizer state (S floats a weight; state NULL or S 0:
+ * none) from the first stage's: a
+ * checkpoint maps only the first's (dti_model_spans). Collective over pp_comm's first
+ * and last stage. */
+void dti_model_tie_sync(dti_model *m, float *w, float *state, int S);
 /* Columns of the activations entering and leaving this rank's layers. */
 int dti_model_in_width(const dti_model *m);
 int dti_model_out_width(const dti_model *m);
@@ -319,7 +325,8 @@ void dti_unit_backward(dti_unit_acts *a, int u, const float *W, const float *Wt,
 /* model_gpt.c: the GPT's side of dti_model (model.c hands a GPT's calls there) */
 void dti_gpt_model_init(dti_model *m, dti_run *r, int l0, int l1, MPI_Comm tp, int Bmax);
 void dti_gpt_model_move(const dti_model *m, float *full, float *local, int to_local);
-int dti_gpt_model_spans(const dti_model *m, dti_span *sp, unsigned char *shared);
+int dti_gpt_model_spans(const dti_model *m, dti_span *sp);
+void dti_gpt_model_tie_sync(dti_model *m, float *w, float *state, int S);
 void dti_gpt_model_tie(dti_model *m, MPI_Comm pp_comm);
 void dti_gpt_model_tied_sum(dti_model *m);
 void dti_gpt_acts_alloc(const dti_model *m, int B, dti_acts *a);

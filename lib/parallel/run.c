@@ -111,8 +111,6 @@ static int gpt_check(const dt_train_config *c, int n, char *why, size_t len)
             g->layers, g->layers == 1 ? "" : "s");
     if (c->precision != DT_FP32 || c->on_device)
         WHY("--model gpt trains in fp32 on the CPU so far");
-    if (c->checkpoint_dir || c->resume_dir)
-        WHY("--model gpt has no checkpoints yet");
     return 0;
 }
 
