@@ -358,6 +358,7 @@ static void train_text(const dt_train_config *c, int n, char *s, size_t len)
     if (c->accum > 1 && P == 1)               /* with stages, micro counts it already */
         pair(s, len, "accum %d", c->accum);
     if (c->kind == DT_MODEL_GPT) {             /* layers: the units events name */
+        pair(s, len, "model gpt");             /* (within the line's 191 characters) */
         pair(s, len, "layers %d", dt_gpt_units(&c->gpt));
         pair(s, len, "hidden %d", c->gpt.embed);
     } else {
