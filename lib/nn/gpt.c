@@ -523,6 +523,11 @@ static float *stream(const dt_gpt_config *c, dt_gpt_acts *a, int l)
     return l < c->layers && a->blk[l].x ? a->blk[l].x : a->out;
 }
 
+float *dt_gpt_unit_output(const dt_gpt_config *c, dt_gpt_acts *a, int u)
+{
+    return u == c->layers + 1 ? a->logits : stream(c, a, u);
+}
+
 /* The activations' floats of a stage: per block x, ln1, x2, ln2 (N, C), qkv (N, 3hd),
  * y (N, hd), h and g (N, F), att (B, heads, T, T), four (N) means and rstds; out
  * (N, C); with the final unit lnf (N, C), its mean and rstd, logits (N, V). The

@@ -224,6 +224,10 @@ void dt_gpt_unit_backward(const dt_gpt_config *c, const dt_gpt_cut *cut, int u,
                           const float *dlogits, const int *tok, float *gu, float *dwte,
                           int B, int T);
 
+/* What unit u wrote in forward: the residual stream after it (B*T, C), or the logits
+ * (B*T, V) for the final unit */
+float *dt_gpt_unit_output(const dt_gpt_config *c, dt_gpt_acts *a, int u);
+
 /* ==== a range of units: a pipeline stage ====
  * A stage holds units [u0, u1) (0 <= u0 < u1 <= L+2), their floats one after another
  * in the cut's layout (NULL: whole), and, when it holds the final unit but not the

@@ -137,6 +137,8 @@ typedef struct {
     void *whole;             /* stages 2, 3: one layer's whole gradient, Pmax elements */
     void *root_w;            /* stage 3: the root's gathered weights, all step */
     void *root_g;            /* stages 2, 3: the root's whole gradient, all backward */
+    float *rootf, *rootgf;   /* fp16: the root's weights and the using unit's gradient
+                                of them, as floats */
 } fsdp;
 
 /* The own shard of layer l, working type: where the optimizer writes. */
@@ -231,6 +233,10 @@ static void fsdp_init(fsdp *f, dti_run *r)
         f->wf = dti_alloc(r, DTI_PARAMS, f->nmax * sizeof(float), 0);
         f->gf = dti_alloc(r, DTI_GRADS, f->nmax * sizeof(float), 0);
     }
+    if (f->fp16 && f->root >= 0) {
+        f->rootf = dti_alloc(r, DTI_PARAMS, f->n[f->root] * sizeof(float), 0);
+        f->rootgf = dti_alloc(r, DTI_GRADS, f->n[f->root] * sizeof(float), 0);
+    }
     free(half);
     free(pad);
     free(init);
@@ -254,6 +260,10 @@ static void fsdp_free(fsdp *f)
     }
     dti_free(r, DTI_PARAMS, f->wf, f->nmax * sizeof(float));
     dti_free(r, DTI_GRADS, f->gf, f->nmax * sizeof(float));
+    if (f->rootf) {
+        dti_free(r, DTI_PARAMS, f->rootf, f->n[f->root] * sizeof(float));
+        dti_free(r, DTI_GRADS, f->rootgf, f->n[f->root] * sizeof(float));
+    }
     dt_free(f->room);                           /* the pool: counted only while held */
     dt_free(f->whole);
     dt_free(f->root_w);
@@ -559,11 +569,15 @@ static void layer_reduce(fsdp *f, int l, void *whole, int step)
 
 /* ==== forward and backward of this rank's rows ==== */
 
-/* The root's whole weights as floats, for the unit that uses them too (fp32 only: the
- * GPT's head, the one such unit, trains in fp32) */
+/* The root's whole weights as floats, for the unit that uses them too: held gathered
+ * (stage 3) or whole (1, 2); widened into rootf in fp16 */
 static const float *root_weights(const fsdp *f)
 {
-    return f->zero == 3 ? f->root_w : f->w[f->root];
+    const void *w = f->zero == 3 ? f->root_w : f->w[f->root];
+    if (!f->fp16)
+        return w;
+    dti_to_float(w, f->type, f->rootf, f->n[f->root], 1.0f);
+    return f->rootf;
 }
 
 static const float *forward(fsdp *f, dti_unit_acts *a, const float *x, int B, int step)
@@ -607,11 +621,16 @@ static void backward(fsdp *f, dti_unit_acts *a, const float *dlogits, int B, int
         if (f->fp16)
             dt_memzero(f->gf, n * sizeof(float));
         int t = dti_unit_tied(f->cfg, l);
-        float *dWt = t < 0 ? NULL : f->zero > 1 ? f->root_g : f->g[t];
-        dti_unit_backward(a, l, W, t >= 0 ? root_weights(f) : NULL, dlogits, dW, dWt, B,
-                          step);
+        void *rg = t < 0 ? NULL : f->zero > 1 ? f->root_g : f->g[t];   /* the root's */
+        float *dWt = f->fp16 && rg ? f->rootgf : rg;
+        if (f->fp16 && rg)
+            dt_memzero(f->rootgf, f->n[t] * sizeof(float));
+        const float *Wt = t >= 0 ? root_weights(f) : NULL;
+        dti_unit_backward(a, l, W, Wt, dlogits, dW, dWt, B, step);
         if (f->fp16)
             dti_accumulate(whole, f->type, f->gf, n);
+        if (f->fp16 && rg)
+            dti_accumulate(rg, f->type, f->rootgf, f->n[t]);
         layer_release(f, l, held, step);
         if (f->zero > 1) {
             layer_reduce(f, l, whole, step);
@@ -665,9 +684,9 @@ static void expected_bytes(const fsdp *f, double formula[3], size_t exact[3])
                                      : sums * f->ws + f->Pmax * f->ws) + fl;
     exact[DTI_OPTIM] = sums * f->S * sizeof(float);
     if (f->root >= 0) {           /* the root, whole: weights (stage 3), gradient (2, 3) */
-        size_t rb = f->s[f->root] * f->N * f->ws;
-        exact[DTI_PARAMS] += f->zero == 3 ? rb : 0;
-        exact[DTI_GRADS] += f->zero > 1 ? rb : 0;
+        size_t rb = f->s[f->root] * f->N * f->ws, rf = f->fp16 ? f->n[f->root] * 4 : 0;
+        exact[DTI_PARAMS] += (f->zero == 3 ? rb : 0) + rf;     /* fp16: and as floats */
+        exact[DTI_GRADS] += (f->zero > 1 ? rb : 0) + rf;
     }
 }
 

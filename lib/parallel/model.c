@@ -144,7 +144,7 @@ void dti_unit_acts_alloc(const dt_train_config *c, int B, dt_device_kind where, 
     a->B = B;
     a->fp16 = fp16;
     if (c->kind == DT_MODEL_GPT) {
-        DT_REQUIRE(where == DT_CPU && !fp16, "the GPT trains in fp32 on the host so far");
+        DT_REQUIRE(where == DT_CPU, "the GPT trains on the host so far");
         size_t scratch, all = dt_gpt_acts_floats(&c->gpt, NULL, B, c->gpt.seq, &scratch);
         dt_gpt_acts_alloc(&c->gpt, NULL, B, c->gpt.seq, &a->gpt);
         a->tok = dti_calloc((size_t)B * c->gpt.seq, sizeof *a->tok);
@@ -184,6 +184,9 @@ const float *dti_unit_forward(dti_unit_acts *a, int u, const float *W, const flo
             for (size_t i = 0; i < (size_t)B * g->seq; i++)
                 a->tok[i] = (int)x[i];
         dt_gpt_unit_forward(g, NULL, u, W, Wt, a->tok, &a->gpt, B, g->seq);
+        if (a->fp16)                          /* the unit's output, stored as fp16 */
+            dti_round_half(dt_gpt_unit_output(g, &a->gpt, u), (size_t)B * g->seq *
+                           (u == dt_gpt_units(g) - 1 ? g->vocab : g->embed));
         dti_compute_event("forward", step, u, -1, t0);
         return u == dt_gpt_units(g) - 1 ? a->gpt.logits : NULL;
     }
@@ -219,6 +222,8 @@ void dti_unit_backward(dti_unit_acts *a, int u, const float *W, const float *Wt,
         const dt_gpt_config *g = &c->gpt;
         dt_gpt_unit_backward(g, NULL, u, W, Wt, &a->gpt, dlogits, a->tok, dW, dWt, B,
                              g->seq);
+        if (a->fp16)                          /* the stream's gradient, as fp16 */
+            dti_round_half(a->gpt.dres, (size_t)B * g->seq * g->embed);
         dti_compute_event("backward", step, u, -1, t0);
         return;
     }
@@ -320,6 +325,11 @@ void dti_model_free(dti_model *m)
     size_t es = dti_work_size(m->run);
     dti_free(m->run, DTI_PARAMS, m->params, m->n * es);
     dti_free(m->run, DTI_GRADS, m->grads, m->n * es);
+    if (m->g && m->wf) {              /* the GPT's are counted (model_gpt.c) */
+        dti_free(m->run, DTI_PARAMS, m->wf, m->n * sizeof(float));
+        dti_free(m->run, DTI_GRADS, m->gf, m->n * sizeof(float));
+        m->wf = m->gf = NULL;
+    }
     dt_free(m->wf);
     dt_free(m->gf);
     dt_free(m->gx[0]);

@@ -22,7 +22,14 @@
  * Megatron-LM does: the copies start equal and take equal updates, so they stay one
  * weight, and the sum is the gradient serial training gives it.
  *
- * The GPT runs in fp32 on the host so far. */
+ * fp16 (mixed.c's helpers): the weights and gradients are fp16; forward widens the
+ * stage's weights to floats (m->wf) and backward computes the gradients in floats (m->gf),
+ * adding each unit's to its fp16 sums as the unit is done; the residual stream between
+ * units, the logits and the stream's gradient are rounded to fp16 as they would be
+ * stored (the activations inside a block stay floats: a simplification the MLP's model.c
+ * does not make).
+ *
+ * The GPT runs on the host so far. */
 #include <stdlib.h>
 #include <string.h>
 #include "buf.h"
@@ -41,8 +48,7 @@ void dti_gpt_model_init(dti_model *m, dti_run *r, int l0, int l1, MPI_Comm tp, i
 {
     const dt_gpt_config *g = &r->cfg->gpt;
     int units = dt_gpt_units(g);
-    DT_REQUIRE(r->where == DT_CPU && dti_work_type(r) == MPI_FLOAT, "the GPT trains in "
-               "fp32 on the host so far");
+    DT_REQUIRE(r->where == DT_CPU, "the GPT trains on the host so far");
     memset(m, 0, sizeof *m);
     m->g = g;
     m->run = r;
@@ -56,7 +62,7 @@ void dti_gpt_model_init(dti_model *m, dti_run *r, int l0, int l1, MPI_Comm tp, i
     m->Bmax = Bmax;
     m->lpe = g->seq;
     m->classes = g->vocab;
-    m->type = MPI_FLOAT;
+    m->type = dti_work_type(r);
     DT_REQUIRE(g->heads % m->T == 0, "%d heads cannot be shared by %d tensor-parallel "
                "ranks", g->heads, m->T);
     m->cut = (dt_gpt_cut){ g->heads / m->T, 4 * g->embed / m->T, m->t == 0,
@@ -77,8 +83,15 @@ void dti_gpt_model_init(dti_model *m, dti_run *r, int l0, int l1, MPI_Comm tp, i
                "%zu floats, gpt.h says %zu", m->n, dt_gpt_stage_size(g, &m->cut, l0, l1));
     /* the head's weights: wte in unit 0, or the last stage's copy after lnf */
     m->tie_off = l0 == 0 ? 0 : l1 == units ? m->off[m->nl - 1] + 2 * C : 0;
-    m->params = dti_alloc(r, DTI_PARAMS, m->n * sizeof(float), 0);
-    m->grads = dti_alloc(r, DTI_GRADS, m->n * sizeof(float), 0);
+    size_t es = dti_work_size(r);
+    m->params = dti_alloc(r, DTI_PARAMS, m->n * es, 0);
+    m->grads = dti_alloc(r, DTI_GRADS, m->n * es, 0);
+    if (m->type != MPI_FLOAT) {       /* fp16: the stage's weights and gradients as floats */
+        m->wf = dti_alloc(r, DTI_PARAMS, m->n * sizeof(float), 0);
+        m->gf = dti_alloc(r, DTI_GRADS, m->n * sizeof(float), 0);
+        if (m->T > 1)                 /* the tp sums' fp16 buffer (dti_tp_allreduce) */
+            m->tmp = dt_malloc((size_t)Bmax * g->seq * C * sizeof(float), r->where);
+    }
 }
 
 /* The spans of the whole model that local unit i holds, in local order, into sp (at
@@ -195,23 +208,46 @@ void dti_gpt_acts_free(dti_acts *a)
 
 /* ==== forward and backward ==== */
 
-/* A compute event per unit, from the end of the one before (trace.h) */
+/* A compute event per unit, from the end of the one before (trace.h); in fp16 the
+ * unit's output (forward) or the stream's gradient and the unit's gradients (backward)
+ * rounded and added to the fp16 sums first */
 typedef struct {
+    dti_model *m;
+    dti_acts *a;
     const char *phase;
-    int step, micro;
+    int step, micro, B;
     double t0;
     void (*layer_done)(int i, void *ctx);
     void *ctx;
-    int l0;
 } unit_clock;
 
 static void unit_finished(int u, void *ctx)
 {
     unit_clock *k = ctx;
+    dti_model *m = k->m;
+    int i = u - m->l0, fp16 = m->type != MPI_FLOAT;
+    size_t N = (size_t)k->B * m->g->seq;
+    if (fp16 && k->phase[0] == 'f') {
+        size_t width = u == m->g->layers + 1 ? m->g->vocab : m->g->embed;
+        dti_round_half(dt_gpt_unit_output(m->g, k->a->gpt, u), N * width);
+    } else if (fp16 && k->phase[0] == 'b') {
+        dti_round_half(k->a->gpt->dres, N * m->g->embed);
+        size_t n = m->off[i + 1] - m->off[i];
+        dti_accumulate((char *)m->grads + m->off[i] * 2, m->type, m->gf + m->off[i], n);
+    }
     dti_compute_event(k->phase, k->step, u, k->micro, k->t0);
     if (k->layer_done)
-        k->layer_done(u - k->l0, k->ctx);
+        k->layer_done(i, k->ctx);
     k->t0 = dt_trace_now();
+}
+
+/* The stage's weights as floats: in place in fp32, widened into m->wf in fp16 */
+static const float *weights(dti_model *m)
+{
+    if (m->type == MPI_FLOAT)
+        return m->params;
+    dti_to_float(m->params, m->type, m->wf, m->n, 1.0f);
+    return m->wf;
 }
 
 const float *dti_gpt_model_forward(dti_model *m, dti_acts *a, const float *x_in, int B,
@@ -223,8 +259,8 @@ const float *dti_gpt_model_forward(dti_model *m, dti_acts *a, const float *x_in,
     if (m->l0 == 0)                 /* the first stage: the tokens, sent as floats */
         for (size_t i = 0; i < (size_t)B * T; i++)
             a->tok[i] = (int)x_in[i];
-    unit_clock k = { "forward", step, micro, dt_trace_now(), NULL, NULL, m->l0 };
-    return dt_gpt_forward_stage(m->g, &m->cut, m->l0, m->l1, m->params, a->tok, x_in, B,
+    unit_clock k = { m, a, "forward", step, micro, B, dt_trace_now(), NULL, NULL };
+    return dt_gpt_forward_stage(m->g, &m->cut, m->l0, m->l1, weights(m), a->tok, x_in, B,
                                 T, a->gpt, unit_finished, &k);
 }
 
@@ -232,9 +268,12 @@ void dti_gpt_model_backward(dti_model *m, dti_acts *a, const float *dy, float *d
                             int step, int micro, void (*layer_done)(int i, void *ctx),
                             void *ctx)
 {
-    unit_clock k = { "backward", step, micro, dt_trace_now(), layer_done, ctx, m->l0 };
-    dt_gpt_backward_stage(m->g, &m->cut, m->l0, m->l1, m->params, a->gpt, dy, a->tok, dx,
-                          B, m->g->seq, m->grads, unit_finished, &k);
+    unit_clock k = { m, a, "backward", step, micro, B, dt_trace_now(), layer_done, ctx };
+    int fp16 = m->type != MPI_FLOAT;
+    if (fp16)                       /* this micro-batch's gradients, as floats */
+        memset(m->gf, 0, m->n * sizeof(float));
+    dt_gpt_backward_stage(m->g, &m->cut, m->l0, m->l1, weights(m), a->gpt, dy, a->tok, dx,
+                          B, m->g->seq, fp16 ? m->gf : m->grads, unit_finished, &k);
 }
 
 /* ==== the tied embedding ==== */
@@ -269,6 +308,6 @@ void dti_gpt_model_tied_sum(dti_model *m)
 {
     if (m->tie == MPI_COMM_NULL)
         return;
-    float *g = (float *)m->grads + m->tie_off;
-    dt_allreduce(MPI_IN_PLACE, g, m->g->vocab * m->g->embed, MPI_FLOAT, MPI_SUM, m->tie);
+    void *g = (char *)m->grads + m->tie_off * dti_work_size(m->run);
+    dt_allreduce(MPI_IN_PLACE, g, m->g->vocab * m->g->embed, m->type, MPI_SUM, m->tie);
 }
