@@ -59,6 +59,7 @@ typedef struct {
     char *ev_op, *mkused;
     double *tree;
     int pp_like, micro_labels;
+    int gpt_units;          /* a GPT's trace ("model gpt", "layers" its units), else 0 */
 } bld;
 
 /* ==== small tools ==== */
@@ -100,13 +101,35 @@ static piece *new_piece(bld *b, const dt_event *e, int lane, double t0, double t
     return p;
 }
 
+/* Layer (a GPT's unit) l as a label names it: "L2", or the GPT's "emb", "b1", "head" */
+static void layer_name(const bld *b, int l, char *out, size_t len)
+{
+    if (b->gpt_units <= 0)
+        snprintf(out, len, "L%d", l);
+    else if (l == 0)
+        snprintf(out, len, "emb");
+    else if (l == b->gpt_units - 1)
+        snprintf(out, len, "head");
+    else
+        snprintf(out, len, "b%d", l - 1);
+}
+
+/* The GPT's units from the "# train" settings ("model gpt ... layers U"), else 0 */
+static int gpt_units_of(const char *settings)
+{
+    const char *g = strstr(settings, "model gpt"), *l = strstr(settings, "layers ");
+    return g && l ? atoi(l + 7) : 0;
+}
+
 static void compute_label(const bld *b, const dt_event *e, dv_tt_block *k)
 {
     char mi[16] = "", ly[16] = "";
     if (k->micro >= 0 && (b->pp_like || b->micro_labels))
         snprintf(mi, sizeof mi, "%d", k->micro);
-    if (k->layer >= 0 && !b->pp_like)
-        snprintf(ly, sizeof ly, " L%d", k->layer);
+    if (k->layer >= 0 && !b->pp_like) {
+        ly[0] = ' ';
+        layer_name(b, k->layer, ly + 1, sizeof ly - 1);
+    }
     if (dvi_is(e->phase, "forward") || dvi_is(e->phase, "backward")) {
         k->kind = e->phase[0] == 'f' ? DV_TT_FORWARD : DV_TT_BACKWARD;
         snprintf(k->label, sizeof k->label, "%c%.11s%.11s", e->phase[0] == 'f' ? 'F' : 'B', mi, ly);
@@ -159,7 +182,7 @@ static const struct { const char *coll, *phase, *name, *sep; dv_tt_role role; } 
 
 /* A block named by mark e: its label, role, and micro-batch (tp's marks have one; the
  * others' lo..hi are elements). */
-static void mark_piece(piece *q, const dt_event *e)
+static void mark_piece(const bld *b, piece *q, const dt_event *e)
 {
     const char *name = e->phase, *sep = " ";
     for (size_t i = 0; i < sizeof mark_names / sizeof mark_names[0]; i++)
@@ -169,8 +192,12 @@ static void mark_piece(piece *q, const dt_event *e)
             q->b.role = mark_names[i].role;
         }
     if (e->chunk >= 0 && sep != NULL) {     /* NULL: the chunk is not in the name */
-        char full[48];                     /* then cut to the label's 23 characters */
-        snprintf(full, sizeof full, "%.12s%.2s%d", name, sep, e->chunk);
+        char full[48], ly[16];             /* then cut to the label's 23 characters */
+        layer_name(b, e->chunk, ly, sizeof ly);
+        if (strcmp(sep, " L") == 0)        /* a layer: " L2", or the GPT's " b1" */
+            snprintf(full, sizeof full, "%.12s %s", name, ly);
+        else
+            snprintf(full, sizeof full, "%.12s%.2s%d", name, sep, e->chunk);
         snprintf(q->b.label, sizeof q->b.label, "%.23s", full);
     } else
         snprintf(q->b.label, sizeof q->b.label, "%.23s", name);
@@ -342,7 +369,7 @@ static int name_calls(bld *b, size_t seg0, int nmk)
         piece *q = new_piece(b, e, 1, e->t0, e->t1);
         if (q == NULL)
             return -1;
-        mark_piece(q, e);
+        mark_piece(b, q, e);
         b->mkpiece[k] = (int)(q - b->p);
     }
     for (size_t k = seg0; k < b->nsg; k++) {
@@ -358,7 +385,7 @@ static int name_calls(bld *b, size_t seg0, int nmk)
             q->b.layer = s->attach >= 0 ? q->b.layer : -1;
             q->b.micro = -1;
             if (s->attach >= 0)
-                mark_piece(q, e);
+                mark_piece(b, q, e);
             else
                 snprintf(q->b.label, sizeof q->b.label, "%.23s", e->coll);
             if (s->attach < 0 && strcmp(b->tt->mode, "ddp") == 0 && begins(e->coll, "allreduce"))
@@ -794,6 +821,7 @@ int dv_tt_build(dv_tt *tt, const dv_model *m, char *err, size_t errlen)
     if (!b.ev_piece || !b.ev_seg || !b.ev_op || !b.mk || !b.mkpiece || !b.mkused || !b.tree)
         goto out;
     b.pp_like = dvi_tt_mode(tt, &m->trace, b.mk, &b.micro_labels);
+    b.gpt_units = gpt_units_of(tt->settings);
     for (size_t i = 0; i < t->n; i++)
         b.ev_piece[i] = b.ev_seg[i] = -1;
     for (size_t lo = 0, hi; lo < t->n; lo = hi) {      /* rank by rank, thread by thread */
