@@ -58,8 +58,9 @@ static void make_usage(const dt_train_config *d)
     "  --optim O           sgd|adam (sgd); --momentum M for sgd (%g)\n"
     "  --seed K            initial weights and synthetic data (%llu)\n"
     "  --layers L, --hidden H, --act relu|gelu   (%d layers, hidden %d, %s)\n"
-    "  --precision P       fp32|fp16 (fp32); fp16: --loss-scale X (%g) and\n"
-    "                      --scale-window N (clean steps before it doubles, %d)\n"
+    "  --precision P       fp32|fp16|bf16 (fp32); fp16: --loss-scale X (%g) and\n"
+    "                      --scale-window N (clean steps before it doubles, %d);\n"
+    "                      bf16 has fp32's range and needs no loss scale\n"
     "  --data DIR          DIR/train-images-idx3-ubyte and train-labels-idx1-ubyte\n"
     "  --examples N, --features F, --classes C   the synthetic set (4096, 32, 10)\n"
     "  --quiet             no step lines;  --dump FILE  final weights, raw float32 LE\n"
@@ -143,6 +144,11 @@ static const struct option longopts[] = {
 };
 static const unsigned for_modes[NOPT] = { OPTIONS(MODES) };
 
+static const char *precision_name(dt_precision p)
+{
+    return p == DT_FP16 ? "fp16" : p == DT_BF16 ? "bf16" : "fp32";
+}
+
 /* ==== parsing ==== */
 
 enum { MAX_FLOATS = 1 << 26 };      /* 256 MiB of fp32: the most data, weights, ... */
@@ -200,7 +206,7 @@ struct driver {
 static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
 {
     static const char *const optims[] = {"sgd", "adam"}, *const acts[] = {"relu", "gelu"},
-        *const precs[] = {"fp32", "fp16"}, *const styles[] = {"megatron", "allgather"},
+        *const precs[] = {"fp32", "fp16", "bf16"}, *const styles[] = {"megatron", "allgather"},
         *const scheds[] = {"gpipe", "1f1b"}, *const models[] = {"mlp", "gpt"};
     int given[NOPT] = {0}, idx = 0, opt;
     opterr = 0;                                  /* dt_usage_error speaks, on rank 0 */
@@ -230,7 +236,7 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
         case O_LAYERS: c->model.layers = int_arg(1, 1000); break;
         case O_HIDDEN: c->model.hidden = int_arg(1, 1 << 16); break;
         case O_ACT: c->model.act = (dt_act)word_arg(acts, 2); break;
-        case O_PRECISION: c->precision = (dt_precision)word_arg(precs, 2); break;
+        case O_PRECISION: c->precision = (dt_precision)word_arg(precs, 3); break;
         case O_LOSS_SCALE: c->scaler.init = float_arg(0, 1e30, 0); break;
         case O_WINDOW: c->scaler.window = int_arg(1, 1 << 30); break;
         case O_DATA:
@@ -607,7 +613,7 @@ int main(int argc, char **argv)
                    "entropy of its\nbyte frequencies is %.2f bits a byte = %.2f nats, "
                    "the loss of a model that ignores context)\n", c.steps, c.batch,
                    c.optim.kind == DT_SGD ? "sgd" : "adam", (double)c.optim.lr,
-                   c.precision == DT_FP16 ? "fp16" : "fp32", text.source, text.n,
+                   precision_name(c.precision), text.source, text.n,
                    dt_text_unigram_bits(&text), dt_text_unigram_bits(&text) * 0.693147);
     } else {
         char shape[64];              /* 32-96x3-10: in, 3 hidden layers of 96, out */
@@ -622,7 +628,7 @@ int main(int argc, char **argv)
                    c.model.act == DT_RELU ? "relu" : "gelu", nparams(&c));
         dt_printf0("%d steps of batch %d, %s lr %g, %s, %d examples of %s data\n", c.steps,
                    c.batch, c.optim.kind == DT_SGD ? "sgd" : "adam", (double)c.optim.lr,
-                   c.precision == DT_FP16 ? "fp16" : "fp32", set.n,
+                   precision_name(c.precision), set.n,
                    d.data_dir ? "IDX" : "synthetic");
     }
     dt_print_devices();                         /* "device: cpu on ranks 0-3" */

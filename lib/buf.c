@@ -8,6 +8,7 @@
 #include "internal.h"
 
 MPI_Datatype dt_half_type = MPI_DATATYPE_NULL;
+MPI_Datatype dt_bf16_type = MPI_DATATYPE_NULL;
 
 /* ==== datatypes and ops ==== */
 
@@ -17,8 +18,9 @@ dt_dtype dt_dtype_of(MPI_Datatype type)
     if (type == MPI_DOUBLE) return DT_F64;
     if (type == MPI_INT)    return DT_I32;
     if (type == DT_HALF && type != MPI_DATATYPE_NULL) return DT_F16;
-    DT_REQUIRE(0, "unsupported datatype: dtlab knows MPI_FLOAT, MPI_DOUBLE, MPI_INT and "
-                  "DT_HALF (and DT_HALF only after dt_init)");
+    if (type == DT_BFLOAT16 && type != MPI_DATATYPE_NULL) return DT_B16;
+    DT_REQUIRE(0, "unsupported datatype: dtlab knows MPI_FLOAT, MPI_DOUBLE, MPI_INT, "
+                  "DT_HALF and DT_BFLOAT16 (the last two only after dt_init)");
 }
 
 dt_op dt_op_of(MPI_Op op)
@@ -30,8 +32,8 @@ dt_op dt_op_of(MPI_Op op)
     DT_REQUIRE(0, "unsupported op: dtlab knows MPI_SUM, MPI_MAX, MPI_MIN and MPI_PROD");
 }
 
-static const size_t type_sizes[] = {4, 8, 4, 2};
-static const char *const type_names[] = {"float", "double", "int", "half"};
+static const size_t type_sizes[] = {4, 8, 4, 2, 2};
+static const char *const type_names[] = {"float", "double", "int", "half", "bf16"};
 static const char *const op_names[] = {"sum", "max", "min", "prod"};
 
 size_t dt_type_size(MPI_Datatype type) { return type_sizes[dt_dtype_of(type)]; }
@@ -40,8 +42,8 @@ const char *dt_op_name(MPI_Op op) { return op_names[dt_op_of(op)]; }
 
 MPI_Datatype dt_type_from_name(const char *name)
 {
-    MPI_Datatype types[] = {MPI_FLOAT, MPI_DOUBLE, MPI_INT, DT_HALF};
-    for (int i = 0; i < 4; i++)
+    MPI_Datatype types[] = {MPI_FLOAT, MPI_DOUBLE, MPI_INT, DT_HALF, DT_BFLOAT16};
+    for (int i = 0; i < 5; i++)
         if (strcmp(name, type_names[i]) == 0)
             return types[i];
     return MPI_DATATYPE_NULL;
@@ -60,12 +62,16 @@ void dti_buf_init(void)
 {
     DT_CHECK_MPI(MPI_Type_contiguous(2, MPI_BYTE, &dt_half_type));
     DT_CHECK_MPI(MPI_Type_commit(&dt_half_type));
+    DT_CHECK_MPI(MPI_Type_contiguous(2, MPI_BYTE, &dt_bf16_type));
+    DT_CHECK_MPI(MPI_Type_commit(&dt_bf16_type));
 }
 
 void dti_buf_fini(void)
 {
     if (dt_half_type != MPI_DATATYPE_NULL)
         MPI_Type_free(&dt_half_type);
+    if (dt_bf16_type != MPI_DATATYPE_NULL)
+        MPI_Type_free(&dt_bf16_type);
 }
 
 /* ==== memory ==== */

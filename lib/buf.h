@@ -1,7 +1,8 @@
 /* Buffers on the host or on a GPU, and the datatypes and ops dtlab understands.
  *
- * Datatypes: MPI_FLOAT, MPI_DOUBLE, MPI_INT and DT_HALF (IEEE fp16, which MPI lacks;
- * dt_init creates it as two contiguous bytes). Ops: MPI_SUM, MPI_MAX, MPI_MIN, MPI_PROD.
+ * Datatypes: MPI_FLOAT, MPI_DOUBLE, MPI_INT, DT_HALF (IEEE fp16, which MPI lacks;
+ * dt_init creates it as two contiguous bytes) and DT_BFLOAT16 (bfloat16, made the same
+ * way). Ops: MPI_SUM, MPI_MAX, MPI_MIN, MPI_PROD.
  * Counts are elements; sizes in bytes are called nbytes. */
 #ifndef DT_BUF_H
 #define DT_BUF_H
@@ -13,20 +14,24 @@
 
 extern MPI_Datatype dt_half_type;     /* valid between dt_init and dt_finalize */
 #define DT_HALF dt_half_type
+extern MPI_Datatype dt_bf16_type;     /* the same */
+#define DT_BFLOAT16 dt_bf16_type
 
 
 /* Maps an MPI datatype or op onto dtlab's enum; anything else aborts with a message. */
 dt_dtype dt_dtype_of(MPI_Datatype type);
 dt_op dt_op_of(MPI_Op op);
 size_t dt_type_size(MPI_Datatype type);     /* bytes per element */
-const char *dt_type_name(MPI_Datatype type);  /* "float", "double", "int", "half" */
+const char *dt_type_name(MPI_Datatype type);  /* "float", "double", "int", "half", "bf16" */
 const char *dt_op_name(MPI_Op op);            /* "sum", "max", "min", "prod" */
 MPI_Datatype dt_type_from_name(const char *name);  /* MPI_DATATYPE_NULL if unknown */
 MPI_Op dt_op_from_name(const char *name);          /* MPI_OP_NULL if unknown */
 
 /* An MPI_Op that MPI's own collectives can apply to DT_HALF (made by dt_init, ops.c), so
- * MPI_Allreduce(..., DT_HALF, dt_half_mpi_op(MPI_SUM), ...) works as a reference. */
+ * MPI_Allreduce(..., DT_HALF, dt_half_mpi_op(MPI_SUM), ...) works as a reference; and
+ * the same for DT_BFLOAT16. */
 MPI_Op dt_half_mpi_op(MPI_Op op);
+MPI_Op dt_bf16_mpi_op(MPI_Op op);
 
 /* Allocates nbytes on the host (DT_CPU) or on this rank's GPU (DT_CUDA). Aborts when out
  * of memory; nbytes 0 returns a valid pointer. Release with dt_free. */

@@ -74,3 +74,20 @@ void dt_floats_to_halves(const float *in, dt_half *out, size_t n)
     for (size_t i = 0; i < n; i++)
         out[i] = dt_float_to_half(in[i]);
 }
+
+/* bf16 is a float's top half: widening appends 16 zero bits; narrowing rounds the low
+ * 16 bits away, to nearest even (adding 0x7fff, plus the kept part's lowest bit, carries
+ * into the top half exactly when the rest is above half-way, or at it with an odd top),
+ * which overflows to inf by itself; a NaN keeps its top bits and is made quiet. */
+float dt_bf16_to_float(dt_bf16 h)
+{
+    return float_of((uint32_t)h << 16);
+}
+
+dt_bf16 dt_float_to_bf16(float f)
+{
+    uint32_t u = bits_of(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)              /* NaN */
+        return (dt_bf16)((u >> 16) | 0x40);
+    return (dt_bf16)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}

@@ -47,6 +47,13 @@ static void reduce_cpu(const void *in, const void *src, void *dst, size_t count,
             d[i] = dt_float_to_half(apply_f(dt_half_to_float(a[i]), dt_half_to_float(b[i]), op));
         break;
     }
+    case DT_B16: {                            /* bf16: the same */
+        const dt_bf16 *a = in, *b = src;
+        dt_bf16 *d = dst;
+        for (size_t i = 0; i < count; i++)
+            d[i] = dt_float_to_bf16(apply_f(dt_bf16_to_float(a[i]), dt_bf16_to_float(b[i]), op));
+        break;
+    }
     }
 }
 
@@ -83,6 +90,7 @@ void dt_reduce_local(const void *in, void *inout, int count, MPI_Datatype type, 
 /* ==== DT_HALF's ops for MPI's own collectives (dt_half_mpi_op, buf.h) ==== */
 
 static MPI_Op half_ops[4] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
+static MPI_Op bf16_ops[4] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
 
 /* MPI's user-op signature; one function per op, because MPI does not say which op. */
 #define HALF_OP(name, OP) \
@@ -92,6 +100,13 @@ HALF_OP(half_sum, DT_OP_SUM)
 HALF_OP(half_max, DT_OP_MAX)
 HALF_OP(half_min, DT_OP_MIN)
 HALF_OP(half_prod, DT_OP_PROD)
+#define BF16_OP(name, OP) \
+    static void name(void *in, void *inout, int *len, MPI_Datatype *type) \
+    { (void)type; dt_reduce_cpu(in, inout, (size_t)*len, DT_B16, OP); }
+BF16_OP(bf16_sum, DT_OP_SUM)
+BF16_OP(bf16_max, DT_OP_MAX)
+BF16_OP(bf16_min, DT_OP_MIN)
+BF16_OP(bf16_prod, DT_OP_PROD)
 
 MPI_Op dt_half_mpi_op(MPI_Op op)
 {
@@ -99,11 +114,20 @@ MPI_Op dt_half_mpi_op(MPI_Op op)
     return half_ops[dt_op_of(op)];
 }
 
+MPI_Op dt_bf16_mpi_op(MPI_Op op)
+{
+    DT_REQUIRE(bf16_ops[0] != MPI_OP_NULL, "dt_bf16_mpi_op needs dt_init first");
+    return bf16_ops[dt_op_of(op)];
+}
+
 void dti_ops_init(void)
 {
     MPI_User_function *fns[4] = {half_sum, half_max, half_min, half_prod};
-    for (int i = 0; i < 4; i++)
+    MPI_User_function *bfns[4] = {bf16_sum, bf16_max, bf16_min, bf16_prod};
+    for (int i = 0; i < 4; i++) {
         DT_CHECK_MPI(MPI_Op_create(fns[i], 1, &half_ops[i]));
+        DT_CHECK_MPI(MPI_Op_create(bfns[i], 1, &bf16_ops[i]));
+    }
 }
 
 void dti_ops_fini(void)
@@ -111,4 +135,7 @@ void dti_ops_fini(void)
     for (int i = 0; i < 4; i++)
         if (half_ops[i] != MPI_OP_NULL)
             MPI_Op_free(&half_ops[i]);
+    for (int i = 0; i < 4; i++)
+        if (bf16_ops[i] != MPI_OP_NULL)
+            MPI_Op_free(&bf16_ops[i]);
 }

@@ -21,6 +21,7 @@
  * device-to-device copy of count * size, which moves 2 * count * size. */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
+#include <cuda_bf16.h>
 #include <stdint.h>
 #include "dtype.h"
 #include "cuda.h"
@@ -44,6 +45,12 @@ template <int OP> struct elem<OP, __half> {
     static __device__ __forceinline__ __half f(__half x, __half y)
     {
         return __float2half_rn(apply<OP>(__half2float(x), __half2float(y)));
+    }
+};
+template <int OP> struct elem<OP, __nv_bfloat16> {
+    static __device__ __forceinline__ __nv_bfloat16 f(__nv_bfloat16 x, __nv_bfloat16 y)
+    {
+        return __float2bfloat16_rn(apply<OP>(__bfloat162float(x), __bfloat162float(y)));
     }
 };
 
@@ -142,6 +149,7 @@ extern "C" void dti_cuda_reduce(const void *in, const void *src, void *dst, size
     case DT_F64: launch_op<double>(in, src, dst, count, op); break;
     case DT_I32: launch_op<int>(in, src, dst, count, op); break;
     case DT_F16: launch_op<__half>(in, src, dst, count, op); break;
+    case DT_B16: launch_op<__nv_bfloat16>(in, src, dst, count, op); break;
     }
     DTI_LAUNCHED();
     dti_book(DTI_BOOK_WAIT, 1);

@@ -425,6 +425,7 @@ double dt_elem(const void *buf, size_t i, MPI_Datatype type)
     case DT_F64: return ((const double *)buf)[i];
     case DT_I32: return ((const int *)buf)[i];
     case DT_F16: return dt_half_to_float(((const dt_half *)buf)[i]);
+    case DT_B16: return dt_bf16_to_float(((const dt_bf16 *)buf)[i]);
     }
     return 0;
 }
@@ -436,6 +437,7 @@ void dt_elem_set(void *buf, size_t i, MPI_Datatype type, double v)
     case DT_F64: ((double *)buf)[i] = v; break;
     case DT_I32: ((int *)buf)[i] = (int)lrint(v); break;
     case DT_F16: ((dt_half *)buf)[i] = dt_float_to_half((float)v); break;
+    case DT_B16: ((dt_bf16 *)buf)[i] = dt_float_to_bf16((float)v); break;
     }
 }
 

@@ -2,8 +2,9 @@
  *
  * Every dtype x op, on counts that are odd, tiny, zero and larger than a vector register,
  * against a plain loop written here. Each buffer carries guard elements after `count`
- * that must come back untouched, and `in` must come back unchanged. half is checked the
- * way ops.h defines it: widened to float, reduced, rounded back to nearest even.
+ * that must come back untouched, and `in` must come back unchanged. half and bf16 are
+ * checked the way ops.h defines them: widened to float, reduced, rounded back to nearest
+ * even.
  *
  * Where a GPU is present (a CUDA build on a GPU machine), the CUDA kernels are compared
  * with the CPU loops on the same inputs: bit for bit, since every op is a single IEEE
@@ -28,9 +29,9 @@
 static const size_t counts[] = { 0, 1, 2, 3, 7, 13, 97, 1001, 4099 };
 #define NCOUNTS (sizeof counts / sizeof counts[0])
 enum { GUARD = 5 };      /* elements after count that must stay as they were */
-static const char *type_names[] = { "float", "double", "int", "half" };
+static const char *type_names[] = { "float", "double", "int", "half", "bf16" };
 static const char *op_names[] = { "sum", "max", "min", "prod" };
-static const size_t type_sizes[] = { 4, 8, 4, 2 };
+static const size_t type_sizes[] = { 4, 8, 4, 2, 2 };
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint32_t next32(void)
@@ -62,6 +63,7 @@ static void set_elem(void *buf, size_t i, dt_dtype t, double v)
     case DT_F64: ((double *)buf)[i] = v; break;
     case DT_I32: ((int *)buf)[i] = (int)v; break;
     case DT_F16: ((dt_half *)buf)[i] = dt_float_to_half((float)v); break;
+    case DT_B16: ((dt_bf16 *)buf)[i] = dt_float_to_bf16((float)v); break;
     }
 }
 
@@ -83,6 +85,10 @@ static void reference(const void *in, void *inout, size_t count, dt_dtype t, dt_
                        float y = dt_half_to_float(((dt_half *)inout)[i]);
                        float r = APPLY(x, y, op);
                        ((dt_half *)inout)[i] = dt_float_to_half(r); break; }
+        case DT_B16: { float x = dt_bf16_to_float(((const dt_bf16 *)in)[i]);
+                       float y = dt_bf16_to_float(((dt_bf16 *)inout)[i]);
+                       float r = APPLY(x, y, op);
+                       ((dt_bf16 *)inout)[i] = dt_float_to_bf16(r); break; }
         }
     }
 }
@@ -96,6 +102,7 @@ static double get_elem(const void *buf, size_t i, dt_dtype t)
     case DT_F64: return ((const double *)buf)[i];
     case DT_I32: return ((const int *)buf)[i];
     case DT_F16: return dt_half_to_float(((const dt_half *)buf)[i]);
+    case DT_B16: return dt_bf16_to_float(((const dt_bf16 *)buf)[i]);
     }
     return 0;
 }
@@ -174,6 +181,29 @@ START_TEST(test_half_rounding)
 }
 END_TEST
 
+/* bf16 the same way: 256 + 1 lies between bf16's 256 and 258 (8 significant bits), ties
+ * to even give 256, 258 + 1 gives 260; 3.4e38 + 3.4e38 overflows to inf; 1e-30 survives
+ * (fp32's range), where half would have flushed it to 0. */
+START_TEST(test_bf16_rounding)
+{
+    enum { N = 5 };
+    static const float x[N] = { 256, 258, 3.38e38f, 1e-30f, -0.5f };
+    static const float y[N] = { 1, 1, 3.38e38f, 1e-30f, 0.25f };
+    dt_bf16 in[N], io[N];
+    for (int i = 0; i < N; i++) { in[i] = dt_float_to_bf16(y[i]); io[i] = dt_float_to_bf16(x[i]); }
+    dt_reduce_cpu(in, io, N, DT_B16, DT_OP_SUM);
+    float w2 = dt_bf16_to_float(dt_float_to_bf16(2e-30f));
+    const float want[N] = { 256, 260, INFINITY, w2, -0.25f };
+    for (int i = 0; i < N; i++)
+        REQUIRE(dt_bf16_to_float(io[i]) == want[i], "bf16 %g + %g = %g, want %g", x[i], y[i],
+                dt_bf16_to_float(io[i]), want[i]);
+    REQUIRE(w2 > 1.9e-30f && w2 < 2.1e-30f, "bf16 of 2e-30 is %g", w2);
+    REQUIRE(dt_float_to_bf16(NAN) != dt_float_to_bf16(INFINITY) &&
+            (dt_float_to_bf16(NAN) & 0x7f80) == 0x7f80, "bf16 NaN %#06x",
+            dt_float_to_bf16(NAN));
+}
+END_TEST
+
 /* The CUDA kernels against the CPU loops, where there is a GPU.
  *
  * The kernel picks its loads from the pointers' alignment (ops_kernels.cu): 16-byte
@@ -239,7 +269,7 @@ START_TEST(test_reduce_cuda)
     }
     dti_cuda_set_device(0);
     static const size_t big[] = { 0, 1, 2, 3, 5, 7, 8, 9, 17, 1001, 4099, (1 << 20) + 3 };
-    for (int t = 0; t < 4; t++)
+    for (int t = 0; t < 5; t++)
         for (int o = 0; o < 4; o++)
             for (size_t c = 0; c < sizeof big / sizeof big[0]; c++)
                 for (int p = 0; p < (int)(sizeof places / sizeof places[0]); p++) {
@@ -266,8 +296,9 @@ int main(void)
 {
     Suite *s = suite_create("ops");
     TCase *tc = tcase_create("ops");
-    tcase_add_loop_test(tc, test_reduce_cpu, 0, 4);
+    tcase_add_loop_test(tc, test_reduce_cpu, 0, 5);
     tcase_add_test(tc, test_half_rounding);
+    tcase_add_test(tc, test_bf16_rounding);
     tcase_add_test(tc, test_reduce_cuda);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);

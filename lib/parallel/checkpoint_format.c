@@ -311,7 +311,8 @@ void ck_config_text(const dti_run *r, sbuf *b)
                   float_text(c->optim.beta2, f[1], 32),
                   float_text(c->optim.eps, f[2], 32));
     ck_sb_printf(b, "config batch %d\n", c->batch);
-    ck_sb_printf(b, "config precision %s\n", c->precision == DT_FP16 ? "fp16" : "fp32");
+    ck_sb_printf(b, "config precision %s\n", c->precision == DT_FP16 ? "fp16" :
+              c->precision == DT_BF16 ? "bf16" : "fp32");
     if (c->precision == DT_FP16)
         ck_sb_printf(b, "config loss-scale %s\nconfig scale-window %d\n"
                   "config scale-backoff %s\nconfig scale-growth %s\n",

@@ -167,7 +167,7 @@ static void fsdp_init(fsdp *f, dti_run *r)
     f->S = dt_optim_state_per_param(cfg->optim.kind);
     f->type = dti_work_type(r);
     f->ws = dti_work_size(r);
-    f->fp16 = cfg->precision == DT_FP16;
+    f->fp16 = cfg->precision != DT_FP32;       /* fp16 or bf16 */
     f->host = cfg->offload && r->where == DT_CUDA;
     f->sep = f->fp16 || f->host;
 
@@ -804,7 +804,7 @@ void dti_train_fsdp(dti_run *r)
     int classes = cfg->kind == DT_MODEL_GPT ? cfg->gpt.vocab : cfg->model.out;
 
     dti_unit_acts a;
-    dti_unit_acts_alloc(cfg, B, r->where, f.fp16, &a);
+    dti_unit_acts_alloc(cfg, B, r->where, f.type, &a);
     size_t acts = a.kept;               /* what forward keeps */
     dti_held(r, DTI_ACTS, acts, 1);
     float *x = dti_calloc((size_t)B * dti_data_cols(cfg), sizeof(float));
@@ -850,7 +850,7 @@ void dti_train_fsdp(dti_run *r)
         double loss = dt_xent(logits, yd, B * lpe, classes,
                               dti_loss_scale(r) / (float)(Bg * lpe), logits);
         if (f.fp16)
-            dti_round_half(logits, (size_t)B * classes);
+            dti_round_to(f.type, logits, (size_t)B * lpe * classes);
         dti_compute_event("loss", step, -1, -1, t0);
         backward(&f, &a, logits, B, step);
 

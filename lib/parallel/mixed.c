@@ -1,4 +1,5 @@
-/* Mixed precision: fp16 weights, activations and gradients, fp32 master weights.
+/* Mixed precision: fp16 (or bf16) weights, activations and gradients, fp32 master
+ * weights.
  *
  *   master (fp32) --round--> weights (fp16) --forward/backward--> gradients (fp16)
  *        ^                                                             |
@@ -15,6 +16,11 @@
  * (gradient allreduce, pipeline activations, FSDP's gathers). What it costs: the fp32
  * master copy (4 bytes a weight) that the small updates need, since lr * g is often
  * below fp16's resolution of a weight.
+ *
+ * bf16 keeps fp32's 8 exponent bits and so its range (down to 1.2e-38, and further in
+ * subnormals), with 8 significant bits where fp16 has 11: a gradient that would flush to
+ * zero in fp16 survives in bf16, so bf16 needs no loss scale; it pays in precision
+ * (2^-8 relative). --precision bf16 runs as fp16 does, without the scaler.
  *
  * On the CPU the arithmetic itself runs in fp32 on values rounded to fp16, which is also
  * what tensor cores do (fp16 inputs, fp32 accumulation). The helpers below are loops
@@ -67,12 +73,13 @@ int dt_scaler_update(dt_scaler *s, int found_inf)
 
 MPI_Datatype dti_work_type(const dti_run *r)
 {
-    return r->cfg->precision == DT_FP16 ? DT_HALF : MPI_FLOAT;
+    return r->cfg->precision == DT_FP16 ? DT_HALF
+           : r->cfg->precision == DT_BF16 ? DT_BFLOAT16 : MPI_FLOAT;
 }
 
 size_t dti_work_size(const dti_run *r)
 {
-    return r->cfg->precision == DT_FP16 ? sizeof(dt_half) : sizeof(float);
+    return r->cfg->precision == DT_FP32 ? sizeof(float) : sizeof(dt_half);
 }
 
 float dti_loss_scale(const dti_run *r)
@@ -82,9 +89,28 @@ float dti_loss_scale(const dti_run *r)
 
 static size_t type_size(MPI_Datatype t)
 {
-    DT_REQUIRE(t == MPI_FLOAT || t == DT_HALF, "mixed precision works on float or half, "
-               "not %s", dt_type_name(t));
+    DT_REQUIRE(t == MPI_FLOAT || t == DT_HALF || t == DT_BFLOAT16, "mixed precision works "
+               "on float, half or bf16, not %s", dt_type_name(t));
     return t == MPI_FLOAT ? sizeof(float) : sizeof(dt_half);
+}
+
+/* A 16-bit value of type (half or bf16) as a float, and a float rounded to one */
+static float widen(MPI_Datatype type, uint16_t v)
+{
+    return type == DT_HALF ? dt_half_to_float(v) : dt_bf16_to_float(v);
+}
+
+static uint16_t narrow(MPI_Datatype type, float f)
+{
+    return type == DT_HALF ? dt_float_to_half(f) : dt_float_to_bf16(f);
+}
+
+/* The kernels know fp16 only: bf16 runs on the host so far (dt_train_check) */
+static int half_on_gpu(MPI_Datatype type)
+{
+    DT_REQUIRE(type != DT_BFLOAT16, "bf16 runs on the host so far (mixed_kernels.cu has fp16 "
+               "only)");
+    return type == DT_HALF;
 }
 
 /* ==== host views of device buffers ==== */
@@ -120,13 +146,20 @@ static int on_gpu(const void *a, const void *b)
 
 void dti_round_half(float *x, size_t n)
 {
-    if (on_gpu(x, NULL)) {
+    dti_round_to(DT_HALF, x, n);
+}
+
+void dti_round_to(MPI_Datatype type, float *x, size_t n)
+{
+    if (type == MPI_FLOAT)
+        return;
+    if (on_gpu(x, NULL) && half_on_gpu(type)) {
         dti_mixed_cuda_round_half(x, n);
         return;
     }
     float *h = host_view(x, n * sizeof(float));
     for (size_t i = 0; i < n; i++)
-        h[i] = dt_half_to_float(dt_float_to_half(h[i]));
+        h[i] = widen(type, narrow(type, h[i]));
     host_done(x, h, n * sizeof(float), 1);
 }
 
@@ -134,7 +167,7 @@ void dti_to_float(const void *src, MPI_Datatype type, float *dst, size_t n, floa
 {
     size_t es = type_size(type);
     if (on_gpu(src, dst)) {
-        dti_mixed_cuda_to_float(src, type == DT_HALF, dst, n, mul);
+        dti_mixed_cuda_to_float(src, type == MPI_FLOAT ? 0 : half_on_gpu(type), dst, n, mul);
         return;
     }
     const void *s = host_view(src, n * es);
@@ -148,9 +181,9 @@ void dti_to_float(const void *src, MPI_Datatype type, float *dst, size_t n, floa
         for (size_t i = 0; i < n; i++)
             d[i] = f[i] * mul;
     } else {
-        const dt_half *hv = s;
+        const uint16_t *hv = s;
         for (size_t i = 0; i < n; i++)
-            d[i] = dt_half_to_float(hv[i]) * mul;
+            d[i] = widen(type, hv[i]) * mul;
     }
     host_done((void *)src, (void *)s, n * es, 0);
     host_done(dst, d, n * sizeof(float), 1);
@@ -160,15 +193,18 @@ void dti_from_float(const float *src, void *dst, MPI_Datatype type, size_t n)
 {
     size_t es = type_size(type);
     if (on_gpu(src, dst)) {
-        dti_mixed_cuda_from_float(src, dst, type == DT_HALF, n);
+        dti_mixed_cuda_from_float(src, dst, type == MPI_FLOAT ? 0 : half_on_gpu(type), n);
         return;
     }
     const float *s = host_view(src, n * sizeof(float));
     void *d = host_view(dst, n * es);
     if (type == MPI_FLOAT)
         memcpy(d, s, n * sizeof(float));
-    else
+    else if (type == DT_HALF)
         dt_floats_to_halves(s, d, n);
+    else
+        for (size_t i = 0; i < n; i++)
+            ((uint16_t *)d)[i] = dt_float_to_bf16(s[i]);
     host_done((void *)src, (void *)s, n * sizeof(float), 0);
     host_done(dst, d, n * es, 1);
 }
@@ -177,7 +213,7 @@ void dti_accumulate(void *dst, MPI_Datatype type, const float *src, size_t n)
 {
     size_t es = type_size(type);
     if (on_gpu(dst, src)) {
-        dti_mixed_cuda_accumulate(dst, type == DT_HALF, src, n);
+        dti_mixed_cuda_accumulate(dst, type == MPI_FLOAT ? 0 : half_on_gpu(type), src, n);
         return;
     }
     const float *s = host_view(src, n * sizeof(float));
@@ -187,9 +223,9 @@ void dti_accumulate(void *dst, MPI_Datatype type, const float *src, size_t n)
         for (size_t i = 0; i < n; i++)
             f[i] += s[i];
     } else {
-        dt_half *hv = d;
+        uint16_t *hv = d;
         for (size_t i = 0; i < n; i++)
-            hv[i] = dt_float_to_half(dt_half_to_float(hv[i]) + s[i]);
+            hv[i] = narrow(type, widen(type, hv[i]) + s[i]);
     }
     host_done((void *)src, (void *)s, n * sizeof(float), 0);
     host_done(dst, d, n * es, 1);
@@ -199,7 +235,7 @@ int dti_nonfinite(const void *x, MPI_Datatype type, size_t n)
 {
     size_t es = type_size(type);
     if (on_gpu(x, NULL))
-        return dti_mixed_cuda_nonfinite(x, type == DT_HALF, n);
+        return dti_mixed_cuda_nonfinite(x, type == MPI_FLOAT ? 0 : half_on_gpu(type), n);
     const void *h = host_view(x, n * es);
     int bad = 0;
     if (type == MPI_FLOAT) {
@@ -207,9 +243,9 @@ int dti_nonfinite(const void *x, MPI_Datatype type, size_t n)
         for (size_t i = 0; i < n && !bad; i++)
             bad = !isfinite(f[i]);
     } else {   /* exponent bits all ones: inf or NaN */
-        const dt_half *hv = h;
+        const uint16_t *hv = h, e = type == DT_HALF ? 0x7c00 : 0x7f80;
         for (size_t i = 0; i < n && !bad; i++)
-            bad = (hv[i] & 0x7c00) == 0x7c00;
+            bad = (hv[i] & e) == e;
     }
     host_done((void *)x, (void *)h, n * es, 0);
     return bad;

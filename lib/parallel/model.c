@@ -136,13 +136,14 @@ int dti_unit_tied(const dt_train_config *c, int u)
     return c->kind == DT_MODEL_GPT && u == dt_gpt_units(&c->gpt) - 1 ? 0 : -1;
 }
 
-void dti_unit_acts_alloc(const dt_train_config *c, int B, dt_device_kind where, int fp16,
-                         dti_unit_acts *a)
+void dti_unit_acts_alloc(const dt_train_config *c, int B, dt_device_kind where,
+                         MPI_Datatype type, dti_unit_acts *a)
 {
     memset(a, 0, sizeof *a);
     a->c = c;
     a->B = B;
-    a->fp16 = fp16;
+    a->type = type;
+    a->fp16 = type != MPI_FLOAT;
     if (c->kind == DT_MODEL_GPT) {
         DT_REQUIRE(where == DT_CPU, "the GPT trains on the host so far");
         size_t scratch, all = dt_gpt_acts_floats(&c->gpt, NULL, B, c->gpt.seq, &scratch);
@@ -185,7 +186,7 @@ const float *dti_unit_forward(dti_unit_acts *a, int u, const float *W, const flo
                 a->tok[i] = (int)x[i];
         dt_gpt_unit_forward(g, NULL, u, W, Wt, a->tok, &a->gpt, B, g->seq);
         if (a->fp16)                          /* the unit's output, stored as fp16 */
-            dti_round_half(dt_gpt_unit_output(g, &a->gpt, u), (size_t)B * g->seq *
+            dti_round_to(a->type, dt_gpt_unit_output(g, &a->gpt, u), (size_t)B * g->seq *
                            (u == dt_gpt_units(g) - 1 ? g->vocab : g->embed));
         dti_compute_event("forward", step, u, -1, t0);
         return u == dt_gpt_units(g) - 1 ? a->gpt.logits : NULL;
@@ -197,17 +198,17 @@ const float *dti_unit_forward(dti_unit_acts *a, int u, const float *W, const flo
     if (u == 0) {
         dt_memcpy_input(k->x[0], x, (size_t)B * m->in * sizeof(float));   /* the batch */
         if (a->fp16)
-            dti_round_half(k->x[0], (size_t)B * m->in);
+            dti_round_to(a->type, k->x[0], (size_t)B * m->in);
         t0 = dt_trace_now();
     }
     size_t nz = (size_t)B * out;
     dt_linear_forward(k->x[u], W, W + (size_t)out * in, k->z[u], B, in, out);
     if (a->fp16)
-        dti_round_half(k->z[u], nz);
+        dti_round_to(a->type, k->z[u], nz);
     if (u < m->layers - 1) {
         dt_act_forward(m->act, k->z[u], k->x[u + 1], nz);
         if (a->fp16)
-            dti_round_half(k->x[u + 1], nz);
+            dti_round_to(a->type, k->x[u + 1], nz);
     }
     dti_compute_event("forward", step, u, -1, t0);
     return k->x[u + 1];
@@ -223,7 +224,7 @@ void dti_unit_backward(dti_unit_acts *a, int u, const float *W, const float *Wt,
         dt_gpt_unit_backward(g, NULL, u, W, Wt, &a->gpt, dlogits, a->tok, dW, dWt, B,
                              g->seq);
         if (a->fp16)                          /* the stream's gradient, as fp16 */
-            dti_round_half(a->gpt.dres, (size_t)B * g->seq * g->embed);
+            dti_round_to(a->type, a->gpt.dres, (size_t)B * g->seq * g->embed);
         dti_compute_event("backward", step, u, -1, t0);
         return;
     }
@@ -237,7 +238,7 @@ void dti_unit_backward(dti_unit_acts *a, int u, const float *W, const float *Wt,
     if (u > 0) {
         dt_act_backward(m->act, k->z[u - 1], dx, dx, (size_t)B * in);
         if (a->fp16)
-            dti_round_half(dx, (size_t)B * in);
+            dti_round_to(a->type, dx, (size_t)B * in);
     }
     a->dy = dx;
     dti_compute_event("backward", step, u, -1, t0);
@@ -507,8 +508,7 @@ static const float *weights(dti_model *m, int i)
 
 static void round_if_half(const dti_model *m, float *x, size_t n)
 {
-    if (m->type != MPI_FLOAT)
-        dti_round_half(x, n);
+    dti_round_to(m->type, x, n);               /* fp16 or bf16; nothing in fp32 */
 }
 
 const float *dti_model_forward(dti_model *m, dti_acts *a, const float *x_in, int B,

@@ -229,9 +229,9 @@ static void unit_finished(int u, void *ctx)
     size_t N = (size_t)k->B * m->g->seq;
     if (fp16 && k->phase[0] == 'f') {
         size_t width = u == m->g->layers + 1 ? m->g->vocab : m->g->embed;
-        dti_round_half(dt_gpt_unit_output(m->g, k->a->gpt, u), N * width);
+        dti_round_to(m->type, dt_gpt_unit_output(m->g, k->a->gpt, u), N * width);
     } else if (fp16 && k->phase[0] == 'b') {
-        dti_round_half(k->a->gpt->dres, N * m->g->embed);
+        dti_round_to(m->type, k->a->gpt->dres, N * m->g->embed);
         size_t n = m->off[i + 1] - m->off[i];
         dti_accumulate((char *)m->grads + m->off[i] * 2, m->type, m->gf + m->off[i], n);
     }

@@ -42,7 +42,7 @@ typedef enum {
     DT_MODE_HYBRID, DT_MODE_MOE, DT_MODE_DP_THREADS, DT_NMODES
 } dt_mode;
 
-typedef enum { DT_FP32 = 0, DT_FP16 = 1 } dt_precision;
+typedef enum { DT_FP32 = 0, DT_FP16 = 1, DT_BF16 = 2 } dt_precision;
 /* The model a run trains: the MLP of nn.h on a classification set, or the transformer
  * of gpt.h on a text (next-token prediction). */
 typedef enum { DT_MODEL_MLP = 0, DT_MODEL_GPT = 1 } dt_model_kind;

@@ -124,8 +124,10 @@ size_t dti_work_size(const dti_run *r);         /* 4 or 2 bytes */
 float dti_loss_scale(const dti_run *r);         /* 1 in fp32 */
 
 /* Rounds n floats in place to the nearest fp16 value (emulating fp16 storage of
- * activations); host or device. */
+ * activations); host or device. dti_round_to: to the nearest value of type (DT_HALF,
+ * DT_BFLOAT16; MPI_FLOAT: nothing). */
 void dti_round_half(float *x, size_t n);
+void dti_round_to(MPI_Datatype type, float *x, size_t n);
 /* dst[i] = src[i] * mul, src of type (float or half); host or device, no overlap. */
 void dti_to_float(const void *src, MPI_Datatype type, float *dst, size_t n, float mul);
 /* dst[i] = src[i] converted to type (rounded for half). */
@@ -295,7 +297,8 @@ void dti_batch(const dt_train_config *c, int step, int B, int first, int count,
  * then both are at hand, and its gradient goes to both. */
 typedef struct {
     const dt_train_config *c;
-    int B, fp16;
+    int B, fp16;                 /* fp16: a 16-bit type, fp16 or bf16 */
+    MPI_Datatype type;           /* MPI_FLOAT, DT_HALF or DT_BFLOAT16 */
     dt_mlp_acts mlp;             /* the MLP's */
     float *gx[2];                /* the MLP's gradients between layers */
     const float *dy;             /* backward's gradient of the unit's output (MLP) */
@@ -308,10 +311,10 @@ size_t dti_unit_size(const dt_train_config *c, int u);     /* floats of unit u *
 size_t dti_unit_offset(const dt_train_config *c, int u);   /* where it starts */
 int dti_unit_tied(const dt_train_config *c, int u);        /* the unit whose weights
                                                               unit u uses too, or -1 */
-/* For up to B examples on the run's side (where: host or GPU); fp16 rounds what forward
- * keeps to fp16, as dti_model does */
-void dti_unit_acts_alloc(const dt_train_config *c, int B, dt_device_kind where, int fp16,
-                         dti_unit_acts *a);
+/* For up to B examples on the run's side (where: host or GPU); a 16-bit type (DT_HALF,
+ * DT_BFLOAT16) rounds what forward keeps to it, as dti_model does */
+void dti_unit_acts_alloc(const dt_train_config *c, int B, dt_device_kind where,
+                         MPI_Datatype type, dti_unit_acts *a);
 void dti_unit_acts_free(dti_unit_acts *a);
 /* Forward of unit u of B examples (x: the batch, host, for unit 0) with its weights W
  * (and Wt, the tied unit's): returns the unit's output, the logits after the last. */

@@ -160,9 +160,11 @@ int dt_train_check(const dt_train_config *c, int n, char *why, size_t len)
             "hybrid), not %s", dt_mode_name(c->mode));
     if (c->compress != DT_COMPRESS_NONE && c->mode != DT_MODE_DDP)
         WHY("--compress is for mode ddp");
-    if (c->compress != DT_COMPRESS_NONE && c->precision == DT_FP16)
-        WHY("--compress is for fp32 gradients; with --precision fp16 they travel as fp16 "
-            "already");
+    if (c->compress != DT_COMPRESS_NONE && c->precision != DT_FP32)
+        WHY("--compress is for fp32 gradients; with --precision %s they travel as 16-bit "
+            "values already", c->precision == DT_FP16 ? "fp16" : "bf16");
+    if (c->precision == DT_BF16 && c->on_device)
+        WHY("--precision bf16 runs on the CPU so far (the GPU's kernels have fp16 only)");
     if (c->slow_ms < 0 || c->slow_ms > 100000 || c->slow_rank < 0 || c->slow_rank >= n)
         WHY("the slow rank must be a rank (0 .. %d) and its delay 0 .. 100000 ms", n - 1);
     if (c->mode == DT_MODE_MOE) {
@@ -369,7 +371,8 @@ static void train_text(const dt_train_config *c, int n, char *s, size_t len)
     pair(s, len, "batch %d", c->batch);
     pair(s, len, "steps %d", c->steps);
     pair(s, len, "ranks %d", n);
-    pair(s, len, "precision %s", c->precision == DT_FP16 ? "fp16" : "fp32");
+    pair(s, len, "precision %s", c->precision == DT_FP16 ? "fp16" : c->precision == DT_BF16
+         ? "bf16" : "fp32");
     pair(s, len, "optimizer %s", c->optim.kind == DT_ADAM ? "adam" : "sgd");
 }
 
