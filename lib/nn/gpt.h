@@ -144,7 +144,12 @@ typedef struct {
     void *ctx;
 } dt_gpt_cut;
 
-/* Forward of one block on a->x (N, C): fills a, writes the block's output to out
+/* In a cut block every rank computes the whole gradient of the tensors it holds whole
+ * (the LayerNorms, bo, b2; in a cut model wte, wpe and lnf too), the same bits on every
+ * rank, bo's and b2's on the rank that does not add them too: a tensor-parallel mode
+ * must not sum those over its ranks.
+ *
+ * Forward of one block on a->x (N, C): fills a, writes the block's output to out
  * (N, C; may be the next block's a->x, not a->x itself). */
 void dt_gpt_block_forward(const dt_gpt_config *c, const dt_gpt_cut *cut,
                           const dt_gpt_block *p, dt_gpt_block_acts *a, float *out,

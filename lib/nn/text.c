@@ -33,23 +33,31 @@ int dt_text_load(dt_text *t, const char *path, char *err, size_t errlen)
     size_t cap = 1 << 16, n = 0;
     unsigned char *buf = malloc(cap);
     DT_REQUIRE(buf != NULL, "out of host memory");
+    int bad = 0;                          /* errno of a failed read (a directory: EISDIR) */
     for (;;) {
+        if (n == cap && cap >= ((size_t)1 << 30)) {
+            fclose(f);
+            free(buf);
+            return fail(err, errlen, "the text '%s' is %s: give --text a smaller file",
+                        path, "larger than 1 GiB");
+        }
         if (n == cap) {
-            DT_REQUIRE(cap < ((size_t)1 << 30), "the text '%s' is larger than 1 GiB", path);
             cap *= 2;
             buf = realloc(buf, cap);
             DT_REQUIRE(buf != NULL, "out of host memory");
         }
+        errno = 0;
         size_t got = fread(buf + n, 1, cap - n, f);
         n += got;
-        if (got == 0)
+        if (got == 0) {
+            bad = ferror(f) ? (errno ? errno : EIO) : 0;
             break;
+        }
     }
-    int bad = ferror(f);
     fclose(f);
     if (bad) {
         free(buf);
-        return fail(err, errlen, "cannot read the text '%s': %s", path, "read error");
+        return fail(err, errlen, "cannot read the text '%s': %s", path, strerror(bad));
     }
     if (n == 0) {
         free(buf);
@@ -159,9 +167,9 @@ void dt_text_batch(const dt_text *t, int step, int B, int T, int first, int coun
         uint64_t j = (uint64_t)step * B + first + i, s = j ^ 0x243f6a8885a308d3ull;
         uint64_t start = dti_nn_rand(&s) % span;
         const unsigned char *src = t->tok + start;
-        for (int j = 0; j < T; j++) {
-            x[(size_t)i * T + j] = src[j];
-            y[(size_t)i * T + j] = src[j + 1];
+        for (int k = 0; k < T; k++) {
+            x[(size_t)i * T + k] = src[k];
+            y[(size_t)i * T + k] = src[k + 1];
         }
     }
 }
