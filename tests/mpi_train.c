@@ -21,6 +21,9 @@
  *            max(0, s-1-K), applied to the newest).
  *   fp16     every mode: the loss goes down, and losses and weights stay near the fp32
  *            reference's (within what fp16 rounding of 5 steps leaves).
+ *   bf16     every mode that has fp16, with no loss scale: no step skipped, the loss
+ *            goes down, and losses and weights stay near the fp32 reference's (within
+ *            what bf16's 8 significant bits leave).
  *   overflow fp16 from a loss scale of 2^28, in dp, ddp and fsdp (the three loops that
  *            run the scaler): the first steps overflow and are skipped, each halving the
  *            scale (as the step reports say), then training recovers. The run follows
@@ -75,9 +78,14 @@
 #define FP16_WEIGHT_ATOL 1e-2
 #define FP16_RTOL 5e-2
 #define FP16_LOSS_RTOL 1e-3
+/* bf16 rounds to 8 significant bits (4e-3 relative), 8 times fp16's step; measured at 1
+ * to 5 ranks (the fraction of these limits in the closing report) */
+#define BF16_WEIGHT_ATOL 5e-2
+#define BF16_RTOL 2e-1
+#define BF16_LOSS_RTOL 1e-2
 
 enum { STEPS = 5, OVERFLOW_STEPS = 16, FEATURES = 12, CLASSES = 7, NBATCHES = 4 };
-enum { K_FP32, K_ASYNC, K_FP16, K_OVERFLOW };
+enum { K_FP32, K_ASYNC, K_FP16, K_OVERFLOW, K_BF16 };
 
 /* ==== the cases: every mode and option N ranks can run ==== */
 
@@ -93,7 +101,7 @@ static tcase cases[MAXCASES];
 static int ncases;
 
 /* What a case compared, for the table at the end. */
-static struct { double param, loss; int runs; } seen[DT_NMODES + 1];   /* + fp16 */
+static struct { double param, loss; int runs; } seen[DT_NMODES + 2];  /* + fp16, bf16 */
 
 /* A configuration of mode m with SGD+momentum (adam 0) or Adam. */
 static dt_train_config base(dt_mode m, int adam)
@@ -289,6 +297,9 @@ static void make_cases(int N)
         c.precision = DT_FP16;
         c.scaler.init = 4096;      /* 2^16 overflows now and then on these shapes */
         add(K_FP16, c, need, "fp16 %s", dt_mode_name((dt_mode)m));
+        c.precision = DT_BF16;     /* the same, in bf16: no scale (on the host only) */
+        c.on_device = 0;
+        add(K_BF16, c, need, "bf16 %s", dt_mode_name((dt_mode)m));
     }
 
     /* overflow from a huge loss scale, in the three training loops that decide it:
@@ -474,14 +485,16 @@ START_TEST(test_mode)
         dl = compare(t->name, "loss", res.loss, wloss, (size_t)S, 1e-7, LOSS_RTOL);
         if (valid)
             dp = compare(t->name, "weight", res.params, want, n, PARAM_ATOL, PARAM_RTOL);
-    } else if (t->kind == K_FP16) {
+    } else if (t->kind == K_FP16 || t->kind == K_BF16) {
+        int bf = t->kind == K_BF16;
         reference(c, 0, NULL, want, wloss);
         HT_EXPECT(skip == 0, "%s: %d steps skipped at the default scale", t->name, skip);
-        dl = compare(t->name, "fp16 loss", res.loss, wloss, (size_t)S, 0,
-                     FP16_LOSS_RTOL);
+        dl = compare(t->name, bf ? "bf16 loss" : "fp16 loss", res.loss, wloss, (size_t)S,
+                     0, bf ? BF16_LOSS_RTOL : FP16_LOSS_RTOL);
         if (valid)
-            dp = compare(t->name, "fp16 weight", res.params, want, n, FP16_WEIGHT_ATOL,
-                         FP16_RTOL);
+            dp = compare(t->name, bf ? "bf16 weight" : "fp16 weight", res.params, want, n,
+                         bf ? BF16_WEIGHT_ATOL : FP16_WEIGHT_ATOL, bf ? BF16_RTOL
+                         : FP16_RTOL);
     } else {
         /* From 2^28 the first steps must overflow, each halving the scale, until it is
          * small enough (about 2^19 here); a later step may overflow again. The run must
@@ -515,7 +528,8 @@ START_TEST(test_mode)
               "%g at step %d (the same batch)", t->name, (double)res.loss[j], j + 1,
               (double)res.loss[S - 1], S);
     if (ht_rank == 0) {
-        int row = t->kind == K_FP32 || t->kind == K_ASYNC ? (int)c->mode : DT_NMODES;
+        int row = t->kind == K_FP32 || t->kind == K_ASYNC ? (int)c->mode
+                  : t->kind == K_BF16 ? DT_NMODES + 1 : DT_NMODES;
         seen[row].param = fmax(seen[row].param, dp);
         seen[row].loss = fmax(seen[row].loss, dl);
         seen[row].runs++;
@@ -620,13 +634,14 @@ int main(int argc, char **argv)
     if (ht_rank == 0) {
         printf("%d cases on %d ranks; the largest differences from the serial reference, as "
                "a\nfraction of the limit (fp32: weights %g + %g|w|, loss %g relative; fp16: "
-               "%g + %g|w|, %g):\n", ncases, ht_size, PARAM_ATOL, PARAM_RTOL, LOSS_RTOL,
-               FP16_WEIGHT_ATOL, FP16_RTOL, FP16_LOSS_RTOL);
-        for (int m = 0; m <= DT_NMODES; m++)
+               "%g + %g|w|, %g;\nbf16: %g + %g|w|, %g):\n", ncases, ht_size, PARAM_ATOL,
+               PARAM_RTOL, LOSS_RTOL, FP16_WEIGHT_ATOL, FP16_RTOL, FP16_LOSS_RTOL,
+               BF16_WEIGHT_ATOL, BF16_RTOL, BF16_LOSS_RTOL);
+        for (int m = 0; m <= DT_NMODES + 1; m++)
             if (seen[m].runs)
                 printf("  %-7s %2d runs  weights %.3f  loss %.3f\n",
-                       m < DT_NMODES ? dt_mode_name((dt_mode)m) : "fp16", seen[m].runs,
-                       seen[m].param, seen[m].loss);
+                       m < DT_NMODES ? dt_mode_name((dt_mode)m) : m == DT_NMODES ? "fp16"
+                       : "bf16", seen[m].runs, seen[m].param, seen[m].loss);
     }
     for (int i = 0; i < ncases; i++)
         dt_data_free(&cases[i].data);

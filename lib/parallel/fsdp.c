@@ -202,7 +202,7 @@ static void fsdp_init(fsdp *f, dti_run *r)
         memcpy(pad, init + f->off[l], n * sizeof(float));
         const void *src = pad;                 /* the padded layer, in the working type */
         if (f->fp16) {
-            dt_floats_to_halves(pad, half, P);
+            dti_from_float(pad, half, f->type, P);     /* fp16 or bf16 */
             src = half;
         }
         const char *mine = (const char *)src + (size_t)f->k * s * f->ws;
