@@ -543,10 +543,12 @@ static void print_device_books(const dt_train_result *res)
 static void print_sample(const dt_train_config *c, const dt_text *t, const dt_train_result *res)
 {
     double bits = res->loss[c->steps - 1] / 0.693147, uni = dt_text_unigram_bits(t);
-    printf("last loss %.3f nats = %.2f bits a byte: %s the unigram entropy (%.2f bits)%s\n",
-           (double)res->loss[c->steps - 1], bits, bits < uni ? "below" : "not below", uni,
-           bits < uni - 0.5 ? ": it predicts from context" : bits < uni ? ", but not by "
-           "much" : ": train longer (--steps)");
+    char verdict[256];
+    snprintf(verdict, sizeof verdict, "last loss %.3f nats = %.2f bits a byte: %s the "
+             "unigram entropy (%.2f bits)%s", (double)res->loss[c->steps - 1], bits,
+             bits < uni ? "below" : "not below", uni, bits < uni - 0.5 ? ": it predicts "
+             "from context" : bits < uni ? ", but not by much" : ": train longer (--steps)");
+    print_wrapped(verdict);
     enum { PROMPT = 16, N = 200 };
     int prompt[PROMPT], out[N], at = 0, len;
     while (at < t->n - 1 && !isalpha(t->tok[at]))    /* from the text's first letter */
@@ -559,11 +561,13 @@ static void print_sample(const dt_train_config *c, const dt_text *t, const dt_tr
     for (int i = 0; i < len; i++)
         putchar(isprint(prompt[i]) ? prompt[i] : '?');
     printf("\":\n  ");
-    for (int i = 0; i < N; i++)
-        if (out[i] == '\n')
-            printf("\n  ");
-        else
+    for (int i = 0, col = 2; i < N; i++, col++)      /* within 78 columns */
+        if (out[i] == '\n' || col == 78) {
+            printf(out[i] == '\n' ? "\n  " : "\n  %c", isprint(out[i]) ? out[i] : '?');
+            col = out[i] == '\n' ? 1 : 2;
+        } else {
             putchar(isprint(out[i]) ? out[i] : '?');    /* bytes, not characters */
+        }
     printf("\n");
     fflush(stdout);
 }
@@ -605,16 +609,16 @@ int main(int argc, char **argv)
     /* ==== the run ==== */
     if (c.kind == DT_MODEL_GPT) {
         const dt_gpt_config *g = &c.gpt;
-        dt_printf0("train: %s on %d rank%s, GPT of %d block%s, %d heads, width %d, "
-                   "sequences of %d bytes, %zu parameters\n", dt_mode_name(c.mode), n,
-                   n == 1 ? "" : "s", g->layers, g->layers == 1 ? "" : "s", g->heads,
-                   g->embed, g->seq, nparams(&c));
-        dt_printf0("%d steps of %d sequences, %s lr %g, %s; text: %s (%d bytes; the "
-                   "entropy of its\nbyte frequencies is %.2f bits a byte = %.2f nats, "
-                   "the loss of a model that ignores context)\n", c.steps, c.batch,
-                   c.optim.kind == DT_SGD ? "sgd" : "adam", (double)c.optim.lr,
-                   precision_name(c.precision), text.source, text.n,
-                   dt_text_unigram_bits(&text), dt_text_unigram_bits(&text) * 0.693147);
+        dt_printf0("train: %s on %d rank%s, GPT of %d block%s of %d heads, width %d: %zu "
+                   "parameters\n", dt_mode_name(c.mode), n, n == 1 ? "" : "s", g->layers,
+                   g->layers == 1 ? "" : "s", g->heads, g->embed, nparams(&c));
+        dt_printf0("%d steps of %d sequences of %d bytes, %s lr %g, %s\n", c.steps, c.batch,
+                   g->seq, c.optim.kind == DT_SGD ? "sgd" : "adam", (double)c.optim.lr,
+                   precision_name(c.precision));
+        dt_printf0("text: %s (%d bytes); the loss of a model that\nignores context (the "
+                   "entropy of its byte frequencies): %.2f bits a byte = %.2f nats\n",
+                   text.source, text.n, dt_text_unigram_bits(&text),
+                   dt_text_unigram_bits(&text) * 0.693147);
     } else {
         char shape[64];              /* 32-96x3-10: in, 3 hidden layers of 96, out */
         int L = c.model.layers;

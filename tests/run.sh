@@ -577,7 +577,10 @@ want 4 && timed 4 dttrace_tests
 # rank soon with status 2 and a message on stderr; a traced run whose trace holds the
 # compute events (forward, backward) beside the sends and receives; the weights of a
 # ddp run and of dp-threads runs (1, 2, 5 and 7 threads on a batch of 24, and under the
-# lock), dumped, against a serial run's; and a dp-threads trace through dttrace and dtviz.
+# lock), dumped, against a serial run's; a dp-threads trace through dttrace and dtviz; and
+# the GPT (--model gpt): a small one serially (its verdict and sample), in ddp and tp to
+# its weights (tests/mpi_gpt.c holds every mode to serial's), and the README's command
+# below the unigram entropy.
 train_tests() {
     local train=$BUILD/train
     if [ ! -x "$train" ]; then
@@ -706,21 +709,25 @@ train_tests() {
     # ddp's and dp-threads' weights against serial's, through --dump (raw float32)
     run "train serial --dump" 0 "$MPIEXEC" -n 1 "$train" --mode serial "${small[@]}" \
         --quiet --dump "$tmp/serial.f32"
-    # same_as_serial NAME N ARGS...: train ARGS at N ranks, dumped, against serial's
+    # same_as_serial NAME N ARGS...: train ARGS and $shape at N ranks, dumped, against
+    # the serial run's $ref, each weight w within $tol ("ABS REL": ABS + REL |w|). Here
+    # the MLP's small shape, its serial run and "1e-5 1e-4"; the GPT's further down
+    local shape=("${small[@]}") ref=$tmp/serial.f32 tol="1e-5 1e-4"
     same_as_serial() {
         local name=$1 n=$2 cmp
         shift 2
         rm -f "$tmp/run.f32"
-        run "train $name --dump" 0 "$MPIEXEC" -n "$n" "$train" "$@" "${small[@]}" --quiet \
+        run "train $name --dump" 0 "$MPIEXEC" -n "$n" "$train" "$@" "${shape[@]}" --quiet \
             --dump "$tmp/run.f32"
         : >"$log"
-        if [ ! -s "$tmp/serial.f32" ] || [ ! -s "$tmp/run.f32" ]; then
+        if [ ! -s "$ref" ] || [ ! -s "$tmp/run.f32" ]; then
             report "train $name --dump wrote the weights" 0 "a dump file is missing or empty"
             return
         fi
-        cmp=$(paste <(od -An -v -f -w4 "$tmp/serial.f32") <(od -An -v -f -w4 "$tmp/run.f32") |
-              awk '{ d = $1 - $2; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1
-                     if (d > m) m = d; if (d > 1e-5 + 1e-4 * a || NF != 2) bad++ }
+        cmp=$(paste <(od -An -v -f -w4 "$ref") <(od -An -v -f -w4 "$tmp/run.f32") |
+              awk -v atol="${tol% *}" -v rtol="${tol#* }" \
+                  '{ d = $1 - $2; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1
+                     if (d > m) m = d; if (d > atol + rtol * a || NF != 2) bad++ }
                    END { printf "%d %d %g", NR, bad, m }')
         set -- $cmp
         if [ "$2" = 0 ] && [ "$1" -gt 0 ]; then
@@ -765,6 +772,42 @@ train_tests() {
         run "dtviz --png on the dp-threads trace" 0 env SDL_VIDEODRIVER=dummy \
             ${limit[@]+"${limit[@]}"} "$BUILD/dtviz" --png "$tmp/dpt.png" "$trace"
         [ -s "$tmp/dpt.png" ] || report "dtviz drew the dp-threads trace" 0 "no PNG"
+    fi
+
+    # ---- the GPT (--model gpt, lib/nn/gpt.h): a small one serially, its loss, verdict
+    # and sample; ddp and tp, dumped, to serial's weights; the README's command learning
+    # from context (its last loss below the text's unigram entropy)
+    local gpt=(--model gpt --steps 20 --embed 32 --seq 32 --layers 1 --batch 12) gpt_why
+    local verdict='^last loss [0-9.]+ nats = [0-9.]+ bits a byte: '
+    rm -f "$tmp/gpt-serial.f32"
+    train_ok "train --model gpt -n 1" 1 "${gpt[@]}" --dump "$tmp/gpt-serial.f32"
+    gpt_why=""
+    grep -Eq "$verdict(not )?below the unigram" "$log" ||
+        gpt_why="; no verdict line 'last loss ... nats'"
+    grep -q '^sampled at temperature 0.8 after "' "$log" ||
+        gpt_why="$gpt_why; no 'sampled at temperature' line"
+    if [ -z "$gpt_why" ]; then
+        report "train --model gpt: the verdict and a sample" 1 \
+            "$(grep -Eo "$verdict[^(]*[^ (]" "$log")"
+    else
+        report "train --model gpt: the verdict and a sample" 0 "${gpt_why#; }"
+    fi
+    # Adam divides each step by the gradient's size: where one is near zero (attention's
+    # queries and keys, early on) another order of the same sums moves a weight by 1e-5
+    # in a few steps, and by 1e-3 in 30 for some seeds (serial with DT_BLAS=0 differs from
+    # serial as much): 20 steps, within 1e-4 + 1e-3 |w| (at most 0.3 of it measured over
+    # 12 seeds; tests/mpi_gpt.c holds every mode to 1e-5 + 1e-4 |w| on a smaller shape)
+    shape=("${gpt[@]}") ref=$tmp/gpt-serial.f32 tol="1e-4 1e-3"
+    same_as_serial "--model gpt ddp -n 3" 3 --mode ddp
+    same_as_serial "--model gpt tp -n 2" 2 --mode tp
+    run "train --model gpt --mode tp -n 2 (README)" 0 "$MPIEXEC" -n 2 "$train" --model gpt \
+        --mode tp
+    if grep -Eq "${verdict}below the unigram" "$log"; then
+        report "train --model gpt: below the unigram entropy" 1 \
+            "$(grep -Eo "$verdict[^(]*[^ (]" "$log")"
+    else
+        report "train --model gpt: below the unigram entropy" 0 \
+            "$(grep -Eo "$verdict[^(]*[^ (]" "$log" || echo "no verdict line")"
     fi
 
     # ---- the CPU's matrix products: sgemm or the loops (lib/nn/blas.c), stepbench
