@@ -171,8 +171,10 @@ void dti_train_hybrid(dti_run *r)
 
     /* the summary */
     if (T > 1)
-        dti_summary(r, "tensor parallel: %d ranks, %s", T,
-                    c->tp_style == DT_TP_MEGATRON
+        dti_summary(r, "tensor parallel: %d ranks, %s", T, c->kind == DT_MODEL_GPT
+                    ? "Megatron: heads and MLP columns split, per block two allreduces "
+                      "forward (after attention, after the MLP), two backward"
+                    : c->tp_style == DT_TP_MEGATRON
                     ? "Megatron: per layer pair one allreduce forward, one backward"
                     : "every layer by columns: one allgather forward, one allreduce "
                       "backward");

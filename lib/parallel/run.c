@@ -94,6 +94,9 @@ static int gpt_check(const dt_train_config *c, int n, char *why, size_t len)
             g->seq, g->seq + 1, c->text->source, c->text->n);
     if (g->vocab != 256)
         WHY("the GPT reads bytes: its vocabulary is 256, not %d", g->vocab);
+    if (T > 1 && c->tp_style != DT_TP_MEGATRON)
+        WHY("--tp-style allgather is for the MLP: the GPT's blocks are cut Megatron's way, "
+            "attention by heads and the MLP by columns then rows");
     if (T > 1 && g->heads % T)
         WHY("%d heads cannot be shared by %d tensor-parallel ranks: each rank takes "
             "whole heads, so --heads must be a multiple of %d", g->heads, T, T);

@@ -1,0 +1,647 @@
+/* The GPT in every parallel mode reaches the weights of serial training: mpi_train's
+ * test for the second model (lib/nn/gpt.h). Runs under mpiexec at any rank count N
+ * (tests/run.sh: 1 to 5).
+ *
+ * The reference is serial training written here with lib/nn alone, independent of
+ * lib/parallel: dt_gpt_init, then per step s = 1, 2, ...: the global batch s-1 of B
+ * sequences of T tokens (dt_text_batch), forward, dt_xent over the B*T positions scaled
+ * by 1/(B*T), backward, dt_optim_step(step s). Rank 0 computes it (the model is tiny)
+ * and sends the losses to the others. Then, for every mode and option N ranks can run,
+ * dt_train on MPI_COMM_WORLD for a few steps, and:
+ *
+ *   fp32      the final weights (rank 0, whole model in dt_gpt's layout) equal the
+ *             reference's to rounding, every step's loss (every rank) equals the
+ *             reference's, and the loss goes down. Modes: serial (N = 1); dp with the
+ *             server computing or dedicated; ddp with buckets of a unit each, of
+ *             several units and of the whole model (counted), overlap on and off,
+ *             accumulation 1 and 2; fsdp ZeRO 1, 2, 3 and 3 with --prefetch; tp (heads
+ *             split over the ranks); pp GPipe and 1F1B with 1, 2 and 4 micro-batches;
+ *             hybrid with every factorisation D*T*P = N; dp-threads (N = 1) with 1, 2, 5
+ *             threads, and 3 under the lock. SGD with momentum, and Adam.
+ *   async     dp --async K against the serial simulation of the delayed update (step
+ *             s's gradients taken on the weights of step max(0, s-1-K)).
+ *   compress  ddp --compress fp16: every gradient rounded to half on the way, so the
+ *             weights stay near the reference's, within what that rounding leaves.
+ *   fp16      every mode that has it (a loss scale of 4096), and bf16 in ddp, fsdp, tp
+ *             and pp, with SGD: no step skipped, and the losses and weights near the
+ *             fp32 reference's, within what 16-bit rounding of 5 steps leaves.
+ *   moe       no serial GPT with experts exists to compare with: the run on N ranks is
+ *             held to the same configuration (experts, groups) on rank 0 alone, which
+ *             mode moe promises to reach (a check of consistency, not a reference).
+ *
+ * The loss going down: each step's batch is drawn anew (dt_text_batch), but at the
+ * start every batch's loss is near ln 256 = 5.55, and 5 steps take it to about 3.9
+ * (SGD) or 5.0 (Adam).
+ *
+ * A case runs when dt_train_check accepts it on N ranks and is skipped (counted, and
+ * named in the closing report) when refused: so a mode the GPT gains starts running
+ * here by itself. What the GPT trains today (must_run: every mode but moe, fp32 on the
+ * host) must be accepted: a regression that refuses it fails. On a rank with a GPU a
+ * case asks for it (on_device), and runs on the host where the GPT refuses the GPU.
+ *
+ * Shapes: a generated text of about 3000 bytes (no file needed), sequences of 8, 24
+ * columns, 2 blocks; 6 heads (divisible by 1, 2 and 3 ranks, not 4 or 5: those refusals
+ * are test_check's), and where tensor parallelism over T ranks cannot share 6 heads,
+ * 2T heads of 4 columns. Global batches divide by what the mode needs (data-parallel
+ * ranks x micro-batches) and are about 24 sequences.
+ *
+ * Beside: the result's books (steps, bytes, no GPU work counted on the host), and
+ * dt_train_check refusing, with a sentence, what the GPT can never run (heads the
+ * tensor-parallel ranks cannot share, a sequence longer than the text, columns no
+ * multiple of the heads, a vocabulary other than bytes, more stages than units).
+ *
+ * Every verdict is agreed across ranks (tests/harness.h). At the end rank 0 prints the
+ * largest differences seen, per mode, against what the tolerances allow, and the cases
+ * skipped.
+ *
+ *   mpiexec -n 4 build/tests/mpi_gpt
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "harness.h"
+#include "nn/gpt.h"
+#include "nn/nn.h"
+#include "parallel/parallel.h"
+
+/* ==== tolerances ====
+ * As in mpi_train: the modes add the same numbers in another order (a batch's gradient
+ * as a sum of per-rank shards, a block's attention and MLP outputs as sums of the
+ * partial products of each rank's heads and columns, micro-batches one after another,
+ * the loss as a sum of per-rank sums), each sum within a few float ulps (1e-7
+ * relative) of serial's. Through 5 steps of SGD with momentum (lr 0.1) or Adam (lr
+ * 3e-3, train's for the GPT) the weights end within about 1e-7..2e-6 of serial's, and
+ * the limits are mpi_train's. Adam divides each step by sqrt(v) + eps, so a gradient
+ * that nearly cancels carries its rounding into its step at full relative size. The
+ * attention's key bias is the extreme: its gradient is 0 in exact arithmetic (softmax
+ * ignores a shift common to a row of scores), some 1e-12 of rounding in practice, and
+ * with eps 1e-8 it takes steps of about lr * 1e-4, different in every mode (0.64 of the
+ * weight limit in tp at 4 ranks). Here eps is 1e-6: such steps shrink a hundredfold,
+ * and 99% of the real gradients (above 5e-7) stay larger than eps.
+ * A real mistake is far above the limits (measured with this file's reference,
+ * altered): gradients twice too large, a missing 1/N at N = 2, end 6900 times the weight
+ * limit from the reference with SGD and 200 times with Adam (only eps lets Adam see a
+ * scale); half the batch lost, 3800 times (SGD) and 2400 times (Adam). Measured at 1 to
+ * 5 ranks, as a fraction of the limit: weights at most 0.17 (ddp at 5 ranks; tp and
+ * hybrid 0.14 there, 0.09 elsewhere), losses 0.012.
+ * --compress fp16 rounds every gradient to 11 bits (2^-11 relative) as it leaves a rank
+ * and again at each of the ring's N-1 additions, of partial sums that may exceed their
+ * total; so a weight is held to the reference within COMPRESS_RTOL of its path, the sum
+ * of |step| over the reference's steps, plus COMPRESS_ATOL. Measured at most 0.24 of
+ * that (3 and 4 ranks), and the losses 0.053 of COMPRESS_LOSS_RTOL; gradients twice too
+ * large end 190 times above it, half the batch lost 330 times. With SGD only: Adam makes
+ * a step of full size from the rounding of a small gradient (the queries', while
+ * attention is still nearly uniform), measured up to 8 times this limit (40% of the
+ * path) at 5 ranks, as far off as a mistake.
+ * fp16 and bf16 against the fp32 reference: the fp32 master weights keep the updates,
+ * while the 16-bit weights, activations and gradients round to 11 bits (5e-4 relative)
+ * or 8 (4e-3). Measured at 1 to 5 ranks: at most 0.081 of FP16_WEIGHT_ATOL + FP16_RTOL
+ * |w| and 0.062 of FP16_LOSS_RTOL, 0.149 and 0.083 of bf16's limits (weights of 0.3 to
+ * 0.5 off by up to 2.6e-4 in fp16, 1.8e-3 in bf16). fsdp taking its loss over the
+ * rank's batch instead of the global one (a missing 1/2 at 2 ranks) ends 69 times the
+ * fp16 weight limit and 141 times the loss limit, 24 and 28 times bf16's. With SGD
+ * only, as for compression.
+ * moe is held to its run on one rank with the fp32 limits. */
+#define PARAM_ATOL 1e-5
+#define PARAM_RTOL 1e-4
+#define LOSS_RTOL 1e-5
+#define COMPRESS_ATOL 1e-6
+#define COMPRESS_RTOL 5e-2
+#define COMPRESS_LOSS_RTOL 1e-4
+#define FP16_WEIGHT_ATOL 1e-3
+#define FP16_RTOL 1e-2
+#define FP16_LOSS_RTOL 1e-3
+#define BF16_WEIGHT_ATOL 5e-3
+#define BF16_RTOL 2e-2
+#define BF16_LOSS_RTOL 5e-3
+
+enum { STEPS = 5, SEQ = 8, EMBED = 24, HEADS = 6, LAYERS = 2, TEXT_BYTES = 3000 };
+enum { K_FP32, K_ASYNC, K_COMPRESS, K_MOE, K_FP16, K_BF16 };
+
+static dt_text text;                /* every case's, the same on every rank */
+
+/* ==== the cases: every mode and option N ranks can run ==== */
+
+typedef struct {
+    char name[80];
+    int kind;                    /* K_FP32, ... */
+    int buckets;                 /* ddp's gradient buckets a step (0: not checked) */
+    dt_train_config c;
+} tcase;
+
+enum { MAXCASES = 64 };
+static tcase cases[MAXCASES];
+static int ncases;
+
+/* What a case compared, for the table at the end: a row per mode (fp32), compress, fp16
+ * and bf16. */
+enum { ROW_COMPRESS = DT_NMODES, ROW_FP16, ROW_BF16, NROWS };
+static struct { double param, loss; int runs; } seen[NROWS];
+static char skips[MAXCASES][80 + 256];     /* "name: why", for the report */
+static int nskipped;
+
+/* What the GPT trains today (run.c's gpt_check): every mode but moe, in fp32, fp16 and
+ * bf16, on the host. dt_train_check refusing one of these cases is a failure, not a
+ * skip. */
+static int must_run(const tcase *t)
+{
+    return t->c.mode != DT_MODE_MOE;
+}
+
+/* The heads tensor parallelism over T ranks shares: HEADS where T divides it, else 2T
+ * (the columns follow: 4 a head, as HEADS has). */
+static void share_heads(dt_train_config *c, int T)
+{
+    c->gpt.heads = HEADS % T == 0 ? HEADS : 2 * T;
+    c->gpt.embed = HEADS % T == 0 ? EMBED : 4 * c->gpt.heads;
+}
+
+/* A configuration of mode m with SGD+momentum (adam 0) or Adam. */
+static dt_train_config base(dt_mode m, int adam)
+{
+    dt_train_config c;
+    dt_train_defaults(&c);
+    c.mode = m;
+    c.kind = DT_MODEL_GPT;
+    c.gpt = (dt_gpt_config){ .vocab = 256, .seq = SEQ, .embed = EMBED, .heads = HEADS,
+                             .layers = LAYERS };
+    c.text = &text;
+    c.optim = (dt_optim_config){ .kind = adam ? DT_ADAM : DT_SGD, .lr = adam ? 3e-3f : 0.1f,
+                                 .momentum = adam ? 0 : 0.9f, .beta1 = 0.9f,
+                                 .beta2 = 0.999f, .eps = 1e-6f };
+    c.steps = STEPS;
+    c.seed = 7;
+    c.dp = c.tp = c.pp = 1;
+    c.on_device = dt_device() == DT_CUDA;      /* where the GPT takes it (test_mode) */
+    c.on_step = NULL;
+    return c;
+}
+
+/* Adds a case whose global batch B must divide by `need`: the multiple of need nearest
+ * above 24. */
+__attribute__((format(printf, 4, 5)))
+static void add(int kind, dt_train_config c, int need, const char *fmt, ...)
+{
+    DT_REQUIRE(ncases < MAXCASES, "mpi_gpt: more than %d cases", MAXCASES);
+    tcase *t = &cases[ncases++];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->name, sizeof t->name, fmt, ap);
+    va_end(ap);
+    c.batch = need * ((24 + need - 1) / need);
+    t->kind = kind;
+    t->buckets = 0;
+    t->c = c;
+}
+
+/* Each mode's variants take SGD and Adam in turn, so that every mode meets both. */
+static void make_cases(int N)
+{
+    static const char *const opt[2] = { "sgd", "adam" };
+    dt_train_config c;
+    int a = 0;                                  /* Adam for odd cases */
+    if (N == 1)
+        for (int adam = 0; adam < 2; adam++)
+            add(K_FP32, base(DT_MODE_SERIAL, adam), 1, "serial %s", opt[adam]);
+
+    /* dp: the server computes too, or (N >= 2) only serves; workers K updates behind */
+    add(K_FP32, base(DT_MODE_DP, 0), N, "dp sgd");
+    c = base(DT_MODE_DP, 1);
+    c.dedicated_server = N >= 2;
+    add(K_FP32, c, N - c.dedicated_server, "dp%s adam",
+        c.dedicated_server ? " dedicated server" : "");
+    if (N >= 2) {
+        c = base(DT_MODE_DP, 0);
+        c.async = 1;
+        add(K_ASYNC, c, N, "dp async 1 sgd");
+    }
+    if (N >= 3) {
+        c = base(DT_MODE_DP, 1);
+        c.async = 2;
+        c.dedicated_server = 1;
+        add(K_ASYNC, c, N - 1, "dp async 2 dedicated server adam");
+    }
+
+    /* ddp: units of 24.8 KiB (embeddings), 28.2 KiB (a block) and 0.2 KiB (lnf); caps of
+     * 1 KiB (a bucket per unit: 4), 64 KiB (lnf and both blocks, then the embeddings: 2)
+     * and 256 KiB (1; on one rank ddp has none); overlap on and off, accumulation 1
+     * and 2; --compress fp16 */
+    static const int ddp[][4] = { {1, 1, 1, 4}, {64, 0, 2, 2}, {256, 1, 2, 1} };
+    for (int i = 0; i < 3; i++, a ^= 1) {
+        c = base(DT_MODE_DDP, a);
+        c.bucket_kb = ddp[i][0];
+        c.overlap = ddp[i][1];
+        c.accum = ddp[i][2];
+        add(K_FP32, c, N * c.accum, "ddp bucket %d KiB overlap %d accum %d %s",
+            c.bucket_kb, c.overlap, c.accum, opt[a]);
+        cases[ncases - 1].buckets = ddp[i][3];
+    }
+    c = base(DT_MODE_DDP, 0);
+    c.compress = DT_COMPRESS_FP16;
+    c.bucket_kb = 1;
+    add(K_COMPRESS, c, N, "ddp compress fp16 bucket 1 KiB sgd");
+    cases[ncases - 1].buckets = 4;
+
+    /* fsdp: ZeRO 1, 2, 3, and 3 with --prefetch (the next unit gathered on a thread) */
+    for (int z = 1; z <= 4; z++, a ^= 1) {
+        c = base(DT_MODE_FSDP, a);
+        c.zero = z < 4 ? z : 3;
+        c.prefetch = z == 4;
+        add(K_FP32, c, N, "fsdp zero %d%s %s", c.zero, c.prefetch ? " prefetch" : "",
+            opt[a]);
+    }
+
+    /* tp: N ranks share the heads; 2 blocks and 1 */
+    for (int i = 0; i < 2; i++, a ^= 1) {
+        c = base(DT_MODE_TP, a);
+        share_heads(&c, N);
+        c.gpt.layers = 2 - i;
+        add(K_FP32, c, 1, "tp %d heads %d blocks %s", c.gpt.heads, c.gpt.layers, opt[a]);
+    }
+
+    /* pp: N stages of N+1 units (4, 2 blocks, at least), so that some stage holds two;
+     * GPipe and 1F1B with 1, 2 and 4 micro-batches */
+    for (int i = 0; i < 6; i++, a ^= 1) {
+        c = base(DT_MODE_PP, a);
+        c.gpt.layers = N - 1 < LAYERS ? LAYERS : N - 1;
+        c.schedule = (dt_pp_schedule)(i / 3);
+        c.micro = 1 << (i % 3);
+        add(K_FP32, c, c.micro, "pp %s micro %d %s", i / 3 ? "1f1b" : "gpipe", c.micro,
+            opt[a]);
+    }
+
+    /* hybrid: every D*T*P = N */
+    for (int T = 1; T <= N; T++)
+        for (int P = 1; P <= N; P++) {
+            if (N % (T * P))
+                continue;
+            int D = N / (T * P);
+            c = base(DT_MODE_HYBRID, a);
+            c.dp = D;
+            c.tp = T;
+            c.pp = P;
+            share_heads(&c, T);
+            c.gpt.layers = P - 1 < LAYERS ? LAYERS : P - 1;
+            c.micro = P > 1 ? 2 : 1;
+            c.schedule = (dt_pp_schedule)((T + P) % 2);
+            add(K_FP32, c, D * c.micro, "hybrid D %d T %d P %d %s", D, T, P, opt[a]);
+            a ^= 1;
+        }
+
+    /* dp-threads (one rank): 1 thread, 2, and 5, which does not divide the batch of 24;
+     * 3 under the emulated interpreter lock */
+    static const int dpt[][2] = { {1, 0}, {2, 0}, {5, 0}, {3, 30} };
+    for (int i = 0; N == 1 && i < 4; i++, a ^= 1) {
+        c = base(DT_MODE_DP_THREADS, a);
+        c.threads = dpt[i][0];
+        c.gil = dpt[i][1] / 100.0f;
+        add(K_FP32, c, 1, "dp-threads %d gil %g %s", c.threads, (double)c.gil, opt[a]);
+    }
+
+    /* fp16 (loss scale 4096) in every mode that has it, and bf16 (no scale) in those
+     * with paths of the GPT's own in 16 bits: ddp, fsdp (the embeddings widened for the
+     * head), tp (the block's sums travel in 16 bits), pp (the tied embedding's sum).
+     * SGD: see the tolerances. */
+    for (int m = 0; m < DT_NMODES; m++) {
+        if ((m == DT_MODE_SERIAL && N > 1) || m == DT_MODE_MOE || m == DT_MODE_DP_THREADS)
+            continue;       /* moe: fp32 only; dp-threads: fp32 only */
+        c = base((dt_mode)m, 0);
+        int need = m == DT_MODE_DP || m == DT_MODE_DDP || m == DT_MODE_FSDP ? N : 1;
+        if (m == DT_MODE_TP)
+            share_heads(&c, N);
+        if (m == DT_MODE_PP) {
+            c.gpt.layers = N - 1 < LAYERS ? LAYERS : N - 1;
+            c.micro = 2;
+            need = 2;
+        }
+        if (m == DT_MODE_HYBRID) {      /* two of D, T, P above 1 where N allows */
+            c.tp = N % 2 == 0 ? 2 : 1;
+            c.pp = N % 2 == 0 && N > 2 ? 2 : 1;
+            c.dp = N / (c.tp * c.pp);
+            share_heads(&c, c.tp);
+            c.micro = 2;
+            need = c.dp * (c.pp > 1 ? 2 : 1);
+        }
+        c.precision = DT_FP16;
+        c.scaler.init = 4096;
+        add(K_FP16, c, need, "fp16 %s", dt_mode_name((dt_mode)m));
+        if (m == DT_MODE_DDP || m == DT_MODE_FSDP || m == DT_MODE_TP || m == DT_MODE_PP) {
+            c.precision = DT_BF16;
+            add(K_BF16, c, need, "bf16 %s", dt_mode_name((dt_mode)m));
+        }
+    }
+
+    /* moe: 2 experts per rank, top-2, a group per rank; held to rank 0 alone with the
+     * same experts and groups */
+    c = base(DT_MODE_MOE, 0);
+    c.experts = 2 * N;
+    c.topk = 2;
+    c.capacity = 1.5f;
+    c.moe_groups = N;
+    c.aux_loss = 0.01f;
+    add(K_MOE, c, N, "moe %d experts top 2 sgd", c.experts);
+}
+
+/* ==== the serial reference, lib/nn only ====
+ * Trains c's GPT from its initial weights for c->steps steps on the global batches 0,
+ * 1, ...; delay K > 0 simulates the delayed update of asynchronous dp: step s's
+ * gradients are taken on the weights of step max(0, s-1-K) and applied to the newest.
+ * Rank 0 computes it and writes the final weights (nparams) and, if path is not NULL,
+ * each weight's path (nparams): the sum of |step| over the steps. Every rank gets each
+ * step's mean loss (on the weights the gradients were taken on). Collective. */
+static void reference(const dt_train_config *c, int delay, float *params, float *loss,
+                      float *path)
+{
+    const dt_gpt_config *g = &c->gpt;
+    int S = c->steps;
+    if (ht_rank == 0) {
+        int B = c->batch, T = g->seq, V = g->vocab;
+        int N = B * T, Sp = dt_optim_state_per_param(c->optim.kind);
+        size_t n = dt_gpt_nparams(g);
+        float *hist = calloc(n * (size_t)(delay + 1), sizeof(float)); /* weight versions */
+        float *grads = malloc(n * sizeof(float)), *state = calloc(n * Sp, sizeof(float));
+        float *dlogits = malloc((size_t)N * V * sizeof(float));
+        int *x = malloc((size_t)N * sizeof(int)), *y = malloc((size_t)N * sizeof(int));
+        DT_REQUIRE(hist && grads && state && dlogits && x && y, "out of memory");
+        dt_gpt_acts a;
+        dt_gpt_acts_alloc(g, NULL, B, T, &a);
+        dt_gpt_init(g, c->seed, params);
+        if (path)
+            memset(path, 0, n * sizeof(float));
+        for (int s = 1; s <= S; s++) {
+            memcpy(hist + n * (size_t)((s - 1) % (delay + 1)), params, n * sizeof(float));
+            int v = s - 1 - delay < 0 ? 0 : s - 1 - delay;       /* the version used */
+            const float *w = hist + n * (size_t)(v % (delay + 1));
+            dt_text_batch(c->text, s - 1, B, T, 0, B, x, y);     /* x, y (B, T) */
+            const float *logits = dt_gpt_forward(g, w, x, B, T, &a);    /* (N, V) */
+            loss[s - 1] = dt_xent(logits, y, N, V, 1.0f / N, dlogits) / N;
+            memset(grads, 0, n * sizeof(float));
+            dt_gpt_backward(g, w, &a, dlogits, x, B, T, grads, NULL, NULL);
+            dt_optim_step(&c->optim, s, params, grads, state, n);
+            const float *before = hist + n * (size_t)((s - 1) % (delay + 1));
+            for (size_t i = 0; path && i < n; i++)
+                path[i] += fabsf(params[i] - before[i]);
+        }
+        dt_gpt_acts_free(&a);
+        free(hist); free(grads); free(state); free(dlogits); free(x); free(y);
+    }
+    HT_MPI(MPI_Ibcast(loss, S, MPI_FLOAT, 0, MPI_COMM_WORLD, &ht_req));
+}
+
+/* ==== comparing ==== */
+
+/* got against want on this rank, |got - want| <= atol + rtol |scale| (scale NULL:
+ * want itself; the reference's path: relative to the steps that moved the weight).
+ * Returns the largest |got - want| / limit (1 is the limit); notes the first few
+ * failures. */
+static double compare(const char *name, const char *what, const float *got,
+                      const float *want, const float *scale, size_t n, double atol,
+                      double rtol)
+{
+    double worst = 0;
+    int bad = 0;
+    size_t wi = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        double lim = atol + rtol * fabs(scale ? scale[i] : want[i]);
+        double r = isfinite(d) ? d / lim : INFINITY;
+        if (r > worst) {
+            worst = r;
+            wi = i;
+        }
+        if (!(r <= 1) && bad++ < 3)
+            ht_fail("%s: %s[%zu] = %.9g, the reference has %.9g (difference %.3g, limit "
+                    "%.3g)", name, what, i, (double)got[i], (double)want[i], d, lim);
+    }
+    if (getenv("DT_TEST_VERBOSE") && n && ht_rank == 0)
+        printf("  %s: worst %s[%zu] = %.9g, reference %.9g\n", name, what, wi,
+               (double)got[wi], (double)want[wi]);
+    return worst;
+}
+
+/* ==== the test of one case ==== */
+
+START_TEST(test_mode)
+{
+    const tcase *t = &cases[_i];
+    dt_train_config run = t->c;
+    char why[256] = "";
+    int ok = dt_train_check(&run, ht_size, why, sizeof why) == 0;
+    if (!ok && run.on_device) {     /* the GPT refuses the GPU: then on the host */
+        run.on_device = 0;
+        ok = dt_train_check(&run, ht_size, why, sizeof why) == 0;
+    }
+    if (!ok) {
+        HT_EXPECT(!must_run(t), "%s: dt_train_check refuses it on %d ranks: %s", t->name,
+                  ht_size, why);
+        HT_EXPECT(why[0] != '\0', "%s: refused without a sentence", t->name);
+        if (ht_rank == 0 && !must_run(t))
+            snprintf(skips[nskipped++], sizeof skips[0], "%s: %s", t->name, why);
+        HT_VERDICT();
+        return;
+    }
+    const dt_train_config *c = &run;
+    dt_train_result res;
+    double t0 = MPI_Wtime();
+    dt_train(c, MPI_COMM_WORLD, &res);
+    double took = MPI_Wtime() - t0;
+    int S = c->steps;
+    size_t n = dt_gpt_nparams(&c->gpt);
+    HT_EXPECT(res.steps == S, "%s: %d steps in the result, want %d", t->name, res.steps, S);
+    HT_EXPECT(res.bytes_sent <= res.bytes_sent_max, "%s: bytes_sent %zu above the max %zu",
+              t->name, res.bytes_sent, res.bytes_sent_max);
+    HT_EXPECT(ht_size == 1 || res.bytes_sent_max > 0, "%s: no bytes sent on %d ranks",
+              t->name, ht_size);
+    HT_EXPECT(res.peak_params > 0, "%s: peak memory of the weights is 0", t->name);
+    unsigned long long acts = res.peak_acts;   /* a dp server computes nothing: any rank */
+    HT_MPI(MPI_Iallreduce(MPI_IN_PLACE, &acts, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX,
+                          MPI_COMM_WORLD, &ht_req));
+    HT_EXPECT(acts > 0, "%s: no activations counted", t->name);
+    HT_EXPECT(res.messages_sent <= res.bytes_sent &&
+              (res.bytes_sent == 0) == (res.messages_sent == 0),
+              "%s: %zu messages counted for %zu bytes", t->name, res.messages_sent,
+              res.bytes_sent);
+    const dt_device_books *b = &res.books;
+    if (!c->on_device)
+        HT_EXPECT(b->launches + b->waits + b->allocs + b->tensors + b->inputs +
+                  b->numbers == 0, "%s: a run on the host counted GPU work: %llu launches, "
+                  "%llu waits, %llu allocations, %llu tensor copies, %llu batch copies, "
+                  "%llu numbers", t->name, b->launches, b->waits, b->allocs, b->tensors,
+                  b->inputs, b->numbers);
+    for (int s = 0; s < S; s++)
+        HT_EXPECT(isfinite(res.loss[s]) && !res.skipped[s], "%s: step %d: loss %g, "
+                  "skipped %d", t->name, s + 1, (double)res.loss[s], res.skipped[s]);
+
+    /* what to hold the run to: the reference, or (moe) rank 0 alone */
+    dt_train_result solo = { 0 };
+    int compress = t->kind == K_COMPRESS, half = t->kind == K_FP16 || t->kind == K_BF16;
+    int bf = t->kind == K_BF16;
+    float *want = NULL, *path = NULL, *wloss = malloc((size_t)S * sizeof(float));
+    DT_REQUIRE(wloss, "out of memory");
+    if (t->kind == K_MOE) {
+        if (ht_rank == 0) {
+            char solo_why[256] = "";
+            int solo_ok = dt_train_check(c, 1, solo_why, sizeof solo_why) == 0;
+            HT_EXPECT(solo_ok, "%s: runs on %d ranks, but not on 1: %s", t->name, ht_size,
+                      solo_why);
+            if (solo_ok) {
+                dt_train(c, MPI_COMM_SELF, &solo);
+                n = solo.nparams;
+                want = solo.params;
+                memcpy(wloss, solo.loss, (size_t)S * sizeof(float));
+            }
+        }
+        HT_MPI(MPI_Ibcast(wloss, S, MPI_FLOAT, 0, MPI_COMM_WORLD, &ht_req));
+    } else {
+        want = malloc(n * sizeof(float));
+        path = compress ? malloc(n * sizeof(float)) : NULL;
+        DT_REQUIRE(want && (path || !compress), "out of memory");
+        reference(c, t->kind == K_ASYNC ? c->async : 0, want, wloss, path);
+    }
+    if (ht_rank == 0)
+        HT_EXPECT(res.nparams == n && res.params, "%s: %zu final weights, want %zu",
+                  t->name, res.nparams, n);
+    double dl = compare(t->name, "loss", res.loss, wloss, NULL, (size_t)S, 1e-7,
+                        compress ? COMPRESS_LOSS_RTOL : !half ? LOSS_RTOL
+                        : bf ? BF16_LOSS_RTOL : FP16_LOSS_RTOL), dp = 0;
+    if (ht_rank == 0 && want && res.nparams == n && res.params)
+        dp = compress ? compare(t->name, "weight", res.params, want, path, n,
+                                COMPRESS_ATOL, COMPRESS_RTOL)
+           : half ? compare(t->name, "weight", res.params, want, NULL, n,
+                            bf ? BF16_WEIGHT_ATOL : FP16_WEIGHT_ATOL,
+                            bf ? BF16_RTOL : FP16_RTOL)
+           : compare(t->name, "weight", res.params, want, NULL, n, PARAM_ATOL, PARAM_RTOL);
+    HT_EXPECT(t->buckets == 0 || ht_size == 1 || res.buckets == t->buckets, "%s: %d "
+              "gradient buckets, want %d", t->name, res.buckets, t->buckets);
+    HT_EXPECT(res.loss[S - 1] < res.loss[0], "%s: the loss did not go down: %g at step 1, "
+              "%g at step %d", t->name, (double)res.loss[0], (double)res.loss[S - 1], S);
+    if (ht_rank == 0) {
+        int row = compress ? ROW_COMPRESS : !half ? (int)c->mode : bf ? ROW_BF16
+                  : ROW_FP16;
+        seen[row].param = fmax(seen[row].param, dp);
+        seen[row].loss = fmax(seen[row].loss, dl);
+        seen[row].runs++;
+        if (getenv("DT_TEST_VERBOSE"))
+            printf("%-40s %5.0f ms  worst/limit: weights %.3g, loss %.3g\n", t->name,
+                   took * 1e3, dp, dl);
+    }
+    if (t->kind == K_MOE)
+        dt_train_result_free(&solo);
+    else
+        free(want);
+    free(path);
+    free(wloss);
+    dt_train_result_free(&res);
+    HT_VERDICT();
+}
+END_TEST
+
+/* ==== what the GPT can never run: dt_train_check refuses it, with a sentence ==== */
+
+START_TEST(test_check)
+{
+    dt_text tiny;                   /* a text of n bytes holds sequences of n-1 at most */
+    dt_text_generate(&tiny, 64, 5);
+    struct { const char *name, *word; dt_train_config c; int nranks, ok; } cs[12];
+    int nc = 0;
+#define CASE(name_, word_, nranks_, ok_) do { \
+        cs[nc].name = name_; cs[nc].word = word_; cs[nc].c = c; \
+        cs[nc].nranks = nranks_; cs[nc++].ok = ok_; \
+    } while (0)
+    dt_train_config c = base(DT_MODE_TP, 0);
+    c.on_device = 0;
+    c.batch = 24;
+    CASE("tp: 6 heads on 4 ranks", "heads", 4, 0);
+    CASE("tp: 6 heads on 5 ranks", "heads", 5, 0);
+    CASE("tp: 6 heads on 3 ranks", NULL, 3, 1);
+    c = base(DT_MODE_HYBRID, 0);
+    c.on_device = 0;
+    c.batch = 24;
+    c.dp = 1; c.tp = 4; c.pp = 1;
+    CASE("hybrid: 6 heads over T 4", "heads", 4, 0);
+    c = base(DT_MODE_SERIAL, 1);
+    c.on_device = 0;
+    c.batch = 24;
+    c.text = &tiny;
+    c.gpt.seq = tiny.n;
+    CASE("a sequence as long as the text", "text", 1, 0);
+    c.gpt.seq = tiny.n - 1;
+    CASE("a sequence one shorter than the text", NULL, 1, 1);
+    c.gpt.seq = 2 * tiny.n;
+    CASE("a sequence longer than the text", "text", 1, 0);
+    c = base(DT_MODE_SERIAL, 0);
+    c.on_device = 0;
+    c.batch = 24;
+    c.gpt.embed = 25;
+    CASE("25 columns in 6 heads", "heads", 1, 0);
+    c.gpt.embed = EMBED;
+    c.gpt.vocab = 255;
+    CASE("a vocabulary of 255", "256", 1, 0);
+    c.gpt.vocab = 256;
+    c.text = NULL;
+    CASE("no text", "text", 1, 0);
+    c = base(DT_MODE_DDP, 0);
+    c.on_device = 0;
+    c.batch = 25;
+    CASE("ddp: 25 sequences on 2 ranks", "sequences", 2, 0);
+    c = base(DT_MODE_PP, 0);
+    c.on_device = 0;
+    c.batch = 24;
+    CASE("pp: 5 stages of the 4 units of 2 blocks", "units", 5, 0);
+#undef CASE
+    for (int i = 0; i < nc; i++) {
+        char why[256] = "";
+        int rc = dt_train_check(&cs[i].c, cs[i].nranks, why, sizeof why);
+        if (cs[i].ok)
+            HT_EXPECT(rc == 0, "%s: dt_train_check refused it: %s", cs[i].name, why);
+        else
+            HT_EXPECT(rc == -1 && strstr(why, cs[i].word), "%s: dt_train_check returned "
+                      "%d ('%s'), want -1 and a sentence naming '%s'", cs[i].name, rc, why,
+                      cs[i].word);
+    }
+    dt_text_free(&tiny);
+    HT_VERDICT();
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    dt_init(&argc, &argv);
+    ht_rank = dt_rank();
+    ht_size = dt_size();
+    dt_text_generate(&text, TEXT_BYTES, 11);
+    make_cases(ht_size);
+
+    Suite *s = suite_create("gpt");
+    TCase *tc = tcase_create("check");
+    tcase_add_checked_fixture(tc, ht_setup, NULL);
+    tcase_add_test(tc, test_check);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("modes");
+    tcase_add_checked_fixture(tc, ht_setup, NULL);
+    tcase_add_loop_test(tc, test_mode, 0, ncases);
+    suite_add_tcase(s, tc);
+    int rc = ht_run(s);
+
+    if (ht_rank == 0) {
+        printf("%d cases on %d ranks, %d run; the largest differences from the serial "
+               "reference,\nas a fraction of the limit (weights %g + %g|w|, loss %g "
+               "relative; compress: %g + %g x path, %g;\nfp16: %g + %g|w|, %g; bf16: %g + "
+               "%g|w|, %g):\n", ncases, ht_size, ncases - nskipped, PARAM_ATOL, PARAM_RTOL,
+               LOSS_RTOL, COMPRESS_ATOL, COMPRESS_RTOL, COMPRESS_LOSS_RTOL,
+               FP16_WEIGHT_ATOL, FP16_RTOL, FP16_LOSS_RTOL, BF16_WEIGHT_ATOL, BF16_RTOL,
+               BF16_LOSS_RTOL);
+        for (int m = 0; m < NROWS; m++)
+            if (seen[m].runs)
+                printf("  %-8s %2d runs  weights %.3f  loss %.3f\n",
+                       m < DT_NMODES ? dt_mode_name((dt_mode)m) : m == ROW_COMPRESS
+                       ? "compress" : m == ROW_FP16 ? "fp16" : "bf16",
+                       seen[m].runs, seen[m].param, seen[m].loss);
+        for (int i = 0; i < nskipped; i++)
+            printf("  skipped: %s\n", skips[i]);
+    }
+    dt_text_free(&text);
+    dt_finalize();
+    return rc;
+}
