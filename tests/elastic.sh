@@ -8,7 +8,8 @@
 #   1. a rank killed at the end of step 5 (DT_TEST_KILL, lib/parallel/run.c) with
 #      --replace: restarted on 3 ranks from step 4, the --dump weights byte for byte
 #   2. killed with one rank fewer after: 3 ranks, then 2 from step 4 (train reshards):
-#      the weights within 1e-5 + 1e-4 |w| (2 ranks sum in another order); ddp too
+#      the weights within 1e-5 + 1e-4 |w| (2 ranks sum in another order); ddp too;
+#      and the GPT in 3 pipeline stages, then 2 (its tied embedding's copy refilled)
 #   3. a rank killed half-way through writing the checkpoint of step 4
 #      (DT_TEST_CHECKPOINT_CRASH): its .tmp is discarded, never used; the job resumes
 #      from step 2 and ends byte for byte at the uninterrupted weights
@@ -24,7 +25,7 @@
 #   8. lesson 25, small: its three checks pass
 #   9. lesson 25 when its runs cannot start (MPIEXEC=/nonexistent/mpiexec): one
 #      sentence, then it stops: no table of nan, non-zero on every rank
-# About 30 s on 2 cores.
+# About 40 s on 2 cores.
 
 elastic_tests() {
     local train=$BUILD/train script=scripts/elastic.sh lesson=$BUILD/lessons/25_elastic
@@ -132,6 +133,31 @@ elastic_tests() {
             report "$name" 0 "$why"
         fi
     done
+
+    # 2b. the GPT in pipeline stages, one rank fewer: its stages re-cut, the last
+    # stage's copy of the tied embedding refilled from the first's after the resume
+    local gpt=(--model gpt --mode pp --steps 8 --embed 32 --seq 16 --layers 2 --batch 12)
+    run "elastic: gpt pp -n 3, never stopped" 0 "$MPIEXEC" -n 3 "$train" "${gpt[@]}" \
+        --quiet --dump "$d/full-gpt.f32"
+    name="elastic gpt pp -n 3 --min 2: rank 2 killed at step 5"
+    t0=$(now)
+    el_run gpt-shrink DT_TEST_KILL=2:5 -- -n 3 --min 2 -- "$train" "${gpt[@]}" \
+        --checkpoint "$d/gpt-shrink.ck" --every 2 --quiet --dump "$d/gpt-shrink.f32"
+    why=$(el_says gpt-shrink '^elastic.sh: rank 2 of 3 died' \
+          '^elastic.sh: restart 1 of at most 3: 2 ranks \(one fewer; --min 2\), from the checkpoint of step 4' \
+          '^elastic.sh: the training completed on 2 ranks after 1 restart')
+    [ "$rc" = 0 ] || why="$(status_words "$rc"), want exit 0"
+    [ -n "$why" ] || grep -q '^checkpoint: resharded from 3 ranks to 2' \
+        "$d/gpt-shrink.out" || why="train did not say it resharded from 3 ranks to 2"
+    if [ -z "$why" ]; then
+        set=$(el_close "$d/full-gpt.f32" "$d/gpt-shrink.f32")
+        set -- $set
+        [ "$2" = 0 ] && [ "$1" -gt 0 ] &&
+            report "$name" 1 "2 stages from step 4: $1 weights, largest difference $3  [$(since "$t0")]" ||
+            report "$name" 0 "${2:-?} of ${1:-?} weights differ from the run never stopped (largest ${3:-?})"
+    else
+        report "$name" 0 "$why"
+    fi
 
     # 3. killed while writing the checkpoint of step 4: the .tmp is discarded, never used
     name="elastic: a rank killed writing step 4's checkpoint"
