@@ -123,6 +123,7 @@ LESSONS  := $(patsubst lessons/%.c,$(BUILD)/lessons/%,$(wildcard lessons/[0-9]*.
 TRAIN    := $(BUILD)/train
 BENCH    := $(BUILD)/bench/collbench
 STEPBENCH := $(BUILD)/bench/stepbench
+GPTSTEP  := $(BUILD)/bench/gptstep
 TOOLS    := $(BUILD)/dttrace
 UNIT     := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/unit_*.c))
 MULTI    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/mpi_*.c tests/misuse.c \
@@ -146,7 +147,7 @@ FUZZ     := $(if $(CLANG),$(BUILD)/fuzz/fuzz_trace)
 
 .PHONY: FORCE all deps test check demo pictures run bench stress clean check-deps check-run-deps \
         check-view-deps check-grade-deps check-tools flags libs grade reset valgrind
-all: check-tools $(LIBDT) $(LESSONS) $(TRAIN) $(BENCH) $(STEPBENCH) $(TOOLS) $(UNIT) $(MULTI) $(DTVIZ) \
+all: check-tools $(LIBDT) $(LESSONS) $(TRAIN) $(BENCH) $(STEPBENCH) $(GPTSTEP) $(TOOLS) $(UNIT) $(MULTI) $(DTVIZ) \
      $(VIZTESTS) $(FUZZ)
 
 check-tools:
@@ -197,6 +198,11 @@ $(BENCH): $(BUILD)/obj/bench/collbench.o $(LIBDT)
 
 # one training step on the CPU, sgemm or the loops (bench/stepbench.c)
 $(STEPBENCH): $(BUILD)/obj/bench/stepbench.o $(LIBDT)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LIBDT) $(LDLIBS) -o $@
+
+# one training step of the GPT on the CPU, and --dump for bench/gpt_vs_torch.py
+$(GPTSTEP): $(BUILD)/obj/bench/gptstep.o $(LIBDT)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(LIBDT) $(LDLIBS) -o $@
 
