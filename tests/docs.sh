@@ -67,6 +67,8 @@ EOF
 # wins), all the doc's own options still parsed and used: "PATTERN<TAB>ADDED<TAB>WHY".
 docs_cheap_list=$(cat <<'EOF'
 build/bench/collbench 	-n 1 -w 0 -e 1M	a benchmark: one timed call a size, none to warm up, up to 1 MiB (64 MiB at 4 ranks took over 20 s on 2 busy cores)
+DT_BLAS=0 build/train --hidden 1024	--steps 2 --batch 32	the plain loops at width 1024: 10 steps of 256 took over 30 s under the sanitizers on 2 busy cores
+build/train --model gpt	--steps 30	the GPT's 300 default steps took over 30 s at 2 ranks under the sanitizers on 2 busy cores; 30 print the same lines (section 5 runs the README's command whole)
 EOF
 )
 
