@@ -245,9 +245,12 @@ $(BUILD)/obj/tests/%.o: tests/%.c $(BUILD)/config
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -c $< -o $@
 
+# the unit suites share tests/unit.c's helpers (tests/unit.h)
+$(UNIT): $(BUILD)/obj/tests/unit.o
+
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIBDT)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $< $(LIBDT) $(CHECK_LIBS) $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) $(filter %.o,$^) $(LIBDT) $(CHECK_LIBS) $(LDLIBS) -o $@
 
 # ---- grading (make grade; tests/grade/grade.sh drives these rules) -----------------
 # Exercise E's program, $(GRADE_OUT)/E, is its suite (tests/grade/E.c), the code graded

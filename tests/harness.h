@@ -28,6 +28,14 @@
 
 static int ht_rank, ht_size;      /* in MPI_COMM_WORLD */
 
+/* A suite's first call: dt_init, then ht_rank and ht_size. */
+static inline void ht_init(int *argc, char ***argv)
+{
+    dt_init(argc, argv);
+    ht_rank = dt_rank();
+    ht_size = dt_size();
+}
+
 /* ==== calling MPI politely ====
  *
  * MPICH's blocking collectives spin while they wait. With more ranks than cores (5 ranks

@@ -1101,9 +1101,7 @@ END_TEST
 
 int main(int argc, char **argv)
 {
-    dt_init(&argc, &argv);
-    ht_rank = dt_rank();
-    ht_size = dt_size();
+    ht_init(&argc, &argv);
     types[0] = MPI_FLOAT; types[1] = MPI_DOUBLE; types[2] = MPI_INT; types[3] = DT_HALF;
     ops[0] = MPI_SUM; ops[1] = MPI_MAX; ops[2] = MPI_MIN; ops[3] = MPI_PROD;
 

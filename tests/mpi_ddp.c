@@ -324,9 +324,7 @@ END_TEST
 
 int main(int argc, char **argv)
 {
-    dt_init(&argc, &argv);
-    ht_rank = dt_rank();
-    ht_size = dt_size();
+    ht_init(&argc, &argv);
     types[0] = MPI_FLOAT;
     types[1] = DT_HALF;
     DT_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, 0, ht_size - 1 - ht_rank, &backwards));

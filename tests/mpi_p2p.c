@@ -1047,9 +1047,7 @@ END_TEST
 
 int main(int argc, char **argv)
 {
-    dt_init(&argc, &argv);
-    ht_rank = dt_rank();
-    ht_size = dt_size();
+    ht_init(&argc, &argv);
 
     Suite *s = suite_create("p2p");
     TCase *init = tcase_create("init");

@@ -42,8 +42,11 @@
  * cases that must stay on it (on_gpu_case); and dt_train_check refusing impossible
  * combinations with a sentence.
  *
- * Every verdict is agreed across ranks (tests/harness.h). At the end rank 0 prints the
- * largest differences seen, per mode, against what the tolerances allow.
+ * Every verdict is agreed across ranks (tests/harness.h). The fp32 limits, the table of
+ * cases, the cases and layouts mpi_gpt runs too, the checks every run passes, the
+ * comparison with the reference and the closing table are shared with mpi_gpt
+ * (tests/train_harness.h). At the end rank 0 prints the largest differences seen, per
+ * mode, against what the tolerances allow.
  *
  *   mpiexec -n 4 build/tests/mpi_train
  */
@@ -51,8 +54,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "harness.h"
 #include "parallel/parallel.h"
+#include "train_harness.h"
 
 /* ==== tolerances ====
  * Parallel modes add the same numbers in another order: a batch's gradient as a sum of
@@ -62,9 +65,10 @@
  * relative). Through 5 steps of SGD with momentum (lr 0.1) or Adam (lr 0.01; it
  * divides by sqrt(v), so a gradient that nearly cancels carries its rounding into its
  * step at full relative size) the weights end up within about 1e-7..1e-6 of serial's.
- * The limits leave ten times that and more; a real mistake (a missing 1/N, a stale
- * shard, a lost micro-batch) is above 1e-3. Measured at 1 to 5 ranks, as a fraction of
- * the limit: weights at most 0.05 (tp, 3 ranks), 0.008 elsewhere; losses 0.007.
+ * The limits (TT_PARAM_ATOL, TT_PARAM_RTOL, TT_LOSS_RTOL: tests/train_harness.h) leave
+ * ten times that and more; a real mistake (a missing 1/N, a stale shard, a lost
+ * micro-batch) is above 1e-3. Measured at 1 to 5 ranks, as a fraction of the limit:
+ * weights at most 0.05 (tp, 3 ranks), 0.008 elsewhere; losses 0.007.
  * fp16 rounds weights, activations and gradients to 11 bits (5e-4 relative); the fp32
  * master weights keep the updates, so a run stays near the fp32 reference: losses
  * within about 1e-3 relative, weights within about 7e-3 (a ReLU whose input rounds
@@ -72,9 +76,6 @@
  * same values, so this is fp16's doing, not a mode's), measured at most 0.64 of
  * FP16_WEIGHT_ATOL + FP16_RTOL |w| and 0.8 of the loss limit at 1 to 5 ranks (runs are
  * deterministic for a given rank count). */
-#define PARAM_ATOL 1e-5
-#define PARAM_RTOL 1e-4
-#define LOSS_RTOL 1e-5
 #define FP16_WEIGHT_ATOL 1e-2
 #define FP16_RTOL 5e-2
 #define FP16_LOSS_RTOL 1e-3
@@ -84,79 +85,35 @@
 #define BF16_RTOL 2e-1
 #define BF16_LOSS_RTOL 1e-2
 
-enum { STEPS = 5, OVERFLOW_STEPS = 16, FEATURES = 12, CLASSES = 7, NBATCHES = 4 };
+enum { OVERFLOW_STEPS = 16, FEATURES = 12, CLASSES = 7, NBATCHES = 4 };
 enum { K_FP32, K_ASYNC, K_FP16, K_OVERFLOW, K_BF16 };
 
 /* ==== the cases: every mode and option N ranks can run ==== */
 
-typedef struct {
-    char name[80];
-    int kind;                    /* K_FP32, ... */
-    dt_train_config c;
-    dt_dataset data;             /* NBATCHES global batches' worth */
-} tcase;
-
-enum { MAXCASES = 128 };
-static tcase cases[MAXCASES];
-static int ncases;
-
-/* What a case compared, for the table at the end. */
-static struct { double param, loss; int runs; } seen[DT_NMODES + 2];  /* + fp16, bf16 */
-
-/* A configuration of mode m with SGD+momentum (adam 0) or Adam. */
+/* A configuration of mode m with SGD+momentum (adam 0) or Adam (lr 0.01), on the GPU
+ * where the rank has one: the GPU's paths against the CPU's. */
 static dt_train_config base(dt_mode m, int adam)
 {
-    dt_train_config c;
-    dt_train_defaults(&c);
-    c.mode = m;
+    dt_train_config c = tt_base(m, adam, 0.01f, 1e-8f);
     c.model = (dt_mlp_config){ .in = FEATURES, .hidden = 20, .out = CLASSES, .layers = 4,
                                .act = adam ? DT_GELU : DT_RELU };
-    c.optim = (dt_optim_config){ .kind = adam ? DT_ADAM : DT_SGD, .lr = adam ? 0.01f : 0.1f,
-                                 .momentum = adam ? 0 : 0.9f, .beta1 = 0.9f,
-                                 .beta2 = 0.999f, .eps = 1e-8f };
-    c.steps = STEPS;
-    c.seed = 7;
-    c.dp = c.tp = c.pp = 1;
-    c.on_device = dt_device() == DT_CUDA;      /* the GPU's paths against the CPU's */
-    c.on_step = NULL;
     return c;
-}
-
-/* Adds a case whose global batch B must divide by `need`: the multiple of need nearest
- * above 24. Its data set holds NBATCHES * B examples. */
-__attribute__((format(printf, 4, 5)))
-static void add(int kind, dt_train_config c, int need, const char *fmt, ...)
-{
-    DT_REQUIRE(ncases < MAXCASES, "mpi_train: more than %d cases", MAXCASES);
-    tcase *t = &cases[ncases++];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(t->name, sizeof t->name, fmt, ap);
-    va_end(ap);
-    c.batch = need * ((24 + need - 1) / need);
-    dt_data_synthetic(&t->data, NBATCHES * c.batch, FEATURES, CLASSES, 11);
-    c.data = &t->data;
-    t->kind = kind;
-    t->c = c;
 }
 
 /* Each mode's variants take SGD and Adam in turn, so that every mode meets both. */
 static void make_cases(int N)
 {
-    static const char *const opt[2] = { "sgd", "adam" };
     dt_train_config c;
     int a = 0;                                  /* Adam for odd cases */
-    if (N == 1)
-        for (int adam = 0; adam < 2; adam++)
-            add(K_FP32, base(DT_MODE_SERIAL, adam), 1, "serial %s", opt[adam]);
+    tt_add_serial(K_FP32, N, base(DT_MODE_SERIAL, 0), base(DT_MODE_SERIAL, 1));
 
     /* dp: the server computes too (SGD and Adam), or (N >= 2) only serves */
     for (int adam = 0; adam < 2; adam++)
-        add(K_FP32, base(DT_MODE_DP, adam), N, "dp %s", opt[adam]);
+        tt_add(K_FP32, base(DT_MODE_DP, adam), N, "dp %s", tt_opt[adam]);
     if (N >= 2) {
         c = base(DT_MODE_DP, 1);
         c.dedicated_server = 1;
-        add(K_FP32, c, N - 1, "dp dedicated server adam");
+        tt_add(K_FP32, c, N - 1, "dp dedicated server adam");
     }
 
     /* ddp: bucket caps of 1 KiB (4 buckets: a layer each), 4 KiB (2) and 256 KiB (1),
@@ -167,15 +124,15 @@ static void make_cases(int N)
         c.bucket_kb = ddp[i][0];
         c.overlap = ddp[i][1];
         c.accum = ddp[i][2];
-        add(K_FP32, c, N * c.accum, "ddp bucket %d KiB overlap %d accum %d %s",
-            c.bucket_kb, c.overlap, c.accum, opt[a]);
+        tt_add(K_FP32, c, N * c.accum, "ddp bucket %d KiB overlap %d accum %d %s",
+               c.bucket_kb, c.overlap, c.accum, tt_opt[a]);
     }
 
     /* fsdp: ZeRO 1, 2, 3, and 3 again with the other optimizer */
     for (int z = 1; z <= 4; z++, a ^= 1) {
         c = base(DT_MODE_FSDP, a);
         c.zero = z < 4 ? z : 3;
-        add(K_FP32, c, N, "fsdp zero %d %s", c.zero, opt[a]);
+        tt_add(K_FP32, c, N, "fsdp zero %d %s", c.zero, tt_opt[a]);
     }
     /* fsdp --prefetch (ZeRO 3 only): the next layer gathered on a communication thread;
      * both optimizers, and fp16 (tests/prefetch.sh holds it to the run without, bit for
@@ -186,9 +143,9 @@ static void make_cases(int N)
         if (i == 2) {
             c.precision = DT_FP16;
             c.scaler.init = 4096;
-            add(K_FP16, c, N, "fp16 fsdp zero 3 prefetch");
+            tt_add(K_FP16, c, N, "fp16 fsdp zero 3 prefetch");
         } else {
-            add(K_FP32, c, N, "fsdp zero 3 prefetch %s", opt[i]);
+            tt_add(K_FP32, c, N, "fsdp zero 3 prefetch %s", tt_opt[i]);
         }
     }
     /* fsdp --offload: on a GPU the shards, their optimizer state and gradients live in
@@ -204,9 +161,9 @@ static void make_cases(int N)
         if (off[i][2]) {
             c.precision = DT_FP16;
             c.scaler.init = 4096;
-            add(K_FP16, c, N, "fp16 fsdp zero %d offload %s", c.zero, opt[off[i][1]]);
+            tt_add(K_FP16, c, N, "fp16 fsdp zero %d offload %s", c.zero, tt_opt[off[i][1]]);
         } else {
-            add(K_FP32, c, N, "fsdp zero %d offload %s", c.zero, opt[off[i][1]]);
+            tt_add(K_FP32, c, N, "fsdp zero %d offload %s", c.zero, tt_opt[off[i][1]]);
         }
     }
 
@@ -217,39 +174,28 @@ static void make_cases(int N)
         c.tp_style = (dt_tp_style)(i / 2);
         c.model.hidden = 12 * N;
         c.model.layers = 3 + i % 2;
-        add(K_FP32, c, 1, "tp %s %d layers %s", i / 2 ? "allgather" : "megatron",
-            c.model.layers, opt[a]);
+        tt_add(K_FP32, c, 1, "tp %s %d layers %s", i / 2 ? "allgather" : "megatron",
+               c.model.layers, tt_opt[a]);
     }
 
     /* pp: N stages of N+1 layers (at least 3), so that one stage holds two; GPipe and
      * 1F1B with 1, 2 and 4 micro-batches */
-    for (int i = 0; i < 6; i++, a ^= 1) {
+    for (int i = 0; i < TT_PP_VARIANTS; i++, a ^= 1) {
         c = base(DT_MODE_PP, a);
         c.model.layers = N + 1 < 3 ? 3 : N + 1;
-        c.schedule = (dt_pp_schedule)(i / 3);
-        c.micro = 1 << (i % 3);
-        add(K_FP32, c, c.micro, "pp %s micro %d %s", i / 3 ? "1f1b" : "gpipe", c.micro,
-            opt[a]);
+        tt_add_pp(K_FP32, c, i);
     }
 
     /* hybrid: every D*T*P = N */
-    for (int T = 1; T <= N; T++)
-        for (int P = 1; P <= N; P++) {
-            if (N % (T * P))
-                continue;
-            int D = N / (T * P);
-            c = base(DT_MODE_HYBRID, a);
-            c.dp = D;
-            c.tp = T;
-            c.pp = P;
-            c.model.hidden = 12 * T;
-            c.model.layers = P + 1 < 4 ? 4 : P + 1;
-            c.micro = P > 1 ? 2 : 1;
-            c.schedule = (dt_pp_schedule)((T + P) % 2);
-            c.tp_style = (dt_tp_style)(D % 2);
-            add(K_FP32, c, D * c.micro, "hybrid D %d T %d P %d %s", D, T, P, opt[a]);
-            a ^= 1;
-        }
+    for (int k = 0; k < tt_nlayouts(N); k++, a ^= 1) {
+        c = base(DT_MODE_HYBRID, a);
+        tt_layout(&c, N, k);
+        c.model.hidden = 12 * c.tp;
+        c.model.layers = c.pp + 1 < 4 ? 4 : c.pp + 1;
+        c.tp_style = (dt_tp_style)(c.dp % 2);
+        tt_add(K_FP32, c, c.dp * c.micro, "hybrid D %d T %d P %d %s", c.dp, c.tp, c.pp,
+               tt_opt[a]);
+    }
 
     /* dp-threads (one rank): 1 thread, 2, and 5 and 7, which do not divide the batch of
      * 24 (replicas of 5 and 4 rows, or 4 and 3); 3 under the emulated interpreter lock.
@@ -259,21 +205,11 @@ static void make_cases(int N)
         c = base(DT_MODE_DP_THREADS, a);
         c.threads = dpt[i][0];
         c.gil = dpt[i][1] / 100.0f;
-        add(K_FP32, c, 1, "dp-threads %d gil %g %s", c.threads, (double)c.gil, opt[a]);
+        tt_add(K_FP32, c, 1, "dp-threads %d gil %g %s", c.threads, (double)c.gil, tt_opt[a]);
     }
 
-    /* async dp: workers K updates behind */
-    if (N >= 2) {
-        c = base(DT_MODE_DP, 0);
-        c.async = 1;
-        add(K_ASYNC, c, N, "dp async 1");
-    }
-    if (N >= 3) {
-        c = base(DT_MODE_DP, 0);
-        c.async = 2;
-        c.dedicated_server = 1;
-        add(K_ASYNC, c, N - 1, "dp async 2 dedicated server");
-    }
+    /* async dp: workers K updates behind, with SGD */
+    tt_add_async(K_ASYNC, N, base(DT_MODE_DP, 0), base(DT_MODE_DP, 0));
 
     /* fp16: every mode (hybrid with two of D, T, P above 1 where N allows) */
     for (int m = 0; m < DT_NMODES; m++) {
@@ -296,10 +232,10 @@ static void make_cases(int N)
         }
         c.precision = DT_FP16;
         c.scaler.init = 4096;      /* 2^16 overflows now and then on these shapes */
-        add(K_FP16, c, need, "fp16 %s", dt_mode_name((dt_mode)m));
+        tt_add(K_FP16, c, need, "fp16 %s", dt_mode_name((dt_mode)m));
         c.precision = DT_BF16;     /* the same, in bf16: no scale (on the host only) */
         c.on_device = 0;
-        add(K_BF16, c, need, "bf16 %s", dt_mode_name((dt_mode)m));
+        tt_add(K_BF16, c, need, "bf16 %s", dt_mode_name((dt_mode)m));
     }
 
     /* overflow from a huge loss scale, in the three training loops that decide it:
@@ -309,7 +245,14 @@ static void make_cases(int N)
         c.precision = DT_FP16;
         c.steps = OVERFLOW_STEPS;
         c.scaler.init = 0x1p28f;
-        add(K_OVERFLOW, c, N, "fp16 %s overflow from scale 2^28", dt_mode_name((dt_mode)m));
+        tt_add(K_OVERFLOW, c, N, "fp16 %s overflow from scale 2^28", dt_mode_name((dt_mode)m));
+    }
+
+    /* each case's data set: NBATCHES global batches of its B */
+    for (int i = 0; i < tt_ncases; i++) {
+        tt_case *t = &tt_cases[i];
+        dt_data_synthetic(&t->data, NBATCHES * t->c.batch, FEATURES, CLASSES, 11);
+        t->c.data = &t->data;
     }
 }
 
@@ -352,34 +295,6 @@ static void reference(const dt_train_config *c, int delay, const int *skipped,
     free(hist); free(grads); free(state); free(x); free(dlogits); free(y);
 }
 
-/* ==== comparing ==== */
-
-/* got against want on this rank, |got - want| <= atol + rtol |want|. Returns the
- * largest |got - want| / (atol + rtol |want|) (1 is the limit); notes the first few
- * failures. */
-static double compare(const char *name, const char *what, const float *got,
-                      const float *want, size_t n, double atol, double rtol)
-{
-    double worst = 0;
-    int bad = 0;
-    size_t wi = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - want[i]), lim = atol + rtol * fabs(want[i]);
-        double r = isfinite(d) ? d / lim : INFINITY;
-        if (r > worst) {
-            worst = r;
-            wi = i;
-        }
-        if (!(r <= 1) && bad++ < 3)
-            ht_fail("%s: %s[%zu] = %.9g, the reference has %.9g (difference %.3g, limit "
-                    "%.3g)", name, what, i, (double)got[i], (double)want[i], d, lim);
-    }
-    if (getenv("DT_TEST_VERBOSE") && n && ht_rank == 0)
-        printf("  %s: worst %s[%zu] = %.9g, reference %.9g\n", name, what, wi,
-               (double)got[wi], (double)want[wi]);
-    return worst;
-}
-
 /* ==== the test of one case ==== */
 
 /* Whether a case's steps must stay on the GPU when they run there: every fp32 and fp16
@@ -388,7 +303,7 @@ static double compare(const char *name, const char *what, const float *got,
  * memory: their gradients go down and their weights up each step, which is what
  * offloading is) and dp --async (its rings of weight versions and gradients are host
  * buffers, as MPI's nonblocking calls take: dt_isend, p2p.h). */
-static int on_gpu_case(const tcase *t)
+static int on_gpu_case(const tt_case *t)
 {
     return t->kind != K_ASYNC && !t->c.offload;
 }
@@ -405,7 +320,7 @@ static void keep_report(const dt_step_report *r, void *ctx)
 
 START_TEST(test_mode)
 {
-    const tcase *t = &cases[_i];
+    const tt_case *t = &tt_cases[_i];
     const dt_train_config *c = &t->c;
     char why[256] = "";
     int ok = dt_train_check(c, ht_size, why, sizeof why) == 0;
@@ -418,51 +333,24 @@ START_TEST(test_mode)
     run.on_step = keep_report;
     memset(reports, 0, sizeof reports);
     dt_train_result res;
-    double t0 = MPI_Wtime();
-    dt_train(&run, MPI_COMM_WORLD, &res);
-    double took = MPI_Wtime() - t0;
+    double took = tt_train(t->name, &run, &res);
     int S = c->steps;
     size_t n = dt_mlp_nparams(&c->model);
     float *want = malloc(n * sizeof(float)), *wloss = malloc((size_t)S * sizeof(float));
     DT_REQUIRE(want && wloss, "out of memory");
-    HT_EXPECT(res.steps == S, "%s: %d steps in the result, want %d", t->name, res.steps, S);
-    HT_EXPECT(res.bytes_sent <= res.bytes_sent_max, "%s: bytes_sent %zu above the max %zu",
-              t->name, res.bytes_sent, res.bytes_sent_max);
-    HT_EXPECT(ht_size == 1 || res.bytes_sent_max > 0, "%s: no bytes sent on %d ranks",
-              t->name, ht_size);
-    HT_EXPECT(res.peak_params > 0, "%s: peak memory of the weights is 0", t->name);
-    unsigned long long acts = res.peak_acts;   /* a dp server computes nothing: any rank */
-    HT_MPI(MPI_Iallreduce(MPI_IN_PLACE, &acts, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX,
-                          MPI_COMM_WORLD, &ht_req));
-    HT_EXPECT(acts > 0, "%s: no activations counted", t->name);
-    /* every message carries at least one byte, and a message of more than the bytes
-     * sent cannot be: messages <= bytes; some sent exactly where bytes were */
-    HT_EXPECT(res.messages_sent <= res.bytes_sent &&
-              (res.bytes_sent == 0) == (res.messages_sent == 0),
-              "%s: %zu messages counted for %zu bytes", t->name, res.messages_sent,
-              res.bytes_sent);
     if (ht_rank == 0)
         HT_EXPECT(res.nparams == n && res.params, "%s: %zu final weights, want %zu",
                   t->name, res.nparams, n);
-    for (int s = 0; s < S; s++)
-        HT_EXPECT(isfinite(res.loss[s]), "%s: loss of step %d is %g", t->name, s + 1,
-                  (double)res.loss[s]);
     /* the device books of the steps after the first: a step on the GPU allocates
      * nothing (cudaMalloc and cudaFree wait for the whole GPU) and keeps its tensors
      * there (the batch going up and the numbers read back are counted apart); a run
-     * on the CPU asks nothing of a GPU */
+     * on the CPU asks nothing of a GPU (tt_train) */
     const dt_device_books *b = &res.books;
     if (c->on_device && on_gpu_case(t))
         HT_EXPECT(b->allocs == 0 && b->tensors == 0, "%s: steps %d..%d on the GPU made "
                   "%llu device allocations or frees and %llu copies of tensor data "
                   "between host and GPU (%llu bytes)", t->name, res.books_from,
                   res.books_to, b->allocs, b->tensors, b->tensor_bytes);
-    if (!c->on_device)
-        HT_EXPECT(b->launches + b->waits + b->allocs + b->tensors + b->inputs +
-                  b->numbers == 0, "%s: a run on the CPU counted GPU work: %llu launches, "
-                  "%llu waits, %llu allocations, %llu tensor copies, %llu batch copies, "
-                  "%llu numbers", t->name, b->launches, b->waits, b->allocs, b->tensors,
-                  b->inputs, b->numbers);
     if (c->mode == DT_MODE_FSDP) {     /* optimizer state sharded: about 1/N, plus padding */
         size_t full = n * sizeof(float) * dt_optim_state_per_param(c->optim.kind);
         size_t pad = (size_t)c->model.layers * ht_size * sizeof(float) *
@@ -482,19 +370,20 @@ START_TEST(test_mode)
     if (t->kind == K_FP32 || t->kind == K_ASYNC) {
         reference(c, t->kind == K_ASYNC ? c->async : 0, NULL, want, wloss);
         HT_EXPECT(skip == 0, "%s: %d steps skipped in fp32", t->name, skip);
-        dl = compare(t->name, "loss", res.loss, wloss, (size_t)S, 1e-7, LOSS_RTOL);
+        dl = tt_compare(t->name, "loss", res.loss, wloss, NULL, (size_t)S, 1e-7, TT_LOSS_RTOL);
         if (valid)
-            dp = compare(t->name, "weight", res.params, want, n, PARAM_ATOL, PARAM_RTOL);
+            dp = tt_compare(t->name, "weight", res.params, want, NULL, n, TT_PARAM_ATOL,
+                            TT_PARAM_RTOL);
     } else if (t->kind == K_FP16 || t->kind == K_BF16) {
         int bf = t->kind == K_BF16;
         reference(c, 0, NULL, want, wloss);
         HT_EXPECT(skip == 0, "%s: %d steps skipped at the default scale", t->name, skip);
-        dl = compare(t->name, bf ? "bf16 loss" : "fp16 loss", res.loss, wloss, (size_t)S,
-                     0, bf ? BF16_LOSS_RTOL : FP16_LOSS_RTOL);
+        dl = tt_compare(t->name, bf ? "bf16 loss" : "fp16 loss", res.loss, wloss, NULL,
+                        (size_t)S, 0, bf ? BF16_LOSS_RTOL : FP16_LOSS_RTOL);
         if (valid)
-            dp = compare(t->name, bf ? "bf16 weight" : "fp16 weight", res.params, want, n,
-                         bf ? BF16_WEIGHT_ATOL : FP16_WEIGHT_ATOL, bf ? BF16_RTOL
-                         : FP16_RTOL);
+            dp = tt_compare(t->name, bf ? "bf16 weight" : "fp16 weight", res.params, want,
+                            NULL, n, bf ? BF16_WEIGHT_ATOL : FP16_WEIGHT_ATOL,
+                            bf ? BF16_RTOL : FP16_RTOL);
     } else {
         /* From 2^28 the first steps must overflow, each halving the scale, until it is
          * small enough (about 2^19 here); a later step may overflow again. The run must
@@ -505,11 +394,11 @@ START_TEST(test_mode)
         HT_EXPECT(S - skip >= 4, "%s: %d of %d steps skipped: no recovery", t->name,
                   skip, S);
         reference(c, 0, res.skipped, want, wloss);
-        dl = compare(t->name, "fp16 loss", res.loss, wloss, (size_t)S, 0,
-                     FP16_LOSS_RTOL);
+        dl = tt_compare(t->name, "fp16 loss", res.loss, wloss, NULL, (size_t)S, 0,
+                        FP16_LOSS_RTOL);
         if (valid)
-            dp = compare(t->name, "fp16 weight", res.params, want, n, FP16_WEIGHT_ATOL,
-                         FP16_RTOL);
+            dp = tt_compare(t->name, "fp16 weight", res.params, want, NULL, n,
+                            FP16_WEIGHT_ATOL, FP16_RTOL);
         /* the scale each step used, as its report says: 2^28 halved once per skip */
         float scale = c->scaler.init;
         for (int s = 0; s < S && ht_rank == 0; s++) {
@@ -527,16 +416,8 @@ START_TEST(test_mode)
     HT_EXPECT(res.loss[S - 1] < res.loss[j], "%s: the loss did not go down: %g at step %d, "
               "%g at step %d (the same batch)", t->name, (double)res.loss[j], j + 1,
               (double)res.loss[S - 1], S);
-    if (ht_rank == 0) {
-        int row = t->kind == K_FP32 || t->kind == K_ASYNC ? (int)c->mode
-                  : t->kind == K_BF16 ? DT_NMODES + 1 : DT_NMODES;
-        seen[row].param = fmax(seen[row].param, dp);
-        seen[row].loss = fmax(seen[row].loss, dl);
-        seen[row].runs++;
-        if (getenv("DT_TEST_VERBOSE"))
-            printf("%-40s %5.0f ms  skipped %2d  worst/limit: weights %.3g, loss %.3g\n",
-                   t->name, took * 1e3, skip, dp, dl);
-    }
+    tt_note(t->kind == K_FP32 || t->kind == K_ASYNC ? (int)c->mode
+            : t->kind == K_BF16 ? TT_ROW_BF16 : TT_ROW_FP16, t->name, took, skip, dp, dl);
     free(want);
     free(wloss);
     dt_train_result_free(&res);
@@ -550,45 +431,36 @@ START_TEST(test_check)
 {
     dt_dataset d;
     dt_data_synthetic(&d, 96, FEATURES, CLASSES, 11);
-    struct { const char *name, *word; dt_train_config c; int nranks; } bad[12];
+    tt_refusal bad[12];
     int nb = 0;
 #define BAD(name_, word_, nranks_) do { \
         c.data = &d; \
-        bad[nb].name = name_; bad[nb].word = word_; bad[nb].c = c; \
-        bad[nb++].nranks = nranks_; \
+        bad[nb++] = (tt_refusal){ name_, word_, c, nranks_ }; \
     } while (0)
     dt_train_config c = base(DT_MODE_TP, 0);
-    c.batch = 24;
     c.model.hidden = 25;
     BAD("tp: hidden 25 on 2 ranks", "hidden", 2);
     c = base(DT_MODE_PP, 0);
-    c.batch = 24;
     c.model.layers = 2;
     BAD("pp: 3 stages of 2 layers", "layers", 3);
     c = base(DT_MODE_HYBRID, 0);
-    c.batch = 24;
     c.dp = 2; c.tp = 1; c.pp = 2;
     BAD("hybrid 2x1x2 on 3 ranks", "3", 3);
     c = base(DT_MODE_DDP, 0);
     c.batch = 25;
     BAD("ddp: batch 25 on 2 ranks", "batch", 2);
     c = base(DT_MODE_PP, 0);
-    c.batch = 24;
     c.micro = 5;
     BAD("pp: batch 24 in 5 micro-batches", "micro", 2);
     c = base(DT_MODE_FSDP, 0);
-    c.batch = 24;
     c.zero = 4;
     BAD("fsdp: zero 4", "zero", 2);
     c = base(DT_MODE_SERIAL, 0);
-    c.batch = 24;
     c.steps = 0;
     BAD("0 steps", "steps", 1);
     c = base(DT_MODE_SERIAL, 0);
-    c.batch = 24;
     BAD("serial on 2 ranks", "serial", 2);
     c = base(DT_MODE_DP_THREADS, 0);
-    c.batch = 24;
     c.on_device = 0;
     BAD("dp-threads on 2 ranks", "1 rank", 2);
     c.threads = 25;
@@ -597,17 +469,10 @@ START_TEST(test_check)
     c.precision = DT_FP16;
     BAD("dp-threads in fp16", "fp32", 1);
     c = base(DT_MODE_DDP, 0);
-    c.batch = 24;
     c.gil = 0.5f;
     BAD("ddp with a gil", "gil", 2);
 #undef BAD
-    for (int i = 0; i < nb; i++) {
-        char why[256] = "";
-        int rc = dt_train_check(&bad[i].c, bad[i].nranks, why, sizeof why);
-        HT_EXPECT(rc == -1 && strstr(why, bad[i].word), "%s: dt_train_check returned %d "
-                  "('%s'), want -1 and a sentence naming '%s'", bad[i].name, rc, why,
-                  bad[i].word);
-    }
+    tt_check_refusals(bad, nb);
     dt_data_free(&d);
     HT_VERDICT();
 }
@@ -615,36 +480,19 @@ END_TEST
 
 int main(int argc, char **argv)
 {
-    dt_init(&argc, &argv);
-    ht_rank = dt_rank();
-    ht_size = dt_size();
+    ht_init(&argc, &argv);
     make_cases(ht_size);
+    int rc = tt_run("train", test_check, test_mode);
 
-    Suite *s = suite_create("train");
-    TCase *tc = tcase_create("check");
-    tcase_add_checked_fixture(tc, ht_setup, NULL);
-    tcase_add_test(tc, test_check);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("modes");
-    tcase_add_checked_fixture(tc, ht_setup, NULL);
-    tcase_add_loop_test(tc, test_mode, 0, ncases);
-    suite_add_tcase(s, tc);
-    int rc = ht_run(s);
-
-    if (ht_rank == 0) {
+    if (ht_rank == 0)
         printf("%d cases on %d ranks; the largest differences from the serial reference, as "
                "a\nfraction of the limit (fp32: weights %g + %g|w|, loss %g relative; fp16: "
-               "%g + %g|w|, %g;\nbf16: %g + %g|w|, %g):\n", ncases, ht_size, PARAM_ATOL,
-               PARAM_RTOL, LOSS_RTOL, FP16_WEIGHT_ATOL, FP16_RTOL, FP16_LOSS_RTOL,
+               "%g + %g|w|, %g;\nbf16: %g + %g|w|, %g):\n", tt_ncases, ht_size, TT_PARAM_ATOL,
+               TT_PARAM_RTOL, TT_LOSS_RTOL, FP16_WEIGHT_ATOL, FP16_RTOL, FP16_LOSS_RTOL,
                BF16_WEIGHT_ATOL, BF16_RTOL, BF16_LOSS_RTOL);
-        for (int m = 0; m <= DT_NMODES + 1; m++)
-            if (seen[m].runs)
-                printf("  %-7s %2d runs  weights %.3f  loss %.3f\n",
-                       m < DT_NMODES ? dt_mode_name((dt_mode)m) : m == DT_NMODES ? "fp16"
-                       : "bf16", seen[m].runs, seen[m].param, seen[m].loss);
-    }
-    for (int i = 0; i < ncases; i++)
-        dt_data_free(&cases[i].data);
+    tt_report();
+    for (int i = 0; i < tt_ncases; i++)
+        dt_data_free(&tt_cases[i].data);
     dt_finalize();
     return rc;
 }

@@ -1,10 +1,15 @@
 /* What the unit suites (no MPI) share: running a suite and turning its verdict into
- * main's exit status. Include it after <check.h>. */
+ * main's exit status; and, in tests/unit.c (linked into every tests/unit_*.c, not into
+ * the viewer's tests/viz_*.c, which use unit_run alone), random numbers that reproduce,
+ * buffers, float results held to a double reference, and central differences. Include
+ * it after <check.h>. */
 #ifndef DT_TESTS_UNIT_H
 #define DT_TESTS_UNIT_H
 
 #include <check.h>
 #include <math.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "cuda.h"
@@ -20,20 +25,6 @@ static inline int unit_run(Suite *s)
     return failed ? 1 : 0;
 }
 
-/* Fails the test unless |got - want| <= tol * scale for every element, scale =
- * max(1, max |want|): float results against a double-precision reference. */
-static inline void unit_require_close(const float *got, const double *want, size_t n,
-                                      double tol, const char *what)
-{
-    double scale = 1.0;
-    for (size_t i = 0; i < n; i++)
-        scale = fmax(scale, fabs(want[i]));
-    for (size_t i = 0; i < n; i++)
-        if (!(fabs(got[i] - want[i]) <= tol * scale))
-            ck_abort_msg("%s[%zu] = %.9g, want %.9g (tolerance %g)", what, i,
-                         (double)got[i], want[i], tol * scale);
-}
-
 /* Whether a GPU can be used, asked in a child process: CUDA must not be initialised in
  * main before Check forks the tests (a forked child cannot use its parent's context).
  * For the GPU suites (unit_gpu_*, unit_books): each says once when it skips. */
@@ -46,5 +37,40 @@ static inline int unit_probe_gpu(void)
     return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
            WEXITSTATUS(status) == 0;
 }
+
+/* ==== tests/unit.c ==== */
+
+/* Random numbers, xorshift64*: the same sequence in every run, so failures reproduce.
+ * unit_seed restarts it (the default seed: 0x9e3779b97f4a7c15); a suite that wants
+ * another calls it in main, before unit_run, and every forked test starts from there.
+ * unit_uniform is uniform in [lo, hi). */
+void unit_seed(uint64_t seed);
+double unit_uniform(double lo, double hi);
+
+/* New buffers of n elements (a failed allocation fails the test; n = 0 is fine); the
+ * caller frees them. Floats uniform in [lo, hi); floats all NaN (to be overwritten
+ * before they are read); a copy of src; doubles left unset; src widened to double. */
+float *unit_random_floats(size_t n, double lo, double hi);
+float *unit_nan_floats(size_t n);
+float *unit_copy_floats(const float *src, size_t n);
+double *unit_doubles(size_t n);
+double *unit_to_double(const float *src, size_t n);
+
+/* Fails the test unless |got - want| <= tol * scale for every element, scale =
+ * max(least, max |want|): float results against a double-precision reference, relative
+ * to the size of the whole array (an element near 0 carries the rounding of the sums
+ * that made it). unit_require_close: least 1. */
+void unit_require_near(const float *got, const double *want, size_t n, double tol,
+                       double least, const char *what);
+static inline void unit_require_close(const float *got, const double *want, size_t n,
+                                      double tol, const char *what)
+{
+    unit_require_near(got, want, n, tol, 1.0, what);
+}
+
+/* Central differences of f at v[j], j = 0..n-1, into g[j]: (f(v+h) - f(v-h)) / 2h, h =
+ * 1e-5, in double; v lies in what ctx points to, and is left as it was. */
+typedef double (*unit_fn)(const void *ctx);
+void unit_numeric_grad(unit_fn f, const void *ctx, double *v, size_t n, double *g);
 
 #endif /* DT_TESTS_UNIT_H */

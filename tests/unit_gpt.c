@@ -51,60 +51,10 @@
 
 /* ==== helpers ==== */
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static double uniform(double lo, double hi)     /* xorshift64*: failures reproduce */
-{
-    rng ^= rng >> 12; rng ^= rng << 25; rng ^= rng >> 27;
-    uint64_t r = rng * 0x2545f4914f6cdd1dull;
-    return lo + (hi - lo) * ((double)(r >> 11) / 9007199254740992.0);
-}
-
-static float *random_floats(size_t n, double lo, double hi)
-{
-    float *p = malloc((n ? n : 1) * sizeof *p);
-    ck_assert_ptr_nonnull(p);
-    for (size_t i = 0; i < n; i++)
-        p[i] = (float)uniform(lo, hi);
-    return p;
-}
-
-static float *nan_floats(size_t n)              /* to be overwritten before it is read */
-{
-    float *p = malloc((n ? n : 1) * sizeof *p);
-    ck_assert_ptr_nonnull(p);
-    for (size_t i = 0; i < n; i++)
-        p[i] = NAN;
-    return p;
-}
-
-static double *to_double(const float *src, size_t n)
-{
-    double *p = malloc((n ? n : 1) * sizeof *p);
-    ck_assert_ptr_nonnull(p);
-    for (size_t i = 0; i < n; i++)
-        p[i] = src[i];
-    return p;
-}
-
 static void random_tokens(int *tok, size_t n, int V)
 {
     for (size_t i = 0; i < n; i++)
-        tok[i] = (int)uniform(0, V);
-}
-
-/* Fails unless |got - want| <= tol * scale everywhere, scale = max(least, max |want|):
- * float results against a double reference, relative to the size of the whole array
- * (an element near 0 carries the rounding of the sums that made it). */
-static void require_near(const float *got, const double *want, size_t n, double tol,
-                         double least, const char *what)
-{
-    double scale = least;
-    for (size_t i = 0; i < n; i++)
-        scale = fmax(scale, fabs(want[i]));
-    for (size_t i = 0; i < n; i++)
-        if (!(fabs(got[i] - want[i]) <= tol * scale))
-            ck_abort_msg("%s[%zu] = %.9g, want %.9g (tolerance %.3g)", what, i,
-                         (double)got[i], want[i], tol * scale);
+        tok[i] = (int)unit_uniform(0, V);
 }
 
 static const char *path_name(int blas) { return blas ? "sgemm" : "loops"; }
@@ -260,23 +210,6 @@ static double ref_model_loss(const dt_gpt_config *c, const double *p, const int 
     return loss / N;
 }
 
-/* Central differences of f at v[j], j = 0..n-1 (v lies in what ctx points to): the error
- * ~h^2 and rounding ~1e-16/h, about 1e-10, far below float's 1e-7. */
-typedef double (*ref_fn)(const void *ctx);
-static void numeric_grad(ref_fn f, const void *ctx, double *v, size_t n, double *g)
-{
-    const double h = 1e-5;
-    for (size_t j = 0; j < n; j++) {
-        double keep = v[j];
-        v[j] = keep + h;
-        double up = f(ctx);
-        v[j] = keep - h;
-        double down = f(ctx);
-        v[j] = keep;
-        g[j] = (up - down) / (2 * h);
-    }
-}
-
 static double dot_d(const double *a, const double *b, size_t n)
 {
     double s = 0;
@@ -311,28 +244,28 @@ START_TEST(test_embed)
 {
     enum { B = 3, T = 5, C = 7, V = 11, S = 8 };
     int tok[B * T] = { 3, 0, 10, 3, 3,   7, 7, 1, 0, 10,   2, 9, 3, 5, 6 };
-    float *wte = random_floats(V * C, -1, 1), *wpe = random_floats(S * C, -1, 1);
-    float *out = nan_floats(B * T * C), *dy = random_floats(B * T * C, -1, 1);
-    float *dwte = random_floats(V * C, -1, 1), *dwpe = random_floats(S * C, -1, 1);
-    double *wte_d = to_double(wte, V * C), *wpe_d = to_double(wpe, S * C);
-    double *dy_d = to_double(dy, B * T * C), *want = malloc(B * T * C * sizeof *want);
+    float *wte = unit_random_floats(V * C, -1, 1), *wpe = unit_random_floats(S * C, -1, 1);
+    float *out = unit_nan_floats(B * T * C), *dy = unit_random_floats(B * T * C, -1, 1);
+    float *dwte = unit_random_floats(V * C, -1, 1), *dwpe = unit_random_floats(S * C, -1, 1);
+    double *wte_d = unit_to_double(wte, V * C), *wpe_d = unit_to_double(wpe, S * C);
+    double *dy_d = unit_to_double(dy, B * T * C), *want = malloc(B * T * C * sizeof *want);
     double *gte = malloc(V * C * sizeof *gte), *gpe = malloc(S * C * sizeof *gpe);
     for (int r = 0; r < B * T; r++)
         for (int i = 0; i < C; i++)
             want[r * C + i] = wte_d[tok[r] * C + i] + wpe_d[(r % T) * C + i];
     dt_embed_forward(tok, wte, wpe, out, B, T, C, V);
-    require_near(out, want, B * T * C, 1e-7, 1.0, "embedding");
+    unit_require_near(out, want, B * T * C, 1e-7, 1.0, "embedding");
 
     embed_ctx e = { tok, wte_d, wpe_d, dy_d, B, T, C };
-    numeric_grad(embed_f, &e, wte_d, V * C, gte);
-    numeric_grad(embed_f, &e, wpe_d, S * C, gpe);
+    unit_numeric_grad(embed_f, &e, wte_d, V * C, gte);
+    unit_numeric_grad(embed_f, &e, wpe_d, S * C, gpe);
     for (int j = 0; j < V * C; j++)
         gte[j] += dwte[j];                      /* accumulating */
     for (int j = 0; j < S * C; j++)
         gpe[j] += dwpe[j];
     dt_embed_backward(tok, dy, dwte, dwpe, B, T, C);
-    require_near(dwte, gte, V * C, 1e-6, 1.0, "dwte");
-    require_near(dwpe, gpe, S * C, 1e-6, 1.0, "dwpe");
+    unit_require_near(dwte, gte, V * C, 1e-6, 1.0, "dwte");
+    unit_require_near(dwpe, gpe, S * C, 1e-6, 1.0, "dwpe");
     free(wte); free(wpe); free(out); free(dy); free(dwte); free(dwpe);
     free(wte_d); free(wpe_d); free(dy_d); free(want); free(gte); free(gpe);
 }
@@ -357,22 +290,22 @@ static double ln_f(const void *ctx)
 START_TEST(test_layernorm)
 {
     enum { N = 5, C = 13 };
-    float *x = random_floats(N * C, -1, 1), *w = random_floats(C, 0.5, 1.5);
-    float *b = random_floats(C, -0.5, 0.5), *dy = random_floats(N * C, -1, 1);
+    float *x = unit_random_floats(N * C, -1, 1), *w = unit_random_floats(C, 0.5, 1.5);
+    float *b = unit_random_floats(C, -0.5, 0.5), *dy = unit_random_floats(N * C, -1, 1);
     for (int r = 0; r < N; r++)
         for (int i = 0; i < C; i++)
             x[r * C + i] = x[r * C + i] * (0.3f + r) + 2.0f * r - 3.0f;
-    float *y = nan_floats(N * C), *mean = nan_floats(N), *rstd = nan_floats(N);
-    float *dx = random_floats(N * C, -1, 1), *dw = random_floats(C, -1, 1);
-    float *db = random_floats(C, -1, 1);
-    double *xd = to_double(x, N * C), *wd = to_double(w, C), *bd = to_double(b, C);
-    double *dyd = to_double(dy, N * C), *want = malloc(N * C * sizeof *want);
+    float *y = unit_nan_floats(N * C), *mean = unit_nan_floats(N), *rstd = unit_nan_floats(N);
+    float *dx = unit_random_floats(N * C, -1, 1), *dw = unit_random_floats(C, -1, 1);
+    float *db = unit_random_floats(C, -1, 1);
+    double *xd = unit_to_double(x, N * C), *wd = unit_to_double(w, C), *bd = unit_to_double(b, C);
+    double *dyd = unit_to_double(dy, N * C), *want = malloc(N * C * sizeof *want);
     double *gx = malloc(N * C * sizeof *gx), *gw = malloc(C * sizeof *gw);
     double *gb = malloc(C * sizeof *gb);
 
     ref_layernorm(xd, wd, bd, want, N, C);
     dt_layernorm_forward(x, w, b, y, mean, rstd, N, C);
-    require_near(y, want, N * C, 4e-6, 1.0, "LayerNorm y");
+    unit_require_near(y, want, N * C, 4e-6, 1.0, "LayerNorm y");
     for (int r = 0; r < N; r++) {
         double m = 0, v = 0;
         for (int i = 0; i < C; i++)
@@ -386,17 +319,17 @@ START_TEST(test_layernorm)
     }
 
     ln_ctx l = { xd, wd, bd, dyd, N, C };
-    numeric_grad(ln_f, &l, xd, N * C, gx);
-    numeric_grad(ln_f, &l, wd, C, gw);
-    numeric_grad(ln_f, &l, bd, C, gb);
+    unit_numeric_grad(ln_f, &l, xd, N * C, gx);
+    unit_numeric_grad(ln_f, &l, wd, C, gw);
+    unit_numeric_grad(ln_f, &l, bd, C, gb);
     for (int j = 0; j < N * C; j++)
         gx[j] += dx[j];                         /* dx ACCUMULATES */
     for (int j = 0; j < C; j++)
         gw[j] += dw[j], gb[j] += db[j];
     dt_layernorm_backward(x, w, mean, rstd, dy, dx, dw, db, N, C);
-    require_near(dx, gx, N * C, 1e-5, 1.0, "LayerNorm dx (accumulated)");
-    require_near(dw, gw, C, 1e-5, 1.0, "LayerNorm dw");
-    require_near(db, gb, C, 1e-5, 1.0, "LayerNorm db");
+    unit_require_near(dx, gx, N * C, 1e-5, 1.0, "LayerNorm dx (accumulated)");
+    unit_require_near(dw, gw, C, 1e-5, 1.0, "LayerNorm dw");
+    unit_require_near(db, gb, C, 1e-5, 1.0, "LayerNorm db");
     free(x); free(w); free(b); free(dy); free(y); free(mean); free(rstd); free(dx);
     free(dw); free(db); free(xd); free(wd); free(bd); free(dyd); free(want); free(gx);
     free(gw); free(gb);
@@ -429,18 +362,18 @@ START_TEST(test_attention)
     int d = att_shapes[_i][3];
     size_t nq = (size_t)B * T * 3 * H * d, ny = (size_t)B * T * H * d;
     size_t na = (size_t)B * H * T * T;
-    float *qkv = random_floats(nq, -1.5, 1.5), *dy = random_floats(ny, -1, 1);
-    double *qd = to_double(qkv, nq), *dyd = to_double(dy, ny);
+    float *qkv = unit_random_floats(nq, -1.5, 1.5), *dy = unit_random_floats(ny, -1, 1);
+    double *qd = unit_to_double(qkv, nq), *dyd = unit_to_double(dy, ny);
     double *want_att = malloc(na * sizeof *want_att), *want_y = malloc(ny * sizeof *want_y);
     double *gq = malloc(nq * sizeof *gq);
     ref_attention(qd, want_att, want_y, B, T, H, d);
     att_ctx ac = { qd, dyd, B, T, H, d };
-    numeric_grad(att_f, &ac, qd, nq, gq);
+    unit_numeric_grad(att_f, &ac, qd, nq, gq);
     char what[64];
     for (int blas = 1; blas >= 0; blas--) {
         dt_set_blas(blas);
-        float *att = nan_floats(na), *y = nan_floats(ny), *datt = nan_floats(na);
-        float *dqkv = nan_floats(nq);
+        float *att = unit_nan_floats(na), *y = unit_nan_floats(ny), *datt = unit_nan_floats(na);
+        float *dqkv = unit_nan_floats(nq);
         dt_attention_forward(qkv, att, y, B, T, H, d);
         for (int bh = 0; bh < B * H; bh++)
             for (int i = 0; i < T; i++) {
@@ -455,12 +388,12 @@ START_TEST(test_attention)
                         path_name(blas), i, bh, sum);
             }
         snprintf(what, sizeof what, "att (%s)", path_name(blas));
-        require_near(att, want_att, na, 1e-6, 1.0, what);
+        unit_require_near(att, want_att, na, 1e-6, 1.0, what);
         snprintf(what, sizeof what, "y (%s)", path_name(blas));
-        require_near(y, want_y, ny, 1e-6, 1.0, what);
+        unit_require_near(y, want_y, ny, 1e-6, 1.0, what);
         dt_attention_backward(qkv, att, dy, datt, dqkv, B, T, H, d);
         snprintf(what, sizeof what, "dqkv (%s)", path_name(blas));
-        require_near(dqkv, gq, nq, 2e-6, 1.0, what);
+        unit_require_near(dqkv, gq, nq, 2e-6, 1.0, what);
         free(att); free(y); free(datt); free(dqkv);
     }
     dt_set_blas(1);
@@ -486,13 +419,13 @@ static void block_acts(const dt_gpt_config *c, const dt_gpt_cut *cut, int B, int
 static void ln_weights(float *w, int C)
 {
     for (int i = 0; i < C; i++)
-        w[i] = (float)uniform(0.5, 1.5);
+        w[i] = (float)unit_uniform(0.5, 1.5);
 }
 
 static float *random_block(const dt_gpt_config *c, dt_gpt_block *p)
 {
     int C = c->embed;
-    float *w = random_floats(dt_gpt_block_size(c, c->heads, 4 * C), -0.4, 0.4);
+    float *w = unit_random_floats(dt_gpt_block_size(c, c->heads, 4 * C), -0.4, 0.4);
     dt_gpt_block_at(c, c->heads, 4 * C, w, p);
     ln_weights(p->ln1_w, C);
     ln_weights(p->ln2_w, C);
@@ -527,17 +460,18 @@ START_TEST(test_block)
     enum { B = 2, T = 5, C = 12 };
     size_t N = B * T, np = dt_gpt_block_size(&c, c.heads, 4 * C);
     dt_gpt_block p, g;
-    float *w = random_block(&c, &p), *x = random_floats(N * C, -2, 2);
-    float *dy = random_floats(N * C, -1, 1);
-    double *pd = to_double(w, np), *xd = to_double(x, N * C), *dyd = to_double(dy, N * C);
+    float *w = random_block(&c, &p), *x = unit_random_floats(N * C, -2, 2);
+    float *dy = unit_random_floats(N * C, -1, 1);
+    double *pd = unit_to_double(w, np), *xd = unit_to_double(x, N * C);
+    double *dyd = unit_to_double(dy, N * C);
     double *want = malloc(N * C * sizeof *want), *gp = malloc(np * sizeof *gp);
     double *gx = malloc(N * C * sizeof *gx);
     ref_block rb;
     ref_block_at(C, C, 4 * C, pd, &rb);
     ref_block_forward(C, c.heads, &rb, xd, want, B, T);
     block_ctx k = { &c, pd, xd, dyd, B, T };
-    numeric_grad(block_f, &k, pd, np, gp);
-    numeric_grad(block_f, &k, xd, N * C, gx);
+    unit_numeric_grad(block_f, &k, pd, np, gp);
+    unit_numeric_grad(block_f, &k, xd, N * C, gx);
 
     dt_gpt_cut whole = { c.heads, 4 * C, 1, NULL, NULL };
     char what[64];
@@ -545,18 +479,18 @@ START_TEST(test_block)
         dt_set_blas(blas);
         dt_gpt_acts a;
         block_acts(&c, &whole, B, T, &a);
-        float *out = nan_floats(N * C), *grads = calloc(np, sizeof *grads);
+        float *out = unit_nan_floats(N * C), *grads = calloc(np, sizeof *grads);
         dt_gpt_block_at(&c, c.heads, 4 * C, grads, &g);
         memcpy(a.blk[0].x, x, N * C * sizeof *x);
         dt_gpt_block_forward(&c, &whole, &p, &a.blk[0], out, B, T);
         snprintf(what, sizeof what, "block output (%s)", path_name(blas));
-        require_near(out, want, N * C, 2e-6, 1.0, what);
+        unit_require_near(out, want, N * C, 2e-6, 1.0, what);
         memcpy(out, dy, N * C * sizeof *dy);                /* dx in place */
         dt_gpt_block_backward(&c, &whole, &p, &a.blk[0], &a.s, out, &g, B, T);
         snprintf(what, sizeof what, "block dx (%s)", path_name(blas));
-        require_near(out, gx, N * C, 4e-6, 0.0, what);
+        unit_require_near(out, gx, N * C, 4e-6, 0.0, what);
         snprintf(what, sizeof what, "block parameter gradient (%s)", path_name(blas));
-        require_near(grads, gp, np, 4e-6, 0.0, what);
+        unit_require_near(grads, gp, np, 4e-6, 0.0, what);
         dt_gpt_acts_free(&a);
         free(out); free(grads);
     }
@@ -699,14 +633,14 @@ START_TEST(test_cut)
     size_t N = B * T, np = dt_gpt_block_size(&c, c.heads, F);
     dt_set_blas(blas);
     dt_gpt_block p, g;
-    float *w = random_block(&c, &p), *x = random_floats(N * C, -2, 2);
-    float *dy = random_floats(N * C, -1, 1);
+    float *w = random_block(&c, &p), *x = unit_random_floats(N * C, -2, 2);
+    float *dy = unit_random_floats(N * C, -1, 1);
 
     /* the whole block */
     dt_gpt_cut whole = { c.heads, F, 1, NULL, NULL };
     dt_gpt_acts a;
     block_acts(&c, &whole, B, T, &a);
-    float *out = nan_floats(N * C), *dx = malloc(N * C * sizeof *dx);
+    float *out = unit_nan_floats(N * C), *dx = malloc(N * C * sizeof *dx);
     float *grads = calloc(np, sizeof *grads);
     dt_gpt_block_at(&c, c.heads, F, grads, &g);
     memcpy(a.blk[0].x, x, N * C * sizeof *x);
@@ -723,7 +657,7 @@ START_TEST(test_cut)
         size_t n = dt_gpt_block_size(&c, nh[k], nf[k]);
         r[k] = (rank_part){ .pr = &pr, .rank = k, .c = &c, .B = B, .T = T,
                             .cut = { nh[k], nf[k], k == biased, pair_sum, &r[k] } };
-        rw[k] = nan_floats(n);
+        rw[k] = unit_nan_floats(n);
         rg[k] = calloc(n, sizeof(float));
         dt_gpt_block_at(&c, nh[k], nf[k], rw[k], &r[k].p);
         dt_gpt_block_at(&c, nh[k], nf[k], rg[k], &r[k].g);
@@ -732,24 +666,24 @@ START_TEST(test_cut)
             REQUIRE(!isnan(rw[k][i]), "rank %d: float %zu of its cut is not set", k, i);
         block_acts(&c, &r[k].cut, B, T, &r[k].a);
         memcpy(r[k].a.blk[0].x, x, N * C * sizeof *x);
-        r[k].out = nan_floats(N * C);
+        r[k].out = unit_nan_floats(N * C);
         r[k].dx = malloc(N * C * sizeof(float));       /* dout, then the input's gradient */
         memcpy(r[k].dx, dy, N * C * sizeof *dy);
     }
     run_pair(r, rank_run);
     pthread_barrier_destroy(&pr.bar);
 
-    double *want = to_double(out, N * C), *want_dx = to_double(dx, N * C);
-    double *want_g = to_double(grads, np);
-    float *got_g = nan_floats(np);
+    double *want = unit_to_double(out, N * C), *want_dx = unit_to_double(dx, N * C);
+    double *want_g = unit_to_double(grads, np);
+    float *got_g = unit_nan_floats(np);
     dt_gpt_block got;
     dt_gpt_block_at(&c, c.heads, F, got_g, &got);
     char what[80];
     for (int k = 0; k < 2; k++) {
         snprintf(what, sizeof what, "rank %d's output (%s)", k, path_name(blas));
-        require_near(r[k].out, want, N * C, 2e-6, 1.0, what);
+        unit_require_near(r[k].out, want, N * C, 2e-6, 1.0, what);
         snprintf(what, sizeof what, "rank %d's dx (%s)", k, path_name(blas));
-        require_near(r[k].dx, want_dx, N * C, 2e-6, 0.0, what);
+        unit_require_near(r[k].dx, want_dx, N * C, 2e-6, 0.0, what);
         cut_map(&c, &got, &r[k].g, h0[k], nh[k], f0[k], nf[k], 0, k == 0);
     }
     REQUIRE(memcmp(r[0].out, r[1].out, N * C * sizeof(float)) == 0 &&
@@ -763,7 +697,7 @@ START_TEST(test_cut)
                        shared[t][1] * sizeof(float)) == 0,
                 "the two ranks' gradients of a tensor both hold whole differ (%d)", t);
     snprintf(what, sizeof what, "the ranks' gradients put together (%s)", path_name(blas));
-    require_near(got_g, want_g, np, 2e-6, 0.0, what);
+    unit_require_near(got_g, want_g, np, 2e-6, 0.0, what);
 
     dt_set_blas(1);
     for (int k = 0; k < 2; k++) {
@@ -782,7 +716,7 @@ END_TEST
 static float *random_model(const dt_gpt_config *c)
 {
     int C = c->embed;
-    float *p = random_floats(dt_gpt_nparams(c), -0.5, 0.5);
+    float *p = unit_random_floats(dt_gpt_nparams(c), -0.5, 0.5);
     for (int l = 0; l < c->layers; l++) {
         dt_gpt_block b;
         dt_gpt_block_at(c, c->heads, 4 * C, p + dt_gpt_unit_offset(c, 1 + l), &b);
@@ -848,7 +782,7 @@ static void require_model_grads(const dt_gpt_config *c, const float *grads,
         char what[96];
         snprintf(what, sizeof what, "%s (unit %d) gradient (%s), from its start", name[k],
                  k < 2 ? 0 : k < 2 + 12 * L ? 1 + (k - 2) / 12 : L + 1, path);
-        require_near(grads + at[k], want + at[k], at[k + 1] - at[k], tol, 0.01 * big, what);
+        unit_require_near(grads + at[k], want + at[k], at[k + 1] - at[k], tol, 0.01 * big, what);
     }
     double num = 0, den = 0;                    /* and as one relative error */
     for (size_t j = 0; j < np; j++) {
@@ -878,10 +812,10 @@ START_TEST(test_model_fd)
     int *tok = malloc(N * sizeof *tok), *tgt = malloc(N * sizeof *tgt);
     random_tokens(tok, N, V);
     random_tokens(tgt, N, V);
-    double *pd = to_double(params, np), *want = malloc(np * sizeof *want);
+    double *pd = unit_to_double(params, np), *want = malloc(np * sizeof *want);
     double ref = ref_model_loss(c, pd, tok, tgt, B, T);
     model_ctx m = { c, pd, tok, tgt, B, T };
-    numeric_grad(model_f, &m, pd, np, want);
+    unit_numeric_grad(model_f, &m, pd, np, want);
 
     for (int blas = 1; blas >= 0; blas--) {
         dt_set_blas(blas);
@@ -952,17 +886,17 @@ START_TEST(test_model_independence)
                 "of sequence 0 changed sequence 1's logits", path_name(blas));
         REQUIRE(memcmp(base + T0 * V, l + T0 * V, (size_t)V * sizeof *l) != 0, "%s: changing "
                 "token %d left its own logits as they were", path_name(blas), T0);
-        double *want = to_double(base + row, row);
+        double *want = unit_to_double(base + row, row);
         char what[64];
         snprintf(what, sizeof what, "sequence 1 alone (%s)", path_name(blas));
-        require_near(dt_gpt_forward(c, params, one, 1, T, &a), want, row, 1e-6, 1.0, what);
+        unit_require_near(dt_gpt_forward(c, params, one, 1, T, &a), want, row, 1e-6, 1.0, what);
         free(want);
         const float *lp = dt_gpt_forward(c, params, pre, B, TS, &a);
         for (int b = 0; b < B; b++) {
-            want = to_double(base + b * row, (size_t)TS * V);
+            want = unit_to_double(base + b * row, (size_t)TS * V);
             snprintf(what, sizeof what, "sequence %d's first %d (%s)", b, TS,
                      path_name(blas));
-            require_near(lp + (size_t)b * TS * V, want, (size_t)TS * V, 1e-6, 1.0, what);
+            unit_require_near(lp + (size_t)b * TS * V, want, (size_t)TS * V, 1e-6, 1.0, what);
             free(want);
         }
         dt_gpt_acts_free(&a);
@@ -1004,10 +938,10 @@ START_TEST(test_model_blas_vs_loops)
                 "%s: different bits on a second call", path_name(k == 0));
     REQUIRE(memcmp(grads[0], grads[2], np * sizeof(float)) != 0, "sgemm and the loops agree "
             "bit for bit: did dt_set_blas(0) choose the loops?");
-    double *want = to_double(logits[2], nl);
-    require_near(logits[0], want, nl, 1e-5, 0.0, "sgemm's logits against the loops'");
+    double *want = unit_to_double(logits[2], nl);
+    unit_require_near(logits[0], want, nl, 1e-5, 0.0, "sgemm's logits against the loops'");
     free(want);
-    want = to_double(grads[2], np);
+    want = unit_to_double(grads[2], np);
     require_model_grads(&c, grads[0], want, 2e-5, "sgemm against the loops");
     free(want);
     dt_gpt_acts_free(&a);
@@ -1038,7 +972,7 @@ START_TEST(test_cut_model)
     random_tokens(tgt, N, V);
     dt_gpt_acts a;
     dt_gpt_acts_alloc(c, NULL, B, T, &a);
-    double *want = to_double(dt_gpt_forward(c, params, tok, B, T, &a), (size_t)N * V);
+    double *want = unit_to_double(dt_gpt_forward(c, params, tok, B, T, &a), (size_t)N * V);
     dt_xent(a.logits, tgt, N, V, 1.0f / N, dl);
     dt_gpt_backward(c, params, &a, dl, tok, B, T, grads, NULL, NULL);
 
@@ -1052,7 +986,7 @@ START_TEST(test_cut_model)
         rn[k] = dt_gpt_cut_nparams(c, &r[k].cut);
         size_t bs = dt_gpt_block_size(c, nh[k], nf[k]);
         ck_assert_uint_eq(rn[k], emb + L * bs + 2 * C);
-        float *rp = nan_floats(rn[k]);
+        float *rp = unit_nan_floats(rn[k]);
         memcpy(rp, params, emb * sizeof *rp);
         memcpy(rp + rn[k] - 2 * C, params + np - 2 * C, 2 * C * sizeof *rp);
         for (int l = 0; l < L; l++) {
@@ -1074,7 +1008,7 @@ START_TEST(test_cut_model)
     char what[80];
     for (int k = 0; k < 2; k++) {
         snprintf(what, sizeof what, "rank %d's logits (%s)", k, path_name(blas));
-        require_near(r[k].logits, want, (size_t)N * V, 2e-6, 1.0, what);
+        unit_require_near(r[k].logits, want, (size_t)N * V, 2e-6, 1.0, what);
         REQUIRE(r[k].ndone == L + 2, "rank %d: forward's unit_done called %d times", k,
                 r[k].ndone);
         for (int u = 0; u < L + 2; u++)
@@ -1087,7 +1021,7 @@ START_TEST(test_cut_model)
             memcmp(r[0].grads + rn[0] - 2 * C, r[1].grads + rn[1] - 2 * C,
                    2 * C * sizeof(float)) == 0,
             "the two ranks' gradients of the embeddings or lnf differ");
-    float *got = nan_floats(np);
+    float *got = unit_nan_floats(np);
     memcpy(got, r[0].grads, emb * sizeof *got);
     memcpy(got + np - 2 * C, r[0].grads + rn[0] - 2 * C, 2 * C * sizeof *got);
     for (int k = 0; k < 2; k++)
@@ -1098,7 +1032,7 @@ START_TEST(test_cut_model)
                             l * dt_gpt_block_size(c, nh[k], nf[k]), &g);
             cut_map(c, &w, &g, h0[k], nh[k], f0[k], nf[k], 0, k == 0);
         }
-    double *want_g = to_double(grads, np);
+    double *want_g = unit_to_double(grads, np);
     require_model_grads(c, got, want_g, 1e-5, "the ranks' gradients put together");
 
     dt_set_blas(1);
@@ -1141,7 +1075,7 @@ START_TEST(test_stages)
             ck_assert_uint_eq(dt_gpt_stage_size(c, NULL, 0, s), n0);
             ck_assert_uint_eq(dt_gpt_stage_size(c, NULL, s, U), n1);
             float *p1 = malloc(n1 * sizeof *p1), *g0 = calloc(n0, sizeof *g0);
-            float *g1 = calloc(n1, sizeof *g1), *dx = nan_floats((size_t)N * C);
+            float *g1 = calloc(n1, sizeof *g1), *dx = unit_nan_floats((size_t)N * C);
             memcpy(p1, params + off, (np - off) * sizeof *p1);
             memcpy(p1 + np - off, params, nte * sizeof *p1);       /* wte's copy */
             dt_gpt_acts a0, a1;
@@ -1171,11 +1105,11 @@ START_TEST(test_stages)
                     "the whole model's", path_name(blas), s);
             for (size_t j = 0; j < nte; j++)
                 g0[j] += g1[np - off + j];
-            double *want = to_double(grads, nte);
+            double *want = unit_to_double(grads, nte);
             char what[80];
             snprintf(what, sizeof what, "wte's two gradients (%s, split at %d)",
                      path_name(blas), s);
-            require_near(g0, want, nte, 1e-6, 0.0, what);
+            unit_require_near(g0, want, nte, 1e-6, 0.0, what);
             dt_gpt_acts_free(&a0);
             dt_gpt_acts_free(&a1);
             free(p1); free(g0); free(g1); free(dx); free(want);

@@ -54,30 +54,6 @@ static int use_gpu(void)
     return gpu;
 }
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static double uniform(double lo, double hi)     /* xorshift64*: failures reproduce */
-{
-    rng ^= rng >> 12; rng ^= rng << 25; rng ^= rng >> 27;
-    uint64_t r = rng * 0x2545f4914f6cdd1dull;
-    return lo + (hi - lo) * ((double)(r >> 11) / 9007199254740992.0);
-}
-
-static float *random_floats(size_t n, double lo, double hi)
-{
-    float *p = malloc((n ? n : 1) * sizeof *p);
-    ck_assert_ptr_nonnull(p);
-    for (size_t i = 0; i < n; i++)
-        p[i] = (float)uniform(lo, hi);
-    return p;
-}
-
-static double *doubles(size_t n)
-{
-    double *p = malloc((n ? n : 1) * sizeof *p);
-    ck_assert_ptr_nonnull(p);
-    return p;
-}
-
 /* A device copy of n floats (or ints) from the host; the caller frees it. */
 static void *to_gpu(const void *h, size_t nbytes)
 {
@@ -100,7 +76,7 @@ static void require_gpu_close(const float *d_got, const float *cpu, size_t n, do
                               const char *what)
 {
     float *got = from_gpu(d_got, n);
-    double *want = doubles(n);
+    double *want = unit_doubles(n);
     for (size_t i = 0; i < n; i++)
         want[i] = cpu[i];
     unit_require_close(got, want, n, tol, what);
@@ -122,14 +98,14 @@ START_TEST(test_linear)
 {
     int B = lin_shapes[_i][0], in = lin_shapes[_i][1], out = lin_shapes[_i][2];
     size_t nx = (size_t)B * in, nW = (size_t)out * in, ny = (size_t)B * out;
-    float *x = random_floats(nx, -2, 2), *W = random_floats(nW, -1, 1);
-    float *b = random_floats(out, -1, 1), *dy = random_floats(ny, -1, 1);
-    float *dW0 = random_floats(nW, -1, 1), *db0 = random_floats(out, -1, 1);
+    float *x = unit_random_floats(nx, -2, 2), *W = unit_random_floats(nW, -1, 1);
+    float *b = unit_random_floats(out, -1, 1), *dy = unit_random_floats(ny, -1, 1);
+    float *dW0 = unit_random_floats(nW, -1, 1), *db0 = unit_random_floats(out, -1, 1);
     float *y = malloc(ny * sizeof *y), *y0 = malloc(ny * sizeof *y0);
     float *dW = malloc(nW * sizeof *dW), *db = malloc(out * sizeof *db);
-    float *dx = random_floats(nx, 1e30, 2e30);     /* must be overwritten */
-    double *want_y = doubles(ny), *want_dW = doubles(nW), *want_db = doubles(out);
-    double *want_dx = doubles(nx);
+    float *dx = unit_random_floats(nx, 1e30, 2e30);     /* must be overwritten */
+    double *want_y = unit_doubles(ny), *want_dW = unit_doubles(nW), *want_db = unit_doubles(out);
+    double *want_dx = unit_doubles(nx);
     memcpy(dW, dW0, nW * sizeof *dW);
     memcpy(db, db0, out * sizeof *db);
 
@@ -172,7 +148,7 @@ START_TEST(test_linear)
         float *d_x = to_gpu(x, nx * 4), *d_W = to_gpu(W, nW * 4), *d_b = to_gpu(b, out * 4);
         float *d_dy = to_gpu(dy, ny * 4), *d_y = to_gpu(dx, ny * 4);  /* junk to overwrite */
         float *d_dW = to_gpu(dW0, nW * 4), *d_db = to_gpu(db0, out * 4);
-        float *d_dW2 = to_gpu(dW0, nW * 4), *junk = random_floats(nx, 1e30, 2e30);
+        float *d_dW2 = to_gpu(dW0, nW * 4), *junk = unit_random_floats(nx, 1e30, 2e30);
         float *d_dx = to_gpu(junk, nx * 4);
         dti_nn_cuda_linear_forward(d_x, d_W, d_b, d_y, B, in, out);
         require_gpu_close(d_y, y, ny, 1e-5, "gpu y vs cpu");
@@ -204,11 +180,11 @@ START_TEST(test_act)
     dt_act a = _i % 2 ? DT_GELU : DT_RELU;
     size_t n = act_sizes[_i / 2];
     const char *name = a == DT_GELU ? "gelu" : "relu";
-    float *x = random_floats(n, -6, 6), *dy = random_floats(n, -1, 1);
+    float *x = unit_random_floats(n, -6, 6), *dy = unit_random_floats(n, -1, 1);
     for (size_t i = 0; i < n; i += 97)
         x[i] = 0.0f;                                 /* ReLU's kink, exactly */
     float *y = malloc(n * sizeof *y), *dx = malloc(n * sizeof *dx);
-    double *want_y = doubles(n), *want_dx = doubles(n);
+    double *want_y = unit_doubles(n), *want_dx = unit_doubles(n);
     for (size_t i = 0; i < n; i++) {
         double v = x[i];
         if (a == DT_RELU) {
@@ -259,14 +235,14 @@ START_TEST(test_xent)
     int B = xent_shapes[_i][0], C = xent_shapes[_i][1];
     size_t n = (size_t)B * C;
     float scale = 1.0f / (float)B;
-    float *l = random_floats(n, -5, 5), *d = malloc(n * sizeof *d);
+    float *l = unit_random_floats(n, -5, 5), *d = malloc(n * sizeof *d);
     int *y = malloc(B * sizeof *y);
     for (int r = 0; r < B; r++)
-        y[r] = r == 0 ? C - 1 : r == 1 ? 0 : (int)uniform(0, C);
+        y[r] = r == 0 ? C - 1 : r == 1 ? 0 : (int)unit_uniform(0, C);
     if (B > 1)                                  /* a row whose exp() would overflow */
         for (int c = 0; c < C; c++)
-            l[(size_t)C + c] = (float)uniform(-1e4, 1e4);
-    double *want_d = doubles(n), want_loss = 0;
+            l[(size_t)C + c] = (float)unit_uniform(-1e4, 1e4);
+    double *want_d = unit_doubles(n), want_loss = 0;
     for (int r = 0; r < B; r++) {
         const float *l_r = l + (size_t)r * C;        /* (C) */
         double m = l_r[0], s = 0;
@@ -319,8 +295,8 @@ START_TEST(test_optim)
     const dt_optim_config *o = &optims[_i % NOPT];
     size_t n = optim_sizes[_i / NOPT];
     int S = o->kind == DT_SGD && o->momentum == 0.0f ? 0 : dt_optim_state_per_param(o->kind);
-    float *p = random_floats(n, -1, 1), *st = S ? calloc(n * S, sizeof *st) : NULL;
-    double *want_p = doubles(n), *want_s = doubles(n * (S ? S : 1));
+    float *p = unit_random_floats(n, -1, 1), *st = S ? calloc(n * S, sizeof *st) : NULL;
+    double *want_p = unit_doubles(n), *want_s = unit_doubles(n * (S ? S : 1));
     for (size_t i = 0; i < n; i++)
         want_p[i] = p[i];
     memset(want_s, 0, n * (S ? S : 1) * sizeof *want_s);
@@ -333,7 +309,7 @@ START_TEST(test_optim)
         }
     }
     for (int step = 1; step <= 3; step++) {
-        float *g = random_floats(n, -2, 2);
+        float *g = unit_random_floats(n, -2, 2);
         /* the plain formulas, in double */
         double bc1 = 1 - pow(o->beta1, step), bc2 = 1 - pow(o->beta2, step);
         for (size_t i = 0; i < n; i++) {

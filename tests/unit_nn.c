@@ -38,31 +38,6 @@
 
 /* ==== helpers ==== */
 
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-static double uniform(double lo, double hi)     /* xorshift64*: failures reproduce */
-{
-    rng ^= rng >> 12; rng ^= rng << 25; rng ^= rng >> 27;
-    uint64_t r = rng * 0x2545f4914f6cdd1dull;
-    return lo + (hi - lo) * ((double)(r >> 11) / 9007199254740992.0);
-}
-
-static float *random_floats(size_t n, double lo, double hi)
-{
-    float *p = malloc((n ? n : 1) * sizeof *p);
-    ck_assert_ptr_nonnull(p);
-    for (size_t i = 0; i < n; i++)
-        p[i] = (float)uniform(lo, hi);
-    return p;
-}
-
-static float *copy_floats(const float *src, size_t n)
-{
-    float *p = malloc((n ? n : 1) * sizeof *p);
-    ck_assert_ptr_nonnull(p);
-    memcpy(p, src, n * sizeof *p);
-    return p;
-}
-
 static double gelu_d(double x)
 {
     return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
@@ -110,10 +85,11 @@ START_TEST(test_linear)
     int k = _i % NLIN, B = lin_shapes[k][0], in = lin_shapes[k][1], out = lin_shapes[k][2];
     dt_set_blas(_i < NLIN);
     double tol = in > 100 || B > 100 ? 1e-5 : 1e-6;    /* fp32 sums of hundreds of terms */
-    float *x = random_floats((size_t)B * in, -2, 2), *W = random_floats((size_t)out * in, -1, 1);
-    float *b = random_floats(out, -1, 1), *dy = random_floats((size_t)B * out, -1, 1);
-    float *dW = random_floats((size_t)out * in, -1, 1), *db = random_floats(out, -1, 1);
-    float *dx = random_floats((size_t)B * in, 1e30, 2e30);     /* must be overwritten */
+    float *x = unit_random_floats((size_t)B * in, -2, 2);
+    float *W = unit_random_floats((size_t)out * in, -1, 1);
+    float *b = unit_random_floats(out, -1, 1), *dy = unit_random_floats((size_t)B * out, -1, 1);
+    float *dW = unit_random_floats((size_t)out * in, -1, 1), *db = unit_random_floats(out, -1, 1);
+    float *dx = unit_random_floats((size_t)B * in, 1e30, 2e30);     /* must be overwritten */
     float *y = malloc((size_t)B * out * sizeof *y);
     double *want_y = malloc((size_t)B * out * sizeof *want_y);
     double *want_dW = malloc((size_t)out * in * sizeof *want_dW);
@@ -155,7 +131,7 @@ START_TEST(test_linear)
             want_y[r * out + o] -= b[o];
     unit_require_close(y, want_y, (size_t)B * out, tol, "y without bias");
 
-    float *dW0 = copy_floats(dW, (size_t)out * in);
+    float *dW0 = unit_copy_floats(dW, (size_t)out * in);
     dt_linear_backward(x, W, dy, dx, dW, db, B, in, out);
     unit_require_close(dW, want_dW, (size_t)out * in, tol, "dW");
     unit_require_close(db, want_db, out, tol, "db");
@@ -176,8 +152,9 @@ END_TEST
 START_TEST(test_blas_vs_loops)
 {
     enum { B = 96, IN = 700, OUT = 300 };
-    float *x = random_floats((size_t)B * IN, -1, 1), *W = random_floats((size_t)OUT * IN, -1, 1);
-    float *b = random_floats(OUT, -1, 1), *dy = random_floats((size_t)B * OUT, -1, 1);
+    float *x = unit_random_floats((size_t)B * IN, -1, 1);
+    float *W = unit_random_floats((size_t)OUT * IN, -1, 1);
+    float *b = unit_random_floats(OUT, -1, 1), *dy = unit_random_floats((size_t)B * OUT, -1, 1);
     float *y[3], *dx[3], *dW[3];
     for (int k = 0; k < 3; k++) {       /* sgemm, sgemm again, loops */
         y[k] = malloc(sizeof(float) * B * OUT);
@@ -236,7 +213,7 @@ START_TEST(test_activations)
     float xs[N], dys[N], dxs[N], inplace[N];
     for (int i = 0; i < N; i++) {
         xs[i] = (float)(-8.0 + 16.0 * i / (N - 1));
-        dys[i] = inplace[i] = (float)uniform(-2, 2);
+        dys[i] = inplace[i] = (float)unit_uniform(-2, 2);
     }
     dt_act_backward(DT_GELU, xs, dys, dxs, N);
     dt_act_backward(DT_GELU, xs, inplace, inplace, N);
@@ -303,7 +280,7 @@ END_TEST
 START_TEST(test_xent)
 {
     enum { B = 4, C = 5 };
-    float *l = random_floats(B * C, -4, 4), dl[B * C];
+    float *l = unit_random_floats(B * C, -4, 4), dl[B * C];
     int y[B] = { 0, 4, 2, 2 };
     float scale = 0.25f;
     double want_loss = 0, want_dl[B * C];
@@ -390,21 +367,18 @@ static double ref_loss(const dt_mlp_config *c, const double *p, const double *x,
     return total / B;
 }
 
-/* Central differences of f at v[j], j = 0..n-1, in double: (f(v+h) - f(v-h)) / 2h has
- * error ~h^2, and rounding ~1e-16/h: about 1e-10 here, far below float's 1e-7. */
-static void numeric_grad(const dt_mlp_config *c, double *p, double *x, const int *y, int B,
-                         double *v, size_t n, double *g)
+/* ref_loss's arguments, for unit_numeric_grad: the loss as a function of p or x. */
+typedef struct {
+    const dt_mlp_config *c;
+    const double *p, *x;
+    const int *y;
+    int B;
+} loss_ctx;
+
+static double loss_f(const void *ctx)
 {
-    const double h = 1e-5;
-    for (size_t j = 0; j < n; j++) {
-        double keep = v[j];
-        v[j] = keep + h;
-        double up = ref_loss(c, p, x, y, B);
-        v[j] = keep - h;
-        double down = ref_loss(c, p, x, y, B);
-        v[j] = keep;
-        g[j] = (up - down) / (2 * h);
-    }
+    const loss_ctx *lc = ctx;
+    return ref_loss(lc->c, lc->p, lc->x, lc->y, lc->B);
 }
 
 static int done_order[8], ndone;
@@ -436,12 +410,12 @@ START_TEST(test_backward_fd)
         int in = dt_mlp_layer_in(c, l), out = dt_mlp_layer_out(c, l);
         float *b = params + dt_mlp_layer_offset(c, l) + (size_t)out * in;
         for (int o = 0; o < out; o++)
-            b[o] = (float)uniform(-0.5, 0.5);
+            b[o] = (float)unit_uniform(-0.5, 0.5);
     }
-    float *x = random_floats(nx, -2, 2);
+    float *x = unit_random_floats(nx, -2, 2);
     int y[B];
     for (int r = 0; r < B; r++)
-        y[r] = (int)uniform(0, c->out);
+        y[r] = (int)unit_uniform(0, c->out);
 
     /* the library: forward, loss with scale 1/B, backward */
     dt_mlp_acts a;
@@ -478,17 +452,14 @@ START_TEST(test_backward_fd)
             "dt_mlp_backward differs from the same chain of per-layer calls");
 
     /* the reference, in double */
-    double *pd = malloc(np * sizeof *pd), *xd = malloc(nx * sizeof *xd);
+    double *pd = unit_to_double(params, np), *xd = unit_to_double(x, nx);
     double *gp = malloc(np * sizeof *gp), *gxd = malloc(nx * sizeof *gxd);
-    for (size_t j = 0; j < np; j++)
-        pd[j] = params[j];
-    for (size_t j = 0; j < nx; j++)
-        xd[j] = x[j];
     double ref = ref_loss(c, pd, xd, y, B);
     REQUIRE(fabs(loss / B - ref) < 1e-5 * fmax(1.0, ref), "forward: mean loss %.9g, the "
             "double forward gives %.9g", loss / B, ref);
-    numeric_grad(c, pd, xd, y, B, pd, np, gp);
-    numeric_grad(c, pd, xd, y, B, xd, nx, gxd);
+    loss_ctx lc = { c, pd, xd, y, B };
+    unit_numeric_grad(loss_f, &lc, pd, np, gp);
+    unit_numeric_grad(loss_f, &lc, xd, nx, gxd);
     unit_require_close(grads, gp, np, 2e-5, "parameter gradient");
     unit_require_close(gx, gxd, nx, 2e-5, "input gradient");
     /* and as one relative error over all of them */
@@ -516,7 +487,7 @@ START_TEST(test_accumulation)
     dt_mlp_config c = { .in = 10, .hidden = 12, .out = 4, .layers = 3, .act = DT_GELU };
     enum { B = 8, H = 4 };
     size_t np = dt_mlp_nparams(&c);
-    float *params = malloc(np * sizeof *params), *x = random_floats(B * 10, -1, 1);
+    float *params = malloc(np * sizeof *params), *x = unit_random_floats(B * 10, -1, 1);
     float *whole = calloc(np, sizeof *whole), *halves = calloc(np, sizeof *halves);
     float dl[B * 4];
     int y[B] = { 0, 1, 2, 3, 3, 2, 1, 0 };
@@ -725,10 +696,10 @@ START_TEST(test_optim_slices)
     for (int k = 0; k < 2; k++) {
         const dt_optim_config *o = &opts[k];
         int S = dt_optim_state_per_param(o->kind);
-        float *p = random_floats(N, -1, 1), *q = copy_floats(p, N);
+        float *p = unit_random_floats(N, -1, 1), *q = unit_copy_floats(p, N);
         float whole[2 * N] = { 0 }, lo[2 * K] = { 0 }, hi[2 * (N - K)] = { 0 };
         for (int t = 1; t <= STEPS; t++) {
-            float *g = random_floats(N, -1, 1);
+            float *g = unit_random_floats(N, -1, 1);
             dt_optim_step(o, t, p, g, whole, N);
             dt_optim_step(o, t, q, g, lo, K);
             dt_optim_step(o, t, q + K, g + K, hi, N - K);
@@ -908,7 +879,7 @@ START_TEST(test_idx_cuts)
             unsigned char buf[sizeof file];
             memcpy(buf, file, sizeof file);
             if (trial > 0)                  /* the whole file, one header byte changed */
-                buf[(int)uniform(0, 16)] = (unsigned char)uniform(0, 256);
+                buf[(int)unit_uniform(0, 16)] = (unsigned char)unit_uniform(0, 256);
             f = fopen(cut, "wb");
             ck_assert_ptr_nonnull(f);
             if (len)
@@ -972,6 +943,7 @@ END_TEST
 
 int main(void)
 {
+    unit_seed(0x2545f4914f6cdd1dull);   /* this suite's numbers since it began */
     Suite *s = suite_create("nn");
     TCase *tc = tcase_create("model");
     tcase_add_test(tc, test_shapes);
