@@ -1120,10 +1120,16 @@ want 6 && timed 6 viz_tests
 # bad settings are refused with status 2.
 grade_tests() {
     local total re name dir ex g=(env BUILD="$BUILD" MPIEXEC="$MPIEXEC")
-    # score NAME WANT: checks the "total: P/M points" line of the last grading
+    # score NAME WANT [EXERCISE]: checks the "total: P/M points" line of the last grading,
+    # or with EXERCISE, that exercise's row of its table ("NN_topic   P/M")
     score() {
-        total=$(grep -E '^total: [0-9]+/[0-9]+ points$' "$log" | tail -n 1)
-        local p=${total#total: } ; p=${p% points}
+        if [ -n "${3:-}" ]; then
+            total=$(grep -E "^$3 +[0-9]+/[0-9]+\$" "$log" | tail -n 1 | tr -s ' ')
+            local p=${total##* }
+        else
+            total=$(grep -E '^total: [0-9]+/[0-9]+ points$' "$log" | tail -n 1)
+            local p=${total#total: } ; p=${p% points}
+        fi
         local got=${p%/*} max=${p#*/}
         case $2 in
             full) [ -n "$total" ] && [ "$got" = "$max" ] && [ "$max" -gt 0 ] ;;
@@ -1131,34 +1137,53 @@ grade_tests() {
             less) [ -n "$total" ] && [ "$got" -lt "$max" ] ;;
         esac && report "$1" 1 "$total" || report "$1" 0 "${total:-no total line}, want $2"
     }
+    # tap_of EXERCISE FILE: EXERCISE's entries in the TAP report FILE, with their messages
+    tap_of() {
+        awk -v ex="$1 " '/^(not )?ok [0-9]+ - / { s = $0; sub(/^(not )?ok [0-9]+ - /, "", s)
+                                                 on = index(s, ex) == 1 }
+                         /^#/ { on = 0 } on' "$2"
+    }
     # the grading programs of dtlab's reference first: every grading below uses them
     run "make grade's reference programs" 0 make --no-print-directory -s -j2 BUILD="$BUILD" \
         ${CUDA:+CUDA=$CUDA} SOLUTION=1 $(cd exercises && printf "$BUILD/grade/solution/%s " [0-9][0-9]_*)
 
     # The gradings below are independent of each other: each grades files of its own
     # folder (so builds into a folder of its own) and writes a TAP report of its own. They
-    # run four at a time (job_bg): much of a grading waits (a rank that dies gives its
-    # message time to reach the terminal; a planted deadlock waits for GRADE_WAIT), and
-    # are judged afterwards, in this order.
+    # run six at a time (job_bg), the longest first: the reference (every exercise at 1 to
+    # 5 ranks and 7), then those that mostly wait (the stubs and the cheats, whose every
+    # case ends early, a rank that dies giving its message time to reach the terminal; the
+    # planted deadlocks, whose cases wait GRADE_WAIT), the learners' 05 and 06 (up to 7
+    # ranks), the clone; they are judged afterwards, in the order of the verdicts below.
     local gd=$jobdir
-    job_par=4
-    job_bg ref "${g[@]}" SOLUTION=1 TAP="$gd/ref.tap" bash tests/grade/grade.sh
-    # (a learner's checkout, with exercises filled in, cannot score zero: skipped there)
-    local untouched=1
-    [ -n "$(git status --porcelain -- 'exercises/*.c' 2>/dev/null)" ] && untouched=0
-    # (at 1 and 3 ranks: a gap fails at every count, so two show it, in half the time)
-    [ "$untouched" = 1 ] && job_bg stub "${g[@]}" TAP="$gd/stub.tap" GRADE_RANKS="1 3" \
-        bash tests/grade/grade.sh
+
+    # -- what they grade --
+    # Whole submissions that cheat: the stubs with every gap replaced by an exit. An exit
+    # status is no verdict: they get nothing, and the report says the program ended early.
+    local cheats=('MPI_Finalize(); exit(0);' 'exit(0);') i only
+    for i in 0 1; do
+        rm -rf "$tmp/cheat$i" && mkdir -p "$tmp/cheat$i"
+        for f in exercises/[0-9][0-9]_*/*.c; do
+            mkdir -p "$tmp/cheat$i/$(basename "$(dirname "$f")")"
+            { echo '#include <stdlib.h>'; sed "s/EX_TODO();/${cheats[i]}/" "$f"; } \
+                >"$tmp/cheat$i/$(basename "$(dirname "$f")")/$(basename "$f")"
+        done
+    done
     # A mistake is a learner's file, NAME/NN_topic/topic.c, or a sed script that plants
     # it in a correct answer: NAME/NN_topic.learner.sed in a learner's
     # (tests/grade/learner/NN_topic/topic.c), graded as a course would, or NAME/NN_topic.sed
     # in dtlab's (tests/grade/ref/NN_topic.c), graded without the rules (dtlab's answers
     # call the library).
-    # (at 1-3 ranks, or the ranks NAME/ranks names, and 2 s a wait, or the seconds
+    # (at 1 and 2 ranks, or the ranks NAME/ranks names, and 2 s a wait, or the seconds
     # NAME/wait names: each planted mistake shows there, a deadlock is named after 2 s,
     # or 1 s for the deadlocks, whose every case waits that long, and make test stays
     # under 10 minutes)
-    local base rules ranks gwait planted=()
+    # The mistakes are graded in rounds: a round is a folder with at most one mistake of
+    # each exercise, all graded with the same settings (the rules on or off, the ranks,
+    # the wait) by one grade.sh, EX naming their exercises; so the grader starts, checks
+    # the reference programs and builds for several mistakes at once. Each mistake is
+    # judged by its exercise's row of the table and its exercise's entries in the report.
+    local base rules ranks gwait key r sed nround=0 planted=()
+    local -A round=() rset=() rexs=() rid=() taken=() mex=()
     for dir in tests/grade/mistakes/*/; do
         [ -e "$dir/expect" ] || continue
         name=$(basename "$dir")
@@ -1182,56 +1207,62 @@ grade_tests() {
             fi
             dir=$tmp/mistakes/$name/
         else
-            ex=$(basename "$(ls -d "$dir"[0-9][0-9]_*/ | head -n 1)")
+            ex=$(ls -d "$dir"[0-9][0-9]_*/ 2>/dev/null | head -n 1)
+            ex=${ex%/} ex=${ex##*/}
+            if [ -z "$ex" ]; then
+                : >"$log"
+                report "grade a planted mistake: $name" 0 "no NN_topic/ and no NN_topic.sed in $dir"
+                continue
+            fi
         fi
-        ranks="1 2 3" gwait=2
+        ranks="1 2" gwait=2
         [ -f "tests/grade/mistakes/$name/ranks" ] &&
             ranks=$(head -n 1 "tests/grade/mistakes/$name/ranks")
         [ -f "tests/grade/mistakes/$name/wait" ] &&
             gwait=$(head -n 1 "tests/grade/mistakes/$name/wait")
+        # the first round of these settings without a mistake of this exercise
+        key="$rules|$ranks|$gwait" r=0
+        while [ -n "${taken[$key|$r|$ex]:-}" ]; do r=$((r + 1)); done
+        taken[$key|$r|$ex]=1
+        if [ -z "${rid[$key|$r]:-}" ]; then
+            nround=$((nround + 1)) && rid[$key|$r]=$nround && rset[$nround]=$key
+        fi
+        r=${rid[$key|$r]}
+        mkdir -p "$tmp/rounds/$r"
+        cp -r "$dir$ex" "$tmp/rounds/$r/"
+        rexs[$r]+="${rexs[$r]:+ }${ex%%_*}"
+        round[$name]=$r mex[$name]=$ex
         planted+=("$name")
-        # (ranks "default": the grader's own, with the exercise's past 5)
-        local rk=(GRADE_RANKS="$ranks")
+    done
+    # grade_round R: grades round R's folder (ranks "default": the grader's own, with the
+    # exercise's past 5)
+    grade_round() {
+        local rules ranks gwait rk
+        IFS='|' read -r rules ranks gwait <<<"${rset[$1]}"
+        rk=(GRADE_RANKS="$ranks")
         [ "$ranks" = default ] && rk=()
-        job_bg "m-$name" "${g[@]}" WORK="$dir" EX="${ex%%_*}" GRADE_TIMEOUT=10 \
-            ${rk[@]+"${rk[@]}"} GRADE_WAIT="$gwait" RULES=$rules TAP="$gd/m-$name.tap" \
+        job_bg "r-$1" "${g[@]}" WORK="$tmp/rounds/$1" EX="${rexs[$1]}" GRADE_TIMEOUT=10 \
+            ${rk[@]+"${rk[@]}"} GRADE_WAIT="$gwait" RULES="$rules" TAP="$gd/r-$1.tap" \
             bash tests/grade/grade.sh
-    done
-    # a learner's own correct answers (tests/grade/learner/), held to the rules: full marks
-    local learned
-    learned=$(cd tests/grade/learner && ls -d [0-9][0-9]_* | cut -c1-2 | tr '\n' ' ')
-    for ex in $learned; do
-        job_bg "l-$ex" "${g[@]}" WORK=tests/grade/learner EX="$ex" STRICT=1 TAP="$gd/l-$ex.tap" \
-            bash tests/grade/grade.sh
-    done
-    # Whole submissions that cheat: the stubs with every gap replaced by an exit. An exit
-    # status is no verdict: they get nothing, and the report says the program ended early.
-    local cheats=('MPI_Finalize(); exit(0);' 'exit(0);') i only
-    for i in 0 1; do
-        only=""
-        [ "$i" = 1 ] && only=04     # (the same on one exercise: time)
-        rm -rf "$tmp/cheat$i" && mkdir -p "$tmp/cheat$i"
-        for f in exercises/[0-9][0-9]_*/*.c; do
-            mkdir -p "$tmp/cheat$i/$(basename "$(dirname "$f")")"
-            { echo '#include <stdlib.h>'; sed "s/EX_TODO();/${cheats[i]}/" "$f"; } \
-                >"$tmp/cheat$i/$(basename "$(dirname "$f")")/$(basename "$f")"
-        done
-        job_bg "c-$i" "${g[@]}" WORK="$tmp/cheat$i" EX="$only" TAP="$gd/c-$i.tap" \
-            GRADE_RANKS="1 3" bash tests/grade/grade.sh
-    done
+    }
     # The same WORK path again with another file dated in the past (an archive unpacked,
-    # a .mine put back): it is graded, not the last build
+    # a .mine put back): it is graded, not the last build (at 1 and 3 ranks)
     rm -rf "$tmp/sub" && mkdir -p "$tmp/sub" && cp -r tests/grade/learner/02_reduce_scatter "$tmp/sub/"
     resubmit() {
-        job s-1 "${g[@]}" WORK="$tmp/sub" EX=02 TAP="$gd/s-1.tap" bash tests/grade/grade.sh
+        job s-1 "${g[@]}" WORK="$tmp/sub" EX=02 TAP="$gd/s-1.tap" GRADE_RANKS="1 3" \
+            bash tests/grade/grade.sh
         sed -i 's/dt_ring_rs_send_chunk(rank, n, s)/dt_ring_rs_send_chunk(rank, n, s + 1)/' \
             "$tmp/sub/02_reduce_scatter/reduce_scatter.c"
         touch -d 2001-01-01 "$tmp/sub/02_reduce_scatter/reduce_scatter.c"
-        job s-2 "${g[@]}" WORK="$tmp/sub" EX=02 TAP="$gd/s-2.tap" bash tests/grade/grade.sh
+        job s-2 "${g[@]}" WORK="$tmp/sub" EX=02 TAP="$gd/s-2.tap" GRADE_RANKS="1 3" \
+            bash tests/grade/grade.sh
     }
-    job_bg s resubmit
-    # (the clone at an odd path, below: with BUILD relative, as make test's)
-    local odd="$tmp/a learner's \$HOME dir"
+    # Any path: a clone whose path holds a space, a quote and a '$', grading a submission,
+    # writing the report and reading hidden tests at such paths (the clone reuses this
+    # build's objects, its sources dated back so that make rebuilds nothing; at 1 and 3
+    # ranks: the paths are what is tested); with BUILD relative, as make test's
+    local learned odd="$tmp/a learner's \$HOME dir"
+    learned=$(cd tests/grade/learner && ls -d [0-9][0-9]_* | cut -c1-2 | tr '\n' ' ')
     odd_path() {
         git clone -q . "$odd" 2>/dev/null || return
         find "$odd" -path "$odd/.git" -prune -o -type f -exec touch -d 2000-01-01 {} +
@@ -1242,15 +1273,82 @@ grade_tests() {
         cp tests/grade/hidden_example/*.c "$odd/hidden tests/"
         : >"$gd/odd.cloned"
         job odd-1 make --no-print-directory -s -C "$odd" grade BUILD="$BUILD" MPIEXEC="$MPIEXEC" \
-            EX="${learned%% *}" WORK="$odd/my \"work\" & co" TAP="$odd/the report's.tap"
+            EX="${learned%% *}" WORK="$odd/my \"work\" & co" TAP="$odd/the report's.tap" \
+            GRADE_RANKS="1 3"
         job odd-2 make --no-print-directory -s -C "$odd" grade BUILD="$BUILD" MPIEXEC="$MPIEXEC" \
-            SOLUTION=1 EX=04 EXTRA_TESTS="$odd/hidden tests"
+            SOLUTION=1 EX=04 EXTRA_TESTS="$odd/hidden tests" GRADE_RANKS="1 3"
     }
+
+    # make reset in a clone: the file back as committed, the learner's kept beside it
+    local f=exercises/02_reduce_scatter/reduce_scatter.c
+    reset_clone() {
+        git clone -q . "$tmp/clone" 2>/dev/null || return
+        echo "/* the learner's work */" >>"$tmp/clone/$f"
+        : >"$gd/reset.cloned"
+        job reset-1 make --no-print-directory -s -C "$tmp/clone" reset EX=02
+        job reset-2 make --no-print-directory -s -C "$tmp/clone" reset EX=99
+    }
+    # bad settings, each refused with status 2
+    local bads=("EX=99" "SOLUTION=2" "HINTS=yes" "STRICT=2" "GRADE_WAIT=0" "GRADE_TIMEOUT=0"
+                "GRADE_RANKS=x" "WORK=/nonexistent" "EXTRA_TESTS=/nonexistent")
+    bad_settings() {
+        for i in "${!bads[@]}"; do
+            job "bad-$i" "${g[@]}" "${bads[i]}" bash tests/grade/grade.sh
+        done
+    }
+
+    # -- the gradings --
+    job_par=6
+    job_bg ref "${g[@]}" SOLUTION=1 TAP="$gd/ref.tap" bash tests/grade/grade.sh
+    # The untouched exercises (at 1 and 3 ranks: a gap fails at every count, so two show
+    # it, in half the time); then STRICT=1, below full marks on them (after that grading,
+    # which builds into the same folder).
+    # (a learner's checkout, with exercises filled in, cannot score zero: skipped there)
+    local untouched=1
+    [ -n "$(git status --porcelain -- 'exercises/*.c' 2>/dev/null)" ] && untouched=0
+    stubs() {
+        [ "$untouched" = 1 ] && job stub "${g[@]}" TAP="$gd/stub.tap" GRADE_RANKS="1 3" \
+            bash tests/grade/grade.sh
+        job strict "${g[@]}" EX=02 STRICT=1 TAP="$tmp/s.tap" bash tests/grade/grade.sh
+    }
+    job_bg stubs stubs
+    for i in 0 1; do
+        only=""
+        [ "$i" = 1 ] && only=04     # (the same on one exercise: time)
+        job_bg "c-$i" "${g[@]}" WORK="$tmp/cheat$i" EX="$only" TAP="$gd/c-$i.tap" \
+            GRADE_RANKS="1 3" bash tests/grade/grade.sh
+    done
+    for ((r = 1; r <= nround; r++)); do     # (the deadlocks': a wait other than 2 s)
+        [[ ${rset[$r]} == *'|2' ]] || grade_round "$r"
+    done
+    # a learner's own correct answers (tests/grade/learner/), held to the rules: full marks
+    # (05 and 06, graded up to 7 ranks, first)
+    local first="" rest=""
+    for ex in $learned; do
+        case $ex in 05|06) first+=" $ex" ;; *) rest+=" $ex" ;; esac
+    done
+    for ex in $first; do
+        job_bg "l-$ex" "${g[@]}" WORK=tests/grade/learner EX="$ex" STRICT=1 TAP="$gd/l-$ex.tap" \
+            bash tests/grade/grade.sh
+    done
     case $BUILD in /*) ;; *) job_bg odd odd_path ;; esac
+    job_bg s resubmit
+    # (hidden tests: in the clone, from a path with a space; here only where that cannot run)
+    [[ $BUILD == /* ]] && job_bg hidden "${g[@]}" SOLUTION=1 EX=04 \
+        EXTRA_TESTS=tests/grade/hidden_example TAP="$tmp/x.tap" bash tests/grade/grade.sh
+    job_bg reset reset_clone
+    job_bg bad bad_settings
+    for ex in $rest; do
+        job_bg "l-$ex" "${g[@]}" WORK=tests/grade/learner EX="$ex" STRICT=1 TAP="$gd/l-$ex.tap" \
+            bash tests/grade/grade.sh
+    done
+    for ((r = 1; r <= nround; r++)); do
+        [[ ${rset[$r]} == *'|2' ]] && grade_round "$r"
+    done
     wait
     job_par=2
 
-    # ---- the verdicts, in the order above ----
+    # ---- the verdicts ----
     job_ran "make grade SOLUTION=1" 0 ref
     score "grade: the reference gets full marks" full
     ! grep -q '^not ok' "$gd/ref.tap" && grep -q '^1\.\.[1-9]' "$gd/ref.tap" &&
@@ -1268,11 +1366,13 @@ grade_tests() {
     fi
     for name in ${planted[@]+"${planted[@]}"}; do
         re=$(head -n 1 "tests/grade/mistakes/$name/expect")
-        job_ran "grade a planted mistake: $name" 0 "m-$name"
-        score "  $name loses points" less
+        ex=${mex[$name]} r=${round[$name]}
+        job_ran "grade a planted mistake: $name" 0 "r-$r"
+        score "  $name loses points" less "$ex"
         # the TAP report holds each message whole (the table folds long lines)
-        grep -Eq -- "$re" "$gd/m-$name.tap" && report "  $name: the message says why" 1 "/$re/" ||
-            report "  $name: the message says why" 0 "no /$re/ in the report"
+        tap_of "$ex" "$gd/r-$r.tap" | grep -Eq -- "$re" &&
+            report "  $name: the message says why" 1 "/$re/" ||
+            report "  $name: the message says why" 0 "no /$re/ in $ex's part of $gd/r-$r.tap"
     done
     for ex in $learned; do
         job_ran "grade a learner's correct answer to $ex" 0 "l-$ex"
@@ -1296,32 +1396,22 @@ grade_tests() {
     score "  full marks" full
     job_ran "grade another, older file at the same path" 0 s-2
     score "  it is graded anew" less
-    # STRICT=1: a course's CI fails below full marks (after the untouched exercises'
-    # grading, which builds into the same folder)
-    run "grade STRICT=1 below full marks exits 1" 1 "${g[@]}" EX=02 STRICT=1 TAP="$tmp/s.tap" \
-        bash tests/grade/grade.sh
-    # (hidden tests: below, from a path with a space; here only where that cannot run)
+    # STRICT=1: a course's CI fails below full marks
+    job_ran "grade STRICT=1 below full marks exits 1" 1 strict
     if [[ $BUILD == /* ]]; then
-        run "grade with hidden tests (EXTRA_TESTS)" 0 "${g[@]}" SOLUTION=1 EX=04 \
-            EXTRA_TESTS=tests/grade/hidden_example TAP="$tmp/x.tap" bash tests/grade/grade.sh
+        job_ran "grade with hidden tests (EXTRA_TESTS)" 0 hidden
         grep -q 'hidden tests 04_subcomm' "$log" && score "  the hidden cases count" full ||
             report "  the hidden cases count" 0 "no hidden suite in the table"
     fi
-    # make reset in a clone: the file back as committed, the learner's kept beside it
-    local f=exercises/02_reduce_scatter/reduce_scatter.c
-    if git clone -q . "$tmp/clone" 2>/dev/null; then
-        echo "/* the learner's work */" >>"$tmp/clone/$f"
-        run "make reset EX=02" 0 make --no-print-directory -s -C "$tmp/clone" reset EX=02
+    if [ -f "$gd/reset.cloned" ]; then
+        job_ran "make reset EX=02" 0 reset-1
         git -C "$tmp/clone" show "HEAD:$f" | cmp -s - "$tmp/clone/$f" &&
             grep -q "learner's work" "$tmp/clone/$f.mine" &&
             report "  the file is back, the learner's kept as .mine" 1 "" ||
             report "  the file is back, the learner's kept as .mine" 0 "$(ls "$tmp/clone/${f%/*}")"
-        run "make reset EX=99 is refused" 2 make --no-print-directory -s -C "$tmp/clone" reset EX=99
+        job_ran "make reset EX=99 is refused" 2 reset-2
     fi
-    # Any path: a clone whose path holds a space, a quote and a '$', grading a submission,
-    # writing the report and reading hidden tests at such paths (the clone reuses this
-    # build's objects, its sources dated back so that make rebuilds nothing); started
-    # with the gradings above, judged after them
+    # the clone at an odd path (above), started with the gradings, judged after them
     if [ -f "$gd/odd.cloned" ]; then
         job_ran "make grade in a clone at a path with a space, a quote and a \$" 0 odd-1
         score "  full marks" full
@@ -1331,9 +1421,8 @@ grade_tests() {
         grep -q 'hidden tests 04_subcomm' "$log" && score "  the hidden cases count" full ||
             report "  the hidden cases count" 0 "no hidden suite in the table"
     fi
-    for bad in "EX=99" "SOLUTION=2" "HINTS=yes" "STRICT=2" "GRADE_WAIT=0" "GRADE_TIMEOUT=0" "GRADE_RANKS=x" "WORK=/nonexistent" \
-               "EXTRA_TESTS=/nonexistent"; do
-        run "grade refuses $bad" 2 "${g[@]}" "$bad" bash tests/grade/grade.sh
+    for i in "${!bads[@]}"; do
+        job_ran "grade refuses ${bads[i]}" 2 "bad-$i"
     done
 }
 want 7 && timed 7 grade_tests

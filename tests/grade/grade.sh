@@ -19,7 +19,8 @@
 # a run that dies is blamed on the case it was in, and the cases after it run again.
 #
 # Settings (make variables, passed here through the environment):
-#   EX=NN           grade exercise NN only (or NN_topic); default: all of them
+#   EX=NN           grade exercise NN only (or NN_topic; several: EX="02 05"); default:
+#                   all of them
 #   SOLUTION=1      grade dtlab's reference implementations (tests/grade/ref/)
 #   WORK=DIR        grade the exercise files under DIR (DIR/NN_topic/topic.c) instead
 #                   of exercises/: a submission's copy, for instance (any path)
@@ -93,19 +94,26 @@ if [ -n "$EXTRA_TESTS" ]; then
 fi
 [ "$SOLUTION" = 1 ] && RULES=0
 
-[[ $EX =~ ^[0-9]$ ]] && EX=0$EX         # EX=3 means 03
 all=()
 for d in exercises/[0-9][0-9]_*/; do
     d=${d%/}
     all+=("${d#exercises/}")
 done
+# EX: one exercise or several, "02 05" or 02,05 (EX=3 means 03), graded in their order
+want=" "
+read -ra asked <<<"${EX//,/ }"
+for x in ${asked[@]+"${asked[@]}"}; do
+    [[ $x =~ ^[0-9]$ ]] && x=0$x
+    found=0
+    for e in "${all[@]}"; do
+        if [ "$x" = "$e" ] || [ "$x" = "${e%%_*}" ]; then want+="$e "; found=1; fi
+    done
+    [ "$found" = 1 ] || usage "there is no exercise '$x'"
+done
 exercises=()
 for e in "${all[@]}"; do
-    if [ -z "$EX" ] || [ "$EX" = "$e" ] || [ "$EX" = "${e%%_*}" ]; then
-        exercises+=("$e")
-    fi
+    if [ "$want" = " " ] || [[ $want == *" $e "* ]]; then exercises+=("$e"); fi
 done
-[ ${#exercises[@]} -gt 0 ] || usage "there is no exercise '$EX'"
 
 if [ "$SOLUTION" = 1 ]; then
     set_name="dtlab's reference implementations (SOLUTION=1)"
@@ -157,14 +165,23 @@ mk() { $MAKE --no-print-directory -s BUILD="$BUILD" ${CUDA:+CUDA=$CUDA} EXTRA_TE
 
 # ==== what the learner's functions call ====
 
-# graph FILE: what each function and variable of FILE (an object, or an archive such as
-# libdt.a) refers to, from its relocations (every file graded or linked is built with a
-# section per function and per variable: the Makefile's CFLAGS): "def NAME" for each
-# global function or variable FILE defines, then "FROM TO" for each reference. A name
-# private to one object of an archive (a static function) is "object:name".
+# The learner's object's symbols, as nm lists them ("ADDRESS TYPE NAME", and "TYPE NAME"
+# for a name it uses without defining it), are read once for each exercise graded, into
+# $tmp/syms (grade_suite): nm loads its plugins each time it starts.
+
+# graph FILE [SYMS]: what each function and variable of FILE (an object, or an archive
+# such as libdt.a) refers to, from its relocations (every file graded or linked is built
+# with a section per function and per variable: the Makefile's CFLAGS): "def NAME" for
+# each global function or variable FILE defines, then "FROM TO" for each reference. A
+# name private to one object of an archive (a static function) is "object:name". SYMS:
+# nm's list of FILE's symbols, when FILE is an object and nm has listed them already.
 graph() {
-    { nm -A --defined-only "$1" 2>/dev/null |
-          awk '{ k = split($1, p, ":"); print "def", (k >= 3 ? p[k - 1] : "-"), $2, $3 }'
+    { if [ -n "${2:-}" ]; then
+          awk 'NF == 3 { print "def", "-", $2, $3 }' "$2"
+      else
+          nm -A --defined-only "$1" 2>/dev/null |
+              awk '{ k = split($1, p, ":"); print "def", (k >= 3 ? p[k - 1] : "-"), $2, $3 }'
+      fi
       readelf -rW "$1" 2>/dev/null | awk '
         function node(s) {   # ".text.f", ".text.unlikely.f", ".data.rel.local.t" -> f, t
             if (!sub(/^\.text\.(unlikely|hot|startup|exit|split)\./, "", s))
@@ -185,12 +202,13 @@ graph() {
           if (from != to) print from, to }'
 }
 
-# calls OBJ: "function name" lines, for each global function of OBJ (the learner's
+# calls OBJ SYMS: "function name" lines, for each global function of OBJ (the learner's
 # ex_ functions), every name it reaches in OBJ (its own helpers, the tables of function
-# pointers it reads) and every name outside OBJ those call or take the address of.
+# pointers it reads) and every name outside OBJ those call or take the address of. SYMS:
+# nm's list of OBJ's symbols.
 calls() {
-    graph "$1" >"$tmp/graph"
-    nm --defined-only "$1" | awk 'NF == 3 { print "own", $3, $2 }' |
+    graph "$1" "$2" >"$tmp/graph"
+    awk 'NF == 3 { print "own", $3, $2 }' "$2" |
         cat - "$tmp/graph" | awk '
         $1 == "own" { own[$2] = 1; if ($3 ~ /^[Tt]$/ && $2 ~ /^ex_/) fn[$2] = 1; next }
         $1 == "def" { next }
@@ -250,7 +268,7 @@ lib_graph() {
 #     sections, aliases, indirect functions, or sanitizers switched off); a #pragma;
 #     builtins that walk the stack;
 #   - in the object: code run before or after main, an indirect function (whose
-#     resolver runs before main), a system call instruction.
+#     resolver runs before main: in $tmp/syms, OBJ's symbols), a system call instruction.
 vet_file() {
     local obj=$1 copy=$2 i=${1%.o}.i why
     if [ -f "$i" ]; then
@@ -295,7 +313,7 @@ vet_file() {
             }' "$i")
         [ -n "$why" ] && printf '*\tyour file is not graded: %s\n' "$why"
     fi
-    if nm "$obj" 2>/dev/null | awk '$2 == "i"' | grep -q .; then
+    if awk '$2 == "i"' "$tmp/syms" | grep -q .; then
         printf '*\tyour file is not graded: it defines an indirect function (ifunc), whose resolver runs before main: an exercise'"'"'s code runs only when the tests call it\n'
     fi
     # code that runs before or after main: only AddressSanitizer's own start-up may
@@ -392,6 +410,41 @@ run_cases() {   # run_cases BIN N CASES(comma-separated)
         >"$log" 2>&1 </dev/null
 }
 
+# read_verdicts N: what the last run's verdicts file says of each case at N ranks, read
+# once: vpass[CASE], how many ranks passed it; vtwice[CASE], a rank that gave it two
+# verdicts (the smallest, as text); vmsg[CASE], set when rank 0 failed it: the message of
+# its first such line. Only whole lines that begin "@grade TOKEN CASE RANK N pass|fail"
+# count ("pass" alone on its line to pass).
+read_verdicts() {
+    declare -gA vpass=() vtwice=() vmsg=()
+    local name ok twice hasmsg msg
+    while IFS=$'\037' read -r name ok twice hasmsg msg; do
+        vpass[$name]=$ok
+        [ -n "$twice" ] && vtwice[$name]=$twice
+        [ "$hasmsg" = 1 ] && vmsg[$name]=$msg
+    done < <(awk -v head="@grade $token " -v n="$1 " '
+        index($0, head) != 1 { next }
+        {   rest = substr($0, length(head) + 1); sp = index(rest, " ")
+            if (sp < 2) next
+            name = substr(rest, 1, sp - 1); rest = substr(rest, sp + 1)
+            if (!match(rest, /^[0-9]+ /)) next
+            rank = substr(rest, 1, RLENGTH - 1) ""; rest = substr(rest, RLENGTH + 1)
+            if (index(rest, n) != 1) next
+            v = substr(rest, length(n) + 1)
+            if (v !~ /^(pass|fail)/) next
+            seen[name] = 1
+            if (v == "pass") ok[name]++
+            if (++had[name, rank] == 2 && (!(name in twice) || rank < twice[name]))
+                twice[name] = rank
+            if (rank == "0" && v ~ /^fail/ && !(name in msg)) {
+                m = substr(v, 5); if (substr(m, 1, 1) == " ") m = substr(m, 2)
+                msg[name] = m }
+        }
+        END { for (k in seen)
+                  printf "%s\037%d\037%s\037%d\037%s\n", k, ok[k], twice[k], (k in msg), msg[k] }
+    ' "$verdicts")
+}
+
 # died N KIND CASE RC: why the run at N ranks ended inside CASE without every rank's
 # verdict; sets verdict.
 died() {
@@ -479,6 +532,7 @@ grade_at() {
         list=$(IFS=,; echo "${left[*]}")
         run_cases "$bin" "$n" "$list"
         rc=$?
+        read_verdicts "$n"
         local next=()
         gone=""
         for name in "${left[@]}"; do
@@ -486,11 +540,7 @@ grade_at() {
                 next+=("$name")
                 continue
             fi
-            # (anywhere on a line: mpiexec may put another rank's unfinished line first)
-            ok=$(grep -cE "^@grade $token $name [0-9]+ $n pass\$" "$verdicts")
-            msg=$(grep -E -m1 "^@grade $token $name 0 $n fail" "$verdicts")
-            twice=$(grep -E "^@grade $token $name [0-9]+ $n (pass|fail)" "$verdicts" |
-                    cut -d' ' -f4 | sort | uniq -d | head -n 1)
+            ok=${vpass[$name]:-0} twice=${vtwice[$name]:-}
             rerun[$name]="MPIEXEC_TIMEOUT=$GRADE_TIMEOUT DT_TIMEOUT=$GRADE_WAIT DT_DEVICE=cpu DT_P2P=staging${hintvar} $MPIEXEC -n $n $(printf %q "$bin") --case $name"
             if [ -n "$twice" ]; then
                 # (no program of dtlab's writes two; a rank's own fail after a forged
@@ -499,8 +549,8 @@ grade_at() {
                 continue
             elif [ "$ok" = "$n" ]; then
                 continue
-            elif [ -n "$msg" ]; then
-                msg=${msg#@grade $token $name 0 $n fail}; msg=${msg# }
+            elif [ -n "${vmsg[$name]+1}" ]; then
+                msg=${vmsg[$name]}
                 # "K failed check(s) over N ranks; the first, on rank R: msg" -> "rank R: msg"
                 msg=$(printf '%s' "$msg" | sed -E 's/^[0-9]+ failed check\(s\) over [0-9]+ ranks; the first, on (rank [0-9]+): /\1: /')
                 if [ "${kind[$name]}" = pure ]; then
@@ -577,7 +627,9 @@ grade_suite() {
     # the rules first: a case whose functions call what they should implement is not run
     local broken=""
     : >"$tmp/calls"
-    [ "$built" = 1 ] && [ "$SOLUTION" != 1 ] && calls "$obj" >"$tmp/calls"
+    : >"$tmp/syms"
+    [ "$built" = 1 ] && [ "$SOLUTION" != 1 ] && { nm "$obj" >"$tmp/syms" 2>/dev/null
+                                                 calls "$obj" "$tmp/syms" >"$tmp/calls"; }
     [ "$RULES" = 1 ] && [ "$built" = 1 ] && broken=$(broken_rules "$rulesbin" "$obj" "$copy")
     local ranks more
     ranks=$(suite_ranks "$rulesbin")
@@ -585,7 +637,7 @@ grade_suite() {
     [ -n "$more" ] && printf '   also graded at%s ranks, past the default, where its edge cases lie\n' \
         "$more" >>"$tmp/rows"
     exits=""
-    [ "$built" = 1 ] && [ "$SOLUTION" != 1 ] && nm -u "$obj" 2>/dev/null |
+    [ "$built" = 1 ] && [ "$SOLUTION" != 1 ] && awk 'NF == 2' "$tmp/syms" |
         grep -qwE '_?_?exit|_Exit|quick_exit|abort' && exits=" (your file calls exit() or abort())"
     while IFS=$'\t' read -r name pts k what use; do
         [ -n "$name" ] || continue
@@ -687,9 +739,10 @@ if ! mk $jobs SOLUTION=1 "${exercises[@]/#/$ref/}" >"$log" 2>&1; then
     exit 1
 fi
 
-# Every learner program built at once, in parallel (-k: past a file that does not build;
-# each exercise's own make below then says why, or finds its program made). One
-# exercise's programs are built by its own make below, in parallel too.
+# Every learner program built at once, in parallel, by one make (-k: past a file that
+# does not build). When they all build, that is all; else each exercise's own make below
+# says why its file does not build, or finds its program made.
+built_all=0
 if [ "$SOLUTION" != 1 ]; then
     targets=()
     for e in "${exercises[@]}"; do
@@ -697,9 +750,17 @@ if [ "$SOLUTION" != 1 ]; then
         [ -e "$out/src/$e/${e#*_}.c" ] &&
             targets+=("$out/$e")
     done
-    [ ${#targets[@]} -gt 0 ] && [ ${#exercises[@]} -gt 1 ] &&
-        mk $jobs -k GRADE_SRC="$out/src" GRADE_OUT="$out" "${targets[@]}" >"$tmp/build.log" 2>&1
+    [ ${#targets[@]} -gt 0 ] &&
+        mk $jobs -k GRADE_SRC="$out/src" GRADE_OUT="$out" "${targets[@]}" >"$tmp/build.log" 2>&1 &&
+        built_all=1
 fi
+# build_one SUITE EXERCISE: makes SUITE's program for the learner's file, make's words in
+# the log (none when the make above built every program)
+build_one() {
+    : >"$log"
+    [ "$1" = "$2" ] && [ "$built_all" = 1 ] && return 0
+    mk $jobs GRADE_SRC="$out/src" GRADE_OUT="$out" "$out/$1" >"$log" 2>&1
+}
 
 for e in "${exercises[@]}"; do
     : >"$tmp/rows"
@@ -725,7 +786,7 @@ for e in "${exercises[@]}"; do
         elif [ ! -e "$file" ]; then
             built=0
             buildmsg="not graded: $file is missing"
-        elif ! mk $jobs GRADE_SRC="$out/src" GRADE_OUT="$out" "$out/$s" >"$log" 2>&1; then
+        elif ! build_one "$s" "$e"; then
             # the compiler's words once, under the exercise's row; each case says why
             built=0
             buildmsg="not graded: $file does not build (the errors are above)"
