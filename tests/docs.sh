@@ -217,7 +217,10 @@ docs_tests() {
                 # and build/libs through $(file ...): a BUILD of the block's own
                 mk_build=$d/make-n-build
                 mkdir -p "$mk_build" "$mk_build-cpu"     # (make demo's, with nvcc)
-                run_cmd="make -n -C \"$root\" ${run_cmd#make}"
+                # (a target under build/ names the file in that BUILD: make's rule
+                # for it is $(BUILD)/..., whatever BUILD this run has)
+                run_cmd=${run_cmd#make}
+                run_cmd="make -n -C \"$root\" ${run_cmd// build\// \"$mk_build\"/}"
                 dry=$((dry + 1)) ;;
             mpiexec\ *) run_cmd="\"\$DOCS_MPIEXEC\" ${run_cmd#mpiexec }" ;;
         esac
