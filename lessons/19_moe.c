@@ -16,8 +16,8 @@
  * with the weights of one rank holding every expert, bit for bit. The lesson shows why
  * tokens drop, and checks that the choices kept plus those dropped are all of them.
  *
- * The code: lib/parallel/moe.c (dti_train_moe, moe_forward, moe_backward, sum_groups),
- * lib/parallel/moe_route.c (dti_moe_capacity, dti_moe_route), lib/collectives/alltoall.c
+ * The code: lib/parallel/moe.c (dti_train_moe, dti_moe_forward, dti_moe_backward,
+ * dti_moe_sum_groups_into), lib/parallel/moe_route.c (dti_moe_capacity, dti_moe_route), lib/collectives/alltoall.c
  * (dt_alltoall).
  *
  * Run:  mpiexec -n 4 build/lessons/19_moe
@@ -284,8 +284,8 @@ int main(int argc, char **argv)
                "+ dropped = every choice, in the last all-to-all and each run: %s\n       %s"
                "\n", n, n == 1 ? "" : "s", E, n, n == 1 ? "" : "s", d1, d2, fb.dropped,
                fs.dropped, same ? "equal" : "DIFFER", books ? "yes" : "NO", ok ? "PASS" : "FAIL");
-    dt_printf0("The code: lib/parallel/moe.c (dti_train_moe, moe_forward, moe_backward, "
-               "sum_groups), lib/parallel/moe_route.c (dti_moe_capacity, dti_moe_route), "
+    dt_printf0("The code: lib/parallel/moe.c (dti_train_moe, dti_moe_forward, "
+               "dti_moe_backward, dti_moe_sum_groups_into), lib/parallel/moe_route.c (dti_moe_capacity, dti_moe_route), "
                "lib/collectives/alltoall.c (dt_alltoall)\n");
 
     /* ==== teardown ==== */

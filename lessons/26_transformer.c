@@ -9,10 +9,13 @@
  * grows with the sequence: attention's probabilities are (heads x T x T) a sequence,
  * which is what Korthikanti et al.'s formula sbh(34 + 5as/h) counts. This lesson trains
  * one small GPT in every mode at N ranks and prints, for each, the memory, bytes and
- * time, and where its weights live.
+ * time, and where its weights live. Mixture of experts changes the model itself: the
+ * MLP of every other block becomes 2 experts per rank, each token sent to one of them
+ * by all-to-all; with one expert that takes every token it is the dense GPT again.
  *
  * The code: lib/nn/gpt.c (the model), lib/parallel/model_gpt.c (heads over ranks, the
- * tied embedding in stages), lib/parallel/fsdp.c (the embeddings held whole).
+ * tied embedding in stages), lib/parallel/fsdp.c (the embeddings held whole),
+ * lib/parallel/moe_gpt.c (experts in place of the MLP of blocks 1, 3, ...).
  *
  * Run:  mpiexec -n 3 build/lessons/26_transformer
  *       mpiexec -n 4 build/lessons/26_transformer --seq 64
@@ -22,6 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "dt.h"
+#include "parallel/moe.h"
 
 static const char usage[] =
     "usage: mpiexec -n N 26_transformer [options]\n"
@@ -32,11 +36,11 @@ static const char usage[] =
     DT_COMMON_USAGE
     "  --help              this text\n";
 
-enum { SERIAL, DP, DDP, Z1, Z3, TP, PP, HYB, NROWS };
+enum { SERIAL, DP, DDP, Z1, Z3, TP, PP, HYB, MOE, NROWS };
 static const struct { const char *name; dt_mode mode; int zero; } rowof[NROWS] = {
     {"serial", DT_MODE_SERIAL, 3}, {"dp", DT_MODE_DP, 3}, {"ddp", DT_MODE_DDP, 3},
     {"fsdp-z1", DT_MODE_FSDP, 1}, {"fsdp-z3", DT_MODE_FSDP, 3}, {"tp", DT_MODE_TP, 3},
-    {"pp-1f1b", DT_MODE_PP, 3}, {"hybrid", DT_MODE_HYBRID, 3}};
+    {"pp-1f1b", DT_MODE_PP, 3}, {"hybrid", DT_MODE_HYBRID, 3}, {"moe", DT_MODE_MOE, 3}};
 
 typedef struct { int ran; char why[160]; double held[4], sent, msgs, ms, spread, diff; } row;
 
@@ -65,6 +69,36 @@ static double weights_most(const dt_gpt_config *g, int T, int P)
         most = fmax(most, n);
     }
     return 4 * most;
+}
+
+/* moe on N ranks: the floats of the replicated part (the GPT less the MLP of each MoE
+ * block, plus a gate of E x C + E each) and of this rank's E/N experts of each; *dense
+ * the position of every float of the dense layout in moe's (-1: none), gates skipped */
+static double moe_floats(const dt_train_config *c, int N)
+{
+    const dt_gpt_config *g = &c->gpt;
+    double nl = dt_moe_gpt_layers(g), E = dt_moe_experts(c, N), C = g->embed;
+    double mlp = (double)dt_gpt_mlp_size(g, 4 * g->embed);
+    return (double)dt_gpt_nparams(g) - nl * mlp + nl * (E * C + E) + nl * (E / N) * mlp;
+}
+
+/* The largest |a - b| over the dense GPT's weights, a in the dense layout, b in moe's
+ * with one expert (dt_moe_nparams): each MoE block's gate (C + 1 floats after its
+ * attention part) skipped */
+static double moe1_diff(const dt_gpt_config *g, const float *a, const float *b)
+{
+    double d = 0;
+    size_t ia = 0, ib = 0;
+    for (int u = 0; u < dt_gpt_units(g); u++) {
+        size_t n = dt_gpt_unit_size(g, u), attn = dt_gpt_attn_size(g, g->heads);
+        int moe = u >= 1 && u <= g->layers && (u - 1) % 2 == 1;
+        for (size_t i = 0; i < n; i++) {
+            if (moe && i == attn)
+                ib += (size_t)g->embed + 1;
+            d = fmax(d, fabs((double)a[ia++] - b[ib++]));
+        }
+    }
+    return d;
 }
 
 int main(int argc, char **argv)
@@ -170,7 +204,8 @@ int main(int argc, char **argv)
                            (double)res.bytes_sent / steps, (double)res.messages_sent / steps};
             dt_timing tm = dt_train_step_timing(&res);
             r->ms = tm.median * 1e3, r->spread = dt_timing_spread(tm);
-            r->diff = dt_params_max_diff(res.params, ref.params, ref.nparams, comm);
+            r->diff = k == MOE ? -1         /* another model: no serial weights to hold */
+                      : dt_params_max_diff(res.params, ref.params, ref.nparams, comm);
             if (!alone)
                 MPI_Allreduce(MPI_IN_PLACE, v, 6, MPI_DOUBLE, MPI_MAX, comm);
             memcpy(r->held, v, sizeof r->held);
@@ -192,11 +227,15 @@ int main(int argc, char **argv)
     for (int k = 0; k < NROWS; k++) {
         row *r = &rows[k];
         int t = k == TP ? N : k == HYB ? T : 1, p = k == PP ? N : k == HYB ? P : 1;
-        double fw = k == Z3 ? z3 : k == DP ? 2 * weights_most(g, 1, 1) : weights_most(g, t, p);
+        double fw = k == Z3 ? z3 : k == DP ? 2 * weights_most(g, 1, 1)
+                    : k == MOE ? 4 * moe_floats(&base, N) : weights_most(g, t, p);
+        char vs[16] = "  (other)";                /* moe: another model */
+        if (r->diff >= 0)
+            snprintf(vs, sizeof vs, "%9.2g", r->diff);
         if (r->ran)
-            dt_printf0("%-9s %9.1f %9.1f %9.1f %9.1f %9.1f %6.0f %8.2f %9.2g\n",
+            dt_printf0("%-9s %9.1f %9.1f %9.1f %9.1f %9.1f %6.0f %8.2f %9s\n",
                        rowof[k].name, r->held[0] / 1024, fw / 1024, r->held[2] / 1024,
-                       r->held[3] / 1024, r->sent / 1024, r->msgs, r->ms, r->diff);
+                       r->held[3] / 1024, r->sent / 1024, r->msgs, r->ms, vs);
         else
             dt_printf0("%-9s not run: %s.\n", rowof[k].name, r->why);
         ok &= !r->ran || r->diff <= 1e-4;
@@ -219,6 +258,36 @@ int main(int argc, char **argv)
                    "block gathered\nand the embeddings kept whole.\n",
                    rows[Z3].held[0] / rows[SERIAL].held[0], N, 1.0 / N,
                    (z3 - 4 * Psi / N) / (4 * Psi));
+    if (rows[MOE].ran) {
+        int nl = dt_moe_gpt_layers(g), E = dt_moe_experts(&base, N);
+        dt_printf0("moe holds %.2f of serial's weights: the MLPs of blocks 1 and 3 are %d "
+                   "experts\neach, %d on every rank, the rest replicated; a token still "
+                   "passes through one\nMLP a block (top-1), and %d all-to-alls a step (4 "
+                   "per MoE block) carry the\ntokens to their experts and back.\n",
+                   rows[MOE].held[0] / rows[SERIAL].held[0], E, E / N, 4 * nl);
+    }
+
+    /* ==== one expert is the dense block ==== */
+    /* on rank 0: one expert, every token kept (capacity 1: T slots), no aux loss */
+    double one_diff = -1;
+    if (rank == 0) {
+        dt_train_config c = base;
+        c.mode = DT_MODE_MOE, c.experts = 1, c.capacity = 1.0f, c.aux_loss = 0, c.topk = 1;
+        c.moe_groups = 1;
+        if (dt_train_check(&c, 1, why, sizeof why) == 0) {
+            dt_train(&c, MPI_COMM_SELF, &res);
+            one_diff = moe1_diff(g, ref.params, res.params);
+            for (int i = 0; i < steps; i++)
+                one_diff = fmax(one_diff, fabs((double)res.loss[i] - ref.loss[i]));
+            dt_train_result_free(&res);
+        }
+    }
+    MPI_Bcast(&one_diff, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    dt_printf0("moe with one expert that takes every token (p = 1, nothing dropped), on one\n"
+               "rank: max |difference| from serial training's losses and weights (the gates\n"
+               "aside) %.2g: %s\n", one_diff, one_diff == 0 ? "the same bits, the "
+               "dense GPT again" : one_diff < 0 ? "not run" : "NOT the dense GPT");
+    ok &= one_diff == 0;
 
     /* ==== activations beside the formula ==== */
     double s = seq, b = base.batch, h = C, a = H;
@@ -258,7 +327,7 @@ int main(int argc, char **argv)
                "difference| <= 1e-4), its weights and serial's activations are as counted: %s\n",
                ok ? "PASS" : "FAIL");
     dt_printf0("The code: lib/nn/gpt.c (dt_gpt_forward_stage), lib/parallel/model_gpt.c "
-               "(dti_gpt_model_tied_sum)\n");
+               "(dti_gpt_model_tied_sum), lib/parallel/moe_gpt.c (dti_train_moe_gpt)\n");
 
     /* ==== teardown ==== */
     dt_train_result_free(&ref);

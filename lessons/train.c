@@ -86,7 +86,9 @@ static void make_usage(const dt_train_config *d)
     "          ddp, tp and pp options above\n"
     "  moe     --experts E (a multiple of N; default 2 per rank), --topk 1|2 (%d),\n"
     "          --capacity X (capacity factor, %g), --moe-groups G (token groups;\n"
-    "          default one per rank), --aux-loss X (load-balancing loss weight, %g)\n"
+    "          default one per rank), --aux-loss X (load-balancing loss weight, %g);\n"
+    "          the MLP's middle layer, or the GPT's MLP of blocks 1, 3, ... (--model\n"
+    "          gpt), becomes the experts\n"
     "  dp-threads  one rank, fp32: --threads T replicas, one thread each (%d),\n"
     "          --gil G (a lock held for G of each thread's work, above 0 to 0.95)\n"
     DT_COMMON_USAGE
@@ -539,7 +541,7 @@ static void print_device_books(const dt_train_result *res)
 
 /* The GPT's last loss against the text's unigram entropy, and what it writes: 200
  * bytes after the text's first 16, drawn at temperature 0.8 (rank 0, which holds the
- * final weights). */
+ * final weights; dt_gpt_sample runs the dense GPT, so not after moe). */
 static void print_sample(const dt_train_config *c, const dt_text *t, const dt_train_result *res)
 {
     double bits = res->loss[c->steps - 1] / 0.693147, uni = dt_text_unigram_bits(t);
@@ -549,6 +551,11 @@ static void print_sample(const dt_train_config *c, const dt_text *t, const dt_tr
              bits < uni ? "below" : "not below", uni, bits < uni - 0.5 ? ": it predicts "
              "from context" : bits < uni ? ", but not by much" : ": train longer (--steps)");
     print_wrapped(verdict);
+    if (c->mode == DT_MODE_MOE) {
+        print_wrapped("(no sample: sampling runs the dense GPT, whose blocks have no "
+                      "experts to route to)");
+        return;
+    }
     enum { PROMPT = 16, N = 200 };
     int prompt[PROMPT], out[N], at = 0, len;
     while (at < t->n - 1 && !isalpha(t->tok[at]))    /* from the text's first letter */

@@ -6,7 +6,9 @@
 #      --moe-groups: the weights byte for byte (--dump, cmp), the loss, aux loss and
 #      dropped count of every step, and the run's dropped total; at 2, 3, 4 and 5 ranks,
 #      2 ranks with 4 groups, top-2, a capacity that drops half the tokens, and Adam
-#      with GELU on 5 layers
+#      with GELU on 5 layers; the GPT (--model gpt, experts in blocks 1 and 3) at 2 and
+#      3 ranks, and with one expert that takes every token against serial training of
+#      the dense GPT: the same weights byte for byte, the gate aside
 #   2. the loss goes down; the summary's traffic: measured bytes = the model's
 #   3. settings moe cannot run: exit 2 on every rank, soon, with a sentence
 #   4. a traced run replayed by dtviz into a PNG; lesson 19 with top-2
@@ -74,6 +76,41 @@ moe_tests() {
     moe_same "capacity 0.5" 4 8 4 --capacity 0.5
     moe_same "adam gelu 5 layers" 3 3 6 --optim adam --lr 0.01 --act gelu --layers 5 \
         --capacity 2
+    # The GPT: 4 blocks, the MLPs of blocks 1 and 3 experts, and 5 steps of 12
+    # sequences of 8 bytes, 96 tokens a group of 4 sequences
+    local mlp=("${small[@]}")
+    small=(--mode moe --model gpt --steps 5 --batch 12 --seq 8 --embed 16 --heads 2
+           --layers 4)
+    moe_same "gpt top-2" 3 6 3 --topk 2 --capacity 1.5
+    moe_same "gpt adam" 2 4 2 --optim adam --lr 0.01
+    # One expert that takes every token (capacity 1: T slots; softmax of one: p = 1; no
+    # aux loss) is the dense block: expert 0 starts as its MLP, and y = x2 + 1 * mlp
+    # adds what the dense block adds. So the weights equal serial training's, byte for
+    # byte, once the gate (embed + 1 floats after block 1's attention part) is cut out.
+    moe_train 1 "$dir/gpt1" --layers 2 --experts 1 --capacity 1 --aux-loss 0
+    local rc1=$? rc2
+    MPIEXEC_TIMEOUT=60 "$MPIEXEC" -n 1 "$train" "${small[@]:2}" --layers 2 \
+        --dump "$dir/dense.f32" >"$dir/dense.log" 2>&1 </dev/null
+    rc2=$?
+    cp "$dir/gpt1.log" "$log"
+    local C=16 V=256 S=8 F=64 at gate
+    # floats before the gate: the embeddings, block 0, block 1's attention part
+    at=$(( (V + S) * C + (4 * C * C + 8 * C) + (F * C + F + C * F + C)
+           + (4 * C * C + 8 * C) ))
+    gate=$(( C + 1 ))
+    if [ "$rc1$rc2" != 00 ]; then
+        cat "$dir/dense.log" >>"$log"
+        report "moe gpt, 1 expert = the dense GPT, serial" 0 "exit statuses $rc1 and $rc2"
+    elif cmp -s <(head -c $((4 * at)) "$dir/gpt1.f32") <(head -c $((4 * at)) "$dir/dense.f32") &&
+         cmp -s <(tail -c +$((4 * (at + gate) + 1)) "$dir/gpt1.f32") \
+                <(tail -c +$((4 * at + 1)) "$dir/dense.f32") &&
+         [ "$(stat -c %s "$dir/gpt1.f32")" = $(( $(stat -c %s "$dir/dense.f32") + 4 * gate )) ]; then
+        report "moe gpt, 1 expert = the dense GPT, serial" 1 "weights byte-equal, the gate aside"
+    else
+        report "moe gpt, 1 expert = the dense GPT, serial" 0 "the weights differ from serial training's"
+    fi
+    small=("${mlp[@]}")
+
     # a capacity that drops: at least a third of the choices must have been dropped
     local d
     d=$(grep -o 'dropped [0-9]* of [0-9]*' "$dir/capacity_0.5.4.log" |
@@ -121,6 +158,10 @@ moe_tests() {
     moe_bad "--capacity 0" 2 --capacity 0
     moe_bad "--topk 3" 2 --topk 3
     moe_bad "--experts in ddp" 2 --mode ddp --experts 4
+    small=(--mode moe --model gpt --steps 5 --batch 12 --seq 8 --embed 16 --heads 2)
+    moe_bad "gpt --layers 1" 2 --layers 1
+    moe_bad "gpt --batch 12 in 8 groups" 2 --layers 2 --experts 4 --moe-groups 8
+    small=("${mlp[@]}")
 
     # a trace the viewer replays
     local trace=$dir/moe.trace png=$dir/moe.png

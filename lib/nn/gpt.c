@@ -49,16 +49,27 @@ static void check_config(const dt_gpt_config *c)
 
 static int head_dim(const dt_gpt_config *c) { return c->embed / c->heads; }
 
+size_t dt_gpt_attn_size(const dt_gpt_config *c, int heads)
+{
+    size_t C = (size_t)c->embed, hd = (size_t)heads * head_dim(c);
+    return 2 * C + 3 * hd * C + 3 * hd + C * hd + C + 2 * C;
+}
+
+size_t dt_gpt_mlp_size(const dt_gpt_config *c, int ffn)
+{
+    size_t C = (size_t)c->embed, F = (size_t)ffn;
+    return F * C + F + C * F + C;
+}
+
 size_t dt_gpt_block_size(const dt_gpt_config *c, int heads, int ffn)
 {
-    size_t C = (size_t)c->embed, hd = (size_t)heads * head_dim(c), F = (size_t)ffn;
-    return 2 * C + 3 * hd * C + 3 * hd + C * hd + C + 2 * C + F * C + F + C * F + C;
+    return dt_gpt_attn_size(c, heads) + dt_gpt_mlp_size(c, ffn);
 }
 
 void dt_gpt_block_at(const dt_gpt_config *c, int heads, int ffn, float *base,
                      dt_gpt_block *p)
 {
-    size_t C = (size_t)c->embed, hd = (size_t)heads * head_dim(c), F = (size_t)ffn;
+    size_t C = (size_t)c->embed, hd = (size_t)heads * head_dim(c);
     float *q = base;
     p->ln1_w = q; q += C;
     p->ln1_b = q; q += C;
@@ -68,6 +79,13 @@ void dt_gpt_block_at(const dt_gpt_config *c, int heads, int ffn, float *base,
     p->bo = q; q += C;
     p->ln2_w = q; q += C;
     p->ln2_b = q; q += C;
+    dt_gpt_mlp_at(c, ffn, q, p);
+}
+
+void dt_gpt_mlp_at(const dt_gpt_config *c, int ffn, float *base, dt_gpt_block *p)
+{
+    size_t C = (size_t)c->embed, F = (size_t)ffn;
+    float *q = base;
     p->w1 = q; q += F * C;
     p->b1 = q; q += F;
     p->w2 = q; q += C * F;
@@ -135,7 +153,7 @@ void dt_gpt_init(const dt_gpt_config *c, unsigned long long seed, float *params)
     DT_REQUIRE(params != NULL, "dt_gpt_init: params is NULL");
     DT_REQUIRE(!dt_is_device_ptr(params), "dt_gpt_init fills host memory; initialise a "
                "host copy and dt_memcpy it to the GPU");
-    size_t C = (size_t)c->embed, F = 4 * C, V = (size_t)c->vocab, S = (size_t)c->seq;
+    size_t C = (size_t)c->embed, V = (size_t)c->vocab, S = (size_t)c->seq;
     double std = 0.02, proj = 0.02 / sqrt(2.0 * c->layers);
     fill(params, V * C, std, seed, 0, 0);                        /* wte */
     fill(params + V * C, S * C, std, seed, 0, 1);                /* wpe */
@@ -151,14 +169,23 @@ void dt_gpt_init(const dt_gpt_config *c, unsigned long long seed, float *params)
         constant(p.bo, C, 0.0f);
         constant(p.ln2_w, C, 1.0f);
         constant(p.ln2_b, C, 0.0f);
-        fill(p.w1, F * C, std, seed, u, 2);
-        constant(p.b1, F, 0.0f);
-        fill(p.w2, C * F, proj, seed, u, 3);
-        constant(p.b2, C, 0.0f);
+        dt_gpt_mlp_init(c, seed, l, 0, &p);
     }
     float *lnf = params + dt_gpt_unit_offset(c, c->layers + 1);
     constant(lnf, C, 1.0f);
     constant(lnf + C, C, 0.0f);
+}
+
+void dt_gpt_mlp_init(const dt_gpt_config *c, unsigned long long seed, int l, int e,
+                     const dt_gpt_block *p)
+{
+    check_config(c);
+    size_t C = (size_t)c->embed, F = 4 * C;
+    double std = 0.02, proj = 0.02 / sqrt(2.0 * c->layers);
+    fill(p->w1, F * C, std, seed, 1 + l, 2 + 2 * e);
+    constant(p->b1, F, 0.0f);
+    fill(p->w2, C * F, proj, seed, 1 + l, 3 + 2 * e);
+    constant(p->b2, C, 0.0f);
 }
 
 /* ==== the operations ==== */
@@ -407,11 +434,27 @@ static const dt_gpt_cut *whole_cut(const dt_gpt_config *c, dt_gpt_cut *w)
     return w;
 }
 
-void dt_gpt_block_forward(const dt_gpt_config *c, const dt_gpt_cut *cut,
-                          const dt_gpt_block *p, dt_gpt_block_acts *a, float *out,
-                          int B, int T)
+void dt_gpt_mlp_forward(const dt_gpt_block *p, const float *x, float *h, float *g,
+                        float *y, int n, int C, int F, int bias)
 {
-    int C = c->embed, d = head_dim(c), H = cut->heads, hd = H * d, F = cut->ffn, N = B * T;
+    dt_linear_forward(x, p->w1, p->b1, h, n, C, F);                     /* (n, F) */
+    dt_act_forward(DT_GELU, h, g, (size_t)n * F);
+    dt_linear_forward(g, p->w2, bias ? p->b2 : NULL, y, n, F, C);       /* (n, C) */
+}
+
+void dt_gpt_mlp_backward(const dt_gpt_block *p, const float *x, const float *h,
+                         const float *g, const float *dy, float *dh, float *dx,
+                         const dt_gpt_block *gr, int n, int C, int F)
+{
+    dt_linear_backward(g, p->w2, dy, dh, gr->w2, gr->b2, n, F, C);      /* dg (n, F) */
+    dt_act_backward(DT_GELU, h, dh, dh, (size_t)n * F);                 /* dh */
+    dt_linear_backward(x, p->w1, dh, dx, gr->w1, gr->b1, n, C, F);      /* dx (n, C) */
+}
+
+void dt_gpt_block_attn_forward(const dt_gpt_config *c, const dt_gpt_cut *cut,
+                               const dt_gpt_block *p, dt_gpt_block_acts *a, int B, int T)
+{
+    int C = c->embed, d = head_dim(c), H = cut->heads, hd = H * d, N = B * T;
     /* x2 = x + attn(ln1(x)): q, k, v of this rank's heads, their attention, and the
      * output projection (partial sums when the heads are cut: g adds them up) */
     dt_layernorm_forward(a->x, p->ln1_w, p->ln1_b, a->ln1, a->ln1_mean, a->ln1_rstd, N, C);
@@ -421,34 +464,53 @@ void dt_gpt_block_forward(const dt_gpt_config *c, const dt_gpt_cut *cut,
     if (cut->sum)
         cut->sum(a->x2, (size_t)N * C, cut->ctx);
     add(a->x2, a->x, (size_t)N * C);
+}
+
+void dt_gpt_block_mlp_forward(const dt_gpt_config *c, const dt_gpt_cut *cut,
+                              const dt_gpt_block *p, dt_gpt_block_acts *a, float *out,
+                              int B, int T)
+{
+    int C = c->embed, F = cut->ffn, N = B * T;
     /* out = x2 + mlp(ln2(x2)): C -> F (this rank's columns), GELU, F -> C */
     dt_layernorm_forward(a->x2, p->ln2_w, p->ln2_b, a->ln2, a->ln2_mean, a->ln2_rstd, N,
                          C);
-    dt_linear_forward(a->ln2, p->w1, p->b1, a->h, N, C, F);            /* (N, F) */
-    dt_act_forward(DT_GELU, a->h, a->g, (size_t)N * F);
-    dt_linear_forward(a->g, p->w2, cut->bias ? p->b2 : NULL, out, N, F, C);
+    dt_gpt_mlp_forward(p, a->ln2, a->h, a->g, out, N, C, F, cut->bias);
     if (cut->sum)
         cut->sum(out, (size_t)N * C, cut->ctx);
     add(out, a->x2, (size_t)N * C);
 }
 
+void dt_gpt_block_forward(const dt_gpt_config *c, const dt_gpt_cut *cut,
+                          const dt_gpt_block *p, dt_gpt_block_acts *a, float *out,
+                          int B, int T)
+{
+    dt_gpt_block_attn_forward(c, cut, p, a, B, T);
+    dt_gpt_block_mlp_forward(c, cut, p, a, out, B, T);
+}
+
 /* dx is the residual stream's gradient. Each sub-block is y = x + f(ln(x)), so
  * dx = dy + ln'(f'(dy)): the skip path's gradient stays in dx and LayerNorm's backward
  * adds the other to it. */
-void dt_gpt_block_backward(const dt_gpt_config *c, const dt_gpt_cut *cut,
-                           const dt_gpt_block *p, const dt_gpt_block_acts *a,
-                           dt_gpt_scratch *s, float *dx, const dt_gpt_block *g, int B,
-                           int T)
+void dt_gpt_block_mlp_backward(const dt_gpt_config *c, const dt_gpt_cut *cut,
+                               const dt_gpt_block *p, const dt_gpt_block_acts *a,
+                               dt_gpt_scratch *s, float *dx, const dt_gpt_block *g, int B,
+                               int T)
 {
-    int C = c->embed, d = head_dim(c), H = cut->heads, hd = H * d, F = cut->ffn, N = B * T;
+    int C = c->embed, F = cut->ffn, N = B * T;
     /* the MLP: w2, GELU, w1, then ln2 (f sums the partial gradients of ln2's output) */
-    dt_linear_backward(a->g, p->w2, dx, s->dh, g->w2, g->b2, N, F, C);  /* dg (N, F) */
-    dt_act_backward(DT_GELU, a->h, s->dh, s->dh, (size_t)N * F);        /* dh */
-    dt_linear_backward(a->ln2, p->w1, s->dh, s->dln, g->w1, g->b1, N, C, F);
+    dt_gpt_mlp_backward(p, a->ln2, a->h, a->g, dx, s->dh, s->dln, g, N, C, F);
     if (cut->sum)
         cut->sum(s->dln, (size_t)N * C, cut->ctx);
     dt_layernorm_backward(a->x2, p->ln2_w, a->ln2_mean, a->ln2_rstd, s->dln, dx,
                           g->ln2_w, g->ln2_b, N, C);                    /* dx2 */
+}
+
+void dt_gpt_block_attn_backward(const dt_gpt_config *c, const dt_gpt_cut *cut,
+                                const dt_gpt_block *p, const dt_gpt_block_acts *a,
+                                dt_gpt_scratch *s, float *dx, const dt_gpt_block *g, int B,
+                                int T)
+{
+    int C = c->embed, d = head_dim(c), H = cut->heads, hd = H * d, N = B * T;
     /* attention: wo, the heads, wqkv, then ln1 */
     dt_linear_backward(a->y, p->wo, dx, s->dy, g->wo, g->bo, N, hd, C); /* dy (N, hd) */
     dt_attention_backward(a->qkv, a->att, s->dy, s->datt, s->dqkv, B, T, H, d);
@@ -457,6 +519,15 @@ void dt_gpt_block_backward(const dt_gpt_config *c, const dt_gpt_cut *cut,
         cut->sum(s->dln, (size_t)N * C, cut->ctx);
     dt_layernorm_backward(a->x, p->ln1_w, a->ln1_mean, a->ln1_rstd, s->dln, dx, g->ln1_w,
                           g->ln1_b, N, C);
+}
+
+void dt_gpt_block_backward(const dt_gpt_config *c, const dt_gpt_cut *cut,
+                           const dt_gpt_block *p, const dt_gpt_block_acts *a,
+                           dt_gpt_scratch *s, float *dx, const dt_gpt_block *g, int B,
+                           int T)
+{
+    dt_gpt_block_mlp_backward(c, cut, p, a, s, dx, g, B, T);
+    dt_gpt_block_attn_backward(c, cut, p, a, s, dx, g, B, T);
 }
 
 /* ==== the whole model ==== */

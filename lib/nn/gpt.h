@@ -58,11 +58,17 @@ typedef struct {
     float *w2, *b2;                  /* (C, ffn), (C) */
 } dt_gpt_block;
 
-/* Floats of one block holding `heads` heads and `ffn` MLP columns. */
+/* Floats of one block holding `heads` heads and `ffn` MLP columns: its attention part
+ * (ln1 .. ln2_b) then its MLP (w1 .. b2). */
 size_t dt_gpt_block_size(const dt_gpt_config *c, int heads, int ffn);
+size_t dt_gpt_attn_size(const dt_gpt_config *c, int heads);
+size_t dt_gpt_mlp_size(const dt_gpt_config *c, int ffn);
 /* Points p's tensors into base (a block's first float), laid out as above. */
 void dt_gpt_block_at(const dt_gpt_config *c, int heads, int ffn, float *base,
                      dt_gpt_block *p);
+/* Points only p's MLP tensors (w1, b1, w2, b2) into base, an MLP's first float: a
+ * block's MLP, or an expert of train --mode moe (an MLP of its own, in this layout) */
+void dt_gpt_mlp_at(const dt_gpt_config *c, int ffn, float *base, dt_gpt_block *p);
 
 int dt_gpt_units(const dt_gpt_config *c);                     /* L + 2 */
 size_t dt_gpt_unit_size(const dt_gpt_config *c, int u);       /* floats of unit u, whole */
@@ -75,6 +81,11 @@ size_t dt_gpt_nparams(const dt_gpt_config *c);
  * residual stream) with 0.02 / sqrt(2L); biases 0; LayerNorm weights 1, biases 0. Each
  * tensor's values depend only on (seed, unit, tensor), never on how the model is cut. */
 void dt_gpt_init(const dt_gpt_config *c, unsigned long long seed, float *params);
+/* Fills the whole MLP p points at (dt_gpt_mlp_at, ffn 4C) as dt_gpt_init fills block
+ * l's, for e = 0; e > 0 draws other values from (seed, block, e): the experts of a
+ * mixture-of-experts block, expert 0 the dense block's MLP. */
+void dt_gpt_mlp_init(const dt_gpt_config *c, unsigned long long seed, int l, int e,
+                     const dt_gpt_block *p);
 
 /* ==== the operations (host) ==== */
 
@@ -154,6 +165,13 @@ typedef struct {
 void dt_gpt_block_forward(const dt_gpt_config *c, const dt_gpt_cut *cut,
                           const dt_gpt_block *p, dt_gpt_block_acts *a, float *out,
                           int B, int T);
+/* Its two halves, one after the other: attention (a->x to a->x2), the MLP (a->x2 to
+ * out). Mixture of experts runs the first and puts its experts in place of the second. */
+void dt_gpt_block_attn_forward(const dt_gpt_config *c, const dt_gpt_cut *cut,
+                               const dt_gpt_block *p, dt_gpt_block_acts *a, int B, int T);
+void dt_gpt_block_mlp_forward(const dt_gpt_config *c, const dt_gpt_cut *cut,
+                              const dt_gpt_block *p, dt_gpt_block_acts *a, float *out,
+                              int B, int T);
 /* Backward: dx (N, C) holds the gradient of the block's output on entry and that of its
  * input on return (in place: the residual stream's gradient). Gradients accumulate into
  * g (the block's layout, as p). */
@@ -161,6 +179,26 @@ void dt_gpt_block_backward(const dt_gpt_config *c, const dt_gpt_cut *cut,
                            const dt_gpt_block *p, const dt_gpt_block_acts *a,
                            dt_gpt_scratch *s, float *dx, const dt_gpt_block *g, int B,
                            int T);
+/* Its halves, the MLP's first (dx from the gradient of out to that of a->x2), then
+ * attention's (to that of a->x). */
+void dt_gpt_block_mlp_backward(const dt_gpt_config *c, const dt_gpt_cut *cut,
+                               const dt_gpt_block *p, const dt_gpt_block_acts *a,
+                               dt_gpt_scratch *s, float *dx, const dt_gpt_block *g, int B,
+                               int T);
+void dt_gpt_block_attn_backward(const dt_gpt_config *c, const dt_gpt_cut *cut,
+                                const dt_gpt_block *p, const dt_gpt_block_acts *a,
+                                dt_gpt_scratch *s, float *dx, const dt_gpt_block *g, int B,
+                                int T);
+
+/* The MLP alone on n rows x (n, C) (p's w1, b1, w2, b2; F columns): h = x w1^T + b1
+ * (n, F), g = GELU(h), y = g w2^T, + b2 when bias is 1 (n, C). Backward from dy (n, C):
+ * dh (n, F) scratch, dx (n, C) written (not added to), the gradients added to gr's w1,
+ * b1, w2, b2. */
+void dt_gpt_mlp_forward(const dt_gpt_block *p, const float *x, float *h, float *g,
+                        float *y, int n, int C, int F, int bias);
+void dt_gpt_mlp_backward(const dt_gpt_block *p, const float *x, const float *h,
+                         const float *g, const float *dy, float *dh, float *dx,
+                         const dt_gpt_block *gr, int n, int C, int F);
 
 /* ==== the whole model ==== */
 

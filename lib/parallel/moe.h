@@ -20,11 +20,21 @@ int dt_moe_experts(const dt_train_config *c, int n);
 int dt_moe_groups(const dt_train_config *c, int n);
 /* Which layer of the MLP the MoE layer replaces: layers / 2 (1 .. layers - 2). */
 int dt_moe_layer(const dt_mlp_config *m);
-/* Weights of the whole model on n ranks: the MLP's, less the replaced layer, plus the
- * gate (E x hidden + E) and E experts (hidden x hidden + hidden each). The layout of
- * train --dump: layers before the MoE layer | gate W, b | expert 0 W, b | ... |
- * expert E-1 | the layers after. */
+/* The GPT's MoE layers: the MLPs of every other block, blocks 1, 3, ...: layers / 2 of
+ * them, the i-th in block dt_moe_gpt_block(i) = 2i + 1. */
+int dt_moe_gpt_layers(const dt_gpt_config *g);
+int dt_moe_gpt_block(int i);
+/* Weights of the whole model on n ranks. The MLP: its own, less the replaced layer, plus
+ * the gate (E x hidden + E) and E experts (hidden x hidden + hidden each); the layout
+ * of train --dump: layers before the MoE layer | gate W, b | expert 0 W, b | ... |
+ * expert E-1 | the layers after. The GPT: its own, with the MLP of each MoE block
+ * replaced by the gate (E x embed + E) and E experts, each an MLP in the block's MLP
+ * layout (w1, b1, w2, b2); the layout of --dump: gpt.h's units in order, an MoE block
+ * holding its attention part (ln1 .. ln2_b) | gate W, b | expert 0 | ... | expert
+ * E-1. */
 size_t dt_moe_nparams(const dt_train_config *c, int n);
+/* Tokens in a group on n ranks: the batch / groups, times the sequence for the GPT. */
+int dt_moe_group_tokens(const dt_train_config *c, int n);
 /* Slots per expert per group on n ranks (see dti_moe_capacity). */
 int dt_moe_capacity(const dt_train_config *c, int n);
 

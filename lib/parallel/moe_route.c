@@ -35,18 +35,34 @@ int dt_moe_groups(const dt_train_config *c, int n)
 
 int dt_moe_layer(const dt_mlp_config *m) { return m->layers / 2; }
 
+int dt_moe_gpt_layers(const dt_gpt_config *g) { return g->layers / 2; }
+
+int dt_moe_gpt_block(int i) { return 2 * i + 1; }
+
 size_t dt_moe_nparams(const dt_train_config *c, int n)
 {
+    size_t E = (size_t)dt_moe_experts(c, n);
+    if (c->kind == DT_MODEL_GPT) {
+        const dt_gpt_config *g = &c->gpt;
+        size_t C = (size_t)g->embed, mlp = dt_gpt_mlp_size(g, 4 * g->embed);
+        return dt_gpt_nparams(g) + dt_moe_gpt_layers(g) * (E * C + E + (E - 1) * mlp);
+    }
     const dt_mlp_config *m = &c->model;
-    size_t E = (size_t)dt_moe_experts(c, n), H = (size_t)m->hidden;
+    size_t H = (size_t)m->hidden;
     return dt_mlp_nparams(m) - dt_mlp_layer_size(m, dt_moe_layer(m)) + E * H + E +
            E * (H * H + H);
 }
 
-int dt_moe_capacity(const dt_train_config *c, int n)
+int dt_moe_group_tokens(const dt_train_config *c, int n)
 {
     int G = dt_moe_groups(c, n);
-    return dti_moe_capacity(c->capacity, c->topk, c->batch / G, dt_moe_experts(c, n));
+    return c->batch / G * (c->kind == DT_MODEL_GPT ? c->gpt.seq : 1);
+}
+
+int dt_moe_capacity(const dt_train_config *c, int n)
+{
+    return dti_moe_capacity(c->capacity, c->topk, dt_moe_group_tokens(c, n),
+                            dt_moe_experts(c, n));
 }
 
 #define WHY(...) do { snprintf(why, len, __VA_ARGS__); return -1; } while (0)
@@ -54,9 +70,13 @@ int dt_moe_capacity(const dt_train_config *c, int n)
 int dti_moe_check(const dt_train_config *c, int n, char *why, size_t len)
 {
     int E = dt_moe_experts(c, n), G = dt_moe_groups(c, n), k = c->topk;
-    if (c->model.layers < 3)
+    int gpt = c->kind == DT_MODEL_GPT;
+    if (!gpt && c->model.layers < 3)
         WHY("mode moe replaces a hidden -> hidden layer by experts: it needs --layers "
             "3 or more, not %d", c->model.layers);
+    if (gpt && c->gpt.layers < 2)
+        WHY("mode moe puts experts in place of the MLP of every other block (blocks 1, "
+            "3, ...): the GPT needs --layers 2 or more, not %d", c->gpt.layers);
     if (c->precision != DT_FP32)
         WHY("mode moe trains in fp32 only");
     if (c->checkpoint_dir || c->resume_dir)
@@ -76,15 +96,19 @@ int dti_moe_check(const dt_train_config *c, int n, char *why, size_t len)
         WHY("%d token groups cannot be shared evenly by %d ranks: --moe-groups must be "
             "a multiple of %d", G, n, n);
     if (c->batch % G)
-        WHY("a batch of %d tokens cannot be cut into %d groups of equal size", c->batch,
-            G);
-    double nd = (double)dt_moe_nparams(c, n) - (double)E * c->model.hidden *
-                (c->model.hidden + 1);
+        WHY("a batch of %d %s cannot be cut into %d groups of equal size", c->batch,
+            gpt ? "sequences" : "tokens", G);
+    /* the experts' floats, and the width of their input and hidden rows */
+    double H = gpt ? c->gpt.embed : c->model.hidden, F = gpt ? 4 * H : H;
+    double nl = gpt ? dt_moe_gpt_layers(&c->gpt) : 1;
+    double nx = gpt ? 2 * H * F + F + H : H * (H + 1);
+    double nd = (double)dt_moe_nparams(c, n) - nl * E * nx;
     if ((double)G * nd > (1 << 26))
         WHY("%d groups' gradients of %.0f replicated weights each would take %.0f MiB: "
             "too many (at most 256 MiB; fewer groups)", G, nd, G * nd / 262144);
-    /* nine slot buffers of G/N groups x E experts x C slots x H floats (moe_init) */
-    double slots = 9.0 * G / n * E * dt_moe_capacity(c, n) * c->model.hidden;
+    /* eight slot buffers H wide and two F wide (one for the MLP) of G/N groups x E
+     * experts x C slots, for each MoE layer (dti_moe_init) */
+    double slots = nl * (8 * H + (gpt ? 2 * F : H)) * G / n * E * dt_moe_capacity(c, n);
     if (slots > (1 << 28))
         WHY("the slots of the all-to-alls would take %.0f MiB per rank: too many (at "
             "most 1 GiB; fewer experts or groups, or a smaller capacity)",

@@ -13,7 +13,8 @@
  *   dp_threads.c  DataParallel: one rank, a replica per thread, a master thread
  *   fsdp.c    ZeRO 1/2/3
  *   moe.c     mixture of experts: the gate, top-k routing with capacity, the experts'
- *             all-to-all, the load-balancing loss
+ *             all-to-all, the load-balancing loss; the MLP around its MoE layer
+ *   moe_gpt.c the GPT around its MoE layers (the MLP of every other block)
  *   compress.c  ddp's gradient compression (fp16, int8, sign with error feedback)
  *   checkpoint.c  saving the training state, and resuming from it
  *
@@ -473,6 +474,7 @@ void dti_train_hybrid(dti_run *r);   /* serial, ddp, tp, pp, hybrid */
 void dti_train_dp(dti_run *r);
 void dti_train_fsdp(dti_run *r);
 void dti_train_moe(dti_run *r);      /* moe.c */
+void dti_train_moe_gpt(dti_run *r);  /* moe_gpt.c */
 void dti_train_dp_threads(dti_run *r);   /* dp_threads.c */
 /* moe.c: whether c's moe settings can run on n ranks (experts a multiple of n, topk 1
  * or 2 and at most the experts, capacity > 0, groups dividing the batch, ...): 0, or

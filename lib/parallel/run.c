@@ -100,14 +100,6 @@ static int gpt_check(const dt_train_config *c, int n, char *why, size_t len)
     if (T > 1 && g->heads % T)
         WHY("%d heads cannot be shared by %d tensor-parallel ranks: each rank takes "
             "whole heads, so --heads must be a multiple of %d", g->heads, T, T);
-    switch (c->mode) {
-    case DT_MODE_SERIAL: case DT_MODE_DDP: case DT_MODE_TP: case DT_MODE_PP:
-    case DT_MODE_HYBRID: case DT_MODE_FSDP: case DT_MODE_DP: case DT_MODE_DP_THREADS:
-        break;
-    default:
-        WHY("--model gpt trains in every mode but moe so far, not %s",
-            dt_mode_name(c->mode));
-    }
     if (P > dt_gpt_units(g))
         WHY("%d pipeline stages but the GPT has %d units (the embeddings, %d block%s, the "
             "final LayerNorm and head): every stage needs one", P, dt_gpt_units(g),
@@ -438,7 +430,12 @@ void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
     switch (c->mode) {
     case DT_MODE_DP: dti_train_dp(&r); break;
     case DT_MODE_FSDP: dti_train_fsdp(&r); break;
-    case DT_MODE_MOE: dti_train_moe(&r); break;
+    case DT_MODE_MOE:
+        if (c->kind == DT_MODEL_GPT)
+            dti_train_moe_gpt(&r);
+        else
+            dti_train_moe(&r);
+        break;
     case DT_MODE_DP_THREADS: dti_train_dp_threads(&r); break;
     default: dti_train_hybrid(&r); break;
     }
