@@ -9,9 +9,11 @@
  * grows with the sequence: attention's probabilities are (heads x T x T) a sequence,
  * which is what Korthikanti et al.'s formula sbh(34 + 5as/h) counts. This lesson trains
  * one small GPT in every mode at N ranks and prints, for each, the memory, bytes and
- * time, and where its weights live. Mixture of experts changes the model itself: the
- * MLP of every other block becomes 2 experts per rank, each token sent to one of them
- * by all-to-all; with one expert that takes every token it is the dense GPT again.
+ * time, and where its weights live; and what recomputing activations in backward
+ * saves and costs (Korthikanti et al.'s full and selective recomputation). Mixture of
+ * experts changes the model itself: the MLP of every other block becomes 2 experts per
+ * rank, each token sent to one of them by all-to-all; with one expert that takes every
+ * token it is the dense GPT again.
  *
  * The code: lib/nn/gpt.c (the model), lib/parallel/model_gpt.c (heads over ranks, the
  * tied embedding in stages), lib/parallel/fsdp.c (the embeddings held whole),
@@ -23,6 +25,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "dt.h"
 #include "parallel/moe.h"
@@ -42,7 +45,12 @@ static const struct { const char *name; dt_mode mode; int zero; } rowof[NROWS] =
     {"fsdp-z1", DT_MODE_FSDP, 1}, {"fsdp-z3", DT_MODE_FSDP, 3}, {"tp", DT_MODE_TP, 3},
     {"pp-1f1b", DT_MODE_PP, 3}, {"hybrid", DT_MODE_HYBRID, 3}, {"moe", DT_MODE_MOE, 3}};
 
-typedef struct { int ran; char why[160]; double held[4], sent, msgs, ms, spread, diff; } row;
+typedef struct {
+    int ran;
+    char why[160];
+    double held[4], sent, msgs, ms, spread, diff;
+    dt_timing tm;
+} row;
 
 /* Floats of unit u of the whole model kept on a rank that cuts blocks over t ranks:
  * the embeddings and lnf whole; a block's LayerNorms and bo, b2 (6C) whole, the rest
@@ -203,7 +211,7 @@ int main(int argc, char **argv)
             double v[6] = {res.peak_params, res.peak_grads, res.peak_optim, res.peak_acts,
                            (double)res.bytes_sent / steps, (double)res.messages_sent / steps};
             dt_timing tm = dt_train_step_timing(&res);
-            r->ms = tm.median * 1e3, r->spread = dt_timing_spread(tm);
+            r->ms = tm.median * 1e3, r->spread = dt_timing_spread(tm), r->tm = tm;
             r->diff = k == MOE ? -1         /* another model: no serial weights to hold */
                       : dt_params_max_diff(res.params, ref.params, ref.nparams, comm);
             if (!alone)
@@ -315,6 +323,65 @@ int main(int argc, char **argv)
                    : "NOT as counted");
         ok &= same;
     }
+    /* recomputation, serial (rank 0, the others waiting politely): what a block keeps,
+     * the weights against keeping everything, and the time it costs, from three rounds
+     * of the three runs (4 steps each) taken in turn, so that a change in the machine's
+     * load falls on all three alike */
+    enum { ROUNDS = 2, RSTEPS = 4 };
+    row rc[3] = {{0}};
+    double rt[3][ROUNDS * (RSTEPS - 1)];
+    float *keep = NULL;
+    for (int round = 0; round < ROUNDS; round++)
+        for (int k = 0; k < 3; k++) {
+            if (rank != 0)
+                continue;
+            dt_train_config c = base;
+            c.steps = RSTEPS;
+            c.recompute = k == 0 ? DT_GPT_KEEP : k == 1 ? DT_GPT_RECOMPUTE_FULL
+                          : DT_GPT_RECOMPUTE_SELECTIVE;
+            dt_train(&c, MPI_COMM_SELF, &res);
+            for (int i = 1; i < RSTEPS; i++)             /* the first step warms up */
+                rt[k][round * (RSTEPS - 1) + i - 1] = res.step_seconds[i];
+            rc[k].held[3] = res.peak_acts;
+            if (round == 0 && k == 0)
+                keep = res.params, res.params = NULL;     /* kept for the other two */
+            else if (k > 0)
+                rc[k].diff = fmax(rc[k].diff, memcmp(res.params, keep, res.nparams *
+                                                     sizeof(float)) != 0);
+            dt_train_result_free(&res);
+        }
+    for (int k = 0; k < 3 && rank == 0; k++) {
+        rc[k].tm = dt_timing_of(rt[k], ROUNDS * (RSTEPS - 1));
+        rc[k].ms = rc[k].tm.median * 1e3, rc[k].spread = dt_timing_spread(rc[k].tm);
+    }
+    free(keep);
+    dt_barrier(MPI_COMM_WORLD);                  /* the others wait politely */
+    MPI_Bcast(rc, sizeof rc, MPI_BYTE, 0, MPI_COMM_WORLD);
+    for (int k = 0; k < 3; k++)
+        spread = fmax(spread, rc[k].spread);
+    double x4 = 4 * s * b * h, p4 = 4 * a * s * s * b;  /* a block's input; probabilities */
+    double want_full = L * x4 + (mine - x4) + rest, want_sel = L * (mine - p4) + p4 + rest;
+    int mem_ok = fabs(rc[1].held[3] - want_full) < 1 && fabs(rc[2].held[3] - want_sel) < 1;
+    int rc_ok = mem_ok && rc[1].diff == 0 && rc[2].diff == 0;
+    dt_printf0("  recomputed, serial: full keeps a block's input (4sbh = %.1f KiB; Korthikanti "
+               "2sbh\n  in 16-bit) and one block's worth the blocks share: %d x %.1f + %.1f "
+               "+ %.1f = %.1f KiB,\n  measured %.1f; selective keeps all but attention's "
+               "probabilities (4as^2b = %.1f KiB\n  a block; Korthikanti sbh x 34), one "
+               "buffer shared: %d x %.1f + %.1f + %.1f = %.1f KiB,\n  measured %.1f: %s; the "
+               "weights the same bits as keeping everything: %s\n", x4 / 1024, L, x4 / 1024,
+               (mine - x4) / 1024, rest / 1024, want_full / 1024, rc[1].held[3] / 1024,
+               p4 / 1024, L, (mine - p4) / 1024, p4 / 1024, rest / 1024, want_sel / 1024,
+               rc[2].held[3] / 1024, mem_ok ? "as counted" : "NOT as counted", rc[1].diff == 0 && rc[2].diff == 0 ? "yes" : "NO");
+    for (int k = 1; k < 3; k++) {
+        int cmp = dt_timing_compare(rc[k].tm, rc[0].tm);
+        dt_printf0("  %s: a step took %.2f ms against %.2f keeping everything (%.2fx):\n"
+                   "    %s\n",
+                   k == 1 ? "full recomputation" : "selective", rc[k].ms, rc[0].ms,
+                   rc[k].ms / rc[0].ms, cmp > 0 ? k == 1 ? "the blocks' forward, run "
+                   "twice, costs time" : "recomputing the probabilities costs time"
+                   : cmp < 0 ? "faster, which the noise must explain" : "within the noise");
+    }
+    ok &= rc_ok;
     dt_printf0("  attention's share of a block: %.0f%% here (5as/h = %.1f of 34 + 5as/h in "
                "the formula);\n  it grows with s: try --seq 128\n",
                100 * 4 * a * s * s * b / mine, 5 * a * s / h);
@@ -324,7 +391,7 @@ int main(int argc, char **argv)
     /* ==== the check ==== */
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
     dt_printf0("\ncheck: every mode that ran reached serial training's weights (max |weight "
-               "difference| <= 1e-4), its weights and serial's activations are as counted: %s\n",
+               "difference| <= 1e-4),\nits weights and serial's activations, kept or recomputed, are as counted: %s\n",
                ok ? "PASS" : "FAIL");
     dt_printf0("The code: lib/nn/gpt.c (dt_gpt_forward_stage), lib/parallel/model_gpt.c "
                "(dti_gpt_model_tied_sum), lib/parallel/moe_gpt.c (dti_train_moe_gpt)\n");

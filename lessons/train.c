@@ -34,7 +34,7 @@ enum { GPT_LAYERS = 2, GPT_HEADS = 4, GPT_EMBED = 64, GPT_SEQ = 64, GPT_BATCH = 
 #define GPT_LR 3e-3f
 
 /* The usage text, with the defaults of dt_train_defaults filled in (make_usage). */
-static char usage[4096];
+static char usage[8192];
 
 static void make_usage(const dt_train_config *d)
 {
@@ -45,13 +45,16 @@ static void make_usage(const dt_train_config *d)
     "Trains an MLP serially or in parallel; prints the loss per step and the costs.\n"
     "  --mode MODE         serial|dp|ddp|fsdp|tp|pp|hybrid|moe|dp-threads (serial)\n"
     "  --model mlp|gpt     the MLP on a classification set (the default), or a small\n"
-    "                      GPT (lib/nn/gpt.h) learning the next byte of a text: modes\n"
-    "                      serial, ddp, tp and hybrid (--pp 1) so far, fp32, CPU;\n"
+    "                      GPT (lib/nn/gpt.h) learning the next byte of a text, in\n"
+    "                      every mode (CPU so far);\n"
     "                      --layers L blocks (%d), --heads H (%d), --embed C (%d),\n"
     "                      --seq T bytes a sequence (%d), --batch sequences (%d),\n"
     "                      --steps (%d),\n"
     "                      --text FILE (default: %s if there,\n"
-    "                      else sentences made from --seed); Adam, lr %g by default\n"
+    "                      else sentences made from --seed); Adam, lr %g by default;\n"
+    "                      --recompute none|full|selective: activations recomputed in\n"
+    "                      backward (full: each block's input kept; selective:\n"
+    "                      attention's probabilities not kept), the same weights\n"
     "  --steps S           training steps (default %d)\n"
     "  --batch B           global batch, shared by the data-parallel ranks (%d)\n"
     "  --lr X              learning rate (%g)\n"
@@ -134,7 +137,7 @@ static void make_usage(const dt_train_config *d)
     X(THREADS, "threads", 1, M(DP_THREADS))   X(GIL, "gil", 1, M(DP_THREADS)) \
     X(SLOW_RANK, "slow-rank", 1, 0)           X(SLOW_MS, "slow-ms", 1, 0) \
     X(MODEL, "model", 1, 0)   X(HEADS, "heads", 1, 0)   X(EMBED, "embed", 1, 0) \
-    X(SEQ, "seq", 1, 0)       X(TEXT, "text", 1, 0)
+    X(SEQ, "seq", 1, 0)       X(TEXT, "text", 1, 0)     X(RECOMPUTE, "recompute", 1, 0)
 
 #define ENUM(id, name, arg, modes) O_##id,
 #define LONGOPT(id, name, arg, modes) {name, arg ? required_argument : no_argument, NULL, O_##id},
@@ -209,7 +212,8 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
 {
     static const char *const optims[] = {"sgd", "adam"}, *const acts[] = {"relu", "gelu"},
         *const precs[] = {"fp32", "fp16", "bf16"}, *const styles[] = {"megatron", "allgather"},
-        *const scheds[] = {"gpipe", "1f1b"}, *const models[] = {"mlp", "gpt"};
+        *const scheds[] = {"gpipe", "1f1b"}, *const models[] = {"mlp", "gpt"},
+        *const recomputes[] = {"none", "full", "selective"};
     int given[NOPT] = {0}, idx = 0, opt;
     opterr = 0;                                  /* dt_usage_error speaks, on rank 0 */
     optind = 0;
@@ -290,6 +294,7 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
         case O_HEADS: c->gpt.heads = int_arg(1, 1024); break;
         case O_EMBED: c->gpt.embed = int_arg(1, 8192); break;
         case O_SEQ: c->gpt.seq = int_arg(1, 4096); break;
+        case O_RECOMPUTE: c->recompute = word_arg(recomputes, 3); break;
         case O_TEXT:
             if (!*optarg)
                 bad("--text '': the name is empty");
@@ -310,9 +315,9 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
     /* the two models' own options */
     static const int mlp_only[] = { O_HIDDEN, O_ACT, O_DATA, O_EXAMPLES, O_FEATURES,
                                     O_CLASSES }, gpt_only[] = { O_HEADS, O_EMBED, O_SEQ,
-                                    O_TEXT };
+                                    O_TEXT, O_RECOMPUTE };
     int gpt = c->kind == DT_MODEL_GPT;
-    for (int i = 0; i < (gpt ? 6 : 4); i++) {
+    for (int i = 0; i < (gpt ? 6 : 5); i++) {
         int o = gpt ? mlp_only[i] : gpt_only[i];
         if (given[o - O_MODE])
             bad("--%s is for --model %s", longopts[o - O_MODE].name, gpt ? "mlp" : "gpt");

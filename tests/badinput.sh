@@ -370,14 +370,11 @@ badinput_tests() {
         "--model gpt --mode tp --heads 2 --embed 32 => --heads must be a multiple of 3"
     bad_group "train --model gpt: more pipeline stages than units" "4" "$T" \
         "--model gpt --mode pp --layers 1 => 4 pipeline stages but the GPT has 3 units"
-    # NOT YET: what --model gpt refuses today (gpt_check in lib/parallel/run.c) but may
-    # train one day. When the GPT gains one, delete its case here (tests/mpi_gpt.c then
-    # runs it against serial by itself)
-    local gpt_not_yet=(
-        "--model gpt --mode moe --batch 12 => not moe"
-    )
-    bad_group "train --model gpt: not yet (moe)" "1 3" "$T" \
-        "${gpt_not_yet[@]}"
+    bad_group "train --model gpt: moe and recomputation" "1 3" "$T" \
+        "--model gpt --mode moe --layers 1 => --layers 2 or more" \
+        "--model gpt --mode moe --recompute full => --recompute is for the other modes" \
+        "--recompute full => --recompute is for --model gpt" \
+        "--model gpt --recompute sometimes => does not take 'sometimes'"
 
     # ---- collbench: its own getopt_long, short options, sizes with suffixes
     local C=$BUILD/bench/collbench

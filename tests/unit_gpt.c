@@ -473,7 +473,7 @@ START_TEST(test_block)
     unit_numeric_grad(block_f, &k, pd, np, gp);
     unit_numeric_grad(block_f, &k, xd, N * C, gx);
 
-    dt_gpt_cut whole = { c.heads, 4 * C, 1, NULL, NULL };
+    dt_gpt_cut whole = { c.heads, 4 * C, 1, NULL, NULL, DT_GPT_KEEP };
     char what[64];
     for (int blas = 1; blas >= 0; blas--) {
         dt_set_blas(blas);
@@ -637,7 +637,7 @@ START_TEST(test_cut)
     float *dy = unit_random_floats(N * C, -1, 1);
 
     /* the whole block */
-    dt_gpt_cut whole = { c.heads, F, 1, NULL, NULL };
+    dt_gpt_cut whole = { c.heads, F, 1, NULL, NULL, DT_GPT_KEEP };
     dt_gpt_acts a;
     block_acts(&c, &whole, B, T, &a);
     float *out = unit_nan_floats(N * C), *dx = malloc(N * C * sizeof *dx);
@@ -1121,6 +1121,76 @@ START_TEST(test_stages)
 }
 END_TEST
 
+/* ==== activation recomputation ====
+ * Full and selective recomputation against keeping everything, on the whole model and
+ * on two stages split after block 0: the same logits and gradients, bit for bit (the
+ * same operations on the same numbers), and the activations' floats as counted: full
+ * keeps a block's x (N, C) and shares one block's rest, selective keeps all but the
+ * probabilities (B, heads, T, T), which one buffer shared by the blocks holds. */
+START_TEST(test_recompute)
+{
+    const dt_gpt_config *c = &fd_models[0];
+    enum { B = 2, T = 5, N = B * T };
+    int V = c->vocab, C = c->embed, L = c->layers, U = L + 2, H = c->heads;
+    size_t np = dt_gpt_nparams(c), nte = (size_t)V * C, F = 4 * (size_t)C;
+    float *params = random_model(c), *dl = malloc((size_t)N * V * sizeof *dl);
+    int tok[N], tgt[N];
+    random_tokens(tok, N, V);
+    random_tokens(tgt, N, V);
+    size_t att = (size_t)B * H * T * T, block = N * (8 * (size_t)C + 2 * F + 4) + att;
+    float *logits[3], *grads[3];
+    for (int rc = 0; rc < 3; rc++) {
+        dt_gpt_cut cut = { H, 4 * C, 1, NULL, NULL, rc };
+        dt_gpt_acts a;
+        dt_gpt_acts_alloc(c, &cut, B, T, &a);
+        size_t scratch, kept = rc == DT_GPT_RECOMPUTE_FULL ? L * (size_t)N * C + block - N * C
+                              : rc == DT_GPT_RECOMPUTE_SELECTIVE ? L * (block - att) + att
+                              : L * block;
+        ck_assert_uint_eq(dt_gpt_acts_floats(c, &cut, B, T, &scratch) - scratch,
+                          kept + N * (2 * (size_t)C + 2 + V));
+        ck_assert_uint_eq(a.floats, kept + N * (2 * (size_t)C + 2 + V) + scratch);
+        logits[rc] = malloc((size_t)N * V * sizeof(float));
+        grads[rc] = calloc(np, sizeof(float));
+        memcpy(logits[rc], dt_gpt_forward_cut(c, &cut, params, tok, B, T, &a, NULL, NULL),
+               (size_t)N * V * sizeof(float));
+        dt_xent(logits[rc], tgt, N, V, 1.0f / N, dl);
+        dt_gpt_backward_cut(c, &cut, params, &a, dl, tok, B, T, grads[rc], NULL, NULL);
+        dt_gpt_acts_free(&a);
+        REQUIRE(memcmp(logits[rc], logits[0], (size_t)N * V * sizeof(float)) == 0 &&
+                memcmp(grads[rc], grads[0], np * sizeof(float)) == 0, "recompute %d: "
+                "the logits or gradients differ from keeping everything", rc);
+        if (rc == 0)
+            continue;
+        /* two stages, split after block 0: the second's x comes from the first */
+        size_t off = dt_gpt_unit_offset(c, 2), n1 = np - off + nte;
+        float *p1 = malloc(n1 * sizeof *p1), *g0 = calloc(off, sizeof *g0);
+        float *g1 = calloc(n1, sizeof *g1), *dx = unit_nan_floats((size_t)N * C);
+        memcpy(p1, params + off, (np - off) * sizeof *p1);
+        memcpy(p1 + np - off, params, nte * sizeof *p1);
+        dt_gpt_acts a0, a1;
+        dt_gpt_stage_acts_alloc(c, &cut, 0, 2, B, T, &a0);
+        dt_gpt_stage_acts_alloc(c, &cut, 2, U, B, T, &a1);
+        const float *x = dt_gpt_forward_stage(c, &cut, 0, 2, params, tok, NULL, B, T, &a0,
+                                              NULL, NULL);
+        dt_gpt_forward_stage(c, &cut, 2, U, p1, NULL, x, B, T, &a1, NULL, NULL);
+        dt_gpt_backward_stage(c, &cut, 2, U, p1, &a1, dl, NULL, dx, B, T, g1, NULL, NULL);
+        dt_gpt_backward_stage(c, &cut, 0, 2, params, &a0, dx, tok, NULL, B, T, g0, NULL,
+                              NULL);
+        REQUIRE(memcmp(g0 + nte, grads[0] + nte, (off - nte) * sizeof *g0) == 0 &&
+                memcmp(g1, grads[0] + off, (np - off) * sizeof *g1) == 0, "recompute %d, "
+                "two stages: the gradients other than wte's differ", rc);
+        dt_gpt_acts_free(&a0);
+        dt_gpt_acts_free(&a1);
+        free(p1); free(g0); free(g1); free(dx);
+    }
+    for (int rc = 0; rc < 3; rc++) {
+        free(logits[rc]);
+        free(grads[rc]);
+    }
+    free(params); free(dl);
+}
+END_TEST
+
 /* ==== initialisation ==== */
 
 static float *init_model(const dt_gpt_config *c, unsigned long long seed)
@@ -1288,7 +1358,8 @@ START_TEST(test_layout)
      * (per block x, ln1, x2, ln2, means and rstds, qkv, y, h, g, att; out, lnf, logits;
      * the scratch dres, dln, dy, dqkv, dh, datt) */
     const dt_gpt_config *c = &cs[0];
-    const dt_gpt_cut cuts[2] = { { 3, 48, 1, NULL, NULL }, { 2, 17, 0, NULL, NULL } };
+    const dt_gpt_cut cuts[2] = { { 3, 48, 1, NULL, NULL, DT_GPT_KEEP },
+                                 { 2, 17, 0, NULL, NULL, DT_GPT_KEEP } };
     for (int k = 0; k < 2; k++) {
         enum { B = 3, T = 5 };
         size_t N = B * T, C = c->embed, hd = (size_t)cuts[k].heads * (C / c->heads);
@@ -1735,6 +1806,7 @@ int main(void)
     tcase_add_test(tc, test_model_blas_vs_loops);
     tcase_add_loop_test(tc, test_cut_model, 0, 2);
     tcase_add_test(tc, test_stages);
+    tcase_add_test(tc, test_recompute);
     tcase_add_test(tc, test_init);
     tcase_add_test(tc, test_layout);
     tcase_add_test(tc, test_train);

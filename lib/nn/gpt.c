@@ -430,7 +430,7 @@ static void add(float *dst, const float *src, size_t n)      /* dst += src */
 
 static const dt_gpt_cut *whole_cut(const dt_gpt_config *c, dt_gpt_cut *w)
 {
-    *w = (dt_gpt_cut){ c->heads, 4 * c->embed, 1, NULL, NULL };
+    *w = (dt_gpt_cut){ c->heads, 4 * c->embed, 1, NULL, NULL, DT_GPT_KEEP };
     return w;
 }
 
@@ -511,6 +511,10 @@ void dt_gpt_block_attn_backward(const dt_gpt_config *c, const dt_gpt_cut *cut,
                                 int T)
 {
     int C = c->embed, d = head_dim(c), H = cut->heads, hd = H * d, N = B * T;
+    /* selective recomputation: the probabilities again, from q and k (and y, the same
+     * bits as forward's) */
+    if (cut->recompute == DT_GPT_RECOMPUTE_SELECTIVE)
+        dt_attention_forward(a->qkv, a->att, a->y, B, T, H, d);
     /* attention: wo, the heads, wqkv, then ln1 */
     dt_linear_backward(a->y, p->wo, dx, s->dy, g->wo, g->bo, N, hd, C); /* dy (N, hd) */
     dt_attention_backward(a->qkv, a->att, s->dy, s->datt, s->dqkv, B, T, H, d);
@@ -603,7 +607,9 @@ float *dt_gpt_unit_output(const dt_gpt_config *c, dt_gpt_acts *a, int u)
  * y (N, hd), h and g (N, F), att (B, heads, T, T), four (N) means and rstds; out
  * (N, C); with the final unit lnf (N, C), its mean and rstd, logits (N, V). The
  * scratch: dres, dln (N, C), and with blocks dy (N, hd), dqkv (N, 3hd), dh (N, F),
- * datt (B, heads, T, T). hd and F: the cut's. */
+ * datt (B, heads, T, T). hd and F: the cut's. Recomputed, what a block keeps is its x
+ * alone (full) or all but att (selective), and one block's worth of the rest is shared
+ * by the blocks. */
 size_t dt_gpt_stage_acts_floats(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0,
                                 int u1, int B, int T, size_t *scratch)
 {
@@ -612,12 +618,16 @@ size_t dt_gpt_stage_acts_floats(const dt_gpt_config *c, const dt_gpt_cut *cut, i
     size_t N = (size_t)B * T, C = (size_t)c->embed, F = (size_t)k.ffn;
     size_t hd = (size_t)k.heads * head_dim(c), att = (size_t)B * k.heads * T * T;
     size_t blocks = (size_t)(end_block(c, u1) - first_block(u0));
-    size_t block = N * (4 * C + 4 * hd + 2 * F + 4) + att;
+    size_t block = N * (4 * C + 4 * hd + 2 * F + 4) + att, kept = block, shared = 0;
+    if (k.recompute == DT_GPT_RECOMPUTE_FULL)
+        kept = N * C, shared = block - N * C;
+    else if (k.recompute == DT_GPT_RECOMPUTE_SELECTIVE)
+        kept = block - att, shared = att;
     size_t s = N * 2 * C + (blocks ? N * (4 * hd + F) + att : 0);
     if (scratch)
         *scratch = s;
-    return blocks * block + N * C + (has_final(c, u1) ? N * (C + 2 + (size_t)c->vocab) : 0)
-           + s;
+    return blocks * kept + (blocks ? shared : 0) + N * C
+           + (has_final(c, u1) ? N * (C + 2 + (size_t)c->vocab) : 0) + s;
 }
 
 size_t dt_gpt_acts_floats(const dt_gpt_config *c, const dt_gpt_cut *cut, int B, int T,
@@ -647,14 +657,21 @@ void dt_gpt_stage_acts_alloc(const dt_gpt_config *c, const dt_gpt_cut *cut, int 
     int b0 = first_block(u0), b1 = end_block(c, u1);
     float *q = a->mem;
 #define TAKE(ptr, n) do { (ptr) = q; q += (n); } while (0)
+    /* each block's own, then (recomputed) what the blocks share: the first block's
+     * pointers, copied to the others */
+    int full = k.recompute == DT_GPT_RECOMPUTE_FULL;
+    int sel = k.recompute == DT_GPT_RECOMPUTE_SELECTIVE;
     for (int l = b0; l < b1; l++) {
         dt_gpt_block_acts *b = &a->blk[l];
         TAKE(b->x, N * C);
+        if (full)
+            continue;
         TAKE(b->ln1, N * C);
         TAKE(b->ln1_mean, N);
         TAKE(b->ln1_rstd, N);
         TAKE(b->qkv, N * 3 * hd);
-        TAKE(b->att, att);
+        if (!sel)
+            TAKE(b->att, att);
         TAKE(b->y, N * hd);
         TAKE(b->x2, N * C);
         TAKE(b->ln2, N * C);
@@ -662,6 +679,30 @@ void dt_gpt_stage_acts_alloc(const dt_gpt_config *c, const dt_gpt_cut *cut, int 
         TAKE(b->ln2_rstd, N);
         TAKE(b->h, N * F);
         TAKE(b->g, N * F);
+    }
+    if (b1 > b0 && (full || sel)) {
+        dt_gpt_block_acts w = a->blk[b0];
+        if (full) {
+            TAKE(w.ln1, N * C);
+            TAKE(w.ln1_mean, N);
+            TAKE(w.ln1_rstd, N);
+            TAKE(w.qkv, N * 3 * hd);
+            TAKE(w.y, N * hd);
+            TAKE(w.x2, N * C);
+            TAKE(w.ln2, N * C);
+            TAKE(w.ln2_mean, N);
+            TAKE(w.ln2_rstd, N);
+            TAKE(w.h, N * F);
+            TAKE(w.g, N * F);
+        }
+        TAKE(w.att, att);
+        for (int l = b0; l < b1; l++) {
+            float *x = a->blk[l].x;
+            if (full)
+                a->blk[l] = w;
+            a->blk[l].x = x;
+            a->blk[l].att = w.att;
+        }
     }
     TAKE(a->out, N * C);
     if (has_final(c, u1)) {
@@ -748,6 +789,10 @@ void dt_gpt_unit_backward(const dt_gpt_config *c, const dt_gpt_cut *cut, int u,
         dt_gpt_block p, g;
         dt_gpt_block_at(c, k.heads, k.ffn, (float *)pu, &p);
         dt_gpt_block_at(c, k.heads, k.ffn, gu, &g);
+        /* full recomputation: the block's forward again, into the buffers it shares
+         * (its output, the next block's input, is written again with the same bits) */
+        if (k.recompute == DT_GPT_RECOMPUTE_FULL)
+            dt_gpt_block_forward(c, &k, &p, &a->blk[u - 1], stream(c, a, u), B, T);
         dt_gpt_block_backward(c, &k, &p, &a->blk[u - 1], &a->s, a->dres, &g, B, T);
     } else {
         dt_embed_backward(tok, a->dres, gu, gu + (size_t)V * C, B, T, C);

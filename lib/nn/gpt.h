@@ -153,7 +153,18 @@ typedef struct {
     int bias;
     void (*sum)(float *x, size_t n, void *ctx);
     void *ctx;
+    int recompute;          /* what backward computes again rather than keep: below */
 } dt_gpt_cut;
+
+/* Activation recomputation (a cut's recompute; the activations must be allocated with
+ * the same cut). DT_GPT_KEEP: forward keeps everything backward reads. Full: each block
+ * keeps only its input x (N, C), its other activations live in one block's worth that
+ * every block shares, and backward runs the block's forward again (with its sums) before
+ * its backward. Selective (Korthikanti et al.): every block keeps all but attention's
+ * probabilities (B, heads, T, T), which one buffer shared by the blocks holds, and
+ * backward recomputes them from q and k. Either way backward sees the same numbers as
+ * without, so the gradients are the same bits. */
+enum { DT_GPT_KEEP = 0, DT_GPT_RECOMPUTE_FULL = 1, DT_GPT_RECOMPUTE_SELECTIVE = 2 };
 
 /* In a cut block every rank computes the whole gradient of the tensors it holds whole
  * (the LayerNorms, bo, b2; in a cut model wte, wpe and lnf too), the same bits on every
@@ -221,7 +232,8 @@ typedef struct {
 void dt_gpt_acts_alloc(const dt_gpt_config *c, const dt_gpt_cut *cut, int B, int T,
                        dt_gpt_acts *a);
 void dt_gpt_acts_free(dt_gpt_acts *a);
-/* Floats dt_gpt_acts_alloc takes, of which *scratch (may be NULL) backward's scratch */
+/* Floats dt_gpt_acts_alloc takes, of which *scratch (may be NULL) backward's scratch
+ * (the rest: what forward keeps, with the cut's recomputation) */
 size_t dt_gpt_acts_floats(const dt_gpt_config *c, const dt_gpt_cut *cut, int B, int T,
                           size_t *scratch);
 /* Floats of a model whose every block is cut so (NULL: whole, dt_gpt_nparams): the

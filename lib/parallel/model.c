@@ -146,8 +146,10 @@ void dti_unit_acts_alloc(const dt_train_config *c, int B, dt_device_kind where,
     a->fp16 = type != MPI_FLOAT;
     if (c->kind == DT_MODEL_GPT) {
         DT_REQUIRE(where == DT_CPU, "the GPT trains on the host so far");
-        size_t scratch, all = dt_gpt_acts_floats(&c->gpt, NULL, B, c->gpt.seq, &scratch);
-        dt_gpt_acts_alloc(&c->gpt, NULL, B, c->gpt.seq, &a->gpt);
+        const dt_gpt_config *g = &c->gpt;    /* whole blocks, recomputed as c says */
+        a->cut = (dt_gpt_cut){ g->heads, 4 * g->embed, 1, NULL, NULL, c->recompute };
+        size_t scratch, all = dt_gpt_acts_floats(g, &a->cut, B, g->seq, &scratch);
+        dt_gpt_acts_alloc(g, &a->cut, B, g->seq, &a->gpt);
         a->tok = dti_calloc((size_t)B * c->gpt.seq, sizeof *a->tok);
         a->kept = (all - scratch) * sizeof(float);
         return;
@@ -184,7 +186,7 @@ const float *dti_unit_forward(dti_unit_acts *a, int u, const float *W, const flo
         if (u == 0)                           /* the tokens, sent as floats */
             for (size_t i = 0; i < (size_t)B * g->seq; i++)
                 a->tok[i] = (int)x[i];
-        dt_gpt_unit_forward(g, NULL, u, W, Wt, a->tok, &a->gpt, B, g->seq);
+        dt_gpt_unit_forward(g, &a->cut, u, W, Wt, a->tok, &a->gpt, B, g->seq);
         if (a->fp16)                          /* the unit's output, stored as fp16 */
             dti_round_to(a->type, dt_gpt_unit_output(g, &a->gpt, u), (size_t)B * g->seq *
                            (u == dt_gpt_units(g) - 1 ? g->vocab : g->embed));
@@ -221,7 +223,7 @@ void dti_unit_backward(dti_unit_acts *a, int u, const float *W, const float *Wt,
     double t0 = dt_trace_now();
     if (c->kind == DT_MODEL_GPT) {
         const dt_gpt_config *g = &c->gpt;
-        dt_gpt_unit_backward(g, NULL, u, W, Wt, &a->gpt, dlogits, a->tok, dW, dWt, B,
+        dt_gpt_unit_backward(g, &a->cut, u, W, Wt, &a->gpt, dlogits, a->tok, dW, dWt, B,
                              g->seq);
         if (a->fp16)                          /* the stream's gradient, as fp16 */
             dti_round_to(a->type, a->gpt.dres, (size_t)B * g->seq * g->embed);

@@ -66,7 +66,7 @@ void dti_gpt_model_init(dti_model *m, dti_run *r, int l0, int l1, MPI_Comm tp, i
     DT_REQUIRE(g->heads % m->T == 0, "%d heads cannot be shared by %d tensor-parallel "
                "ranks", g->heads, m->T);
     m->cut = (dt_gpt_cut){ g->heads / m->T, 4 * g->embed / m->T, m->t == 0,
-                           m->T > 1 ? tp_sum : NULL, m };
+                           m->T > 1 ? tp_sum : NULL, m, r->cfg->recompute };
     m->off = malloc((m->nl + 1) * sizeof *m->off);
     DT_REQUIRE(m->off != NULL, "out of host memory");
     size_t C = (size_t)g->embed;

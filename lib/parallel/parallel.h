@@ -119,6 +119,9 @@ typedef struct {
     dt_optim_config optim;
     const dt_dataset *data;        /* the MLP's: every rank passes the same set */
     const dt_text *text;           /* the GPT's: every rank passes the same text */
+    int recompute;                 /* the GPT's activation recomputation: DT_GPT_KEEP
+                                      (none), DT_GPT_RECOMPUTE_FULL or _SELECTIVE (gpt.h);
+                                      the same weights, bit for bit */
     int steps;                     /* 1 or more */
     int batch;                     /* the global batch, shared among data-parallel ranks
                                       (GPT: sequences) */

@@ -304,6 +304,7 @@ typedef struct {
     float *gx[2];                /* the MLP's gradients between layers */
     const float *dy;             /* backward's gradient of the unit's output (MLP) */
     dt_gpt_acts gpt;             /* the GPT's */
+    dt_gpt_cut cut;              /* its blocks whole, with the run's recomputation */
     int *tok;                    /* (B, seq), and the labels' counterpart */
     size_t kept;                 /* bytes forward keeps for backward (the books) */
 } dti_unit_acts;

@@ -106,6 +106,8 @@ static int gpt_check(const dt_train_config *c, int n, char *why, size_t len)
             g->layers, g->layers == 1 ? "" : "s");
     if (c->on_device)
         WHY("--model gpt trains on the CPU so far (its CUDA kernels are not written yet)");
+    if (c->recompute && c->mode == DT_MODE_MOE)
+        WHY("mode moe keeps every activation so far: --recompute is for the other modes");
 
     return 0;
 }
@@ -118,6 +120,11 @@ int dt_train_check(const dt_train_config *c, int n, char *why, size_t len)
         WHY("unknown mode %d", (int)c->mode);
     if (c->kind != DT_MODEL_MLP && !gpt)
         WHY("unknown model %d", (int)c->kind);
+    if (c->recompute < DT_GPT_KEEP || c->recompute > DT_GPT_RECOMPUTE_SELECTIVE)
+        WHY("unknown recomputation %d", c->recompute);
+    if (c->recompute && !gpt)
+        WHY("--recompute is for the GPT's blocks (--model gpt): the MLP keeps what it "
+            "needs");
     if (gpt && gpt_check(c, n, why, len))
         return -1;
     if (!gpt && (c->data == NULL || c->data->n < 1))
