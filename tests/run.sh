@@ -1176,7 +1176,7 @@ grade_tests() {
 
     # The gradings below are independent of each other: each grades files of its own
     # folder (so builds into a folder of its own) and writes a TAP report of its own. They
-    # run six at a time (job_bg), the longest first: the reference (every exercise at 1 to
+    # run eight at a time (job_bg), the longest first: the reference (every exercise at 1 to
     # 5 ranks and 7), then those that mostly wait (the stubs and the cheats, whose every
     # case ends early, a rank that dies giving its message time to reach the terminal; the
     # planted deadlocks, whose cases wait GRADE_WAIT), the learners' 05 and 06 (up to 7
@@ -1325,7 +1325,7 @@ grade_tests() {
     }
 
     # -- the gradings --
-    job_par=6
+    job_par=8
     job_bg ref "${g[@]}" SOLUTION=1 TAP="$gd/ref.tap" bash tests/grade/grade.sh
     # The untouched exercises (at 1 and 3 ranks: a gap fails at every count, so two show
     # it, in half the time); then STRICT=1, below full marks on them (after that grading,
