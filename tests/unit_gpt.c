@@ -1191,6 +1191,81 @@ START_TEST(test_recompute)
 }
 END_TEST
 
+/* ==== attention a block of keys at a time (ring attention's arithmetic) ====
+ * One head of T = 24 positions, d = 8, against dt_attention_forward/backward: the
+ * queries cut into C = 3 chunks as a plain cut and into 2C zig-zag chunks (two a rank),
+ * each chunk's attention taken over every chunk of keys in ring order (its own first,
+ * then from the rank on its left, ...), finished, and its backward summed block by
+ * block: the outputs and every gradient within float rounding of the whole attention's.
+ * And the causal pairs: equal on every rank zig-zag, 2C-1 to 1 (about) cut plainly. */
+START_TEST(test_ring_attention)
+{
+    enum { T = 24, d = 8, C = 3, ld = 3 * d };
+    float *qkv = unit_random_floats((size_t)T * ld, -1, 1), att[T * T], y[T * d];
+    float *dy = unit_random_floats((size_t)T * d, -1, 1), datt[T * T], dqkv[T * ld];
+    dt_attention_forward(qkv, att, y, 1, T, 1, d);
+    dt_attention_backward(qkv, att, dy, datt, dqkv, 1, T, 1, d);
+    for (int zig = 0; zig < 2; zig++) {
+        int nq = zig ? 2 * C : C, n = T / nq, first[2 * C];
+        for (int r = 0; r < C; r++) {               /* the chunks in ring order */
+            if (zig)
+                dt_cp_zigzag(r, C, T, &first[r], &first[2 * C - 1 - r]);
+            else
+                first[r] = r * n;
+        }
+        float o[T * d], m[T], l[T], lse[T], D[T], scratch[T], g[T * ld];
+        memset(g, 0, sizeof g);
+        for (int a = 0; a < nq; a++) {              /* a query chunk against every key chunk */
+            int q0 = first[a];
+            dt_attn_block_init(m + q0, l + q0, o + q0 * d, d, n, d);
+            for (int st = 0; st < nq; st++) {
+                int k0 = first[(a - st + nq) % nq];
+                dt_attn_block_forward(qkv + q0 * ld, qkv + k0 * ld + d, qkv + k0 * ld + 2 * d,
+                                      ld, n, n, q0, k0, d, m + q0, l + q0, o + q0 * d, d,
+                                      scratch);
+            }
+            dt_attn_block_finish(m + q0, l + q0, o + q0 * d, d, lse + q0, n, d);
+            dt_attn_block_delta(o + q0 * d, dy + q0 * d, d, n, d, D + q0);
+            for (int st = 0; st < nq; st++) {
+                int k0 = first[(a + st) % nq];     /* backward the other way round */
+                dt_attn_block_backward(qkv + q0 * ld, qkv + k0 * ld + d, qkv + k0 * ld + 2 * d,
+                                       ld, n, n, q0, k0, d, lse + q0, D + q0, dy + q0 * d, d,
+                                       g + q0 * ld, g + k0 * ld + d, g + k0 * ld + 2 * d);
+            }
+        }
+        double *wy = unit_to_double(y, T * d), *wg = unit_to_double(dqkv, T * ld);
+        char what[64];
+        snprintf(what, sizeof what, "the output, by blocks (%s)", zig ? "zig-zag" : "plain");
+        unit_require_close(o, wy, T * d, 2e-6, what);
+        snprintf(what, sizeof what, "the gradients, by blocks (%s)", zig ? "zig-zag" : "plain");
+        unit_require_close(g, wg, T * ld, 2e-6, what);
+        free(wy);
+        free(wg);
+    }
+    /* the causal pairs per rank: every (query, key) chunk pair of its chunks */
+    enum { T2 = 120 };
+    long plain[C], zz[C];
+    for (int r = 0; r < C; r++) {
+        int a, b, n = T2 / C, h = T2 / (2 * C);
+        plain[r] = 0, zz[r] = 0;
+        for (int k = 0; k < C; k++)
+            plain[r] += dt_cp_pairs(r * n, k * n, n);
+        dt_cp_zigzag(r, C, T2, &a, &b);
+        for (int k = 0; k < 2 * C; k++)
+            zz[r] += dt_cp_pairs(a, k * h, h) + dt_cp_pairs(b, k * h, h);
+    }
+    for (int r = 1; r < C; r++)
+        REQUIRE(zz[r] == zz[0], "zig-zag: rank %d has %ld causal pairs, rank 0 %ld", r, zz[r],
+                zz[0]);
+    REQUIRE(zz[0] * C == (long)T2 * (T2 + 1) / 2, "zig-zag: %ld pairs a rank, %d ranks, not "
+            "the %ld of the whole", zz[0], C, (long)T2 * (T2 + 1) / 2);
+    REQUIRE(plain[C - 1] > (2 * C - 2) * plain[0], "plain cut: the last rank %ld pairs, the "
+            "first %ld, want about %d to 1", plain[C - 1], plain[0], 2 * C - 1);
+    free(qkv);
+    free(dy);
+}
+END_TEST
+
 /* ==== initialisation ==== */
 
 static float *init_model(const dt_gpt_config *c, unsigned long long seed)
@@ -1807,6 +1882,7 @@ int main(void)
     tcase_add_loop_test(tc, test_cut_model, 0, 2);
     tcase_add_test(tc, test_stages);
     tcase_add_test(tc, test_recompute);
+    tcase_add_test(tc, test_ring_attention);
     tcase_add_test(tc, test_init);
     tcase_add_test(tc, test_layout);
     tcase_add_test(tc, test_train);

@@ -118,6 +118,44 @@ void dt_attention_forward(const float *qkv, float *att, float *y, int B, int T, 
 void dt_attention_backward(const float *qkv, const float *att, const float *dy,
                            float *datt, float *dqkv, int B, int T, int H, int d);
 
+/* ==== attention a block of keys at a time (context parallelism, lib/nn/ringattn.c) ====
+ * One head's causal attention computed against the keys and values a block at a time,
+ * in any order, as ring attention passes blocks around the ranks: the queries' rows
+ * keep a running maximum m, a running sum l of exp(score - m) and an unnormalised
+ * output o, and each block rescales what came before by exp(m_old - m_new) (the online
+ * softmax of Milakov and Gimelshein, FlashAttention's). Positions are global: query row
+ * i is position q0 + i, key row j position k0 + j, and a key after a query is masked, so
+ * a block wholly in a query block's future costs nothing. q, k, v and their gradients
+ * have rows ld floats apart, o and dout rows ldo apart (d columns each).
+ *
+ * block_forward: before the first block m = -INFINITY, l = 0, o = 0 (dt_attn_block_init
+ * sets them); finish then divides o by l and writes lse = m + log l (Tq), all backward
+ * needs of the forward besides o. Each query row must have met a key (its own position
+ * at least) before finish. scratch: Tk floats. */
+void dt_attn_block_init(float *m, float *l, float *o, int ldo, int Tq, int d);
+void dt_attn_block_forward(const float *q, const float *k, const float *v, int ld, int Tq,
+                           int Tk, int q0, int k0, int d, float *m, float *l, float *o,
+                           int ldo, float *scratch);
+void dt_attn_block_finish(const float *m, const float *l, float *o, int ldo, float *lse,
+                          int Tq, int d);
+/* Backward against one block: with P = exp(score - lse) and D = rowsum(dout o) (Tq,
+ * dt_attn_block_delta), adds to dv P^T dout, to dq scale dS k and to dk scale dS^T q,
+ * dS = P (dout v^T - D). Summed over every block, in any order, they are the gradients
+ * of the whole attention (to rounding). */
+void dt_attn_block_delta(const float *o, const float *dout, int ldo, int Tq, int d,
+                         float *D);
+void dt_attn_block_backward(const float *q, const float *k, const float *v, int ld, int Tq,
+                            int Tk, int q0, int k0, int d, const float *lse, const float *D,
+                            const float *dout, int ldo, float *dq, float *dk, float *dv);
+
+/* Zig-zag: a sequence cut into 2C chunks of equal length, rank r of C holds chunks r and
+ * 2C-1-r, so that each rank has as many causal (query, key) pairs to compute as any other
+ * (a plain cut into C chunks gives the last rank about 2C-1 times the first's pairs).
+ * Writes the two chunks' first positions for a sequence of T (a multiple of
+ * 2C). dt_cp_pairs: the causal pairs queries [a, a+n) make with keys [b, b+n). */
+void dt_cp_zigzag(int r, int C, int T, int *first, int *second);
+long dt_cp_pairs(int a, int b, int n);
+
 /* ==== a block, whole or cut ==== */
 
 /* What a block's forward keeps for backward, for B x T rows (N = B*T): pointers into
