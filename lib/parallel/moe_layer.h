@@ -64,17 +64,17 @@ typedef struct {
     int nst;                 /* DTI_MOE_NST(E): a layer's figures */
     double *st, *st_h;       /* (nl, nst) the step's figures (the loss in layer 0's),
                                 summed over the ranks; st_h their host copy */
-    int *labels;             /* (Bl * labels per row) the step's labels, where the run is */
+    int *labels;             /* (Bl) the step's labels, where the run is (the MLP's) */
     float *dy, *dx, *tmp;    /* (Bl, H) scratch */
     float *zero;             /* (Bl, H) zeros: the residual's part when res is not h */
     float *dp;               /* (Bl, E) */
     float *dh;               /* (C, F) an expert's backward (GPT) */
 } dti_moe;
 
-/* Sets up m for r's run: experts of width H (hidden F), T tokens a group, nl layers
- * standing in the layers or blocks at[], the model side's nmodel replicated floats,
- * lpr labels per token row (host memory: the gates and experts are left zero for the
- * caller to fill; res is h unless res_apart). */
+/* Sets up m for r's run: gpt 1 for the GPT's experts (MLPs H -> F -> H), 0 for the
+ * MLP's (H -> H); T tokens a group; nl layers standing in the layers or units at[] (the
+ * trace's numbering); the model side's nmodel replicated floats. The gates and experts
+ * are left zero for the caller to fill; res is h unless res_apart. */
 void dti_moe_init(dti_moe *m, dti_run *r, int gpt, int H, int F, int T, int nl,
                   const int *at, size_t nmodel, int res_apart);
 void dti_moe_free(dti_moe *m);
