@@ -99,7 +99,7 @@ static double moe1_diff(const dt_gpt_config *g, const float *a, const float *b)
     size_t ia = 0, ib = 0;
     for (int u = 0; u < dt_gpt_units(g); u++) {
         size_t n = dt_gpt_unit_size(g, u), attn = dt_gpt_attn_size(g, g->heads);
-        int moe = u >= 1 && u <= g->layers && (u - 1) % 2 == 1;
+        int moe = u >= 1 && dt_moe_gpt_layer_of(g, u - 1) >= 0;
         for (size_t i = 0; i < n; i++) {
             if (moe && i == attn)
                 ib += (size_t)g->embed + 1;

@@ -21,9 +21,10 @@ int dt_moe_groups(const dt_train_config *c, int n);
 /* Which layer of the MLP the MoE layer replaces: layers / 2 (1 .. layers - 2). */
 int dt_moe_layer(const dt_mlp_config *m);
 /* The GPT's MoE layers: the MLPs of every other block, blocks 1, 3, ...: layers / 2 of
- * them, the i-th in block dt_moe_gpt_block(i) = 2i + 1. */
+ * them. dt_moe_gpt_layer_of: which of them block l's MLP is (block 2i + 1 holds the
+ * i-th), or -1 for a dense block. */
 int dt_moe_gpt_layers(const dt_gpt_config *g);
-int dt_moe_gpt_block(int i);
+int dt_moe_gpt_layer_of(const dt_gpt_config *g, int l);
 /* Weights of the whole model on n ranks. The MLP: its own, less the replaced layer, plus
  * the gate (E x hidden + E) and E experts (hidden x hidden + hidden each); the layout
  * of train --dump: layers before the MoE layer | gate W, b | expert 0 W, b | ... |

@@ -44,7 +44,7 @@
 /* Block l's MLP is an MoE layer */
 static int is_moe(const dt_gpt_config *g, int l)
 {
-    return l % 2 == 1 && l < g->layers;
+    return dt_moe_gpt_layer_of(g, l) >= 0;
 }
 
 /* Floats of unit u here: an MoE block's attention part, else the unit whole */
@@ -173,7 +173,7 @@ static double forward(side *s, dti_moe *m, const int *tok, const int *labels,
             continue;
         }
         /* attention and ln2 a group at a time; the experts on every group at once */
-        dti_moe_layer *ly = &m->ly[l / 2];
+        dti_moe_layer *ly = &m->ly[dt_moe_gpt_layer_of(g, l)];
         dt_gpt_block p = block(s, s->w, l);
         for (int gi = 0; gi < m->Gl; gi++) {
             t0 = dt_trace_now();
@@ -232,7 +232,7 @@ static void backward(side *s, dti_moe *m, const int *tok, int step)
         /* the experts on every group at once (m->dx: the gradient of ln2's output),
          * then ln2 and attention a group at a time; the stream's gradient (dres) keeps
          * the residual's part */
-        dti_moe_layer *ly = &m->ly[l / 2];
+        dti_moe_layer *ly = &m->ly[dt_moe_gpt_layer_of(g, l)];
         for (int gi = 0; gi < m->Gl; gi++)
             memcpy(m->dy + gi * NC, s->a[gi].dres, NC * sizeof(float));
         dti_moe_backward(m, ly, m->dy, step);
@@ -269,7 +269,7 @@ static void result(side *s, dti_moe *m, dti_run *r)
             memcpy(owned + o, s->w + s->off[u], n * sizeof(float));
         o += n;
         if (u >= 1 && u <= s->L && is_moe(s->g, u - 1)) {
-            const dti_moe_layer *ly = &m->ly[(u - 1) / 2];
+            const dti_moe_layer *ly = &m->ly[dt_moe_gpt_layer_of(s->g, u - 1)];
             if (m->rank == 0)
                 memcpy(owned + o, ly->gate, m->ng * sizeof(float));
             o += m->ng;
@@ -293,8 +293,9 @@ void dti_train_moe_gpt(dti_run *r)
     side_init(&s, r, Gl);
     int nl = dt_moe_gpt_layers(g);
     int *at = dti_calloc(nl, sizeof *at);
-    for (int i = 0; i < nl; i++)
-        at[i] = 1 + dt_moe_gpt_block(i);          /* the unit: the trace's numbering */
+    for (int l = 0; l < g->layers; l++)           /* the unit: the trace's numbering */
+        if (is_moe(g, l))
+            at[dt_moe_gpt_layer_of(g, l)] = 1 + l;
     dti_moe m;
     dti_moe_init(&m, r, 1, s.C, 4 * s.C, s.Ng, nl, at, s.n, 1);
     free(at);

@@ -37,7 +37,10 @@ int dt_moe_layer(const dt_mlp_config *m) { return m->layers / 2; }
 
 int dt_moe_gpt_layers(const dt_gpt_config *g) { return g->layers / 2; }
 
-int dt_moe_gpt_block(int i) { return 2 * i + 1; }
+int dt_moe_gpt_layer_of(const dt_gpt_config *g, int l)
+{
+    return l >= 0 && l < g->layers && l % 2 == 1 ? l / 2 : -1;
+}
 
 size_t dt_moe_nparams(const dt_train_config *c, int n)
 {
