@@ -428,10 +428,9 @@ static void add(float *dst, const float *src, size_t n)      /* dst += src */
         dst[i] += src[i];
 }
 
-static const dt_gpt_cut *whole_cut(const dt_gpt_config *c, dt_gpt_cut *w)
+dt_gpt_cut dt_gpt_whole(const dt_gpt_config *c, int recompute)
 {
-    *w = (dt_gpt_cut){ c->heads, 4 * c->embed, 1, NULL, NULL, DT_GPT_KEEP };
-    return w;
+    return (dt_gpt_cut){ c->heads, 4 * c->embed, 1, NULL, NULL, recompute };
 }
 
 void dt_gpt_mlp_forward(const dt_gpt_block *p, const float *x, float *h, float *g,
@@ -538,8 +537,7 @@ void dt_gpt_block_backward(const dt_gpt_config *c, const dt_gpt_cut *cut,
 
 static dt_gpt_cut whole_of(const dt_gpt_config *c, const dt_gpt_cut *cut)
 {
-    dt_gpt_cut w;
-    return cut ? *cut : *whole_cut(c, &w);
+    return cut ? *cut : dt_gpt_whole(c, DT_GPT_KEEP);
 }
 
 size_t dt_gpt_cut_nparams(const dt_gpt_config *c, const dt_gpt_cut *cut)

@@ -204,6 +204,10 @@ typedef struct {
  * without, so the gradients are the same bits. */
 enum { DT_GPT_KEEP = 0, DT_GPT_RECOMPUTE_FULL = 1, DT_GPT_RECOMPUTE_SELECTIVE = 2 };
 
+/* A whole block's cut (every head, every MLP column, its biases, no sums) with the
+ * recomputation given: what NULL stands for, with DT_GPT_KEEP */
+dt_gpt_cut dt_gpt_whole(const dt_gpt_config *c, int recompute);
+
 /* In a cut block every rank computes the whole gradient of the tensors it holds whole
  * (the LayerNorms, bo, b2; in a cut model wte, wpe and lnf too), the same bits on every
  * rank, bo's and b2's on the rank that does not add them too: a tensor-parallel mode

@@ -147,7 +147,7 @@ void dti_unit_acts_alloc(const dt_train_config *c, int B, dt_device_kind where,
     if (c->kind == DT_MODEL_GPT) {
         DT_REQUIRE(where == DT_CPU, "the GPT trains on the host so far");
         const dt_gpt_config *g = &c->gpt;    /* whole blocks, recomputed as c says */
-        a->cut = (dt_gpt_cut){ g->heads, 4 * g->embed, 1, NULL, NULL, c->recompute };
+        a->cut = dt_gpt_whole(g, c->recompute);
         size_t scratch, all = dt_gpt_acts_floats(g, &a->cut, B, g->seq, &scratch);
         dt_gpt_acts_alloc(g, &a->cut, B, g->seq, &a->gpt);
         a->tok = dti_calloc((size_t)B * c->gpt.seq, sizeof *a->tok);

@@ -90,7 +90,7 @@ static void side_init(side *s, dti_run *r, int Gl)
     s->S = g->seq;
     s->Bg = cfg->batch / dt_moe_groups(cfg, r->size);
     s->Ng = s->Bg * s->S;
-    s->whole = (dt_gpt_cut){ .heads = g->heads, .ffn = 4 * g->embed, .bias = 1 };
+    s->whole = dt_gpt_whole(g, DT_GPT_KEEP);
     s->off = dti_calloc((size_t)s->L + 3, sizeof *s->off);
     for (int u = 0; u < s->L + 2; u++)
         s->off[u + 1] = s->off[u] + unit_floats(g, u);
