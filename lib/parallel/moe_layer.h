@@ -18,7 +18,8 @@
 
 /* One MoE layer on this rank. */
 typedef struct {
-    int at;                  /* the MLP's layer, or the GPT's block, it stands in */
+    int at;                  /* what it stands in, as the trace numbers it: the MLP's
+                                layer, or the GPT's unit (its block + 1) */
     float *gate, *ggate;     /* W (E, H) then b (E), replicated; its gradient (summed) */
     float *ex, *gex;         /* this rank's El experts, nx floats each, and gradients */
     float *sgate, *sex;      /* their optimizer state */
