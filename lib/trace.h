@@ -80,9 +80,12 @@
  *   moe     experts E, topk k, capacity F, groups G, aux_loss A
  *   dp-threads  threads T, gil G (0: no lock)
  *   serial, ddp, tp, hybrid without stages: accum K when K > 1
- * then for every mode: layers L hidden H batch B steps S ranks N precision fp32|fp16
- * optimizer sgd|adam. (Pairs that would take the line past 191 characters are left
- * out, the last first; real runs are far from it.)
+ * then for every mode: layers L hidden H batch B steps S ranks N precision
+ * fp32|fp16|bf16 optimizer sgd|adam; the GPT (--model gpt) says "model gpt" before
+ * them, its layers are its units (the embeddings, the blocks, the head: L+2) and hidden
+ * its width, and with --recompute "recompute full|selective" follows hidden. (Pairs
+ * that would take the line past 191 characters are left out, the last first; real runs
+ * are far from it.)
  *
  * The events. step is the training step s in all of them (from 1, as training counts);
  * "micro m" means lo..hi = m..m+1 for micro-batch m (moe: token group m), or 0 0 where
@@ -91,7 +94,20 @@
  *   coll      phase             kind      chunk   lo..hi       what
  *   train     step              mark      -1      0 0          step s begins (an instant,
  *                                                              every rank)
- *   train     forward,backward  compute   layer   micro        work on one layer
+ *   train     forward,backward  compute   layer   micro        work on one layer (the
+ *                                                              GPT: its unit)
+ *   train     forward-PART,     compute   unit    micro        the GPT: a part of a
+ *             backward-PART                                    unit, PART attn or mlp
+ *                                                              (a block's halves: forward
+ *                                                              attn then mlp, backward
+ *                                                              mlp then attn),
+ *                                                              recompute (backward's
+ *                                                              forward again, --recompute
+ *                                                              full), moe (moe: the
+ *                                                              expert layer in place of
+ *                                                              the MLP, ln2 with it);
+ *                                                              the embeddings and the
+ *                                                              head are whole units
  *   train     loss, sum,        compute   -1 [2]  micro, 0 0   the loss; dp's server
  *             optimizer                                        adding the gradients up;
  *                                                              the update
@@ -120,10 +136,21 @@
  *                                                              gradient
  *   tp        g                 mark      layer   micro        forward: allreduce of a
  *                                                              row-cut layer's output
+ *                                                              (the GPT: chunk its unit,
+ *                                                              f and g twice a block, in
+ *                                                              its attention and its MLP,
+ *                                                              g again in a recomputed
+ *                                                              forward; the part's
+ *                                                              compute is two events, one
+ *                                                              each side of the sum)
  *   tp        gather            mark      layer   micro        forward: allgather of a
  *                                                              column-cut layer's output
  *                                                              (an unpaired last layer,
  *                                                              or tp_style allgather)
+ *   pp        tie               mark      -1      0 0          the GPT in stages: the
+ *                                                              first and the last stage
+ *                                                              summing their copies of
+ *                                                              wte's gradient
  *   moe       dispatch,combine  mark      -1      0 0          forward's all-to-alls:
  *                                                              tokens to their experts,
  *                                                              outputs back
@@ -284,6 +311,12 @@ int dt_trace_read(const char *path, dt_trace *t, char *err, size_t errlen);
 /* The same from an open stream (left open); name is what messages call it. */
 int dt_trace_read_stream(FILE *f, const char *name, dt_trace *t, char *err, size_t errlen);
 void dt_trace_free(dt_trace *t);
+
+/* A training compute event's direction, from its phase: 'F' for "forward" or
+ * "forward-PART", 'B' for "backward" or "backward-PART", 0 for any other phase. *part
+ * (part may be NULL) gets PART (the GPT's "attn", "mlp", "recompute", "moe"), or "" for
+ * a whole layer or unit and for other phases. */
+char dt_train_dir(const char *phase, const char **part);
 
 /* Writes t as Chrome trace JSON (open it in Perfetto or chrome://tracing): one process
  * per rank, a "comm" track (send, recv, d2h, h2d) and a "compute" track (reduce, copy,

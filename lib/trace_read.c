@@ -76,6 +76,25 @@ int dt_trace_via_find(const char *name)
     return -1;
 }
 
+char dt_train_dir(const char *phase, const char **part)
+{
+    static const struct { const char *name; char dir; } dirs[] = {
+        { "forward", 'F' }, { "backward", 'B' },
+    };
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        size_t n = strlen(dirs[i].name);
+        if (strncmp(phase, dirs[i].name, n) == 0 && (phase[n] == '\0' ||
+                                                     (phase[n] == '-' && phase[n + 1]))) {
+            if (part)
+                *part = phase[n] ? phase + n + 1 : "";
+            return dirs[i].dir;
+        }
+    }
+    if (part)
+        *part = "";
+    return 0;
+}
+
 /* ==== the line format, shared with the writer ==== */
 
 /* 1..max characters from lowest to '~'. Reads at most max+1 bytes of s, so a char[32]

@@ -927,16 +927,20 @@ viz_tests() {
     # the training timetable's traces: every mode of train, each run in a second or less
     # (2 steps of a small model), at 1 and odd rank counts where the mode allows, counts
     # that do not divide evenly (batch 21: 7 rows per rank, 4 or 5 rows per micro-batch)
-    # and buckets small enough that ddp has several (and once micro-batches, --accum).
-    # Named MODE[-WHAT].trace, pp-SCHEDULE-M.trace or hybrid-ppP-SCHEDULE-M.trace: the
-    # suite reads what train was given from the name.
+    # and buckets small enough that ddp has several (and once micro-batches, --accum);
+    # the GPT in the modes whose timetables it changes (its blocks' parts, fsdp's gathers
+    # by block, tp's sums inside a part, a recomputed forward, pp's tied wte, experts).
+    # Named MODE[-WHAT].trace, pp-SCHEDULE-M[-WHAT].trace or hybrid-ppP-SCHEDULE-M.trace:
+    # the suite reads what train was given from the name.
     local tt=$tmp/timetable np name spec t0 ntt
     local tiny=(--steps 2 --hidden 16 --layers 4 --quiet)
+    local gtiny=(--steps 2 --embed 16 --seq 8 --layers 2 --heads 2 --quiet) tsz
     mkdir -p "$tt"
     t0=$(now)
     while read -r np name spec; do
         [ "$name" != moe ] || "$train" --help 2>/dev/null | grep -q 'moe' || continue
-        job_bg "tt-$name" "$MPIEXEC" -n "$np" "$train" $spec "${tiny[@]}" --trace "$tt/$name.trace"
+        if [[ " $spec " == *" --model gpt "* ]]; then tsz=("${gtiny[@]}"); else tsz=("${tiny[@]}"); fi
+        job_bg "tt-$name" "$MPIEXEC" -n "$np" "$train" $spec "${tsz[@]}" --trace "$tt/$name.trace"
         makers+=("tt-$name train $spec -n $np --trace (for the timetable)")
     done <<END
 3 pp-gpipe-4 --mode pp --schedule gpipe --micro 4 --batch 20
@@ -951,6 +955,10 @@ viz_tests() {
 4 hybrid-pp2-1f1b-3 --mode hybrid --pp 2 --dp 2 --schedule 1f1b --micro 3 --batch 30
 3 dp --mode dp --batch 21
 3 moe --mode moe --batch 21
+2 fsdp-gpt --model gpt --mode fsdp --batch 6
+2 tp-gpt --model gpt --mode tp --recompute full --batch 6
+3 pp-1f1b-3-gpt --model gpt --mode pp --schedule 1f1b --micro 3 --batch 6
+3 moe-gpt --model gpt --mode moe --batch 12
 END
     wait
     for m in "${makers[@]}"; do

@@ -552,9 +552,11 @@ static void *rank_run(void *arg)
     return NULL;
 }
 
-static void rank_done(int u, void *ctx)
+static void rank_done(int u, int part, void *ctx)   /* units done, in order */
 {
     rank_part *r = ctx;
+    if (!dt_gpt_part_last(part, 0))
+        return;
     if (r->ndone < 16)
         r->done[r->ndone] = u;
     r->ndone++;
@@ -740,13 +742,27 @@ static double model_f(const void *ctx)
     return ref_model_loss(m->c, m->p, m->tok, m->tgt, m->B, m->T);
 }
 
-static int done_order[16], ndone;
-static void record_done(int u, void *ctx)
+/* record_done, a dt_gpt_part_fn: done_order the units in the order they completed
+ * (their last part, forward or backward as done_backward says), done_parts every call
+ * as (unit, part) */
+static int done_order[16], ndone, done_parts[64][2], nparts, done_backward;
+static void record_done(int u, int part, void *ctx)
 {
     (void)ctx;
+    if (nparts < 64)
+        done_parts[nparts][0] = u, done_parts[nparts][1] = part;
+    nparts++;
+    if (!dt_gpt_part_last(part, done_backward))
+        return;
     if (ndone < 16)
         done_order[ndone] = u;
     ndone++;
+}
+
+static void record_reset(int backward)
+{
+    ndone = nparts = 0;
+    done_backward = backward;
 }
 
 /* Checks grads (params' layout) against want tensor by tensor, each relative to its own
@@ -826,12 +842,22 @@ START_TEST(test_model_fd)
         float loss = dt_xent(logits, tgt, N, V, 1.0f / N, dl) / N;
         REQUIRE(fabs(loss - ref) < 1e-5 * ref, "%s: mean loss %.9g, the double forward "
                 "gives %.9g", path_name(blas), loss, ref);
-        ndone = 0;
+        record_reset(1);
         dt_gpt_backward(c, params, &a, dl, tok, B, T, grads, record_done, NULL);
-        REQUIRE(ndone == L + 2, "unit_done called %d times for %d units", ndone, L + 2);
+        REQUIRE(ndone == L + 2, "units done %d times for %d units", ndone, L + 2);
         for (int k = 0; k < L + 2; k++)
-            REQUIRE(done_order[k] == L + 1 - k, "unit_done call %d was for unit %d, want "
-                    "%d (last to first)", k, done_order[k], L + 1 - k);
+            REQUIRE(done_order[k] == L + 1 - k, "unit done %d was unit %d, want %d (last "
+                    "to first)", k, done_order[k], L + 1 - k);
+        /* the parts: the head whole, each block's MLP then its attention, the embeddings */
+        REQUIRE(nparts == 2 * L + 2, "%d parts done for %d blocks", nparts, L);
+        for (int k = 0; k < nparts; k++) {
+            int u = k == 0 ? L + 1 : k == nparts - 1 ? 0 : L - (k - 1) / 2;
+            int part = k == 0 || k == nparts - 1 ? DT_GPT_UNIT
+                     : (k - 1) % 2 == 0 ? DT_GPT_MLP : DT_GPT_ATTN;
+            REQUIRE(done_parts[k][0] == u && done_parts[k][1] == part, "backward's part %d: "
+                    "unit %d part %d, want unit %d part %d", k, done_parts[k][0],
+                    done_parts[k][1], u, part);
+        }
         require_model_grads(c, grads, want, 1e-5, path_name(blas));
         /* wpe's rows from T on: no gradient at all */
         for (size_t j = (size_t)V * c->embed + (size_t)T * c->embed;
@@ -1009,10 +1035,10 @@ START_TEST(test_cut_model)
     for (int k = 0; k < 2; k++) {
         snprintf(what, sizeof what, "rank %d's logits (%s)", k, path_name(blas));
         unit_require_near(r[k].logits, want, (size_t)N * V, 2e-6, 1.0, what);
-        REQUIRE(r[k].ndone == L + 2, "rank %d: forward's unit_done called %d times", k,
+        REQUIRE(r[k].ndone == L + 2, "rank %d: forward's units done %d times", k,
                 r[k].ndone);
         for (int u = 0; u < L + 2; u++)
-            REQUIRE(r[k].done[u] == u, "rank %d: forward's unit_done call %d for unit %d",
+            REQUIRE(r[k].done[u] == u, "rank %d: forward's unit done %d was unit %d",
                     k, u, r[k].done[u]);
     }
     REQUIRE(memcmp(r[0].logits, r[1].logits, (size_t)N * V * sizeof(float)) == 0,
@@ -1083,19 +1109,21 @@ START_TEST(test_stages)
             dt_gpt_stage_acts_alloc(c, NULL, s, U, B, T, &a1);
             const float *x = dt_gpt_forward_stage(c, NULL, 0, s, params, tok, NULL, B, T,
                                                   &a0, NULL, NULL);
-            ndone = 0;
+            record_reset(0);
             const float *l = dt_gpt_forward_stage(c, NULL, s, U, p1, NULL, x, B, T, &a1,
                                                   record_done, NULL);
             REQUIRE(ndone == U - s && done_order[0] == s, "stage [%d, %d): forward's "
-                    "unit_done %d times, first for %d", s, U, ndone, done_order[0]);
+                    "units done %d times, first %d", s, U, ndone, done_order[0]);
+            REQUIRE(done_parts[0][1] == (s <= L ? DT_GPT_ATTN : DT_GPT_UNIT), "stage [%d, "
+                    "%d): forward's first part %d", s, U, done_parts[0][1]);
             REQUIRE(memcmp(l, logits, (size_t)N * V * sizeof *l) == 0, "%s, stages split "
                     "at unit %d: the logits differ from the whole model's",
                     path_name(blas), s);
-            ndone = 0;
+            record_reset(1);
             dt_gpt_backward_stage(c, NULL, s, U, p1, &a1, dl, NULL, dx, B, T, g1,
                                   record_done, NULL);
             REQUIRE(ndone == U - s && done_order[0] == U - 1 && done_order[ndone - 1] == s,
-                    "stage [%d, %d): backward's unit_done %d times, first for %d", s, U,
+                    "stage [%d, %d): backward's units done %d times, first %d", s, U,
                     ndone, done_order[0]);
             dt_gpt_backward_stage(c, NULL, 0, s, params, &a0, dx, tok, NULL, B, T, g0,
                                   NULL, NULL);

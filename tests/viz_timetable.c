@@ -941,6 +941,8 @@ typedef struct {
     char mode[16];
     int stages;              /* pipeline stages: pp's ranks, hybrid's --pp; 0 none */
     int schedule, micro;     /* with stages: --schedule (0 gpipe, 1 1f1b), --micro */
+    int units;               /* the GPT's units (the header's "model gpt ... layers U"),
+                                0 for the MLP */
 } given;
 
 static void parse_name(const char *name, int nranks, given *g)
@@ -982,19 +984,35 @@ static int micro_of(const dt_event *e)
     return e->hi == e->lo + 1 && e->lo >= 0 && e->lo < 1000000 ? (int)e->lo : -1;
 }
 
-/* The comm block a mark names ("bucket 2", "AG L1"), or 0 for a mark that names none. */
-static int span_label(const dt_event *e, char *label, size_t len)
+/* Layer l as labels name it: "L2"; the GPT's unit: "emb" (0), "b0" .. (its blocks),
+ * "head" (the last) */
+static void layer_label(const given *g, int l, char *out, size_t len)
+{
+    if (g->units <= 0)
+        snprintf(out, len, "L%d", l);
+    else
+        snprintf(out, len, l == 0 ? "emb" : l == g->units - 1 ? "head" : "b%d", l - 1);
+}
+
+/* The comm block a mark names ("bucket 2", "AG L1", the GPT's "AG b0"), or 0 for a mark
+ * that names none. */
+static int span_label(const given *g, const dt_event *e, char *label, size_t len)
 {
     static const char *const map[][3] = {
-        { "ddp", "bucket", "bucket %d" }, { "fsdp", "gather", "AG L%d" },
-        { "fsdp", "reduce-scatter", "RS L%d" }, { "fsdp", "free", "free L%d" },
-        { "tp", "f", "f L%d" }, { "tp", "g", "g L%d" },
+        { "ddp", "bucket", "bucket" }, { "fsdp", "gather", "AG" },
+        { "fsdp", "reduce-scatter", "RS" }, { "fsdp", "free", "free" },
+        { "tp", "f", "f" }, { "tp", "g", "g" },
     };
     if (e->kind != DT_EV_MARK)
         return 0;
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (!strcmp(e->coll, map[i][0]) && !strcmp(e->phase, map[i][1])) {
-            snprintf(label, len, map[i][2], e->chunk);
+            char ly[16];
+            if (i == 0)
+                snprintf(ly, sizeof ly, "%d", e->chunk);
+            else
+                layer_label(g, e->chunk, ly, sizeof ly);
+            snprintf(label, len, "%s %s", map[i][2], ly);
             return 1;
         }
     return 0;
@@ -1020,23 +1038,33 @@ static double overlap_compute(const dv_tt *tt, int rank, double t0, double t1)
 }
 
 /* The label and kind of the block that shows compute event e: "F3" in a pipeline (pp),
- * "F2 L1" with micro-batches elsewhere (accum: ddp's --accum), else "F L1"; prefix: the
- * label need only start with *label ("opt", "loss"; "" for any). */
-static void compute_want(const dt_event *e, int pp, int accum, char *label, size_t len,
-                         dv_tt_kind *kind, int *prefix)
+ * "F2 L1" with micro-batches elsewhere (accum: ddp's --accum), else "F L1"; the GPT's
+ * units by name and part ("F b1 attn", "B head"); prefix: the label need only start
+ * with *label ("opt", "loss"; "" for any). */
+static void compute_want(const given *g, const dt_event *e, int pp, int accum, char *label,
+                         size_t len, dv_tt_kind *kind, int *prefix)
 {
     *prefix = 0;
     *kind = DV_TT_OTHER;
     label[0] = '\0';
-    if (!strcmp(e->phase, "forward") || !strcmp(e->phase, "backward")) {
-        char c = e->phase[0] == 'f' ? 'F' : 'B';
-        *kind = c == 'F' ? DV_TT_FORWARD : DV_TT_BACKWARD;
+    int f = !strncmp(e->phase, "forward", 7), b = !strncmp(e->phase, "backward", 8);
+    if (f || b) {
+        const char *part = e->phase + (f ? 7 : 8);
+        char c = f ? 'F' : 'B', ly[40];
+        REQUIRE(!*part || (g->units > 0 && part[0] == '-' && (!strcmp(part + 1, "attn") ||
+                !strcmp(part + 1, "mlp") || !strcmp(part + 1, "recompute") ||
+                !strcmp(part + 1, "moe"))), "compute phase '%s'%s", e->phase,
+                g->units > 0 ? "" : " in an MLP's trace");
+        *kind = f ? DV_TT_FORWARD : DV_TT_BACKWARD;
+        layer_label(g, e->chunk, ly, sizeof ly);
+        if (*part)
+            snprintf(ly + strlen(ly), sizeof ly - strlen(ly), " %s", part + 1);
         if (pp)
             snprintf(label, len, "%c%d", c, micro_of(e));
         else if (accum && micro_of(e) >= 0)
-            snprintf(label, len, "%c%d L%d", c, micro_of(e), e->chunk);
+            snprintf(label, len, "%c%d %s", c, micro_of(e), ly);
         else
-            snprintf(label, len, "%c L%d", c, e->chunk);
+            snprintf(label, len, "%c %s", c, ly);
         return;
     }
     *prefix = 1;
@@ -1077,7 +1105,7 @@ static void check_compute(const dt_trace *t, const dv_tt *tt, const given *g,
             char want[24];
             dv_tt_kind kind;
             int prefix;
-            compute_want(e, pp, accum, want, sizeof want, &kind, &prefix);
+            compute_want(g, e, pp, accum, want, sizeof want, &kind, &prefix);
             REQUIRE(!pp || kind == DV_TT_OTHER || kind == DV_TT_OPTIMIZER || micro_of(e) >= 0,
                     "%s: a pp compute event without a micro-batch", name);
             int named = prefix ? !strncmp(b->label, want, strlen(want))
@@ -1123,7 +1151,8 @@ static void check_compute(const dt_trace *t, const dv_tt *tt, const given *g,
 /* Every span mark of ddp, fsdp and tp is exactly one comm block of its rank, with its
  * times and step; returns how many marks of each kind: [0] buckets (distinct), [1] AG,
  * [2] RS, [3] f or g. */
-static void check_marks(const dt_trace *t, const dv_tt *tt, const char *name, int *count)
+static void check_marks(const dt_trace *t, const dv_tt *tt, const given *g, const char *name,
+                        int *count)
 {
     char *used = calloc((size_t)tt->nblocks + 1, 1);
     int buckets[64] = { 0 };
@@ -1132,7 +1161,7 @@ static void check_marks(const dt_trace *t, const dv_tt *tt, const char *name, in
     for (size_t i = 0; i < t->n; i++) {
         const dt_event *e = &t->ev[i];
         char want[24];
-        if (!span_label(e, want, sizeof want))
+        if (!span_label(g, e, want, sizeof want))
             continue;
         int found = -1;
         for (int j = 0; j < tt->nblocks && found < 0; j++) {
@@ -1323,9 +1352,9 @@ static void check_pp(const dt_trace *t, const dv_tt *tt, const given *g, const c
                         if (e->rank != r || !is_compute(e) || e->step != step ||
                             micro_of(e) != mi)
                             continue;
-                        if (!strcmp(e->phase, "forward"))
-                            f0 = fmin(f0, e->t0);
-                        if (!strcmp(e->phase, "backward"))
+                        if (dt_train_dir(e->phase, NULL) == 'F')   /* the GPT's */
+                            f0 = fmin(f0, e->t0);                  /* parts too */
+                        if (dt_train_dir(e->phase, NULL) == 'B')
                             b1 = fmax(b1, e->t1);
                     }
                     stash += (f0 <= c) - (b1 > -INFINITY && b1 <= c);
@@ -1495,6 +1524,9 @@ static void check_trace(const char *dir, const char *file)
     REQUIRE(dt_trace_read(path, &t, err, sizeof err) == 0, "%s", err);
     REQUIRE(dt_trace_read(path, &mine, err, sizeof err) == 0, "%s", err);
     parse_name(file, mine.nranks, &g);
+    const char *gpt = strstr(mine.train, " model gpt "), *units = strstr(mine.train, " layers ");
+    g.units = gpt && units ? atoi(units + 8) : 0;
+    REQUIRE(!gpt || g.units >= 3, "%s: a GPT of %d units", file, g.units);
     char head[32];
     snprintf(head, sizeof head, "mode %s", g.mode);
     size_t hl = strlen(head);
@@ -1518,7 +1550,7 @@ static void check_trace(const char *dir, const char *file)
             tt.disagree);
     check_compute(&mine, &tt, &g, file);
     int count[4];
-    check_marks(&mine, &tt, file, count);
+    check_marks(&mine, &tt, &g, file, count);
     check_arrows(&mine, &tt, file);
     check_comm(&mine, &tt, file);
     check_steps(&mine, &tt, file);
@@ -1551,6 +1583,27 @@ static void check_trace(const char *dir, const char *file)
         REQUIRE(count[3] > 0, "%s: no f or g marks", file);
     if (!strcmp(g.mode, "hybrid"))
         REQUIRE(count[0] > 0, "%s: no ddp buckets (hybrid's data-parallel part)", file);
+    /* the GPT's blocks by name and part (check_compute held every label to its event;
+     * here: that the parts are there), fsdp's gathers by block, pp's tied wte */
+    int fm = !strcmp(g.mode, "moe");
+    if (g.units > 0 && g.stages == 0) {
+        static const char *const want[] = { "F b0 attn", "F b0 mlp", "B b0 mlp", "B b0 attn",
+                                            "F b1 moe", "B b1 moe" };
+        for (int k = 0; k < (fm ? 6 : 4); k++)
+            REQUIRE(find_compute(&tt, 0, want[k]) >= 0, "%s: rank 0 has no block '%s'", file,
+                    want[k]);
+        REQUIRE(!strstr(mine.train, " recompute full") ||
+                find_compute(&tt, 0, "B b0 recompute") >= 0, "%s: recompute full, but rank "
+                "0 has no block 'B b0 recompute'", file);
+    }
+    for (int k = 0; g.units > 0 && k < 2; k++) {
+        const char *want = k == 0 ? (!strcmp(g.mode, "fsdp") ? "AG b0" : NULL)
+                                  : (g.stages > 1 ? "tie wte" : NULL);
+        int found = 0;
+        for (int j = 0; want && j < tt.nblocks; j++)
+            found |= tt.blocks[j].lane == 1 && !strcmp(tt.blocks[j].label, want);
+        REQUIRE(!want || found, "%s: no comm block '%s'", file, want);
+    }
     check_headerless(path, &tt, file);
     draw_steps(&m, &tt, file);
     printf("viz_timetable: %s: %d ranks, %d steps, %d blocks, %d waits, %d arrows; "

@@ -523,8 +523,11 @@ static int tl_class(const dt_event *e, int *lane)
     *lane = e->kind == DT_EV_COMPUTE ? 0 : e->kind == DT_EV_SEND || e->kind == DT_EV_D2H ? 1 : 2;
     switch (e->kind) {
     case DT_EV_COMPUTE:
-        return !strcmp(e->phase, "forward") ? TL_FWD : !strcmp(e->phase, "backward") ? TL_BWD
-             : !strcmp(e->phase, "optimizer") ? TL_OPT : TL_COMPUTE;
+        switch (dt_train_dir(e->phase, NULL)) {    /* "forward", "forward-attn", ... */
+        case 'F': return TL_FWD;
+        case 'B': return TL_BWD;
+        default: return !strcmp(e->phase, "optimizer") ? TL_OPT : TL_COMPUTE;
+        }
     case DT_EV_REDUCE: case DT_EV_COPY: return TL_REDUCE;
     case DT_EV_SEND: return TL_SEND;
     case DT_EV_RECV: return TL_RECV;

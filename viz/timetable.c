@@ -114,25 +114,43 @@ static void layer_name(const bld *b, int l, char *out, size_t len)
         snprintf(out, len, "b%d", l - 1);
 }
 
-/* The GPT's units from the "# train" settings ("model gpt ... layers U"), else 0 */
-static int gpt_units_of(const char *settings)
+/* The GPT's units from the "# train" settings ("model gpt ... layers U"); without
+ * them (a trace without its header), from the events: a GPT's compute names the parts
+ * of its blocks ("forward-attn"), and its units are the highest one computed + 1; 0 for
+ * the MLP's */
+static int gpt_units_of(const char *settings, const dt_trace *t)
 {
     const char *g = strstr(settings, "model gpt"), *l = strstr(settings, "layers ");
-    return g && l ? atoi(l + 7) : 0;
+    if (g && l)
+        return atoi(l + 7);
+    int parts = 0, top = -1;
+    for (size_t i = 0; i < t->n; i++) {
+        const char *part;
+        const dt_event *e = &t->ev[i];
+        if (e->kind != DT_EV_COMPUTE || !dvi_is(e->coll, "train") || !dt_train_dir(e->phase, &part))
+            continue;
+        parts |= *part != '\0';
+        top = e->chunk > top ? e->chunk : top;
+    }
+    return parts ? top + 1 : 0;
 }
 
 static void compute_label(const bld *b, const dt_event *e, dv_tt_block *k)
 {
-    char mi[16] = "", ly[16] = "";
+    char mi[16] = "", ly[24] = "";
     if (k->micro >= 0 && (b->pp_like || b->micro_labels))
         snprintf(mi, sizeof mi, "%d", k->micro);
-    if (k->layer >= 0 && !b->pp_like) {
+    const char *part;
+    char dir = dt_train_dir(e->phase, &part);
+    if (k->layer >= 0 && !b->pp_like) {      /* " b1", and the GPT's part: " b1 attn" */
         ly[0] = ' ';
         layer_name(b, k->layer, ly + 1, sizeof ly - 1);
+        if (*part)
+            snprintf(ly + strlen(ly), sizeof ly - strlen(ly), " %s", part);
     }
-    if (dvi_is(e->phase, "forward") || dvi_is(e->phase, "backward")) {
-        k->kind = e->phase[0] == 'f' ? DV_TT_FORWARD : DV_TT_BACKWARD;
-        snprintf(k->label, sizeof k->label, "%c%.11s%.11s", e->phase[0] == 'f' ? 'F' : 'B', mi, ly);
+    if (dir) {
+        k->kind = dir == 'F' ? DV_TT_FORWARD : DV_TT_BACKWARD;
+        snprintf(k->label, sizeof k->label, "%c%.7s%.15s", dir, mi, ly);
     } else if (dvi_is(e->phase, "optimizer")) {
         k->kind = DV_TT_OPTIMIZER;
         snprintf(k->label, sizeof k->label, "opt");
@@ -177,6 +195,7 @@ static const struct { const char *coll, *phase, *name, *sep; dv_tt_role role; } 
     { "tp", "f", "f", " L", DV_TT_ROLE_OTHER },
     { "tp", "g", "g", " L", DV_TT_ROLE_OTHER },
     { "tp", "gather", "gather", " L", DV_TT_ROLE_OTHER },
+    { "pp", "tie", "tie wte", NULL, DV_TT_ROLE_OTHER },
     { "dp-threads", "lock-wait", "lock", NULL, DV_TT_ROLE_LOCK },
 };
 
@@ -821,7 +840,7 @@ int dv_tt_build(dv_tt *tt, const dv_model *m, char *err, size_t errlen)
     if (!b.ev_piece || !b.ev_seg || !b.ev_op || !b.mk || !b.mkpiece || !b.mkused || !b.tree)
         goto out;
     b.pp_like = dvi_tt_mode(tt, &m->trace, b.mk, &b.micro_labels);
-    b.gpt_units = gpt_units_of(tt->settings);
+    b.gpt_units = gpt_units_of(tt->settings, t);
     for (size_t i = 0; i < t->n; i++)
         b.ev_piece[i] = b.ev_seg[i] = -1;
     for (size_t lo = 0, hi; lo < t->n; lo = hi) {      /* rank by rank, thread by thread */

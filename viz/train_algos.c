@@ -111,6 +111,7 @@ static int distinct(int *v, size_t n)
 /* What the events show, in one pass. */
 typedef struct {
     int compute, pipe_msgs, pipe_ops, ddp, fsdp, tp, moe, dp, dpt, ag, rs, rd, a2a;
+    int tie;                 /* a "pp tie" mark: the GPT's stages summing wte's copies */
     int stages, micros, cmicros, interleave;
     int max_step, max_layer;    /* the highest step and compute layer named, -1 none */
     int replicas;               /* dp-threads: 1 + the highest replica named, 0 none */
@@ -132,6 +133,7 @@ static void look(const dt_trace *t, int *scratch, seen *e)
         e->ddp |= dvi_named_mark(v) && dvi_is(v->coll, "ddp");
         e->fsdp |= dvi_named_mark(v) && dvi_is(v->coll, "fsdp");
         e->tp |= dvi_named_mark(v) && dvi_is(v->coll, "tp");
+        e->tie |= dvi_named_mark(v) && dvi_is(v->coll, "pp") && dvi_is(v->phase, "tie");
         e->moe |= dvi_named_mark(v) && dvi_is(v->coll, "moe");
         e->dpt |= dvi_named_mark(v) && dvi_is(v->coll, "dp-threads");
         e->dp |= dvi_is(v->coll, "dp");
@@ -141,8 +143,7 @@ static void look(const dt_trace *t, int *scratch, seen *e)
         e->a2a |= strncmp(v->coll, "alltoall", 8) == 0;
         e->max_step = v->step > e->max_step ? v->step : e->max_step;
         e->max_thread = v->thread > e->max_thread ? v->thread : e->max_thread;
-        if (comp && (dvi_is(v->phase, "forward") || dvi_is(v->phase, "backward")) &&
-            v->chunk > e->max_layer)
+        if (comp && dt_train_dir(v->phase, NULL) && v->chunk > e->max_layer)
             e->max_layer = v->chunk;
         e->interpret += comp && dvi_is(v->phase, "interpret");
         if (dvi_pipe_op(v)) {
@@ -173,7 +174,9 @@ static void look(const dt_trace *t, int *scratch, seen *e)
 /* The mode the events show (timetable.h), "" when they show none. */
 static const char *events_mode(const seen *e)
 {
-    int pp = e->pipe_msgs || e->stages >= 2, tpx = e->tp || (e->rd && e->compute);
+    /* allreduces beside compute without tp's marks: tp (an old trace), unless they are
+     * the GPT's stages summing their copies of wte */
+    int pp = e->pipe_msgs || e->stages >= 2, tpx = e->tp || (e->rd && e->compute && !e->tie);
     return pp + e->ddp + tpx >= 2 ? "hybrid" : pp ? "pp"
          : e->moe || (e->a2a && e->compute) ? "moe" : e->ddp ? "ddp"
          : e->fsdp || (e->ag && e->rs && e->compute) ? "fsdp" : tpx ? "tp" : e->dp ? "dp"

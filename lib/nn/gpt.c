@@ -750,9 +750,15 @@ static void check_run(const char *fn, const dt_gpt_config *c, const dt_gpt_acts 
 
 /* ==== one unit ==== */
 
+const char *dt_gpt_part_name(int part)
+{
+    return part == DT_GPT_ATTN ? "attn" : part == DT_GPT_MLP ? "mlp"
+         : part == DT_GPT_RECOMPUTE ? "recompute" : NULL;
+}
+
 void dt_gpt_unit_forward(const dt_gpt_config *c, const dt_gpt_cut *cut, int u,
                          const float *pu, const float *wte, const int *tok,
-                         dt_gpt_acts *a, int B, int T)
+                         dt_gpt_acts *a, int B, int T, dt_gpt_part_fn done, void *ctx)
 {
     dt_gpt_cut k = whole_of(c, cut);
     int C = c->embed, V = c->vocab, N = B * T, L = c->layers;
@@ -763,17 +769,25 @@ void dt_gpt_unit_forward(const dt_gpt_config *c, const dt_gpt_cut *cut, int u,
     } else if (u <= L) {                           /* block u - 1 */
         dt_gpt_block p;
         dt_gpt_block_at(c, k.heads, k.ffn, (float *)pu, &p);
-        dt_gpt_block_forward(c, &k, &p, &a->blk[u - 1], stream(c, a, u), B, T);
+        dt_gpt_block_attn_forward(c, &k, &p, &a->blk[u - 1], B, T);
+        if (done)
+            done(u, DT_GPT_ATTN, ctx);
+        dt_gpt_block_mlp_forward(c, &k, &p, &a->blk[u - 1], stream(c, a, u), B, T);
+        if (done)
+            done(u, DT_GPT_MLP, ctx);
+        return;
     } else {                                       /* lnf, and the head: wte^T */
         dt_layernorm_forward(a->out, pu, pu + C, a->lnf, a->lnf_mean, a->lnf_rstd, N, C);
         dt_linear_forward(a->lnf, wte, NULL, a->logits, N, C, V);
     }
+    if (done)
+        done(u, DT_GPT_UNIT, ctx);
 }
 
 void dt_gpt_unit_backward(const dt_gpt_config *c, const dt_gpt_cut *cut, int u,
                           const float *pu, const float *wte, dt_gpt_acts *a,
                           const float *dlogits, const int *tok, float *gu, float *dwte,
-                          int B, int T)
+                          int B, int T, dt_gpt_part_fn done, void *ctx)
 {
     dt_gpt_cut k = whole_of(c, cut);
     int C = c->embed, V = c->vocab, N = B * T, L = c->layers;
@@ -789,12 +803,23 @@ void dt_gpt_unit_backward(const dt_gpt_config *c, const dt_gpt_cut *cut, int u,
         dt_gpt_block_at(c, k.heads, k.ffn, gu, &g);
         /* full recomputation: the block's forward again, into the buffers it shares
          * (its output, the next block's input, is written again with the same bits) */
-        if (k.recompute == DT_GPT_RECOMPUTE_FULL)
+        if (k.recompute == DT_GPT_RECOMPUTE_FULL) {
             dt_gpt_block_forward(c, &k, &p, &a->blk[u - 1], stream(c, a, u), B, T);
-        dt_gpt_block_backward(c, &k, &p, &a->blk[u - 1], &a->s, a->dres, &g, B, T);
+            if (done)
+                done(u, DT_GPT_RECOMPUTE, ctx);
+        }
+        dt_gpt_block_mlp_backward(c, &k, &p, &a->blk[u - 1], &a->s, a->dres, &g, B, T);
+        if (done)
+            done(u, DT_GPT_MLP, ctx);
+        dt_gpt_block_attn_backward(c, &k, &p, &a->blk[u - 1], &a->s, a->dres, &g, B, T);
+        if (done)
+            done(u, DT_GPT_ATTN, ctx);
+        return;
     } else {
         dt_embed_backward(tok, a->dres, gu, gu + (size_t)V * C, B, T, C);
     }
+    if (done)
+        done(u, DT_GPT_UNIT, ctx);
 }
 
 /* ==== a stage: its units one after another ==== */
@@ -811,7 +836,7 @@ static size_t stage_unit(const dt_gpt_config *c, const dt_gpt_cut *k, int u0, in
 const float *dt_gpt_forward_stage(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0,
                                   int u1, const float *params, const int *tok,
                                   const float *x_in, int B, int T, dt_gpt_acts *a,
-                                  void (*unit_done)(int u, void *ctx), void *ctx)
+                                  dt_gpt_part_fn done, void *ctx)
 {
     check_stage(c, u0, u1);
     check_run("dt_gpt_forward", c, a, u0, u1, B, T);
@@ -822,9 +847,8 @@ const float *dt_gpt_forward_stage(const dt_gpt_config *c, const dt_gpt_cut *cut,
     }
     const float *wte = params + stage_wte(c, &k, u0);
     for (int u = u0; u < u1; u++) {
-        dt_gpt_unit_forward(c, &k, u, params + stage_unit(c, &k, u0, u), wte, tok, a, B, T);
-        if (unit_done)
-            unit_done(u, ctx);
+        dt_gpt_unit_forward(c, &k, u, params + stage_unit(c, &k, u0, u), wte, tok, a, B, T,
+                            done, ctx);
     }
     return has_final(c, u1) ? a->logits : stream(c, a, u1 - 1);
 }
@@ -832,7 +856,7 @@ const float *dt_gpt_forward_stage(const dt_gpt_config *c, const dt_gpt_cut *cut,
 void dt_gpt_backward_stage(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0, int u1,
                            const float *params, dt_gpt_acts *a, const float *dy,
                            const int *tok, float *dx, int B, int T, float *grads,
-                           void (*unit_done)(int u, void *ctx), void *ctx)
+                           dt_gpt_part_fn done, void *ctx)
 {
     check_stage(c, u0, u1);
     check_run("dt_gpt_backward", c, a, u0, u1, B, T);
@@ -843,9 +867,7 @@ void dt_gpt_backward_stage(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0
     for (int u = u1 - 1; u >= u0; u--) {
         size_t o = stage_unit(c, &k, u0, u);
         dt_gpt_unit_backward(c, &k, u, params + o, params + w, a, dy, tok, grads + o,
-                             grads + w, B, T);
-        if (unit_done)
-            unit_done(u, ctx);
+                             grads + w, B, T, done, ctx);
     }
     if (u0 > 0 && dx)                  /* the gradient of the stream this stage got */
         memcpy(dx, a->dres, N * c->embed * sizeof(float));
@@ -853,20 +875,19 @@ void dt_gpt_backward_stage(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0
 
 const float *dt_gpt_forward_cut(const dt_gpt_config *c, const dt_gpt_cut *cut,
                                 const float *params, const int *tok, int B, int T,
-                                dt_gpt_acts *a, void (*unit_done)(int u, void *ctx),
-                                void *ctx)
+                                dt_gpt_acts *a, dt_gpt_part_fn done, void *ctx)
 {
     return dt_gpt_forward_stage(c, cut, 0, dt_gpt_units(c), params, tok, NULL, B, T, a,
-                                unit_done, ctx);
+                                done, ctx);
 }
 
 void dt_gpt_backward_cut(const dt_gpt_config *c, const dt_gpt_cut *cut,
                          const float *params, dt_gpt_acts *a, const float *dlogits,
                          const int *tok, int B, int T, float *grads,
-                         void (*unit_done)(int u, void *ctx), void *ctx)
+                         dt_gpt_part_fn done, void *ctx)
 {
     dt_gpt_backward_stage(c, cut, 0, dt_gpt_units(c), params, a, dlogits, tok, NULL, B, T,
-                          grads, unit_done, ctx);
+                          grads, done, ctx);
 }
 
 const float *dt_gpt_forward(const dt_gpt_config *c, const float *params, const int *tok,
@@ -877,9 +898,9 @@ const float *dt_gpt_forward(const dt_gpt_config *c, const float *params, const i
 
 void dt_gpt_backward(const dt_gpt_config *c, const float *params, dt_gpt_acts *a,
                      const float *dlogits, const int *tok, int B, int T, float *grads,
-                     void (*unit_done)(int u, void *ctx), void *ctx)
+                     dt_gpt_part_fn done, void *ctx)
 {
-    dt_gpt_backward_cut(c, NULL, params, a, dlogits, tok, B, T, grads, unit_done, ctx);
+    dt_gpt_backward_cut(c, NULL, params, a, dlogits, tok, B, T, grads, done, ctx);
 }
 
 /* ==== sampling ==== */

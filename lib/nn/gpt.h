@@ -253,6 +253,26 @@ void dt_gpt_mlp_backward(const dt_gpt_block *p, const float *x, const float *h,
                          const float *g, const float *dy, float *dh, float *dx,
                          const dt_gpt_block *gr, int n, int C, int F);
 
+/* ==== a unit's parts ====
+ * What the forward and backward of a unit tell a caller's callback done(u, part, ctx)
+ * after each part of unit u (a trace records one compute event a part: the viewer's
+ * "F b1 attn"). A block runs in two parts, attention (its x to x2) and the MLP (x2 to
+ * its output): forward DT_GPT_ATTN then DT_GPT_MLP, backward DT_GPT_MLP then
+ * DT_GPT_ATTN, with full recomputation first DT_GPT_RECOMPUTE (the block's forward run
+ * again). The embeddings and the final unit run in one part, DT_GPT_UNIT. The unit's
+ * work (its output, or its gradients) is complete after its last part,
+ * dt_gpt_part_last. */
+enum { DT_GPT_UNIT = 0, DT_GPT_ATTN = 1, DT_GPT_MLP = 2, DT_GPT_RECOMPUTE = 3 };
+typedef void (*dt_gpt_part_fn)(int u, int part, void *ctx);
+
+/* 1 when part ends its unit's forward (backward 0) or its backward (backward 1) */
+static inline int dt_gpt_part_last(int part, int backward)
+{
+    return part == DT_GPT_UNIT || part == (backward ? DT_GPT_ATTN : DT_GPT_MLP);
+}
+/* "attn", "mlp", "recompute"; NULL for DT_GPT_UNIT (and anything else) */
+const char *dt_gpt_part_name(int part);
+
 /* ==== the whole model ==== */
 
 /* Everything forward keeps for backward and backward's scratch, for up to B sequences
@@ -287,23 +307,23 @@ size_t dt_gpt_cut_nparams(const dt_gpt_config *c, const dt_gpt_cut *cut);
 const float *dt_gpt_forward(const dt_gpt_config *c, const float *params, const int *tok,
                             int B, int T, dt_gpt_acts *a);
 /* Backward from dlogits (B*T, V), accumulating into grads (params' layout). Goes
- * through the units last to first and calls unit_done(u, ctx) after unit u's gradients
- * are complete (unit 0 last: the head adds to wte's gradient first). */
+ * through the units last to first and calls done(u, part, ctx) after each part of
+ * each (unit u's gradients are complete after its last part; unit 0 comes last: the
+ * head adds to wte's gradient first). */
 void dt_gpt_backward(const dt_gpt_config *c, const float *params, dt_gpt_acts *a,
                      const float *dlogits, const int *tok, int B, int T, float *grads,
-                     void (*unit_done)(int u, void *ctx), void *ctx);
+                     dt_gpt_part_fn done, void *ctx);
 /* The same with every block cut so (params and grads in dt_gpt_cut_nparams's layout,
  * a allocated for the cut), the cut's sums called inside each block: tensor
- * parallelism's rank. Forward calls unit_done(u, ctx) after each unit too (0, 1, ...,
- * L+1; the head's product counts to unit L+1). */
+ * parallelism's rank. Forward calls done(u, part, ctx) after each part too (units 0, 1,
+ * ..., L+1; the head's product counts to unit L+1). */
 const float *dt_gpt_forward_cut(const dt_gpt_config *c, const dt_gpt_cut *cut,
                                 const float *params, const int *tok, int B, int T,
-                                dt_gpt_acts *a, void (*unit_done)(int u, void *ctx),
-                                void *ctx);
+                                dt_gpt_acts *a, dt_gpt_part_fn done, void *ctx);
 void dt_gpt_backward_cut(const dt_gpt_config *c, const dt_gpt_cut *cut,
                          const float *params, dt_gpt_acts *a, const float *dlogits,
                          const int *tok, int B, int T, float *grads,
-                         void (*unit_done)(int u, void *ctx), void *ctx);
+                         dt_gpt_part_fn done, void *ctx);
 
 /* ==== one unit ====
  * Unit u's forward and backward with its weights pu (the unit's floats, in the cut's
@@ -312,14 +332,15 @@ void dt_gpt_backward_cut(const dt_gpt_config *c, const dt_gpt_cut *cut,
  * a->blk[l].x and writes the next block's (or a->out after the last); the final unit
  * reads a->out. Backward passes the stream's gradient in a->dres, the final unit first
  * (from dlogits, its gradient going to gu (lnf) and dwte (the head)), unit 0 last (tok:
- * the tokens forward read). a holds every unit the calls touch. */
+ * the tokens forward read). a holds every unit the calls touch. done(u, part, ctx)
+ * (done may be NULL) after each of the unit's parts (below). */
 void dt_gpt_unit_forward(const dt_gpt_config *c, const dt_gpt_cut *cut, int u,
                          const float *pu, const float *wte, const int *tok,
-                         dt_gpt_acts *a, int B, int T);
+                         dt_gpt_acts *a, int B, int T, dt_gpt_part_fn done, void *ctx);
 void dt_gpt_unit_backward(const dt_gpt_config *c, const dt_gpt_cut *cut, int u,
                           const float *pu, const float *wte, dt_gpt_acts *a,
                           const float *dlogits, const int *tok, float *gu, float *dwte,
-                          int B, int T);
+                          int B, int T, dt_gpt_part_fn done, void *ctx);
 
 /* What unit u wrote in forward: the residual stream after it (B*T, C), or the logits
  * (B*T, V) for the final unit */
@@ -341,19 +362,20 @@ size_t dt_gpt_stage_acts_floats(const dt_gpt_config *c, const dt_gpt_cut *cut, i
 /* Forward of units [u0, u1): from tok (B, T) when u0 = 0, else from x_in (B*T, C),
  * the residual stream entering unit u0. Returns the logits (B*T, V) when u1 = L+2,
  * else the residual stream leaving unit u1-1 (B*T, C); both live in a. Calls
- * unit_done(u, ctx) after each unit. */
+ * done(u, part, ctx) after each part of each unit. */
 const float *dt_gpt_forward_stage(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0,
                                   int u1, const float *params, const int *tok,
                                   const float *x_in, int B, int T, dt_gpt_acts *a,
-                                  void (*unit_done)(int u, void *ctx), void *ctx);
+                                  dt_gpt_part_fn done, void *ctx);
 /* Backward from dy: dlogits (B*T, V) when u1 = L+2, else the gradient of the stream
  * the stage sent (B*T, C). Gradients accumulate into grads (the stage's layout); dx
  * (B*T, C; may be NULL) gets the gradient of the stream that entered, when u0 > 0;
- * with u0 = 0 the embeddings need tok. unit_done(u, ctx) after each unit, last first. */
+ * with u0 = 0 the embeddings need tok. done(u, part, ctx) after each part, the last
+ * unit first. */
 void dt_gpt_backward_stage(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0, int u1,
                            const float *params, dt_gpt_acts *a, const float *dy,
                            const int *tok, float *dx, int B, int T, float *grads,
-                           void (*unit_done)(int u, void *ctx), void *ctx);
+                           dt_gpt_part_fn done, void *ctx);
 
 /* The next n tokens after prompt (len tokens, 1 or more), written to out (n): each
  * drawn from the softmax of the last position's logits divided by temperature (0:

@@ -256,11 +256,19 @@ void dti_mark(const char *coll, const char *phase, int step, int chunk, size_t l
 
 void dti_compute_event(const char *phase, int step, int layer, int micro, double t0)
 {
+    dti_compute_part(phase, NULL, step, layer, micro, t0);
+}
+
+void dti_compute_part(const char *phase, const char *part, int step, int layer, int micro,
+                      double t0)
+{
     double t1 = dt_trace_now();
     compute_ns += t1 > t0 ? (unsigned long long)((t1 - t0) * 1e9) : 0;
     if (!dt_trace_enabled())
         return;
-    dt_trace_phase("train", phase);
+    char name[DTI_TRACE_NAME_MAX + 1];
+    snprintf(name, sizeof name, "%s%s%s", phase, part ? "-" : "", part ? part : "");
+    dt_trace_phase("train", name);
     dt_trace_step(step, -1, 0, 0, layer, micro < 0 ? 0 : (size_t)micro,
                   micro < 0 ? 0 : (size_t)micro + 1);
     dt_trace_add(DT_EV_COMPUTE, -1, 0, t0, t1);

@@ -139,7 +139,7 @@ void dti_train_hybrid(dti_run *r)
             dti_ddp_finish(ddp);
             wait_sum += dti_ddp_wait_seconds(ddp);
         }
-        dti_model_tied_sum(&m);
+        dti_model_tied_sum(&m, s);
         char extra[160] = "", scaler[96];
         int found = fp16 && dti_nonfinite(m.grads, m.type, m.n);
         int apply = dti_scaler_decide(r, found, r->comm, scaler, sizeof scaler);

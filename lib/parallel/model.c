@@ -57,10 +57,10 @@ void dti_model_tie(dti_model *m, MPI_Comm pp_comm)
         dti_gpt_model_tie(m, pp_comm);
 }
 
-void dti_model_tied_sum(dti_model *m)
+void dti_model_tied_sum(dti_model *m, int step)
 {
     if (m->g)
-        dti_gpt_model_tied_sum(m);
+        dti_gpt_model_tied_sum(m, step);
 }
 
 void dti_model_tie_sync(dti_model *m, float *w, float *state, int S)
@@ -186,11 +186,13 @@ const float *dti_unit_forward(dti_unit_acts *a, int u, const float *W, const flo
         if (u == 0)                           /* the tokens, sent as floats */
             for (size_t i = 0; i < (size_t)B * g->seq; i++)
                 a->tok[i] = (int)x[i];
-        dt_gpt_unit_forward(g, &a->cut, u, W, Wt, a->tok, &a->gpt, B, g->seq);
+        dti_gpt_clock k = { "forward", step, -1, t0, 0, 0, 0 };
+        dt_gpt_unit_forward(g, &a->cut, u, W, Wt, a->tok, &a->gpt, B, g->seq,
+                            dti_gpt_clock_part, &k);
         if (a->fp16)                          /* the unit's output, stored as fp16 */
             dti_round_to(a->type, dt_gpt_unit_output(g, &a->gpt, u), (size_t)B * g->seq *
                            (u == dt_gpt_units(g) - 1 ? g->vocab : g->embed));
-        dti_compute_event("forward", step, u, -1, t0);
+        dti_gpt_clock_end(&k, u);
         return u == dt_gpt_units(g) - 1 ? a->gpt.logits : NULL;
     }
     /* the MLP's layer u: z = x W^T + b, then the activation (none after the last) */
@@ -223,11 +225,12 @@ void dti_unit_backward(dti_unit_acts *a, int u, const float *W, const float *Wt,
     double t0 = dt_trace_now();
     if (c->kind == DT_MODEL_GPT) {
         const dt_gpt_config *g = &c->gpt;
+        dti_gpt_clock k = { "backward", step, -1, t0, 0, 0, 0 };
         dt_gpt_unit_backward(g, &a->cut, u, W, Wt, &a->gpt, dlogits, a->tok, dW, dWt, B,
-                             g->seq);
+                             g->seq, dti_gpt_clock_part, &k);
         if (a->fp16)                          /* the stream's gradient, as fp16 */
             dti_round_to(a->type, a->gpt.dres, (size_t)B * g->seq * g->embed);
-        dti_compute_event("backward", step, u, -1, t0);
+        dti_gpt_clock_end(&k, u);
         return;
     }
     /* the MLP's layer u, from dy (the logits' gradient for the last) */

@@ -39,9 +39,44 @@
 
 /* ==== the cut and the layout ==== */
 
+/* The unit and part under way on clock k, from the part done last: forward a block's
+ * attention, then its MLP; backward its recomputed forward (full: the cut's
+ * recompute), its MLP, its attention */
+static void under_way(const dti_gpt_clock *k, int full, int *u, int *part)
+{
+    int back = k->phase[0] == 'b', ended = dt_gpt_part_last(k->done_part, back);
+    if (!back) {
+        *u = ended ? k->done_u + 1 : k->done_u;
+        *part = ended ? DT_GPT_ATTN : DT_GPT_MLP;
+    } else if (ended) {
+        *u = k->done_u - 1;
+        *part = full ? DT_GPT_RECOMPUTE : DT_GPT_MLP;
+    } else {
+        *u = k->done_u;
+        *part = k->done_part == DT_GPT_RECOMPUTE ? DT_GPT_MLP : DT_GPT_ATTN;
+    }
+}
+
+/* Tensor parallelism's sum inside a block (the cut's): the part's compute so far is
+ * one event, the allreduce a tp mark (as the MLP's, model.c: "g" in forward and in a
+ * recomputed forward, "f" in backward), and the part's compute goes on after it */
 static void tp_sum(float *x, size_t n, void *ctx)
 {
-    dti_tp_allreduce(ctx, x, n);
+    dti_model *m = ctx;
+    dti_gpt_clock *k = m->clock;
+    int u = -1, part = DT_GPT_UNIT;
+    if (k) {
+        under_way(k, m->cut.recompute == DT_GPT_RECOMPUTE_FULL, &u, &part);
+        dti_compute_part(k->phase, dt_gpt_part_name(part), k->step, u, k->micro, k->t0);
+    }
+    double t0 = dt_trace_now();
+    dti_tp_allreduce(m, x, n);
+    if (k == NULL)
+        return;
+    int forward = k->phase[0] == 'f' || part == DT_GPT_RECOMPUTE;
+    dti_mark("tp", forward ? "g" : "f", k->step, u, k->micro < 0 ? 0 : (size_t)k->micro,
+             k->micro < 0 ? 0 : (size_t)k->micro + 1, n * dti_work_size(m->run), t0);
+    k->t0 = dt_trace_now();
 }
 
 void dti_gpt_model_init(dti_model *m, dti_run *r, int l0, int l1, MPI_Comm tp, int Bmax)
@@ -208,37 +243,58 @@ void dti_gpt_acts_free(dti_acts *a)
 
 /* ==== forward and backward ==== */
 
-/* A compute event per unit, from the end of the one before (trace.h); in fp16 the
- * unit's output (forward) or the stream's gradient and the unit's gradients (backward)
- * rounded and added to the fp16 sums first */
+void dti_gpt_clock_part(int u, int part, void *clock)
+{
+    dti_gpt_clock *k = clock;
+    k->done_u = u;
+    k->done_part = part;
+    if (dt_gpt_part_last(part, k->phase[0] == 'b')) {
+        k->last = part;
+        return;
+    }
+    dti_compute_part(k->phase, dt_gpt_part_name(part), k->step, u, k->micro, k->t0);
+    k->t0 = dt_trace_now();
+}
+
+void dti_gpt_clock_end(dti_gpt_clock *k, int u)
+{
+    dti_compute_part(k->phase, dt_gpt_part_name(k->last), k->step, u, k->micro, k->t0);
+    k->t0 = dt_trace_now();
+}
+
+/* A compute event per part (dti_gpt_clock); in fp16, once a unit is done, its output
+ * (forward) or the stream's gradient and the unit's gradients (backward) rounded and
+ * added to the fp16 sums first */
 typedef struct {
     dti_model *m;
     dti_acts *a;
-    const char *phase;
-    int step, micro, B;
-    double t0;
+    int B;
+    dti_gpt_clock clock;
     void (*layer_done)(int i, void *ctx);
     void *ctx;
 } unit_clock;
 
-static void unit_finished(int u, void *ctx)
+static void part_finished(int u, int part, void *ctx)
 {
     unit_clock *k = ctx;
+    dti_gpt_clock_part(u, part, &k->clock);
+    if (!dt_gpt_part_last(part, k->clock.phase[0] == 'b'))
+        return;
     dti_model *m = k->m;
     int i = u - m->l0, fp16 = m->type != MPI_FLOAT;
     size_t N = (size_t)k->B * m->g->seq;
-    if (fp16 && k->phase[0] == 'f') {
+    if (fp16 && k->clock.phase[0] == 'f') {
         size_t width = u == m->g->layers + 1 ? m->g->vocab : m->g->embed;
         dti_round_to(m->type, dt_gpt_unit_output(m->g, k->a->gpt, u), N * width);
-    } else if (fp16 && k->phase[0] == 'b') {
+    } else if (fp16) {
         dti_round_to(m->type, k->a->gpt->dres, N * m->g->embed);
         size_t n = m->off[i + 1] - m->off[i];
         dti_accumulate((char *)m->grads + m->off[i] * 2, m->type, m->gf + m->off[i], n);
     }
-    dti_compute_event(k->phase, k->step, u, k->micro, k->t0);
+    dti_gpt_clock_end(&k->clock, u);
     if (k->layer_done)
         k->layer_done(i, k->ctx);
-    k->t0 = dt_trace_now();
+    k->clock.t0 = dt_trace_now();
 }
 
 /* The stage's weights as floats: in place in fp32, widened into m->wf in fp16 */
@@ -259,21 +315,28 @@ const float *dti_gpt_model_forward(dti_model *m, dti_acts *a, const float *x_in,
     if (m->l0 == 0)                 /* the first stage: the tokens, sent as floats */
         for (size_t i = 0; i < (size_t)B * T; i++)
             a->tok[i] = (int)x_in[i];
-    unit_clock k = { m, a, "forward", step, micro, B, dt_trace_now(), NULL, NULL };
-    return dt_gpt_forward_stage(m->g, &m->cut, m->l0, m->l1, weights(m), a->tok, x_in, B,
-                                T, a->gpt, unit_finished, &k);
+    unit_clock k = { m, a, B, { "forward", step, micro, dt_trace_now(), 0, m->l0 - 1,
+                                DT_GPT_UNIT }, NULL, NULL };
+    m->clock = &k.clock;
+    const float *out = dt_gpt_forward_stage(m->g, &m->cut, m->l0, m->l1, weights(m),
+                                            a->tok, x_in, B, T, a->gpt, part_finished, &k);
+    m->clock = NULL;
+    return out;
 }
 
 void dti_gpt_model_backward(dti_model *m, dti_acts *a, const float *dy, float *dx, int B,
                             int step, int micro, void (*layer_done)(int i, void *ctx),
                             void *ctx)
 {
-    unit_clock k = { m, a, "backward", step, micro, B, dt_trace_now(), layer_done, ctx };
+    unit_clock k = { m, a, B, { "backward", step, micro, dt_trace_now(), 0, m->l1,
+                                DT_GPT_UNIT }, layer_done, ctx };
     int fp16 = m->type != MPI_FLOAT;
     if (fp16)                       /* this micro-batch's gradients, as floats */
         memset(m->gf, 0, m->n * sizeof(float));
+    m->clock = &k.clock;
     dt_gpt_backward_stage(m->g, &m->cut, m->l0, m->l1, weights(m), a->gpt, dy, a->tok, dx,
-                          B, m->g->seq, fp16 ? m->gf : m->grads, unit_finished, &k);
+                          B, m->g->seq, fp16 ? m->gf : m->grads, part_finished, &k);
+    m->clock = NULL;
 }
 
 /* ==== the tied embedding ==== */
@@ -304,10 +367,13 @@ void dti_gpt_model_tie_sync(dti_model *m, float *w, float *state, int S)
 /* Megatron's way: the first stage's wte (the embedding) and the last stage's copy (the
  * head) are one weight held twice; each stage's backward gave its copy the gradient
  * of its own use, and the weight's gradient is their sum, which both then hold */
-void dti_gpt_model_tied_sum(dti_model *m)
+void dti_gpt_model_tied_sum(dti_model *m, int step)
 {
     if (m->tie == MPI_COMM_NULL)
         return;
-    void *g = (char *)m->grads + m->tie_off * dti_work_size(m->run);
-    dt_allreduce(MPI_IN_PLACE, g, m->g->vocab * m->g->embed, m->type, MPI_SUM, m->tie);
+    size_t n = (size_t)m->g->vocab * m->g->embed, es = dti_work_size(m->run);
+    double t0 = dt_trace_now();
+    dt_allreduce(MPI_IN_PLACE, (char *)m->grads + m->tie_off * es, (int)n, m->type, MPI_SUM,
+                 m->tie);
+    dti_mark("pp", "tie", step, -1, 0, 0, n * es, t0);
 }

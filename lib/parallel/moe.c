@@ -402,7 +402,7 @@ void dti_moe_forward(dti_moe *m, dti_moe_layer *l, int step)
             for (int je = 0; je < m->El; je++)
                 l->ns[((size_t)q * m->Gl + g) * m->El + je] =
                     kept[(size_t)g * E + q * m->El + je];
-    dti_compute_event("forward", step, l->at, -1, t0);
+    dti_compute_part("forward", m->gpt ? "moe" : NULL, step, l->at, -1, t0);
 
     /* dispatch: the counts (host), then the slots (the copy of the counts waited for
      * the kernels above) */
@@ -424,13 +424,13 @@ void dti_moe_forward(dti_moe *m, dti_moe_layer *l, int step)
                 size_t i = block_at(l, m, s, gl, je, &rows);
                 expert_forward(m, l, je, i, rows);
             }
-    dti_compute_event("forward", step, l->at, -1, t0);
+    dti_compute_part("forward", m->gpt ? "moe" : NULL, step, l->at, -1, t0);
 
     /* combine: y = res + p * expert output, choices in order */
     slots_alltoall(m, l->ye, l->ys, "combine", step);
     t0 = dt_trace_now();
     dti_moe_combine(m->d, l->res, l->prob, l->choice, l->slot, l->ys, l->y);
-    dti_compute_event("forward", step, l->at, -1, t0);
+    dti_compute_part("forward", m->gpt ? "moe" : NULL, step, l->at, -1, t0);
 }
 
 void dti_moe_backward(dti_moe *m, dti_moe_layer *l, const float *dy, int step)
@@ -441,7 +441,7 @@ void dti_moe_backward(dti_moe *m, dti_moe_layer *l, const float *dy, int step)
     /* dp = aux + dy . (expert output) for each kept choice; the experts get p * dy */
     dti_moe_slots_backward(m->d, dy, l->prob, l->choice, l->slot, l->ys, l->aux, m->dp,
                            l->dys);
-    dti_compute_event("backward", step, l->at, -1, t0);
+    dti_compute_part("backward", m->gpt ? "moe" : NULL, step, l->at, -1, t0);
     slots_alltoall(m, l->dys, l->dye, "grad-dispatch", step);
 
     /* the experts' backward, blocks in the order of forward */
@@ -454,7 +454,7 @@ void dti_moe_backward(dti_moe *m, dti_moe_layer *l, const float *dy, int step)
                 size_t i = block_at(l, m, s, gl, je, &rows);
                 expert_backward(m, l, je, i, rows);
             }
-    dti_compute_event("backward", step, l->at, -1, t0);
+    dti_compute_part("backward", m->gpt ? "moe" : NULL, step, l->at, -1, t0);
     slots_alltoall(m, l->dxe, l->dxs, "grad-combine", step);
 
     /* the gate's part, then dx = the residual's (dy when it adds h) + what came back
@@ -469,7 +469,7 @@ void dti_moe_backward(dti_moe *m, dti_moe_layer *l, const float *dy, int step)
     }
     dti_moe_x_backward(m->d, l->res == l->h ? dy : m->zero, l->choice, l->slot, l->dxs,
                        m->tmp, m->dx);
-    dti_compute_event("backward", step, l->at, -1, t0);
+    dti_compute_part("backward", m->gpt ? "moe" : NULL, step, l->at, -1, t0);
 }
 
 double dti_moe_figures(dti_moe *m, double loss)

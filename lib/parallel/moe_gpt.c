@@ -156,19 +156,19 @@ static double forward(side *s, dti_moe *m, const int *tok, const int *labels,
     size_t NC = (size_t)s->Ng * s->C;
     double t0;
     for (int gi = 0; gi < m->Gl; gi++) {
-        t0 = dt_trace_now();
+        dti_gpt_clock k = { "forward", step, gi, dt_trace_now(), 0, 0, 0 };
         dt_gpt_unit_forward(g, NULL, 0, s->w, NULL, tok + (size_t)gi * s->Ng, &s->a[gi],
-                            s->Bg, s->S);
-        dti_compute_event("forward", step, 0, gi, t0);
+                            s->Bg, s->S, dti_gpt_clock_part, &k);
+        dti_gpt_clock_end(&k, 0);
     }
     for (int l = 0; l < s->L; l++) {
         int u = 1 + l;
         if (!is_moe(g, l)) {
             for (int gi = 0; gi < m->Gl; gi++) {
-                t0 = dt_trace_now();
+                dti_gpt_clock k = { "forward", step, gi, dt_trace_now(), 0, 0, 0 };
                 dt_gpt_unit_forward(g, NULL, u, s->w + s->off[u], NULL, NULL, &s->a[gi],
-                                    s->Bg, s->S);
-                dti_compute_event("forward", step, u, gi, t0);
+                                    s->Bg, s->S, dti_gpt_clock_part, &k);
+                dti_gpt_clock_end(&k, u);
             }
             continue;
         }
@@ -179,11 +179,13 @@ static double forward(side *s, dti_moe *m, const int *tok, const int *labels,
             t0 = dt_trace_now();
             dt_gpt_block_acts *b = &s->a[gi].blk[l];
             dt_gpt_block_attn_forward(g, &s->whole, &p, b, s->Bg, s->S);
+            dti_compute_part("forward", "attn", step, u, gi, t0);
+            t0 = dt_trace_now();            /* ln2: the MoE layer's input */
             dt_layernorm_forward(b->x2, p.ln2_w, p.ln2_b, b->ln2, b->ln2_mean, b->ln2_rstd,
                                  s->Ng, s->C);
             memcpy(ly->h + gi * NC, b->ln2, NC * sizeof(float));
             memcpy(ly->res + gi * NC, b->x2, NC * sizeof(float));
-            dti_compute_event("forward", step, u, gi, t0);
+            dti_compute_part("forward", "moe", step, u, gi, t0);
         }
         dti_moe_forward(m, ly, step);
         for (int gi = 0; gi < m->Gl; gi++)
@@ -194,7 +196,7 @@ static double forward(side *s, dti_moe *m, const int *tok, const int *labels,
     for (int gi = 0; gi < m->Gl; gi++) {
         t0 = dt_trace_now();
         dt_gpt_unit_forward(g, NULL, s->L + 1, s->w + s->off[s->L + 1], s->w, NULL,
-                            &s->a[gi], s->Bg, s->S);
+                            &s->a[gi], s->Bg, s->S, NULL, NULL);
         float *logits = s->a[gi].logits;
         loss += dt_xent(logits, labels + (size_t)gi * s->Ng, s->Ng, g->vocab, scale,
                         logits);
@@ -214,18 +216,20 @@ static void backward(side *s, dti_moe *m, const int *tok, int step)
         t0 = dt_trace_now();
         float *gg = dti_moe_group_grad(m, gi);
         dt_gpt_unit_backward(g, NULL, L + 1, s->w + s->off[L + 1], s->w, &s->a[gi],
-                             s->a[gi].logits, NULL, gg + s->off[L + 1], gg, s->Bg, s->S);
+                             s->a[gi].logits, NULL, gg + s->off[L + 1], gg, s->Bg, s->S,
+                             NULL, NULL);
         dti_compute_event("backward", step, L + 1, gi, t0);
     }
     for (int l = L - 1; l >= 0; l--) {
         int u = 1 + l;
         if (!is_moe(g, l)) {
             for (int gi = 0; gi < m->Gl; gi++) {
-                t0 = dt_trace_now();
+                dti_gpt_clock k = { "backward", step, gi, dt_trace_now(), 0, 0, 0 };
                 float *gg = dti_moe_group_grad(m, gi);
                 dt_gpt_unit_backward(g, NULL, u, s->w + s->off[u], NULL, &s->a[gi], NULL,
-                                     NULL, gg + s->off[u], NULL, s->Bg, s->S);
-                dti_compute_event("backward", step, u, gi, t0);
+                                     NULL, gg + s->off[u], NULL, s->Bg, s->S,
+                                     dti_gpt_clock_part, &k);
+                dti_gpt_clock_end(&k, u);
             }
             continue;
         }
@@ -243,16 +247,18 @@ static void backward(side *s, dti_moe *m, const int *tok, int step)
             dt_gpt_block gp = block(s, dti_moe_group_grad(m, gi), l);
             dt_layernorm_backward(b->x2, p.ln2_w, b->ln2_mean, b->ln2_rstd, m->dx + gi * NC,
                                   s->a[gi].dres, gp.ln2_w, gp.ln2_b, s->Ng, s->C);
+            dti_compute_part("backward", "moe", step, u, gi, t0);
+            t0 = dt_trace_now();
             dt_gpt_block_attn_backward(g, &s->whole, &p, b, &s->a[gi].s, s->a[gi].dres,
                                        &gp, s->Bg, s->S);
-            dti_compute_event("backward", step, u, gi, t0);
+            dti_compute_part("backward", "attn", step, u, gi, t0);
         }
     }
     for (int gi = 0; gi < m->Gl; gi++) {
         t0 = dt_trace_now();
         dt_gpt_unit_backward(g, NULL, 0, s->w, NULL, &s->a[gi], NULL,
                              tok + (size_t)gi * s->Ng, dti_moe_group_grad(m, gi), NULL,
-                             s->Bg, s->S);
+                             s->Bg, s->S, NULL, NULL);
         dti_compute_event("backward", step, 0, gi, t0);
     }
 }

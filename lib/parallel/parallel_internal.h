@@ -97,6 +97,27 @@ void dti_result_params(dti_run *r, const float *owned);
  * .. micro+1 (micro -1: 0 0). t0 is a dt_trace_now(); tracing or not, the time is
  * counted into the result's compute_seconds. */
 void dti_compute_event(const char *phase, int step, int layer, int micro, double t0);
+/* The same for a part of a layer (a GPT block's "attn", "mlp", "recompute", "moe"; NULL:
+ * the whole layer): phase "forward-attn", ... */
+void dti_compute_part(const char *phase, const char *part, int step, int layer, int micro,
+                      double t0);
+
+/* A GPT unit's compute events a part at a time (gpt.h's parts; the trace's
+ * "forward-attn", ...). dti_gpt_clock_part is a dt_gpt_part_fn for the unit and stage
+ * calls (ctx: the clock): it records each part but the unit's last as an event from t0,
+ * and starts the next from now; the last it leaves to dti_gpt_clock_end, so that the
+ * caller's own work on the finished unit (fp16 rounding) counts in it. */
+typedef struct {
+    const char *phase;          /* "forward" or "backward" */
+    int step, micro;            /* micro -1: none */
+    double t0;                  /* when the part under way began */
+    int last;                   /* the unit's last part, once done, until recorded */
+    int done_u, done_part;      /* the part done last (before the first: forward the
+                                   unit before the stage's first, backward the one
+                                   after its last, part DT_GPT_UNIT) */
+} dti_gpt_clock;
+void dti_gpt_clock_part(int u, int part, void *clock);
+void dti_gpt_clock_end(dti_gpt_clock *k, int u);
 
 /* Marks in the trace (lib/trace.h's table of training marks): dti_mark_begin is now, or 0
  * when tracing is off; dti_mark records a mark of coll and phase for training step `step`
@@ -198,6 +219,8 @@ typedef struct {
     float *tmp;              /* tensor parallelism's gather and sum buffer */
     float *dzl;              /* backward: this rank's columns of a gathered layer's dz */
     int Bmax;
+    dti_gpt_clock *clock;    /* the GPT: the clock of the forward or backward under way,
+                                which tensor parallelism's sums split (model_gpt.c) */
 } dti_model;
 
 /* Sets up layers [l0, l1) cut over the tensor-parallel group tp (MPI_COMM_SELF for
@@ -222,9 +245,9 @@ int dti_model_nspans(const dti_model *m);
  * pair (collective over pp_comm; nothing when there is one stage or no shared weight);
  * dti_model_tied_sum, after the gradients are complete (and summed over the
  * data-parallel replicas), adds the two copies' gradients on both, so that both take
- * the same update. */
+ * the same update (the trace's mark "pp tie" of training step `step`). */
 void dti_model_tie(dti_model *m, MPI_Comm pp_comm);
-void dti_model_tied_sum(dti_model *m);
+void dti_model_tied_sum(dti_model *m, int step);
 /* After a resume, the last stage's copy of the shared weights (in w, the fp32 weights
  * in m's layout) and of their optimizer state (S floats a weight; state NULL or S 0:
  * none) from the first stage's: a
@@ -333,7 +356,7 @@ void dti_gpt_model_move(const dti_model *m, float *full, float *local, int to_lo
 int dti_gpt_model_spans(const dti_model *m, dti_span *sp);
 void dti_gpt_model_tie_sync(dti_model *m, float *w, float *state, int S);
 void dti_gpt_model_tie(dti_model *m, MPI_Comm pp_comm);
-void dti_gpt_model_tied_sum(dti_model *m);
+void dti_gpt_model_tied_sum(dti_model *m, int step);
 void dti_gpt_acts_alloc(const dti_model *m, int B, dti_acts *a);
 void dti_gpt_acts_free(dti_acts *a);
 const float *dti_gpt_model_forward(dti_model *m, dti_acts *a, const float *x_in, int B,

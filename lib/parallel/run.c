@@ -366,6 +366,9 @@ static void train_text(const dt_train_config *c, int n, char *s, size_t len)
         pair(s, len, "model gpt");             /* (within the line's 191 characters) */
         pair(s, len, "layers %d", dt_gpt_units(&c->gpt));
         pair(s, len, "hidden %d", c->gpt.embed);
+        if (c->recompute != DT_GPT_KEEP)
+            pair(s, len, "recompute %s", c->recompute == DT_GPT_RECOMPUTE_FULL ? "full"
+                                                                         : "selective");
     } else {
         pair(s, len, "layers %d", c->model.layers);
         pair(s, len, "hidden %d", c->model.hidden);
