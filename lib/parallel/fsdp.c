@@ -134,7 +134,7 @@ typedef struct {
     char *room;              /* stage 3: the gathered layers' room, room_bytes (pool) */
     size_t room_bytes;
     int taken[2];            /* its front and back hold a gathered layer (pool) */
-    void *whole;             /* stages 2, 3: one layer's whole gradient, Pmax elements */
+    void *whole;             /* stages 2, 3: one layer's whole gradient (whole_most) */
     void *root_w;            /* stage 3: the root's gathered weights, all step */
     void *root_g;            /* stages 2, 3: the root's whole gradient, all backward */
     float *rootf, *rootgf;   /* fp16: the root's weights and the using unit's gradient
@@ -332,6 +332,17 @@ static size_t gathered_most(const fsdp *f)
     return most;
 }
 
+/* The largest padded layer but the root (whose gradient has a place of its own): what
+ * the pool's whole gradient must hold */
+static size_t whole_most(const fsdp *f)
+{
+    size_t most = 0;
+    for (int l = 0; l < f->L; l++)
+        if (l != f->root && f->s[l] * f->N > most)
+            most = f->s[l] * f->N;
+    return most;
+}
+
 /* ==== the pool: what a step holds for a moment, allocated once ====
  *
  * A step holds some buffers for a moment only: a gathered layer (stage 3) from its
@@ -352,7 +363,8 @@ static size_t gathered_most(const fsdp *f)
  *                     Two in a row never overlap (their sum is at most the room; the
  *                     back is aligned down to 256 bytes, for which the room has 256
  *                     more), and gather i+2 comes after gather i was released.
- *   whole gradient    the largest padded layer, Pmax elements, zeroed before each use
+ *   whole gradient    the largest padded layer but the root (whole_most), zeroed before
+ *                     each use
  *                     (backward adds into it; its padding must stay 0)
  *
  * A place is written again only after its last reader is done: the compute that read a
@@ -372,7 +384,7 @@ static void pool_alloc(fsdp *f)
         f->room = dt_malloc(f->room_bytes, where);
     }
     if (f->zero > 1)
-        f->whole = dt_malloc(f->Pmax * f->ws, where);
+        f->whole = dt_malloc(whole_most(f) * f->ws, where);
     if (f->root >= 0 && f->zero == 3)
         f->root_w = dt_malloc(f->s[f->root] * f->N * f->ws, where);
     if (f->root >= 0 && f->zero > 1)
@@ -681,7 +693,7 @@ static void expected_bytes(const fsdp *f, double formula[3], size_t exact[3])
                         (f->sep ? sums * sizeof(float) : 0) + fl +
                         gathered_most(f) * f->ws;
     exact[DTI_GRADS] = (f->zero == 1 ? sumP * f->ws + (f->host ? sums * f->ws : 0)
-                                     : sums * f->ws + f->Pmax * f->ws) + fl;
+                                     : sums * f->ws + whole_most(f) * f->ws) + fl;
     exact[DTI_OPTIM] = sums * f->S * sizeof(float);
     if (f->root >= 0) {           /* the root, whole: weights (stage 3), gradient (2, 3) */
         size_t rb = f->s[f->root] * f->N * f->ws, rf = f->fp16 ? f->n[f->root] * 4 : 0;
@@ -763,11 +775,11 @@ static void report(const fsdp *f, size_t sent_steps, int steps)
                     "weight, in ZeRO's K)" : "in fp32 the working weights are "
                     "the master weights: no copy");
     if (f->pf) {
-        size_t more = (gathered_most(f) - f->Pmax) * f->ws;
+        size_t one = whole_most(f), more = (gathered_most(f) - one) * f->ws;
         dti_summary(r, "  prefetch: %zu bytes more, the largest two gathers in a row less the",
                     more);
         dti_summary(r, "    largest one; at most one more gathered layer, w x %zu = %zu",
-                    f->Pmax, f->Pmax * f->ws);
+                    one, one * f->ws);
     }
     if (cfg->offload)
         dti_summary(r, "  offload: %s", f->host ? "master, optimizer state and gradient "
