@@ -134,78 +134,224 @@ int dt_rd_fold_peer(int rank, int n)
 
 /* ==== pipeline timetables ====
  *
- * Both schedules are one formula with w = dt_pp_warmup forwards first (GPipe: w = M):
+ * Every schedule is one formula on two lists of stage s: its forward table F[0..n-1]
+ * and its backward table B[0..n-1] (n = vM), of which it runs w = dt_pp_warmup_v
+ * forwards first:
  *
- *     position   0 .. w-1        w, w+1, ... in pairs     2M-w .. 2M-1
- *     runs       F0 .. F(w-1)    F(w) B0 F(w+1) B1 ...    B(M-w) .. B(M-1)
- *                 warm-up         steady 1F1B              cool-down
+ *     position   0 .. w-1        w, w+1, ... in pairs        2n-w .. 2n-1
+ *     runs       F[0] .. F[w-1]  F[w] B[0] F[w+1] B[1] ...   B[n-w] .. B[n-1]
+ *                 warm-up         steady 1F1B                 cool-down
  *
- * so F m sits at m (m < w) or 2m - w, and B m at w + 2m + 1 (m < M - w) or M + m.
- * A stage stashes a micro-batch at its F and frees it at its B: during the steady phase
- * it holds the w warm-up ones plus the one just run forward, w + 1 = min(P-s, M) (or M
- * when w = M), which is why 1F1B needs P stashes where GPipe needs M. */
+ * so F[t] sits at t (t < w) or 2t - w, and B[i] at w + 2i + 1 (i < n - w) or n + i.
+ *   GPipe, 1F1B   F[t] = F t and B[i] = B i; w = M (GPipe: all forwards first) or
+ *                 min(P-s-1, M).
+ *   interleaved   the tables run group by group (schedule.h): F through chunks 0 .. v-1,
+ *                 B through chunks v-1 .. 0, each chunk over the group's micro-batches
+ *                 in increasing order; w = min((v-1) g + P-s-1, n), g the first group's
+ *                 size. P = 2, M = 4, v = 2, groups {0,1} {2,3}:
+ *                     F  F0a F1a F0b F1b F2a F3a F2b F3b
+ *                     B  B0b B1b B0a B1a B2b B3b B2a B3a
+ *   zb-h1         1F1B's order, and after B i the W of micro-batch i - s (i >= s); the
+ *                 last min(s, M) W's follow the last B. W's before F[t] (t >= w):
+ *                 max(t-w-s, 0); before B[i]: max(i-s, 0).
+ * A stage stashes a micro-batch (of one chunk) at its F and frees it at its B (zb-h1:
+ * at its W): during the steady phase it holds the w warm-up ones plus the one just run
+ * forward, w + 1 (or n when w = n); zb-h1 holds, besides 1F1B's P-s, the s whose W it
+ * has put off: min(P, M). */
 
-#include <limits.h>     /* for the drawing at the end of the section */
-#include <stdarg.h>
+#include <limits.h>     /* INT_MAX: the bounds on the counts */
+#include <stdarg.h>     /* the drawing at the end of the section */
 #include <stdio.h>
 #include <stdlib.h>
 
-int dt_pp_warmup(int schedule, int P, int M, int s)
+enum { GPIPE = 0, ONE_F_ONE_B = 1, INTERLEAVED = 2, ZB_H1 = 3 };   /* as in schedule.h */
+
+static int imin(int a, int b) { return a < b ? a : b; }
+static int imax(int a, int b) { return a > b ? a : b; }
+
+int dt_pp_valid(int schedule, int P, int M, int v)
 {
-    if (schedule == 0)
-        return M;
-    return P - s - 1 < M ? P - s - 1 : M;
+    if (schedule < GPIPE || schedule > ZB_H1 || P < 1 || M < 1 || v < 1)
+        return 0;
+    if (v != 1 && schedule != INTERLEAVED)
+        return 0;
+    return (long long)P * v * M <= (1 << 24);      /* every count and index fits an int */
 }
 
-static int pp_bad(int schedule, int P, int M, int s)
+static int pp_bad(int schedule, int P, int M, int v, int s)
 {
-    return (schedule != 0 && schedule != 1) || P < 1 || M < 1 || s < 0 || s >= P;
+    return !dt_pp_valid(schedule, P, M, v) || s < 0 || s >= P;
 }
 
-/* The operation at position k of stage s: the inverse of dt_pp_index. */
-static dt_pp_op pp_op_at(int schedule, int P, int M, int s, int k)
+/* Costs: tb >= 1 and tw >= 0 (zb-h1: tw >= 1, its W is an operation of its own), and a
+ * step that fits in an int (dt_pp_slots_v is below this bound). */
+static int pp_bad_costs(int schedule, int P, int M, int v, int tb, int tw)
 {
-    int w = dt_pp_warmup(schedule, P, M, s);
-    if (k < w)
-        return (dt_pp_op){ 'F', k };
-    if (k >= 2 * M - w)
-        return (dt_pp_op){ 'B', k - M };
-    int j = k - w;
-    return j % 2 == 0 ? (dt_pp_op){ 'F', w + j / 2 } : (dt_pp_op){ 'B', (j - 1) / 2 };
+    if (pp_bad(schedule, P, M, v, 0) || tb < 1 || tw < (schedule == ZB_H1 ? 1 : 0))
+        return 1;
+    long long most = ((long long)v * imax(M, P) + imin(M, P)) * (1LL + tb + tw)
+                     + (long long)P * tb;
+    return most > INT_MAX / 2;
 }
 
-int dt_pp_index(int schedule, int P, int M, int s, char kind, int micro)
+/* The slots an operation takes: a fused backward does dx and dW, tb + tw. */
+static int pp_cost(int schedule, char kind, int tb, int tw)
 {
-    if (pp_bad(schedule, P, M, s) || micro < 0 || micro >= M)
-        return -1;
-    int w = dt_pp_warmup(schedule, P, M, s);
     if (kind == 'F')
-        return micro < w ? micro : 2 * micro - w;
-    if (kind == 'B')
-        return micro < M - w ? w + 2 * micro + 1 : M + micro;
+        return 1;
+    if (kind == 'W')
+        return tw;
+    return schedule == ZB_H1 ? tb : tb + tw;
+}
+
+/* Interleaved's groups: k = M / P groups of consecutive micro-batches (one group when
+ * M < P), cut as dt_chunk_bounds cuts elements. The group holding micro-batch m starts
+ * at *lo and holds *g. (v = 1 never looks at them: its tables are F m and B m.) */
+static void pp_group(int P, int M, int m, int *lo, int *g)
+{
+    int k = M >= P ? M / P : 1, big = M / k + 1, extra = M % k;
+    int i = m < extra * big ? m / big : extra + (m - extra * big) / (big - 1);
+    size_t l, h;
+    dt_chunk_bounds((size_t)M, k, i, &l, &h);
+    *lo = (int)l;
+    *g = (int)(h - l);
+}
+
+/* Entry t of the forward table (fwd = 1) or the backward table (fwd = 0). Group [lo,
+ * lo+g) fills the entries [v lo, v (lo+g)), g per chunk. */
+static dt_pp_op pp_table(int P, int M, int v, int fwd, int t)
+{
+    int lo, g;
+    pp_group(P, M, t / v, &lo, &g);
+    int r = t - v * lo, j = r / g;
+    return (dt_pp_op){ .kind = fwd ? 'F' : 'B', .micro = lo + r % g,
+                       .chunk = fwd ? j : v - 1 - j };
+}
+
+/* Where (micro, chunk) sits in the forward or backward table: pp_table's inverse. */
+static int pp_table_index(int P, int M, int v, int fwd, int micro, int chunk)
+{
+    int lo, g;
+    pp_group(P, M, micro, &lo, &g);
+    return v * lo + (fwd ? chunk : v - 1 - chunk) * g + micro - lo;
+}
+
+int dt_pp_nops(int schedule, int P, int M, int v)
+{
+    if (pp_bad(schedule, P, M, v, 0))
+        return -1;
+    return schedule == ZB_H1 ? 3 * M : 2 * v * M;
+}
+
+int dt_pp_warmup_v(int schedule, int P, int M, int v, int s)
+{
+    if (pp_bad(schedule, P, M, v, s))
+        return -1;
+    if (schedule == GPIPE)
+        return M;
+    int lo, g;
+    pp_group(P, M, 0, &lo, &g);
+    return imin((v - 1) * g + P - s - 1, v * M);
+}
+
+/* Stage s's order, read off the tables as the comment at the top of the section says. */
+static int pp_fill(int schedule, int P, int M, int v, int s, dt_pp_op *ops)
+{
+    int n = v * M, w = dt_pp_warmup_v(schedule, P, M, v, s), k = 0, zb = schedule == ZB_H1;
+    for (int t = 0; t < w; t++)
+        ops[k++] = pp_table(P, M, v, 1, t);
+    for (int i = 0; i < n; i++) {
+        if (w + i < n)
+            ops[k++] = pp_table(P, M, v, 1, w + i);
+        ops[k++] = pp_table(P, M, v, 0, i);
+        if (zb && i >= s)
+            ops[k++] = (dt_pp_op){ .kind = 'W', .micro = i - s, .chunk = 0 };
+    }
+    for (int m = imax(M - s, 0); zb && m < M; m++)
+        ops[k++] = (dt_pp_op){ .kind = 'W', .micro = m, .chunk = 0 };
+    return k;
+}
+
+int dt_pp_order_v(int schedule, int P, int M, int v, int s, dt_pp_op *ops)
+{
+    if (pp_bad(schedule, P, M, v, s))
+        return -1;
+    return pp_fill(schedule, P, M, v, s, ops);
+}
+
+int dt_pp_index_v(int schedule, int P, int M, int v, int s, char kind, int micro,
+                  int chunk)
+{
+    if (pp_bad(schedule, P, M, v, s) || micro < 0 || micro >= M || chunk < 0 || chunk >= v)
+        return -1;
+    int n = v * M, w = dt_pp_warmup_v(schedule, P, M, v, s), zb = schedule == ZB_H1;
+    if (kind == 'F') {
+        int t = pp_table_index(P, M, v, 1, micro, chunk);
+        return t < w ? t : 2 * t - w + (zb ? imax(t - w - s, 0) : 0);
+    }
+    if (kind == 'B') {
+        int i = pp_table_index(P, M, v, 0, micro, chunk);
+        return (i < n - w ? w + 2 * i + 1 : n + i) + (zb ? imax(i - s, 0) : 0);
+    }
+    if (kind == 'W' && zb)          /* right after B (micro + s), or among the last */
+        return micro + s < M ? dt_pp_index_v(schedule, P, M, v, s, 'B', micro + s, 0) + 1
+                             : 2 * M + micro;
     return -1;
 }
 
-int dt_pp_order(int schedule, int P, int M, int s, dt_pp_op *ops)
+int dt_pp_peak_stash_v(int schedule, int P, int M, int v, int s)
 {
-    if (pp_bad(schedule, P, M, s))
+    if (pp_bad(schedule, P, M, v, s))
         return -1;
-    for (int k = 0; k < 2 * M; k++)
-        ops[k] = pp_op_at(schedule, P, M, s, k);
-    return 2 * M;
+    if (schedule == ZB_H1)
+        return imin(P, M);
+    int w = dt_pp_warmup_v(schedule, P, M, v, s);
+    return w < v * M ? w + 1 : v * M;
 }
 
-int dt_pp_peak_stash(int schedule, int P, int M, int s)
+int dt_pp_messages_v(int schedule, int P, int M, int v, int s)
 {
-    if (pp_bad(schedule, P, M, s))
+    if (pp_bad(schedule, P, M, v, s))
         return -1;
-    int w = dt_pp_warmup(schedule, P, M, s);
-    return w < M ? w + 1 : M;
+    if (P == 1)                /* every chunk boundary is inside the one rank */
+        return 0;
+    return M * (2 * v - (s == 0) - (s == P - 1));
 }
 
-double dt_pp_bubble(int P, int M)
+int dt_pp_slots_v(int schedule, int P, int M, int v, int tb, int tw)
 {
-    return (double)(P - 1) / (double)(M + P - 1);
+    if (pp_bad_costs(schedule, P, M, v, tb, tw))
+        return -1;
+    if (schedule == ZB_H1)
+        return imax(M, P) + (P - 1) * tb + M * (tb + tw);
+    return (v * imax(M, P) + imin(M, P) - 1) * (1 + tb + tw);
+}
+
+double dt_pp_bubble_v(int schedule, int P, int M, int v, int tb, int tw)
+{
+    int T = dt_pp_slots_v(schedule, P, M, v, tb, tw);
+    if (T < 0)
+        return -1;
+    int busy = (schedule == ZB_H1 ? M : v * M) * (1 + tb + tw);
+    return (double)(T - busy) / T;
+}
+
+/* The operation op of stage s waits for besides its stage's previous one: stage *ds,
+ * position *dk. Op's virtual stage is c = chunk P + s; F waits for F of c-1 (none at
+ * c = 0), B for B of c+1 (at the last, c = vP-1, for its own F: the loss turns F into
+ * B), W for its own B. */
+static void pp_dep(int schedule, int P, int M, int v, int s, dt_pp_op op, int *ds, int *dk)
+{
+    int c = op.chunk * P + s, d = c;
+    char kind = op.kind == 'W' ? 'B' : op.kind;
+    if (op.kind == 'F')
+        d = c - 1;
+    else if (op.kind == 'B' && c < v * P - 1)
+        d = c + 1;
+    else if (op.kind == 'B')
+        kind = 'F';
+    *ds = d < 0 ? -1 : d % P;
+    *dk = d < 0 ? -1 : dt_pp_index_v(schedule, P, M, v, *ds, kind, op.micro, d / P);
 }
 
 /* The clock, played forward: the placed operations of a stage are a prefix of its order;
@@ -218,40 +364,36 @@ double dt_pp_bubble(int P, int M)
  * stage s starts at (M+P-1) + m + (P-1-s); the step ends at 2(M+P-1). Every stage is
  * busy 2M of those slots: idle (P-1)/(M+P-1). 1F1B ends at the same slot: it changes
  * the order, not the length of the critical path (stage 0's forwards, the last stage,
- * stage 0's backwards). */
-int dt_pp_timetable(int schedule, int P, int M, int tb, int *start)
+ * stage 0's backwards). Interleaved (M >= P) idles as many slots as 1F1B, but its slots
+ * are chunks', 1/v of a stage's work; zb-h1's step is stage 0's work and one wait
+ * (schedule.h). */
+static int pp_clock(int schedule, int P, int M, int v, int tb, int tw, const dt_pp_op *ops,
+                    int *start)
 {
-    if (pp_bad(schedule, P, M, 0) || tb < 1)
-        return -1;
-    int n = 2 * M, left = P * n, nslots = 0;
+    int n = dt_pp_nops(schedule, P, M, v), left = P * n, nslots = 0;
     for (int i = 0; i < P * n; i++)
         start[i] = -1;
     while (left > 0) {
         int progress = 0;
         for (int s = 0; s < P; s++) {
+            const dt_pp_op *o = ops + (size_t)s * n;
             int *row = start + (size_t)s * n;
             int k = 0;
             while (k < n && row[k] >= 0)
                 k++;
             for (; k < n; k++) {
-                dt_pp_op op = pp_op_at(schedule, P, M, s, k);
-                int t = 0;
-                if (k > 0) {
-                    dt_pp_op prev = pp_op_at(schedule, P, M, s, k - 1);
-                    t = row[k - 1] + (prev.kind == 'F' ? 1 : tb);
-                }
-                int dep = op.kind == 'F' ? s - 1 : s + 1;   /* the stage it waits on */
-                if (dep >= 0 && dep < P) {
-                    int d = start[(size_t)dep * n
-                                  + dt_pp_index(schedule, P, M, dep, op.kind, op.micro)];
+                int t = k > 0 ? row[k - 1] + pp_cost(schedule, o[k - 1].kind, tb, tw) : 0;
+                int ds, dk;
+                pp_dep(schedule, P, M, v, s, o[k], &ds, &dk);
+                if (ds >= 0) {
+                    int d = start[(size_t)ds * n + dk];
                     if (d < 0)
                         break;
-                    int dend = d + (op.kind == 'F' ? 1 : tb);
-                    t = dend > t ? dend : t;
+                    char dkind = ops[(size_t)ds * n + dk].kind;
+                    t = imax(t, d + pp_cost(schedule, dkind, tb, tw));
                 }
                 row[k] = t;
-                int end = t + (op.kind == 'F' ? 1 : tb);
-                nslots = end > nslots ? end : nslots;
+                nslots = imax(nslots, t + pp_cost(schedule, o[k].kind, tb, tw));
                 left--;
                 progress = 1;
             }
@@ -259,6 +401,28 @@ int dt_pp_timetable(int schedule, int P, int M, int tb, int *start)
         if (!progress)
             return -1;
     }
+    return nslots;
+}
+
+/* Every stage's order, one after another (P * dt_pp_nops ops; the caller frees it). */
+static dt_pp_op *pp_orders(int schedule, int P, int M, int v)
+{
+    int n = dt_pp_nops(schedule, P, M, v);
+    dt_pp_op *ops = malloc((size_t)P * n * sizeof *ops);
+    for (int s = 0; ops != NULL && s < P; s++)
+        pp_fill(schedule, P, M, v, s, ops + (size_t)s * n);
+    return ops;
+}
+
+int dt_pp_timetable_v(int schedule, int P, int M, int v, int tb, int tw, int *start)
+{
+    if (pp_bad_costs(schedule, P, M, v, tb, tw))
+        return -1;
+    dt_pp_op *ops = pp_orders(schedule, P, M, v);
+    if (ops == NULL)
+        return -1;
+    int nslots = pp_clock(schedule, P, M, v, tb, tw, ops, start);
+    free(ops);
     return nslots;
 }
 
@@ -274,37 +438,39 @@ static void pp_put(char *buf, size_t len, size_t *at, const char *fmt, ...)
     *at += (size_t)(k > 0 ? k : 0);
 }
 
-int dt_pp_draw(int schedule, int P, int M, int tb, char *buf, size_t len)
+int dt_pp_draw_v(int schedule, int P, int M, int v, int tb, int tw, char *buf, size_t len)
 {
-    if (pp_bad(schedule, P, M, 0) || tb < 1 || (buf == NULL && len > 0))
+    if (pp_bad_costs(schedule, P, M, v, tb, tw) || v > 26 || (buf == NULL && len > 0))
         return -1;
-    int n = 2 * M;
+    int n = dt_pp_nops(schedule, P, M, v);
     int *start = malloc((size_t)P * n * sizeof *start);
-    if (start == NULL)
+    dt_pp_op *ops = pp_orders(schedule, P, M, v);
+    int nslots = start && ops ? pp_clock(schedule, P, M, v, tb, tw, ops, start) : -1;
+    if (nslots < 0) {
+        free(start);
+        free(ops);
         return -1;
-    int nslots = dt_pp_timetable(schedule, P, M, tb, start);
-    int w = 2, sw = 1;                     /* cell width ("F12"), stage number width */
-    for (int v = M - 1; v >= 10; v /= 10)
+    }
+    int w = 2 + (v > 1), sw = 1;       /* cell width ("F12", "F12b"), stage number width */
+    for (int x = M - 1; x >= 10; x /= 10)
         w++;
-    for (int v = P - 1; v >= 10; v /= 10)
+    for (int x = P - 1; x >= 10; x /= 10)
         sw++;
-    char cell[16];
+    char cell[24];
     size_t at = 0;
     if (len > 0)
         buf[0] = '\0';
     for (int s = 0; s < P; s++) {
+        const dt_pp_op *o = ops + (size_t)s * n;
+        const int *row = start + (size_t)s * n;
         pp_put(buf, len, &at, "stage %*d |", sw, s);
-        for (int t = 0; t < nslots; t++) {
-            dt_pp_op op = { '.', -1 };     /* what runs in slot t: a short search */
-            for (int k = 0; k < n; k++) {
-                dt_pp_op o = pp_op_at(schedule, P, M, s, k);
-                int t0 = start[(size_t)s * n + k];
-                if (t >= t0 && t < t0 + (o.kind == 'F' ? 1 : tb))
-                    op = o;
-            }
-            if (op.micro >= 0)
-                snprintf(cell, sizeof cell, "%c%d", op.kind, op.micro);
-            else
+        for (int t = 0, k = 0; t < nslots; t++) {
+            while (k < n && row[k] + pp_cost(schedule, o[k].kind, tb, tw) <= t)
+                k++;                   /* the operations of a stage run one after another */
+            if (k < n && row[k] <= t) {        /* "B3", or with chunks "B3b" */
+                char letter[2] = { v > 1 ? (char)('a' + o[k].chunk) : '\0', '\0' };
+                snprintf(cell, sizeof cell, "%c%d%s", o[k].kind, o[k].micro, letter);
+            } else
                 snprintf(cell, sizeof cell, ".");
             if (t + 1 < nslots)
                 pp_put(buf, len, &at, " %-*s", w, cell);
@@ -313,7 +479,47 @@ int dt_pp_draw(int schedule, int P, int M, int tb, char *buf, size_t len)
         }
     }
     free(start);
+    free(ops);
     return at > (size_t)INT_MAX ? -1 : (int)at;
+}
+
+/* The functions of GPipe and 1F1B alone, as they were before the others came. */
+
+static int pp_old(int schedule) { return schedule == GPIPE || schedule == ONE_F_ONE_B; }
+
+int dt_pp_warmup(int schedule, int P, int M, int s)
+{
+    return pp_old(schedule) ? dt_pp_warmup_v(schedule, P, M, 1, s) : -1;
+}
+
+int dt_pp_order(int schedule, int P, int M, int s, dt_pp_op *ops)
+{
+    return pp_old(schedule) ? dt_pp_order_v(schedule, P, M, 1, s, ops) : -1;
+}
+
+int dt_pp_index(int schedule, int P, int M, int s, char kind, int micro)
+{
+    return pp_old(schedule) ? dt_pp_index_v(schedule, P, M, 1, s, kind, micro, 0) : -1;
+}
+
+int dt_pp_peak_stash(int schedule, int P, int M, int s)
+{
+    return pp_old(schedule) ? dt_pp_peak_stash_v(schedule, P, M, 1, s) : -1;
+}
+
+double dt_pp_bubble(int P, int M)
+{
+    return dt_pp_bubble_v(ONE_F_ONE_B, P, M, 1, 1, 0);
+}
+
+int dt_pp_timetable(int schedule, int P, int M, int tb, int *start)
+{
+    return pp_old(schedule) ? dt_pp_timetable_v(schedule, P, M, 1, tb, 0, start) : -1;
+}
+
+int dt_pp_draw(int schedule, int P, int M, int tb, char *buf, size_t len)
+{
+    return pp_old(schedule) ? dt_pp_draw_v(schedule, P, M, 1, tb, 0, buf, len) : -1;
 }
 
 /* ==== DDP buckets ==== */

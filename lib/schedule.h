@@ -95,11 +95,15 @@ static inline int dt_a2a_recv_peer(int rank, int n, int step) { return (rank - s
  * The values are those of dt_pp_schedule (parallel.h). Both orders run the backwards in
  * increasing m, so gradients accumulate in the same order whatever the schedule.
  * The int functions below return -1 for a schedule other than 0 or 1, P < 1, M < 1,
- * s outside 0..P-1, tb < 1 or an unknown op. */
+ * s outside 0..P-1, tb < 1 or an unknown op. Two more schedules, with functions of
+ * their own (the _v functions further down), cut the work finer. */
 
 typedef struct {
-    char kind;      /* 'F' forward, 'B' backward ('.' for an idle slot in a drawing) */
+    char kind;      /* 'F' forward, 'B' backward, 'W' (zb-h1) the weights' gradient; '.'
+                       for an idle slot in a drawing */
     int micro;      /* the micro-batch, 0..M-1 */
+    int chunk;      /* the model chunk of the stage, 0..v-1: interleaved's virtual stage
+                       chunk*P + s; 0 in the other schedules */
 } dt_pp_op;
 
 /* The warm-up of stage s: the forwards it runs before it starts alternating, M for
@@ -138,6 +142,129 @@ int dt_pp_timetable(int schedule, int P, int M, int tb, int *start);
  *     stage 1 | .  F0 F1 B0 B1 .
  * Returns the length the whole drawing needs (as snprintf does), or -1 on bad input. */
 int dt_pp_draw(int schedule, int P, int M, int tb, char *buf, size_t len);
+
+/* ==== interleaved 1F1B and zero bubble ====
+ * Schedule 2, interleaved 1F1B (Narayanan et al., 2021; Megatron-LM's virtual pipeline):
+ * the layers are cut into vP chunks, virtual stages c = 0 .. vP-1, and rank s holds v of
+ * them, c = s, s+P, s+2P, ... (its chunks j = 0 .. v-1, c = jP + s; the functions'
+ * stage s is rank s). A micro-batch goes round the ranks v times, forward through
+ * c = 0 .. vP-1, then backward from vP-1 down to 0.
+ * The micro-batches are cut into k = M/P groups (one when M < P), as dt_chunk_bounds
+ * cuts elements: the first M % k groups one larger, each group P .. 2P-1 micro-batches.
+ * Each rank's forwards run group by group, chunk 0 over the group, then chunk 1, ...;
+ * its backwards likewise, from chunk v-1 down. Rank s warms up with (v-1) g + P-s-1
+ * forwards (g: the first group's size; at most vM), then alternates, then cools down, as
+ * 1F1B does; so v = 1 is 1F1B exactly. Why groups of P or more: while rank 0 runs chunk
+ * j over a group, the group's first micro-batch goes round the other P-1 ranks, so chunk
+ * j+1 finds its input ready. Why the larger groups first: the last rank's first backward
+ * must come after that micro-batch's last forward, (v-1) g forwards in; a later, larger
+ * group would put a B before its own F. Megatron-LM asks for M a multiple of P (groups
+ * of P) and warms up with 2(P-s-1) + (v-1) g forwards: on this clock, where messages are
+ * free, those P-s-1 more only stash more, the step is no shorter. Here any M >= 1 runs,
+ * deadlock-free: when M >= P the step is as short as when P divides M; when M < P (one
+ * group) each pass round the ranks waits, as a pipeline of vP stages with M
+ * micro-batches does.
+ * Letters a, b, c, .. name a rank's chunks 0, 1, 2, ..; P = 2, M = 4, v = 2, tb = 1
+ * (one slot is one chunk's forward, half a stage's):
+ *
+ *     stage 0 | F0a F1a F0b F1b .   B0b F2a B1b F3a B0a F2b B1a F3b B2b .   B3b B2a B3a
+ *     stage 1 | .   F0a F1a F0b B0b F1b B1b F2a B0a F3a B1a F2b B2b F3b B3b B2a B3a .
+ *     18 slots, 2 idle per stage: (P-1)(1+tb); 1F1B takes 2(M+P-1) = 10 slots of a
+ *     whole stage, 20 of these, 4 idle.
+ *
+ * Schedule 3, ZB-H1 (Qi et al., 2023, "Zero Bubble Pipeline Parallelism", section 2.1):
+ * the backward is cut in two, B (the input's gradient, which stage s-1 waits for) and
+ * W (the weights' gradient, which nothing waits for but the end of the step). The order
+ * is 1F1B's, with stage s putting off its W's by s micro-batches: W m runs right after
+ * B m+s (the last min(s, M) after the last B). Each B goes on to stage s-1 at once (a
+ * fused backward would do dW first), and the W's put off fill the tail, where 1F1B
+ * idles. P = 4, M = 4, tb = tw = 1:
+ *
+ *     stage 0 | F0 F1 F2 F3 .  .  .  B0 W0 B1 W1 B2 W2 B3 W3
+ *     stage 1 | .  F0 F1 F2 .  .  B0 F3 B1 W0 B2 W1 B3 W2 W3
+ *     stage 2 | .  .  F0 F1 .  B0 F2 B1 F3 B2 W0 B3 W1 W2 W3
+ *     stage 3 | .  .  .  F0 B0 F1 B1 F2 B2 F3 B3 W0 W1 W2 W3
+ *     15 slots, 3 idle per stage; 1F1B with its backward of 2 slots takes 21, 9 idle.
+ *
+ * The clock: one slot is one chunk's forward (a whole stage's when v = 1, so in
+ * interleaved a stage's forward takes v slots and its step is 1/v as many stage-slots);
+ * the input's gradient takes tb slots and the weights' tw. GPipe, 1F1B and interleaved
+ * run both in one 'B' of tb + tw slots; zb-h1 runs 'B' (tb) and 'W' (tw) apart. tb =
+ * tw = 1 is the usual model (a backward does twice a forward's work); dt_pp_timetable's
+ * backward of tb slots is tb here with tw = 0.
+ *
+ * The closed forms (the unit tests hold each to a slot-by-slot simulation):
+ *   slots    GPipe, 1F1B, interleaved:  (v max(M,P) + min(M,P) - 1) (1 + tb + tw)
+ *            (M >= P: (vM + P-1)(1+tb+tw), the ideal vM(1+tb+tw) plus (P-1)(1+tb+tw),
+ *            a bubble of (P-1)/(vM) of the ideal, as in Narayanan's paper; M < P: a
+ *            pipeline of vP stages, (vP + M-1)(1+tb+tw));
+ *            zb-h1:  max(M,P) + (P-1) tb + M (tb + tw): stage 0 idles once, from the
+ *            end of its min(P, M) forwards until B 0 comes back, at P + (P-1) tb (P
+ *            forwards down, P-1 B's back), and never again: the W's fill the tail.
+ *   bubble   1 - (the slots a rank computes) / slots, the same on every rank:
+ *            M >= P: (P-1) / (vM + P-1) (GPipe and 1F1B: v = 1, dt_pp_bubble);
+ *            M < P: (v(P-M) + M-1) / (vP + M-1). zb-h1: (max(P-M, 0) + (P-1) tb) /
+ *            slots; M >= P, tb = tw = 1: (P-1) / (3M + P-1), a third of 1F1B's idle
+ *            3(P-1) slots, as the paper finds for equal F, B and W.
+ *   stash    counted in chunk micro-batches (1/v of a stage's activations), from F
+ *            until the operation that frees them (B; zb-h1: W). Interleaved: w + 1 =
+ *            (v-1) g + P-s (at most vM), in stages' worth ((v-1) g + P-s)/v, over
+ *            1F1B's P-s by (v-1)(g - (P-s))/v: as much on rank 0 when g = P, more on
+ *            the others (Megatron-LM's longer warm-up holds P-s-1 more).
+ *            zb-h1: min(P, M) on every stage, 1F1B's stage 0 peak: the paper's "same
+ *            memory as 1F1B". At most min(P-s, M) of them are before their B (full
+ *            activations, as in 1F1B); the rest hold only what W needs (each layer's
+ *            input and output gradient).
+ *   messages a rank sends per step (as many as it receives): M (2v - [s = 0] - [s =
+ *            P-1]) for P > 1 (an activation from every chunk but the last virtual
+ *            stage, a gradient from every chunk but the first), 0 for P = 1: interleaved
+ *            sends v times 1F1B's messages, each the same size.
+ * Every schedule runs the backwards (B, and zb-h1's W) of each chunk in increasing m, so
+ * gradients accumulate in the same order whatever the schedule.
+ * The functions below return -1 (bubble: -1.0) where dt_pp_valid does not hold, for s
+ * outside 0..P-1, for tb < 1, tw < 0 (zb-h1: tw < 1), for an op not in the schedule,
+ * and for a step of more than INT_MAX/2 slots. */
+
+/* 1 when the schedule runs (P, M, v): schedule 0..3, P >= 1, M >= 1, v >= 1, v = 1
+ * unless interleaved, P v M <= 2^24; else 0. */
+int dt_pp_valid(int schedule, int P, int M, int v);
+
+/* The operations of a stage: 2vM (zb-h1: 3M, F, B and W of each micro-batch). */
+int dt_pp_nops(int schedule, int P, int M, int v);
+
+/* The warm-up of stage s (see dt_pp_warmup): M for GPipe, else min((v-1) g + P-s-1, vM),
+ * g interleaved's first group (1F1B and zb-h1, v = 1: min(P-s-1, M)). */
+int dt_pp_warmup_v(int schedule, int P, int M, int v, int s);
+
+/* Writes stage s's dt_pp_nops operations into ops, in the order it runs them; returns
+ * their number. dt_pp_order for schedules 0 and 1, with v = 1. */
+int dt_pp_order_v(int schedule, int P, int M, int v, int s, dt_pp_op *ops);
+
+/* Where op (kind, micro, chunk) comes in stage s's order: the k with ops[k] equal to it. */
+int dt_pp_index_v(int schedule, int P, int M, int v, int s, char kind, int micro,
+                  int chunk);
+
+/* The most chunk micro-batches stage s holds at once: the stash above. */
+int dt_pp_peak_stash_v(int schedule, int P, int M, int v, int s);
+
+/* The messages stage s sends in a step (activations and gradients; it receives as many). */
+int dt_pp_messages_v(int schedule, int P, int M, int v, int s);
+
+/* The slots a step takes, and the bubble: the closed forms above. */
+int dt_pp_slots_v(int schedule, int P, int M, int v, int tb, int tw);
+double dt_pp_bubble_v(int schedule, int P, int M, int v, int tb, int tw);
+
+/* Lays every stage's operations on the clock, each as soon as its stage's previous
+ * operation and its dependency have ended: F of virtual stage c on F of c-1, B of c on
+ * B of c+1 (of the last, vP-1, on its F: the loss), W on its B. Writes start[s*n + k]
+ * (n = dt_pp_nops; start has P*n entries), the slot where stage s starts ops[k] of
+ * dt_pp_order_v, and returns the step's slots (dt_pp_slots_v); -1 on bad input or if
+ * out of memory. */
+int dt_pp_timetable_v(int schedule, int P, int M, int v, int tb, int tw, int *start);
+
+/* Draws it as dt_pp_draw does: a cell per slot, "F2", "B0", "W1" (zb-h1), and with
+ * v > 1 the chunk's letter ("F2b": micro-batch 2 through chunk 1); -1 also for v > 26. */
+int dt_pp_draw_v(int schedule, int P, int M, int v, int tb, int tw, char *buf, size_t len);
 
 /* ==== DDP buckets ====
  * One data-parallel step of L layers on a clock of slots, as lib/parallel/ddp.c runs it

@@ -12,7 +12,7 @@
 /* Appends the operation (kind, micro) to ops at *k. */
 static void put(dt_pp_op *ops, int *k, char kind, int micro)
 {
-    ops[*k] = (dt_pp_op){ kind, micro };
+    ops[*k] = (dt_pp_op){ .kind = kind, .micro = micro };
     (*k)++;
 }
 

@@ -280,7 +280,7 @@ static int orders(int sched, int P, int M, dt_pp_op *ops, int strict)
     for (int s = 0; s < P; s++) {
         dt_pp_op *row = ops + (size_t)s * n;
         for (int k = 0; k < n; k++)
-            row[k] = (dt_pp_op){ '?', -1 };
+            row[k] = (dt_pp_op){ .kind = '?', .micro = -1 };
         if (!order_sane(sched, P, M, s, row, ex_pp_order(sched, P, M, s, row), strict))
             return 0;
     }
