@@ -104,6 +104,19 @@ void dt_set_blas_threads(int n)
     openblas_set_num_threads(threads);
 }
 
+int dti_nn_threads(size_t work)
+{
+    return work < DTI_NN_PAR_MIN ? 1 : dt_blas_threads();
+}
+
+int dti_sgemm_threads(int n)
+{
+    int was = openblas_get_num_threads();
+    if (n != was)
+        openblas_set_num_threads(n);
+    return was;
+}
+
 void dt_blas_describe(char *out, size_t len)
 {
     pthread_once(&once, apply);

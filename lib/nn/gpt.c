@@ -196,8 +196,62 @@ static void host_only(const char *fn, const void *p)
                "host only so far (its CUDA kernels are not written yet)", fn);
 }
 
-void dt_embed_forward(const int *tok, const float *wte, const float *wpe, float *out,
-                      int B, int T, int C, int V)
+/* Each operation's loop is a body over items [i0, i1), rows or blocks of DTI_NN_COLS
+ * columns, that lib/nn's threads share (nn_internal.h); with one thread the body over all
+ * the items is the plain loop. */
+
+/* [i0, i1) of a blocks of DTI_NN_COLS columns of C, as columns */
+static void col_block(size_t k0, size_t k1, int C, int *i0, int *i1)
+{
+    *i0 = (int)k0 * DTI_NN_COLS;
+    *i1 = (int)k1 * DTI_NN_COLS < C ? (int)k1 * DTI_NN_COLS : C;
+}
+
+static size_t col_blocks(int C) { return (size_t)(C + DTI_NN_COLS - 1) / DTI_NN_COLS; }
+
+struct embed_args {
+    const int *tok, *pos;
+    const float *wte, *wpe, *dout;
+    float *out, *dwte, *dwpe;
+    int B, T, C;
+};
+
+/* rows r = b*T + t in [r0, r1) */
+static void embed_rows(void *ctx, size_t r0, size_t r1)
+{
+    struct embed_args *g = ctx;
+    int T = g->T, C = g->C;
+    for (size_t r = r0; r < r1; r++) {
+        int t = (int)(r % T);
+        const float *e = g->wte + (size_t)g->tok[r] * C;
+        const float *p = g->wpe + (size_t)(g->pos ? g->pos[t] : t) * C;
+        float *o = g->out + r * C;                                  /* (C) each */
+        for (int i = 0; i < C; i++)
+            o[i] = e[i] + p[i];
+    }
+}
+
+/* rows with the same token (or position) add to the same row of dwte (dwpe): blocks of
+ * columns, each column's rows in order b, t */
+static void embed_cols(void *ctx, size_t k0, size_t k1)
+{
+    struct embed_args *g = ctx;
+    int T = g->T, C = g->C, i0, i1;
+    col_block(k0, k1, C, &i0, &i1);
+    for (int b = 0; b < g->B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *d = g->dout + ((size_t)b * T + t) * C;         /* (C) */
+            float *e = g->dwte + (size_t)g->tok[(size_t)b * T + t] * C;
+            float *p = g->dwpe + (size_t)(g->pos ? g->pos[t] : t) * C;
+            for (int i = i0; i < i1; i++) {
+                e[i] += d[i];
+                p[i] += d[i];
+            }
+        }
+}
+
+void dt_embed_forward(const int *tok, const float *wte, const float *wpe, const int *pos,
+                      float *out, int B, int T, int C, int V)
 {
     host_only("dt_embed_forward", out);
     for (int b = 0; b < B; b++)
@@ -205,35 +259,35 @@ void dt_embed_forward(const int *tok, const float *wte, const float *wpe, float 
             int id = tok[(size_t)b * T + t];
             DT_REQUIRE(id >= 0 && id < V, "dt_embed_forward: token %d at (%d, %d) is not "
                        "in the vocabulary (0..%d)", id, b, t, V - 1);
-            const float *e = wte + (size_t)id * C, *p = wpe + (size_t)t * C;   /* (C) */
-            float *o = out + ((size_t)b * T + t) * C;                          /* (C) */
-            for (int i = 0; i < C; i++)
-                o[i] = e[i] + p[i];
         }
+    struct embed_args g = { .tok = tok, .pos = pos, .wte = wte, .wpe = wpe, .out = out,
+                            .B = B, .T = T, .C = C };
+    dti_nn_parallel((size_t)B * T, 3 * (size_t)B * T * C, embed_rows, &g);
 }
 
-void dt_embed_backward(const int *tok, const float *dout, float *dwte, float *dwpe,
-                       int B, int T, int C)
+void dt_embed_backward(const int *tok, const float *dout, const int *pos, float *dwte,
+                       float *dwpe, int B, int T, int C)
 {
     host_only("dt_embed_backward", dout);
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            const float *d = dout + ((size_t)b * T + t) * C;                   /* (C) */
-            float *e = dwte + (size_t)tok[(size_t)b * T + t] * C, *p = dwpe + (size_t)t * C;
-            for (int i = 0; i < C; i++) {
-                e[i] += d[i];
-                p[i] += d[i];
-            }
-        }
+    struct embed_args g = { .tok = tok, .pos = pos, .dout = dout, .dwte = dwte,
+                            .dwpe = dwpe, .B = B, .T = T, .C = C };
+    dti_nn_parallel(col_blocks(C), 3 * (size_t)B * T * C, embed_cols, &g);
 }
 
-void dt_layernorm_forward(const float *x, const float *w, const float *b, float *y,
-                          float *mean, float *rstd, int N, int C)
+struct ln_args {
+    const float *x, *w, *b, *dy;
+    float *y, *mean, *rstd, *dx, *dw, *db;
+    int N, C;
+};
+
+static void ln_forward_rows(void *ctx, size_t r0, size_t r1)
 {
-    host_only("dt_layernorm_forward", y);
-    for (int r = 0; r < N; r++) {
-        const float *x_r = x + (size_t)r * C;                                  /* (C) */
-        float *y_r = y + (size_t)r * C;
+    struct ln_args *g = ctx;
+    int C = g->C;
+    const float *w = g->w, *b = g->b;
+    for (size_t r = r0; r < r1; r++) {
+        const float *x_r = g->x + r * C;                                       /* (C) */
+        float *y_r = g->y + r * C;
         float m = 0.0f, v = 0.0f;
         for (int i = 0; i < C; i++)
             m += x_r[i];
@@ -244,37 +298,74 @@ void dt_layernorm_forward(const float *x, const float *w, const float *b, float 
         float s = 1.0f / sqrtf(v + 1e-5f);
         for (int i = 0; i < C; i++)
             y_r[i] = (x_r[i] - m) * s * w[i] + b[i];
-        mean[r] = m;
-        rstd[r] = s;
+        g->mean[r] = m;
+        g->rstd[r] = s;
     }
+}
+
+void dt_layernorm_forward(const float *x, const float *w, const float *b, float *y,
+                          float *mean, float *rstd, int N, int C)
+{
+    host_only("dt_layernorm_forward", y);
+    struct ln_args g = { .x = x, .w = w, .b = b, .y = y, .mean = mean, .rstd = rstd,
+                         .N = N, .C = C };
+    dti_nn_parallel((size_t)N, 2 * (size_t)N * C, ln_forward_rows, &g);
 }
 
 /* With xhat = (x - mean) rstd and g = dy * w (the gradient of xhat):
  *   dw += dy xhat,  db += dy,  dx += rstd (g - mean(g) - xhat mean(g xhat))
- * the last because xhat depends on x through the mean and the variance too. */
+ * the last because xhat depends on x through the mean and the variance too. dx row by
+ * row (ln_backward_rows); dw and db, sums over the rows, by blocks of columns, each
+ * column's rows in order (ln_backward_cols). */
+static void ln_backward_rows(void *ctx, size_t r0, size_t r1)
+{
+    struct ln_args *g = ctx;
+    int C = g->C;
+    const float *w = g->w;
+    for (size_t r = r0; r < r1; r++) {
+        const float *x_r = g->x + r * C, *dy_r = g->dy + r * C;                /* (C) */
+        float *dx_r = g->dx + r * C;
+        float m = g->mean[r], s = g->rstd[r], gm = 0.0f, gxm = 0.0f;
+        for (int i = 0; i < C; i++) {
+            float xhat = (x_r[i] - m) * s, gi = dy_r[i] * w[i];
+            gm += gi;
+            gxm += gi * xhat;
+        }
+        gm /= C;
+        gxm /= C;
+        for (int i = 0; i < C; i++) {
+            float xhat = (x_r[i] - m) * s, gi = dy_r[i] * w[i];
+            dx_r[i] += s * (gi - gm - xhat * gxm);
+        }
+    }
+}
+
+static void ln_backward_cols(void *ctx, size_t k0, size_t k1)
+{
+    struct ln_args *g = ctx;
+    int C = g->C, i0, i1;
+    col_block(k0, k1, C, &i0, &i1);
+    for (int r = 0; r < g->N; r++) {
+        const float *x_r = g->x + (size_t)r * C, *dy_r = g->dy + (size_t)r * C;
+        float m = g->mean[r], s = g->rstd[r];
+        for (int i = i0; i < i1; i++) {
+            float xhat = (x_r[i] - m) * s;
+            g->dw[i] += dy_r[i] * xhat;
+            g->db[i] += dy_r[i];
+        }
+    }
+}
+
 void dt_layernorm_backward(const float *x, const float *w, const float *mean,
                            const float *rstd, const float *dy, float *dx, float *dw,
                            float *db, int N, int C)
 {
     host_only("dt_layernorm_backward", dx);
-    for (int r = 0; r < N; r++) {
-        const float *x_r = x + (size_t)r * C, *dy_r = dy + (size_t)r * C;      /* (C) */
-        float *dx_r = dx + (size_t)r * C;
-        float m = mean[r], s = rstd[r], gm = 0.0f, gxm = 0.0f;
-        for (int i = 0; i < C; i++) {
-            float xhat = (x_r[i] - m) * s, g = dy_r[i] * w[i];
-            gm += g;
-            gxm += g * xhat;
-        }
-        gm /= C;
-        gxm /= C;
-        for (int i = 0; i < C; i++) {
-            float xhat = (x_r[i] - m) * s, g = dy_r[i] * w[i];
-            dw[i] += dy_r[i] * xhat;
-            db[i] += dy_r[i];
-            dx_r[i] += s * (g - gm - xhat * gxm);
-        }
-    }
+    struct ln_args g = { .x = x, .w = w, .dy = dy, .mean = (float *)mean,
+                         .rstd = (float *)rstd, .dx = dx, .dw = dw, .db = db, .N = N,
+                         .C = C };
+    dti_nn_parallel((size_t)N, 3 * (size_t)N * C, ln_backward_rows, &g);
+    dti_nn_parallel(col_blocks(C), 2 * (size_t)N * C, ln_backward_cols, &g);
 }
 
 /* Row i of one head's scores, att_i[0..i], in place: the softmax over j <= i (the
@@ -388,44 +479,86 @@ static void head_backward(const float *q, const float *k, const float *v, int ld
     }
 }
 
+/* Pairs (b, h) = (k / H, k % H), k in [k0, k1): each writes its own head's att, datt
+ * and columns of y and dqkv */
+struct attn_args {
+    const float *qkv, *att_in, *dy;
+    float *att, *y, *datt, *dqkv;
+    int H, T, d;
+};
+
+static void attn_forward_heads(void *ctx, size_t k0, size_t k1)
+{
+    struct attn_args *g = ctx;
+    int H = g->H, T = g->T, d = g->d;
+    size_t hd = (size_t)H * d, ld = 3 * hd;
+    for (size_t k = k0; k < k1; k++) {
+        size_t b = k / H, h = k % H;
+        const float *q = g->qkv + b * T * ld + h * d;                  /* (T, d), ld */
+        head_forward(q, q + hd, q + 2 * hd, (int)ld, g->att + k * T * T,
+                     g->y + b * T * hd + h * d, (int)hd, T, d);
+    }
+}
+
+static void attn_backward_heads(void *ctx, size_t k0, size_t k1)
+{
+    struct attn_args *g = ctx;
+    int H = g->H, T = g->T, d = g->d;
+    size_t hd = (size_t)H * d, ld = 3 * hd;
+    for (size_t k = k0; k < k1; k++) {
+        size_t b = k / H, h = k % H, o = b * T * ld + h * d;
+        const float *q = g->qkv + o;
+        float *dq = g->dqkv + o;
+        head_backward(q, q + hd, q + 2 * hd, (int)ld, g->att_in + k * T * T,
+                      g->dy + b * T * hd + h * d, (int)hd, g->datt + k * T * T, dq,
+                      dq + hd, dq + 2 * hd, T, d);
+    }
+}
+
+/* The heads on lib/nn's threads, each head's products on one thread of OpenBLAS */
+static void attn_run(size_t work, dti_nn_body fn, struct attn_args *g, int B)
+{
+    int was = dti_nn_threads(work) > 1 ? dti_sgemm_threads(1) : 0;
+    dti_nn_parallel((size_t)B * g->H, work, fn, g);
+    if (was)
+        dti_sgemm_threads(was);
+}
+
 void dt_attention_forward(const float *qkv, float *att, float *y, int B, int T, int H,
                           int d)
 {
     host_only("dt_attention_forward", y);
-    size_t hd = (size_t)H * d, ld = 3 * hd;
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            const float *q = qkv + (size_t)b * T * ld + (size_t)h * d;   /* (T, d), ld */
-            head_forward(q, q + hd, q + 2 * hd, (int)ld,
-                         att + ((size_t)b * H + h) * T * T,
-                         y + (size_t)b * T * hd + (size_t)h * d, (int)hd, T, d);
-        }
+    struct attn_args g = { .qkv = qkv, .att = att, .y = y, .H = H, .T = T, .d = d };
+    attn_run((size_t)B * H * T * (T + 2 * d), attn_forward_heads, &g, B);
 }
 
 void dt_attention_backward(const float *qkv, const float *att, const float *dy,
                            float *datt, float *dqkv, int B, int T, int H, int d)
 {
     host_only("dt_attention_backward", dqkv);
-    size_t hd = (size_t)H * d, ld = 3 * hd;
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            size_t o = (size_t)b * T * ld + (size_t)h * d;
-            const float *q = qkv + o;
-            float *dq = dqkv + o;
-            head_backward(q, q + hd, q + 2 * hd, (int)ld,
-                          att + ((size_t)b * H + h) * T * T,
-                          dy + (size_t)b * T * hd + (size_t)h * d, (int)hd,
-                          datt + ((size_t)b * H + h) * T * T, dq, dq + hd, dq + 2 * hd,
-                          T, d);
-        }
+    struct attn_args g = { .qkv = qkv, .att_in = att, .dy = dy, .datt = datt,
+                           .dqkv = dqkv, .H = H, .T = T, .d = d };
+    attn_run((size_t)B * H * T * (2 * T + 4 * d), attn_backward_heads, &g, B);
 }
 
 /* ==== a block ==== */
 
+struct add_args {
+    float *dst;
+    const float *src;
+};
+
+static void add_values(void *ctx, size_t i0, size_t i1)
+{
+    struct add_args *g = ctx;
+    for (size_t i = i0; i < i1; i++)
+        g->dst[i] += g->src[i];
+}
+
 static void add(float *dst, const float *src, size_t n)      /* dst += src */
 {
-    for (size_t i = 0; i < n; i++)
-        dst[i] += src[i];
+    struct add_args g = { dst, src };
+    dti_nn_parallel(n, 2 * n, add_values, &g);
 }
 
 dt_gpt_cut dt_gpt_whole(const dt_gpt_config *c, int recompute)
@@ -765,7 +898,7 @@ void dt_gpt_unit_forward(const dt_gpt_config *c, const dt_gpt_cut *cut, int u,
     DT_REQUIRE(u >= 0 && u <= L + 1, "dt_gpt_unit_forward: unit %d of %d", u, L + 2);
     if (u == 0) {                                  /* the embeddings: wte, then wpe */
         DT_REQUIRE(tok != NULL, "dt_gpt_forward: the embeddings need the tokens");
-        dt_embed_forward(tok, pu, pu + (size_t)V * C, stream(c, a, 0), B, T, C, V);
+        dt_embed_forward(tok, pu, pu + (size_t)V * C, NULL, stream(c, a, 0), B, T, C, V);
     } else if (u <= L) {                           /* block u - 1 */
         dt_gpt_block p;
         dt_gpt_block_at(c, k.heads, k.ffn, (float *)pu, &p);
@@ -816,7 +949,7 @@ void dt_gpt_unit_backward(const dt_gpt_config *c, const dt_gpt_cut *cut, int u,
             done(u, DT_GPT_ATTN, ctx);
         return;
     } else {
-        dt_embed_backward(tok, a->dres, gu, gu + (size_t)V * C, B, T, C);
+        dt_embed_backward(tok, a->dres, NULL, gu, gu + (size_t)V * C, B, T, C);
     }
     if (done)
         done(u, DT_GPT_UNIT, ctx);

@@ -89,13 +89,14 @@ void dt_gpt_mlp_init(const dt_gpt_config *c, unsigned long long seed, int l, int
 
 /* ==== the operations (host) ==== */
 
-/* out[b,t,:] = wte[tok[b,t], :] + wpe[t, :]. backward: dwte[tok[b,t], :] += dout[b,t,:],
- * dwpe[t, :] += dout[b,t,:] (accumulating, rows in order b, t). A token outside
- * 0 .. V-1 stops the program with a message. */
-void dt_embed_forward(const int *tok, const float *wte, const float *wpe, float *out,
-                      int B, int T, int C, int V);
-void dt_embed_backward(const int *tok, const float *dout, float *dwte, float *dwpe,
-                       int B, int T, int C);
+/* out[b,t,:] = wte[tok[b,t], :] + wpe[p_t, :], p_t = pos[t] (pos NULL: t; context
+ * parallelism's rows are positions of the whole sequence). backward: dwte[tok[b,t], :]
+ * += dout[b,t,:], dwpe[p_t, :] += dout[b,t,:] (accumulating, rows in order b, t). A
+ * token outside 0 .. V-1 stops the program with a message. */
+void dt_embed_forward(const int *tok, const float *wte, const float *wpe, const int *pos,
+                      float *out, int B, int T, int C, int V);
+void dt_embed_backward(const int *tok, const float *dout, const int *pos, float *dwte,
+                       float *dwpe, int B, int T, int C);
 
 /* LayerNorm of N rows of C: y = (x - mean) * rstd * w + b, rstd = 1/sqrt(var + 1e-5),
  * var the biased variance; keeps mean (N) and rstd (N) for backward. backward: dw, db

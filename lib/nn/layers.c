@@ -11,6 +11,7 @@
  * is what sgemm's tiles avoid (5-10x on a CPU). Shapes as in nn.h:
  * x (B, in), W (out, in), b (out), y (B, out). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "buf.h"
 #include "nn.h"
@@ -58,6 +59,32 @@ static float dot(const float *a, const float *b, int n)
     return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7])) + tail;
 }
 
+/* The bias with sgemm, on the threads of lib/nn's loops (nn_internal.h). Forward: rows
+ * [r0, r1) of y (B, out) = b. Backward: db += the column sums of dy (B, out), blocks of
+ * columns [k0, k1), each column's rows in order, as the loops add them. */
+struct bias_args {
+    const float *dy, *b;
+    float *y;                    /* forward: y; backward: db */
+    int out, B;
+};
+
+static void bias_forward(void *ctx, size_t r0, size_t r1)
+{
+    struct bias_args *g = ctx;
+    for (size_t r = r0; r < r1; r++)
+        memcpy(g->y + r * g->out, g->b, sizeof(float) * g->out);
+}
+
+static void bias_backward(void *ctx, size_t k0, size_t k1)
+{
+    struct bias_args *g = ctx;
+    int out = g->out, o0 = (int)k0 * DTI_NN_COLS, o1 = (int)k1 * DTI_NN_COLS;
+    o1 = o1 < out ? o1 : out;
+    for (int r = 0; r < g->B; r++)
+        for (int o = o0; o < o1; o++)
+            g->y[o] += g->dy[(size_t)r * out + o];
+}
+
 void dt_linear_forward(const float *x, const float *W, const float *b, float *y,
                        int B, int in, int out)
 {
@@ -71,8 +98,10 @@ void dt_linear_forward(const float *x, const float *W, const float *b, float *y,
         return;
     }
     if (dt_blas()) {                /* y = x W^T (+ b, put in y first) */
-        for (int r = 0; b && r < B; r++)
-            memcpy(y + (size_t)r * out, b, sizeof(float) * out);
+        if (b) {
+            struct bias_args g = { .b = b, .y = y, .out = out };
+            dti_nn_parallel((size_t)B, (size_t)B * out, bias_forward, &g);
+        }
         dti_sgemm(0, 1, B, out, in, 1.0f, x, W, b ? 1.0f : 0.0f, y);
         return;
     }
@@ -102,9 +131,11 @@ void dt_linear_backward(const float *x, const float *W, const float *dy,
     }
     if (dt_blas()) {                /* dW += dy^T x; db += column sums; dx = dy W */
         dti_sgemm(1, 0, out, in, B, 1.0f, dy, x, 1.0f, dW);
-        for (int r = 0; db && r < B; r++)   /* rows in order, as the loops add them */
-            for (int o = 0; o < out; o++)
-                db[o] += dy[(size_t)r * out + o];
+        if (db) {
+            struct bias_args g = { .dy = dy, .y = db, .out = out, .B = B };
+            dti_nn_parallel((size_t)(out + DTI_NN_COLS - 1) / DTI_NN_COLS, (size_t)B * out,
+                            bias_backward, &g);
+        }
         if (dx)
             dti_sgemm(0, 0, B, in, out, 1.0f, dy, W, 0.0f, dx);
         return;
@@ -191,7 +222,58 @@ static void check_act(const char *fn, dt_act a)
     DT_REQUIRE(a == DT_RELU || a == DT_GELU, "%s: unknown activation %d", fn, (int)a);
 }
 
-/* Both work in place (y == x, dx == dy): each element is read before it is written. */
+/* Values [i0, i1): y = act(x), or dx = act'(x) dy (y for dx), each value its own, so a
+ * thread of lib/nn's loops (nn_internal.h) can take any of them. Both work in place
+ * (y == x, dx == dy): each element is read before it is written. */
+struct act_args {
+    dt_act a;
+    const float *x, *dy;
+    float *y;
+};
+
+static void act_forward(void *ctx, size_t i0, size_t i1)
+{
+    struct act_args *g = ctx;
+    const float *x = g->x;
+    float *y = g->y;
+    if (g->a == DT_RELU) {
+#pragma GCC ivdep
+        for (size_t i = i0; i < i1; i++)
+            y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    } else {
+#pragma GCC ivdep
+        for (size_t i = i0; i < i1; i++) {
+            float v = x[i];
+            float sig = 1.0f / (1.0f + exp_fast(-2.0f * GELU_S * (v + GELU_C * v * v * v)));
+            y[i] = v * sig;
+        }
+    }
+}
+
+static void act_backward(void *ctx, size_t i0, size_t i1)
+{
+    struct act_args *g = ctx;
+    const float *x = g->x, *dy = g->dy;
+    float *dx = g->y;
+    if (g->a == DT_RELU) {
+#pragma GCC ivdep
+        for (size_t i = i0; i < i1; i++) {
+            float d = dy[i];          /* read whatever x says: a select, not a branch, */
+            dx[i] = x[i] > 0.0f ? d : 0.0f;    /* which the compiler vectorises */
+        }
+    } else {
+#pragma GCC ivdep
+        for (size_t i = i0; i < i1; i++) {
+            float v = x[i];
+            float e = exp_fast(-2.0f * GELU_S * (v + GELU_C * v * v * v));
+            float sig = 1.0f / (1.0f + e);
+            float local = sig + 2.0f * sig * (e * sig) * v * GELU_S
+                                * (1.0f + 3.0f * GELU_C * v * v);
+            dx[i] = local * dy[i];
+        }
+    }
+}
+
 void dt_act_forward(dt_act a, const float *x, float *y, size_t n)
 {
     check_act("dt_act_forward", a);
@@ -204,18 +286,8 @@ void dt_act_forward(dt_act a, const float *x, float *y, size_t n)
         return;
     }
     DT_REQUIRE(apart_or_same(x, y, n), "dt_act_forward: y partly overlaps x");
-    if (a == DT_RELU) {
-#pragma GCC ivdep
-        for (size_t i = 0; i < n; i++)
-            y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-    } else {
-#pragma GCC ivdep
-        for (size_t i = 0; i < n; i++) {
-            float v = x[i];
-            float sig = 1.0f / (1.0f + exp_fast(-2.0f * GELU_S * (v + GELU_C * v * v * v)));
-            y[i] = v * sig;
-        }
-    }
+    struct act_args g = { a, x, NULL, y };
+    dti_nn_parallel(n, 2 * n, act_forward, &g);
 }
 
 void dt_act_backward(dt_act a, const float *x, const float *dy, float *dx, size_t n)
@@ -231,23 +303,8 @@ void dt_act_backward(dt_act a, const float *x, const float *dy, float *dx, size_
     }
     DT_REQUIRE(apart_or_same(x, dx, n) && apart_or_same(dy, dx, n),
                "dt_act_backward: dx partly overlaps x or dy");
-    if (a == DT_RELU) {
-#pragma GCC ivdep
-        for (size_t i = 0; i < n; i++) {
-            float g = dy[i];          /* read whatever x says: a select, not a branch, */
-            dx[i] = x[i] > 0.0f ? g : 0.0f;    /* which the compiler vectorises */
-        }
-    } else {
-#pragma GCC ivdep
-        for (size_t i = 0; i < n; i++) {
-            float v = x[i];
-            float e = exp_fast(-2.0f * GELU_S * (v + GELU_C * v * v * v));
-            float sig = 1.0f / (1.0f + e);
-            float local = sig + 2.0f * sig * (e * sig) * v * GELU_S
-                                * (1.0f + 3.0f * GELU_C * v * v);
-            dx[i] = local * dy[i];
-        }
-    }
+    struct act_args g = { a, x, dy, dx };
+    dti_nn_parallel(n, 3 * n, act_backward, &g);
 }
 
 /* ==== softmax cross-entropy ==== */
@@ -258,7 +315,43 @@ void dt_act_backward(dt_act a, const float *x, const float *dy, float *dx, size_
  *     dloss/dl_c = p_c - [c == y]
  * Subtracting the row's maximum changes nothing mathematically and keeps exp() from
  * overflowing: the largest term is exp(0) = 1, so the sum lies in [1, C]. dlogits may be
- * logits (in place), or NULL when only the loss is wanted. */
+ * logits (in place), or NULL when only the loss is wanted.
+ * xent_rows does rows [r0, r1), a share of lib/nn's threads (nn_internal.h): each row's
+ * loss to loss[r] (double), and its row of dlogits; dt_xent adds the losses in row
+ * order, as one loop over the rows would. */
+struct xent_args {
+    const float *logits;
+    const int *labels;
+    int C;
+    float scale;
+    float *dlogits;
+    double *loss;
+};
+
+static void xent_rows(void *ctx, size_t r0, size_t r1)
+{
+    struct xent_args *g = ctx;
+    int C = g->C;
+    for (size_t r = r0; r < r1; r++) {
+        const float *l_r = g->logits + r * C;      /* (C) */
+        int y = g->labels[r];
+        float m = l_r[0];
+        for (int c = 1; c < C; c++)
+            m = l_r[c] > m ? l_r[c] : m;
+        float sum = 0.0f;
+        for (int c = 0; c < C; c++)
+            sum += expf(l_r[c] - m);
+        g->loss[r] = (double)logf(sum) - (double)(l_r[y] - m);
+        if (g->dlogits) {
+            float *d_r = g->dlogits + r * C;       /* (C) */
+            for (int c = 0; c < C; c++) {
+                float pc = expf(l_r[c] - m) / sum;
+                d_r[c] = g->scale * (pc - (c == y ? 1.0f : 0.0f));
+            }
+        }
+    }
+}
+
 float dt_xent(const float *logits, const int *labels, int B, int C, float scale,
               float *dlogits)
 {
@@ -269,26 +362,16 @@ float dt_xent(const float *logits, const int *labels, int B, int C, float scale,
     const void *p[] = { logits, labels, dlogits };
     if (dti_nn_on_gpu("dt_xent", p, 3))
         return dti_nn_cuda_xent(logits, labels, B, C, scale, dlogits);
-    double total = 0.0;
-    for (int r = 0; r < B; r++) {
-        const float *l_r = logits + (size_t)r * C;  /* (C) */
-        int y = labels[r];
-        DT_REQUIRE(y >= 0 && y < C, "dt_xent: label %d of row %d is not a class "
-                   "(0..%d)", y, r, C - 1);
-        float m = l_r[0];
-        for (int c = 1; c < C; c++)
-            m = l_r[c] > m ? l_r[c] : m;
-        float sum = 0.0f;
-        for (int c = 0; c < C; c++)
-            sum += expf(l_r[c] - m);
-        total += (double)logf(sum) - (double)(l_r[y] - m);
-        if (dlogits) {
-            float *d_r = dlogits + (size_t)r * C;   /* (C) */
-            for (int c = 0; c < C; c++) {
-                float pc = expf(l_r[c] - m) / sum;
-                d_r[c] = scale * (pc - (c == y ? 1.0f : 0.0f));
-            }
-        }
-    }
+    for (int r = 0; r < B; r++)
+        DT_REQUIRE(labels[r] >= 0 && labels[r] < C, "dt_xent: label %d of row %d is not "
+                   "a class (0..%d)", labels[r], r, C - 1);
+    /* the rows on lib/nn's threads, each row's loss kept, then added up in row order */
+    double *loss = malloc((size_t)B * sizeof *loss), total = 0.0;      /* (B) */
+    DT_REQUIRE(loss != NULL, "dt_xent: out of host memory");
+    struct xent_args g = { logits, labels, C, scale, dlogits, loss };
+    dti_nn_parallel((size_t)B, 2 * (size_t)B * C, xent_rows, &g);
+    for (int r = 0; r < B; r++)
+        total += loss[r];
+    free(loss);
     return (float)total;
 }

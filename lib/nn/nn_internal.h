@@ -2,6 +2,7 @@
 #ifndef DT_NN_INTERNAL_H
 #define DT_NN_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* splitmix64: the next 64 random bits from *state (data.c). Integer arithmetic only, so
@@ -27,5 +28,33 @@ void dti_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
 /* The same with leading dimensions (each row's stride in floats): lda, ldb, ldc. */
 void dti_sgemm_ld(int ta, int tb, int M, int N, int K, float alpha, const float *A,
                   int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+/* ==== threads for lib/nn's own loops (pool.c) ====
+ * LayerNorm, attention's heads, GELU, the residual adds, the cross-entropy, the biases'
+ * sums and the optimizers run on the threads OpenBLAS is given (dt_blas_threads: 1 when
+ * several ranks share a host). Each such loop is written as a body over items [i0, i1)
+ * (rows, (sequence, head) pairs, blocks of DTI_NN_COLS columns, values) that computes
+ * every output element of its items, in the order the plain loop computes it: a sum over
+ * rows takes a block of columns and goes through the rows in order; no thread keeps a
+ * partial sum that another adds. So the results are the same bits at any thread count,
+ * and with one thread the body over [0, n) is the plain loop. */
+#define DTI_NN_COLS 16          /* a block of columns: 64 bytes, one cache line */
+/* Below this many floats read or written a loop runs on one thread: waking the others
+ * and waiting for them (a few microseconds) would cost more than they save */
+#define DTI_NN_PAR_MIN 16384
+
+typedef void (*dti_nn_body)(void *ctx, size_t i0, size_t i1);
+/* The threads for a loop that reads or writes about `work` floats: dt_blas_threads(),
+ * or 1 below DTI_NN_PAR_MIN */
+int dti_nn_threads(size_t work);
+/* fn(ctx, i0, i1) over [0, n) cut into nt = min(dti_nn_threads(work), n) contiguous
+ * shares, one a thread, the caller's the first; returns when every share is done. nt = 1
+ * (or the pool busy with another caller's loop): fn(ctx, 0, n) on the calling thread. */
+void dti_nn_parallel(size_t n, size_t work, dti_nn_body fn, void *ctx);
+/* Sets the threads OpenBLAS's products use from now on, and returns what it was: 1
+ * around a loop whose threads each call sgemm (attention's heads), so that their
+ * products do not ask OpenBLAS's threads for the cores the loop already holds; then
+ * what it returned. */
+int dti_sgemm_threads(int n);
 
 #endif /* DT_NN_INTERNAL_H */

@@ -27,6 +27,44 @@ int dt_optim_state_per_param(dt_optim_kind kind)
     return kind == DT_SGD ? 1 : 2;
 }
 
+/* Parameters [i0, i1) of a step; each parameter its own, so lib/nn's threads
+ * (nn_internal.h) may take any of them */
+struct step_args {
+    const dt_optim_config *o;
+    float *params;
+    const float *grads;
+    float *state;
+    float bc1, bc2;              /* Adam's bias corrections */
+};
+
+static void update(void *ctx, size_t i0, size_t i1)
+{
+    struct step_args *a = ctx;
+    float *params = a->params, *state = a->state, lr = a->o->lr;
+    const float *grads = a->grads;
+    if (a->o->kind == DT_SGD) {
+        float mu = a->o->momentum, *v = state;      /* (n) */
+        if (v == NULL) {
+            for (size_t i = i0; i < i1; i++)
+                params[i] -= lr * grads[i];
+            return;
+        }
+        for (size_t i = i0; i < i1; i++) {
+            v[i] = mu * v[i] + grads[i];
+            params[i] -= lr * v[i];
+        }
+        return;
+    }
+    float b1 = a->o->beta1, b2 = a->o->beta2, eps = a->o->eps, bc1 = a->bc1, bc2 = a->bc2;
+    for (size_t i = i0; i < i1; i++) {
+        float g = grads[i], *m = state + 2 * i, *v = m + 1;   /* (m, v) of parameter i */
+        *m = b1 * *m + (1.0f - b1) * g;
+        *v = b2 * *v + (1.0f - b2) * g * g;
+        float mhat = *m / bc1, vhat = *v / bc2;
+        params[i] -= lr * mhat / (sqrtf(vhat) + eps);
+    }
+}
+
 /* Plain SGD (momentum 0) needs no state: state may then be NULL. The loops are
  * element-wise, so the compiler runs them on vector registers (the Makefile's
  * -fno-math-errno makes sqrtf one instruction, not a call that might set errno; sqrt
@@ -51,28 +89,10 @@ void dt_optim_step(const dt_optim_config *o, int step, float *params, const floa
                                o->eps, step, params, grads, state, n);
         return;
     }
-    float lr = o->lr;
-    if (o->kind == DT_SGD) {
-        float mu = o->momentum, *v = state;         /* (n) */
-        if (v == NULL) {
-            for (size_t i = 0; i < n; i++)
-                params[i] -= lr * grads[i];
-            return;
-        }
-        for (size_t i = 0; i < n; i++) {
-            v[i] = mu * v[i] + grads[i];
-            params[i] -= lr * v[i];
-        }
-        return;
+    struct step_args g = { o, params, grads, state, 0.0f, 0.0f };
+    if (o->kind == DT_ADAM) {
+        g.bc1 = (float)(1.0 - pow((double)o->beta1, step));
+        g.bc2 = (float)(1.0 - pow((double)o->beta2, step));
     }
-    float b1 = o->beta1, b2 = o->beta2, eps = o->eps;
-    float bc1 = (float)(1.0 - pow((double)b1, step));
-    float bc2 = (float)(1.0 - pow((double)b2, step));
-    for (size_t i = 0; i < n; i++) {
-        float g = grads[i], *m = state + 2 * i, *v = m + 1;   /* (m, v) of parameter i */
-        *m = b1 * *m + (1.0f - b1) * g;
-        *v = b2 * *v + (1.0f - b2) * g * g;
-        float mhat = *m / bc1, vhat = *v / bc2;
-        params[i] -= lr * mhat / (sqrtf(vhat) + eps);
-    }
+    dti_nn_parallel(n, 4 * n, update, &g);
 }
