@@ -98,9 +98,10 @@ static void ring_pass(const float *qkv, int T, int d, part p, float *o, float *l
         for (int c = 0; c < p.nc; c++)                 /* my chunks against its chunks */
             for (int b = 0; b < p.nc; b++) {
                 const float *kb = kv[s % 2] + (size_t)b * p.n * 2 * d;
-                dt_attn_block_forward(q + (size_t)c * p.n * 2 * d, kb, kb + d, 2 * d, p.n, p.n,
-                                      p.first[c], from[2 * src + b], d, m + c * p.n,
-                                      l + c * p.n, o + (size_t)c * p.n * d, d, scratch);
+                dt_attn_block_forward(q + (size_t)c * p.n * 2 * d, 2 * d, kb, kb + d, 2 * d,
+                                      p.n, p.n, p.first[c], from[2 * src + b], d,
+                                      m + c * p.n, l + c * p.n, o + (size_t)c * p.n * d, d,
+                                      scratch);
             }
         *compute += dt_trace_now() - t0;
         mt[s] = m[rows - 1], lt[s] = l[rows - 1];

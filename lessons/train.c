@@ -54,7 +54,9 @@ static void make_usage(const dt_train_config *d)
     "                      else sentences made from --seed); Adam, lr %g by default;\n"
     "                      --recompute none|full|selective: activations recomputed in\n"
     "                      backward (full: each block's input kept; selective:\n"
-    "                      attention's probabilities not kept), the same weights\n"
+    "                      attention's probabilities not kept), the same weights;\n"
+    "                      --sp: with tensor parallelism, sequence parallelism (the\n"
+    "                      LayerNorms and residual adds on 1/T of the positions)\n"
     "  --steps S           training steps (default %d)\n"
     "  --batch B           global batch, shared by the data-parallel ranks (%d)\n"
     "  --lr X              learning rate (%g)\n"
@@ -86,7 +88,9 @@ static void make_usage(const dt_train_config *d)
     "  tp      --tp-style megatron|allgather (%s)\n"
     "  pp      --micro M (%d), --schedule gpipe|1f1b (%s)\n"
     "  hybrid  --dp D --tp T --pp P, D*T*P = N (--dp defaults to N/(T*P)); and the\n"
-    "          ddp, tp and pp options above\n"
+    "          ddp, tp and pp options above; --model gpt: --cp C, context\n"
+    "          parallelism (ring attention), each sequence cut over C more ranks,\n"
+    "          D*T*P*C = N (--seq a multiple of 2C)\n"
     "  moe     --experts E (a multiple of N; default 2 per rank), --topk 1|2 (%d),\n"
     "          --capacity X (capacity factor, %g), --moe-groups G (token groups;\n"
     "          default one per rank), --aux-loss X (load-balancing loss weight, %g);\n"
@@ -137,7 +141,9 @@ static void make_usage(const dt_train_config *d)
     X(THREADS, "threads", 1, M(DP_THREADS))   X(GIL, "gil", 1, M(DP_THREADS)) \
     X(SLOW_RANK, "slow-rank", 1, 0)           X(SLOW_MS, "slow-ms", 1, 0) \
     X(MODEL, "model", 1, 0)   X(HEADS, "heads", 1, 0)   X(EMBED, "embed", 1, 0) \
-    X(SEQ, "seq", 1, 0)       X(TEXT, "text", 1, 0)     X(RECOMPUTE, "recompute", 1, 0)
+    X(SEQ, "seq", 1, 0)       X(TEXT, "text", 1, 0)     X(RECOMPUTE, "recompute", 1, 0) \
+    X(SP, "sp", 0, M(TP) | M(HYBRID)) \
+    X(CP, "cp", 1, M(HYBRID))
 
 #define ENUM(id, name, arg, modes) O_##id,
 #define LONGOPT(id, name, arg, modes) {name, arg ? required_argument : no_argument, NULL, O_##id},
@@ -295,6 +301,8 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
         case O_EMBED: c->gpt.embed = int_arg(1, 8192); break;
         case O_SEQ: c->gpt.seq = int_arg(1, 4096); break;
         case O_RECOMPUTE: c->recompute = word_arg(recomputes, 3); break;
+        case O_SP: c->sp = 1; break;
+        case O_CP: c->cp = int_arg(1, 1 << 16); break;
         case O_TEXT:
             if (!*optarg)
                 bad("--text '': the name is empty");
@@ -357,7 +365,8 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
     if (d->data_dir && (given[O_EXAMPLES - O_MODE] || given[O_FEATURES - O_MODE] ||
                         given[O_CLASSES - O_MODE]))
         bad("--examples, --features, --classes are for the synthetic set, not --data");
-    long long tp_pp = (long long)c->tp * c->pp;          /* up to 2^32: no int overflow */
+    long long tp_pp = (long long)c->tp * c->pp * (c->cp > 1 ? c->cp : 1);   /* no int
+                                                                          overflow */
     if (c->mode == DT_MODE_HYBRID && !given[O_DP - O_MODE] && dt_size() % tp_pp == 0)
         c->dp = (int)(dt_size() / tp_pp);
     if (!d->data_dir && (double)d->examples * d->features > (double)MAX_FLOATS)

@@ -73,7 +73,8 @@
  *           on|off)
  *   fsdp    zero 1|2|3, offload on|off, prefetch on|off
  *   tp      tp T, tp_style megatron|allgather
- *   hybrid  dp D, tp T, pp P; then the keys of the parts it has: with P > 1 pp's
+ *   hybrid  dp D, tp T, pp P (and cp C with the GPT's --cp); then the keys of the
+ *           parts it has: with P > 1 pp's
  *           (schedule, stages = P, micro), with D > 1 bucket_kb and overlap, with
  *           T > 1 tp_style
  *   dp      async K, server shared|dedicated (rank 0 computes too, or only serves)
@@ -147,6 +148,27 @@
  *                                                              column-cut layer's output
  *                                                              (an unpaired last layer,
  *                                                              or tp_style allgather)
+ *   tp        ag, rs            mark      unit    micro        the GPT with --sp: an
+ *                                                              allgather of this rank's
+ *                                                              positions (a LayerNorm's
+ *                                                              output; backward also the
+ *                                                              stream's gradient), a
+ *                                                              reduce-scatter of partial
+ *                                                              sums (wo's, w2's output;
+ *                                                              backward the LayerNorms'
+ *                                                              input gradients)
+ *   tp        ln                mark      -1      0 0          the GPT with --sp: the
+ *                                                              LayerNorms' gradients
+ *                                                              summed (each rank's rows'
+ *                                                              part)
+ *   cp        kv                mark      unit    micro        the GPT with --cp: a block
+ *                                                              of keys and values passed
+ *                                                              on round the ring, from
+ *                                                              its send to its arrival
+ *                                                              (the attention of the
+ *                                                              block in hand meanwhile)
+ *   cp        dkv               mark      unit    micro        backward: their gradients
+ *                                                              passed on after it
  *   pp        tie               mark      -1      0 0          the GPT in stages: the
  *                                                              first and the last stage
  *                                                              summing their copies of

@@ -370,11 +370,18 @@ badinput_tests() {
         "--model gpt --mode tp --heads 2 --embed 32 => --heads must be a multiple of 3"
     bad_group "train --model gpt: more pipeline stages than units" "4" "$T" \
         "--model gpt --mode pp --layers 1 => 4 pipeline stages but the GPT has 3 units"
-    bad_group "train --model gpt: moe and recomputation" "1 3" "$T" \
+    bad_group "train --model gpt: moe, recomputation, sequence parallelism" "1 3" "$T" \
         "--model gpt --mode moe --layers 1 => --layers 2 or more" \
         "--model gpt --mode moe --recompute full => --recompute is for the other modes" \
         "--recompute full => --recompute is for --model gpt" \
-        "--model gpt --recompute sometimes => does not take 'sometimes'"
+        "--model gpt --recompute sometimes => does not take 'sometimes'" \
+        "--model gpt --mode ddp --sp => --sp is for --mode tp or hybrid, not ddp" \
+        "--mode tp --sp => --sp is sequence parallelism, for the GPT" \
+        "--model gpt --mode hybrid --sp => it needs tensor-parallel ranks" \
+        "--model gpt --mode tp --cp 2 => --cp is for --mode hybrid, not tp" \
+        "--mode hybrid --cp 2 => --cp is context parallelism, for the GPT" \
+        "--model gpt --mode hybrid --cp 3 --seq 16 => --seq 16 is no multiple of 3" \
+        "--model gpt --mode hybrid --cp 2 --recompute selective => ring attention (--cp) never keeps"
 
     # ---- collbench: its own getopt_long, short options, sizes with suffixes
     local C=$BUILD/bench/collbench

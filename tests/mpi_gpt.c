@@ -15,16 +15,19 @@
  *             server computing or dedicated; ddp with buckets of a unit each, of
  *             several units and of the whole model (counted), overlap on and off,
  *             accumulation 1 and 2; fsdp ZeRO 1, 2, 3 and 3 with --prefetch; tp (heads
- *             split over the ranks); pp GPipe and 1F1B with 1, 2 and 4 micro-batches;
- *             hybrid with every factorisation D*T*P = N; dp-threads (N = 1) with 1, 2, 5
+ *             split over the ranks), and with --sp (N >= 2); pp GPipe and 1F1B with 1, 2
+ *             and 4 micro-batches; hybrid with every factorisation D*T*P = N, and with
+ *             --sp where 1 < T < N; context parallelism (--cp N, and at 4 ranks --cp 2
+ *             beside dp, tp or pp); dp-threads (N = 1) with 1, 2, 5
  *             threads, and 3 under the lock. SGD with momentum, and Adam.
  *   async     dp --async K against the serial simulation of the delayed update (step
  *             s's gradients taken on the weights of step max(0, s-1-K)).
  *   compress  ddp --compress fp16: every gradient rounded to half on the way, so the
  *             weights stay near the reference's, within what that rounding leaves.
- *   fp16      every mode that has it (a loss scale of 4096), and bf16 in ddp, fsdp, tp
- *             and pp, with SGD: no step skipped, and the losses and weights near the
- *             fp32 reference's, within what 16-bit rounding of 5 steps leaves.
+ *   fp16      every mode that has it (a loss scale of 4096; tp with --sp too), and bf16
+ *             in ddp, fsdp, tp and pp, with SGD: no step skipped, and the losses and
+ *             weights near the fp32 reference's, within what 16-bit rounding of 5 steps
+ *             leaves.
  *   moe       no serial GPT with experts exists to compare with: the run on N ranks is
  *             held to the same configuration (experts, groups) on rank 0 alone, which
  *             mode moe promises to reach (a check of consistency; tests/moe.sh holds
@@ -208,6 +211,15 @@ static void make_cases(int N)
         c.gpt.layers = 2 - i;
         tt_add(K_FP32, c, 1, "tp %d heads %d blocks %s", c.gpt.heads, c.gpt.layers, tt_opt[a]);
     }
+    /* and with sequence parallelism (8 positions: 3 ranks hold 3, 3 and 2, 5 ranks 2,
+     * 2, 2, 1, 1) */
+    if (N >= 2) {
+        c = base(DT_MODE_TP, a);
+        share_heads(&c, N);
+        c.sp = 1;
+        tt_add(K_FP32, c, 1, "tp sp %d heads %s", c.gpt.heads, tt_opt[a]);
+        a ^= 1;
+    }
 
     /* pp: N stages of N+1 units (4, 2 blocks, at least), so that some stage holds two;
      * GPipe and 1F1B with 1, 2 and 4 micro-batches */
@@ -225,6 +237,27 @@ static void make_cases(int N)
         c.gpt.layers = c.pp - 1 < LAYERS ? LAYERS : c.pp - 1;
         tt_add(K_FP32, c, c.dp * c.micro, "hybrid D %d T %d P %d %s", c.dp, c.tp, c.pp,
                tt_opt[a]);
+        if (c.tp > 1 && c.tp < N) {   /* sequence parallelism beside dp or pp */
+            c.sp = 1;
+            tt_add(K_FP32, c, c.dp * c.micro, "hybrid D %d T %d P %d sp %s", c.dp, c.tp,
+                   c.pp, tt_opt[a]);
+        }
+    }
+
+    /* context parallelism: every rank a part of each sequence (--seq 8, 9, 8, 10 at N =
+     * 2..5: the zig-zag cut into 2N chunks, but at 3 ranks the plain cut into 3), and at
+     * 4 ranks 2 beside dp, tp or pp; full recomputation runs the ring again */
+    for (int k = 0; k < (N == 4 ? 4 : N >= 2 ? 1 : 0); k++, a ^= 1) {
+        c = base(DT_MODE_HYBRID, a);
+        c.cp = k == 0 ? N : 2;
+        int parts = c.cp == 3 ? 3 : 2 * c.cp;
+        c.gpt.seq = (SEQ + parts - 1) / parts * parts;
+        c.dp = k == 1 ? 2 : 1, c.tp = k == 2 ? 2 : 1, c.pp = k == 3 ? 2 : 1;
+        c.micro = c.pp > 1 ? 2 : 1;
+        c.recompute = k == 1 ? DT_GPT_RECOMPUTE_FULL : DT_GPT_KEEP;
+        share_heads(&c, c.tp);
+        tt_add(K_FP32, c, c.dp * c.micro, "hybrid cp %d D %d T %d P %d%s %s", c.cp, c.dp,
+               c.tp, c.pp, c.recompute ? " recompute" : "", tt_opt[a]);
     }
 
     /* dp-threads (one rank): 1 thread, 2, and 5, which does not divide the batch of 24;
@@ -264,6 +297,11 @@ static void make_cases(int N)
         c.precision = DT_FP16;
         c.scaler.init = 4096;
         tt_add(K_FP16, c, need, "fp16 %s", dt_mode_name((dt_mode)m));
+        if (m == DT_MODE_TP && N >= 2) {        /* sequence parallelism's fp16 blocks */
+            c.sp = 1;
+            tt_add(K_FP16, c, need, "fp16 tp sp");
+            c.sp = 0;
+        }
         if (m == DT_MODE_DDP || m == DT_MODE_FSDP || m == DT_MODE_TP || m == DT_MODE_PP) {
             c.precision = DT_BF16;
             tt_add(K_BF16, c, need, "bf16 %s", dt_mode_name((dt_mode)m));

@@ -476,7 +476,7 @@ START_TEST(test_block)
     unit_numeric_grad(block_f, &k, pd, np, gp);
     unit_numeric_grad(block_f, &k, xd, N * C, gx);
 
-    dt_gpt_cut whole = { c.heads, 4 * C, 1, NULL, NULL, DT_GPT_KEEP };
+    dt_gpt_cut whole = { .heads = c.heads, .ffn = 4 * C, .bias = 1 };
     char what[64];
     for (int blas = 1; blas >= 0; blas--) {
         dt_set_blas(blas);
@@ -577,6 +577,47 @@ static void *rank_run_model(void *arg)       /* forward, the loss, backward */
     return NULL;
 }
 
+/* Sequence parallelism's two operators for the pair (dt_gpt_cut's gather and
+ * scatter): rank k holds positions [p0, p1) of every sequence, dt_gpt_sp_positions's.
+ * gather: each rank copies both ranks' rows into its all; scatter: each rank's rows of
+ * the sum all_0 + all_1 (the same order on both, as pair_sum's). */
+static void pair_rows(const float *src, float *dst, int B, int T, int C, int k)
+{
+    int p0, p1;
+    dt_gpt_sp_positions(T, 2, k, &p0, &p1);
+    size_t w = (size_t)(p1 - p0) * C;
+    for (int b = 0; b < B; b++)
+        memcpy(dst + ((size_t)b * T + p0) * C, src + b * w, w * sizeof(float));
+}
+
+static void pair_gather(const float *mine, float *all, int B, int T, int C, void *ctx)
+{
+    rank_part *r = ctx;
+    pair *pr = r->pr;
+    pr->part[r->rank] = (float *)mine;
+    pthread_barrier_wait(&pr->bar);
+    for (int k = 0; k < 2; k++)
+        pair_rows(pr->part[k], all, B, T, C, k);
+    pthread_barrier_wait(&pr->bar);
+}
+
+static void pair_scatter(const float *all, float *mine, int B, int T, int C, void *ctx)
+{
+    rank_part *r = ctx;
+    pair *pr = r->pr;
+    pr->part[r->rank] = (float *)all;
+    pthread_barrier_wait(&pr->bar);
+    int p0, p1;
+    dt_gpt_sp_positions(T, 2, r->rank, &p0, &p1);
+    size_t w = (size_t)(p1 - p0) * C;
+    for (int b = 0; b < B; b++)
+        for (size_t i = 0; i < w; i++) {
+            size_t at = ((size_t)b * T + p0) * C + i;
+            mine[b * w + i] = pr->part[0][at] + pr->part[1][at];
+        }
+    pthread_barrier_wait(&pr->bar);
+}
+
 /* Runs fn on two threads, ranks 0 and 1 */
 static void run_pair(rank_part r[2], void *(*fn)(void *))
 {
@@ -642,7 +683,7 @@ START_TEST(test_cut)
     float *dy = unit_random_floats(N * C, -1, 1);
 
     /* the whole block */
-    dt_gpt_cut whole = { c.heads, F, 1, NULL, NULL, DT_GPT_KEEP };
+    dt_gpt_cut whole = { .heads = c.heads, .ffn = F, .bias = 1 };
     dt_gpt_acts a;
     block_acts(&c, &whole, B, T, &a);
     float *out = unit_nan_floats(N * C), *dx = malloc(N * C * sizeof *dx);
@@ -1045,12 +1086,15 @@ END_TEST
  * ranks): both ranks' logits are the whole model's to rounding and each other's bit for
  * bit, forward's unit_done goes 0, 1, ..., L+1, and the ranks' gradients put together
  * are the whole model's (those of the tensors both hold whole, the same bits on both).
- * _i 0 with sgemm, 1 with the loops. */
+ * _i 0 with sgemm, 1 with the loops; _i 2, 3 the same with sequence parallelism
+ * (positions 0..2 on rank 0, 3..4 on rank 1): the LayerNorms' gradients are each
+ * rank's rows' part, and their sum the whole model's; the stream's region takes the
+ * rows of a rank only. */
 START_TEST(test_cut_model)
 {
     const dt_gpt_config *c = &fd_models[0];
     enum { B = 2, T = 5, N = B * T };
-    int blas = _i == 0, V = c->vocab, C = c->embed, L = c->layers;
+    int blas = _i % 2 == 0, sp = _i >= 2, V = c->vocab, C = c->embed, L = c->layers;
     const int h0[2] = { 0, 1 }, nh[2] = { 1, 2 }, f0[2] = { 0, 17 }, nf[2] = { 17, 31 };
     dt_set_blas(blas);
     size_t np = dt_gpt_nparams(c), emb = ((size_t)V + c->seq) * C;
@@ -1072,6 +1116,21 @@ START_TEST(test_cut_model)
     for (int k = 0; k < 2; k++) {
         r[k] = (rank_part){ .pr = &pr, .rank = k, .c = c, .B = B, .T = T, .tok = tok,
                             .tgt = tgt, .cut = { nh[k], nf[k], k == 0, pair_sum, &r[k] } };
+        if (sp) {
+            r[k].cut.sp = 2;
+            r[k].cut.sp_rank = k;
+            r[k].cut.gather = pair_gather;
+            r[k].cut.scatter = pair_scatter;
+            /* the region's floats: per block x, ln1, x2, ln2 and 4 statistics a row,
+             * out, dres, lnf's 2; n rows instead of N; the scratch's wide, mine, part */
+            dt_gpt_cut tp = r[k].cut;
+            tp.sp = 0;
+            size_t n = k == 0 ? 3 * B : 2 * B, sc;
+            size_t want = dt_gpt_acts_floats(c, &tp, B, T, NULL)
+                          - ((size_t)L * (4 * C + 4) + 2 * C + 2) * (N - n)
+                          + (size_t)(2 * N + n) * C;
+            ck_assert_uint_eq(dt_gpt_acts_floats(c, &r[k].cut, B, T, &sc), want);
+        }
         rn[k] = dt_gpt_cut_nparams(c, &r[k].cut);
         size_t bs = dt_gpt_block_size(c, nh[k], nf[k]);
         ck_assert_uint_eq(rn[k], emb + L * bs + 2 * C);
@@ -1107,9 +1166,26 @@ START_TEST(test_cut_model)
     REQUIRE(memcmp(r[0].logits, r[1].logits, (size_t)N * V * sizeof(float)) == 0,
             "the two ranks' logits differ");
     REQUIRE(memcmp(r[0].grads, r[1].grads, emb * sizeof(float)) == 0 &&
-            memcmp(r[0].grads + rn[0] - 2 * C, r[1].grads + rn[1] - 2 * C,
-                   2 * C * sizeof(float)) == 0,
+            (sp || memcmp(r[0].grads + rn[0] - 2 * C, r[1].grads + rn[1] - 2 * C,
+                          2 * C * sizeof(float)) == 0),
             "the two ranks' gradients of the embeddings or lnf differ");
+    if (sp) {             /* the LayerNorms': rank 1's part added to rank 0's */
+        for (int j = 0; j < 2 * C; j++)
+            r[0].grads[rn[0] - 2 * C + j] += r[1].grads[rn[1] - 2 * C + j];
+        for (int l = 0; l < L; l++) {
+            dt_gpt_block g0, g1;
+            dt_gpt_block_at(c, nh[0], nf[0], r[0].grads + emb +
+                            l * dt_gpt_block_size(c, nh[0], nf[0]), &g0);
+            dt_gpt_block_at(c, nh[1], nf[1], r[1].grads + emb +
+                            l * dt_gpt_block_size(c, nh[1], nf[1]), &g1);
+            for (int j = 0; j < C; j++) {
+                g0.ln1_w[j] += g1.ln1_w[j];
+                g0.ln1_b[j] += g1.ln1_b[j];
+                g0.ln2_w[j] += g1.ln2_w[j];
+                g0.ln2_b[j] += g1.ln2_b[j];
+            }
+        }
+    }
     float *got = unit_nan_floats(np);
     memcpy(got, r[0].grads, emb * sizeof *got);
     memcpy(got + np - 2 * C, r[0].grads + rn[0] - 2 * C, 2 * C * sizeof *got);
@@ -1231,7 +1307,7 @@ START_TEST(test_recompute)
     size_t att = (size_t)B * H * T * T, block = N * (8 * (size_t)C + 2 * F + 4) + att;
     float *logits[3], *grads[3];
     for (int rc = 0; rc < 3; rc++) {
-        dt_gpt_cut cut = { H, 4 * C, 1, NULL, NULL, rc };
+        dt_gpt_cut cut = { .heads = H, .ffn = 4 * C, .bias = 1, .recompute = rc };
         dt_gpt_acts a;
         dt_gpt_acts_alloc(c, &cut, B, T, &a);
         size_t scratch, kept = rc == DT_GPT_RECOMPUTE_FULL ? L * (size_t)N * C + block - N * C
@@ -1311,17 +1387,18 @@ START_TEST(test_ring_attention)
             dt_attn_block_init(m + q0, l + q0, o + q0 * d, d, n, d);
             for (int st = 0; st < nq; st++) {
                 int k0 = first[(a - st + nq) % nq];
-                dt_attn_block_forward(qkv + q0 * ld, qkv + k0 * ld + d, qkv + k0 * ld + 2 * d,
-                                      ld, n, n, q0, k0, d, m + q0, l + q0, o + q0 * d, d,
-                                      scratch);
+                dt_attn_block_forward(qkv + q0 * ld, ld, qkv + k0 * ld + d,
+                                      qkv + k0 * ld + 2 * d, ld, n, n, q0, k0, d, m + q0,
+                                      l + q0, o + q0 * d, d, scratch);
             }
             dt_attn_block_finish(m + q0, l + q0, o + q0 * d, d, lse + q0, n, d);
             dt_attn_block_delta(o + q0 * d, dy + q0 * d, d, n, d, D + q0);
             for (int st = 0; st < nq; st++) {
                 int k0 = first[(a + st) % nq];     /* backward the other way round */
-                dt_attn_block_backward(qkv + q0 * ld, qkv + k0 * ld + d, qkv + k0 * ld + 2 * d,
-                                       ld, n, n, q0, k0, d, lse + q0, D + q0, dy + q0 * d, d,
-                                       g + q0 * ld, g + k0 * ld + d, g + k0 * ld + 2 * d);
+                dt_attn_block_backward(qkv + q0 * ld, ld, qkv + k0 * ld + d,
+                                       qkv + k0 * ld + 2 * d, ld, n, n, q0, k0, d, lse + q0,
+                                       D + q0, dy + q0 * d, d, g + q0 * ld, g + k0 * ld + d,
+                                       g + k0 * ld + 2 * d);
             }
         }
         double *wy = unit_to_double(y, T * d), *wg = unit_to_double(dqkv, T * ld);
@@ -1524,8 +1601,8 @@ START_TEST(test_layout)
      * (per block x, ln1, x2, ln2, means and rstds, qkv, y, h, g, att; out, lnf, logits;
      * the scratch dres, dln, dy, dqkv, dh, datt) */
     const dt_gpt_config *c = &cs[0];
-    const dt_gpt_cut cuts[2] = { { 3, 48, 1, NULL, NULL, DT_GPT_KEEP },
-                                 { 2, 17, 0, NULL, NULL, DT_GPT_KEEP } };
+    const dt_gpt_cut cuts[2] = { { .heads = 3, .ffn = 48, .bias = 1 },
+                                 { .heads = 2, .ffn = 17, .bias = 0 } };
     for (int k = 0; k < 2; k++) {
         enum { B = 3, T = 5 };
         size_t N = B * T, C = c->embed, hd = (size_t)cuts[k].heads * (C / c->heads);
@@ -1971,7 +2048,7 @@ int main(void)
     tcase_add_test(tc, test_model_independence);
     tcase_add_test(tc, test_model_blas_vs_loops);
     tcase_add_loop_test(tc, test_threads, 0, 2);
-    tcase_add_loop_test(tc, test_cut_model, 0, 2);
+    tcase_add_loop_test(tc, test_cut_model, 0, 4);
     tcase_add_test(tc, test_stages);
     tcase_add_test(tc, test_recompute);
     tcase_add_test(tc, test_ring_attention);

@@ -1001,7 +1001,7 @@ static int span_label(const given *g, const dt_event *e, char *label, size_t len
     static const char *const map[][3] = {
         { "ddp", "bucket", "bucket" }, { "fsdp", "gather", "AG" },
         { "fsdp", "reduce-scatter", "RS" }, { "fsdp", "free", "free" },
-        { "tp", "f", "f" }, { "tp", "g", "g" },
+        { "tp", "f", "f" }, { "tp", "g", "g" }, { "tp", "ag", "ag" }, { "tp", "rs", "rs" },
     };
     if (e->kind != DT_EV_MARK)
         return 0;
@@ -1579,7 +1579,9 @@ static void check_trace(const char *dir, const char *file)
     if (!strcmp(g.mode, "fsdp"))
         REQUIRE(count[1] > 0 && count[2] > 0, "%s: %d gathers, %d reduce-scatters", file,
                 count[1], count[2]);
-    if (!strcmp(g.mode, "tp") || (!strcmp(g.mode, "hybrid") && g.stages == 0))
+    const char *tps = strstr(mine.train, " tp ");          /* hybrid's tp T */
+    if (!strcmp(g.mode, "tp") || (!strcmp(g.mode, "hybrid") && g.stages == 0 &&
+                                  (!tps || atoi(tps + 4) > 1)))
         REQUIRE(count[3] > 0, "%s: no f or g marks", file);
     if (!strcmp(g.mode, "hybrid"))
         REQUIRE(count[0] > 0, "%s: no ddp buckets (hybrid's data-parallel part)", file);

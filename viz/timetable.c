@@ -195,6 +195,11 @@ static const struct { const char *coll, *phase, *name, *sep; dv_tt_role role; } 
     { "tp", "f", "f", " L", DV_TT_ROLE_OTHER },
     { "tp", "g", "g", " L", DV_TT_ROLE_OTHER },
     { "tp", "gather", "gather", " L", DV_TT_ROLE_OTHER },
+    { "tp", "ag", "ag", " L", DV_TT_ROLE_OTHER },
+    { "tp", "rs", "rs", " L", DV_TT_ROLE_OTHER },
+    { "tp", "ln", "sum LN", NULL, DV_TT_ROLE_OTHER },
+    { "cp", "kv", "kv", " L", DV_TT_ROLE_OTHER },
+    { "cp", "dkv", "dkv", " L", DV_TT_ROLE_OTHER },
     { "pp", "tie", "tie wte", NULL, DV_TT_ROLE_OTHER },
     { "dp-threads", "lock-wait", "lock", NULL, DV_TT_ROLE_LOCK },
 };

@@ -58,7 +58,7 @@ static int header_int(const char *v)
 
 /* What the "# train" line says: 0 where it says nothing (schedule -1, gil -1). */
 typedef struct {
-    int P, M, schedule, ranks, steps, layers, threads, dp, tp, pp;
+    int P, M, schedule, ranks, steps, layers, threads, dp, tp, pp, cp;
     double gil;
 } header;
 
@@ -78,7 +78,7 @@ static void read_header(dv_tt *tt, const char *train, header *h)
         { "ranks", offsetof(header, ranks) }, { "steps", offsetof(header, steps) },
         { "layers", offsetof(header, layers) }, { "threads", offsetof(header, threads) },
         { "dp", offsetof(header, dp) }, { "tp", offsetof(header, tp) },
-        { "pp", offsetof(header, pp) },
+        { "pp", offsetof(header, pp) }, { "cp", offsetof(header, cp) },
     };
     for (char *k = strtok_r(buf + 5 + len, " ", &save); k; k = strtok_r(NULL, " ", &save)) {
         char *v = strtok_r(NULL, " ", &save), *end;
@@ -112,6 +112,7 @@ static int distinct(int *v, size_t n)
 typedef struct {
     int compute, pipe_msgs, pipe_ops, ddp, fsdp, tp, moe, dp, dpt, ag, rs, rd, a2a;
     int tie;                 /* a "pp tie" mark: the GPT's stages summing wte's copies */
+    int cp;                  /* a "cp" mark: the GPT's context parallelism (hybrid's) */
     int stages, micros, cmicros, interleave;
     int max_step, max_layer;    /* the highest step and compute layer named, -1 none */
     int replicas;               /* dp-threads: 1 + the highest replica named, 0 none */
@@ -134,6 +135,7 @@ static void look(const dt_trace *t, int *scratch, seen *e)
         e->fsdp |= dvi_named_mark(v) && dvi_is(v->coll, "fsdp");
         e->tp |= dvi_named_mark(v) && dvi_is(v->coll, "tp");
         e->tie |= dvi_named_mark(v) && dvi_is(v->coll, "pp") && dvi_is(v->phase, "tie");
+        e->cp |= dvi_named_mark(v) && dvi_is(v->coll, "cp");
         e->moe |= dvi_named_mark(v) && dvi_is(v->coll, "moe");
         e->dpt |= dvi_named_mark(v) && dvi_is(v->coll, "dp-threads");
         e->dp |= dvi_is(v->coll, "dp");
@@ -177,9 +179,10 @@ static const char *events_mode(const seen *e)
     /* allreduces beside compute without tp's marks: tp (an old trace), unless they are
      * the GPT's stages summing their copies of wte */
     int pp = e->pipe_msgs || e->stages >= 2, tpx = e->tp || (e->rd && e->compute && !e->tie);
-    return pp + e->ddp + tpx >= 2 ? "hybrid" : pp ? "pp"
+    return pp + e->ddp + tpx + e->cp >= 2 ? "hybrid" : pp ? "pp"
          : e->moe || (e->a2a && e->compute) ? "moe" : e->ddp ? "ddp"
-         : e->fsdp || (e->ag && e->rs && e->compute) ? "fsdp" : tpx ? "tp" : e->dp ? "dp"
+         : e->fsdp || (e->ag && e->rs && e->compute && !e->tp) ? "fsdp"   /* (tp --sp: */
+         : tpx ? "tp" : e->dp ? "dp"                          /* its own ag, rs marks) */
          : e->dpt ? "dp-threads" : "";
 }
 
@@ -260,10 +263,16 @@ int dvi_tt_mode(dv_tt *tt, const dt_trace *t, int *scratch, int *micro_labels)
     /* what every mode's line says */
     if (h.ranks > 0 && h.ranks != t->nranks)
         differ(tt, "ranks %d, but the trace has %d", h.ranks, t->nranks);
+    int cpn = h.cp > 1 ? h.cp : 1;                  /* the GPT's context parallelism */
     if (strcmp(tt->mode, "hybrid") == 0 && h.dp > 0 && h.tp > 0 && h.pp > 0 &&
-        (long long)h.dp * h.tp * h.pp != t->nranks)
-        differ(tt, "dp %d x tp %d x pp %d ranks, but the trace has %d", h.dp, h.tp, h.pp,
-               t->nranks);
+        (long long)h.dp * h.tp * h.pp * cpn != t->nranks) {
+        if (cpn > 1)
+            differ(tt, "dp %d x tp %d x pp %d x cp %d ranks, but the trace has %d", h.dp,
+                   h.tp, h.pp, cpn, t->nranks);
+        else
+            differ(tt, "dp %d x tp %d x pp %d ranks, but the trace has %d", h.dp, h.tp,
+                   h.pp, t->nranks);
+    }
     if (h.steps > 0 && e.max_step > h.steps)
         differ(tt, "steps %d, but the events reach step %d", h.steps, e.max_step);
     if (h.layers > 0 && e.max_layer >= h.layers)

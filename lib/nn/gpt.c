@@ -15,6 +15,7 @@
 #include "gpt.h"
 #include "nn.h"
 #include "nn_internal.h"
+#include "schedule.h"
 
 /* ==== the shape and the layout ==== */
 
@@ -563,7 +564,44 @@ static void add(float *dst, const float *src, size_t n)      /* dst += src */
 
 dt_gpt_cut dt_gpt_whole(const dt_gpt_config *c, int recompute)
 {
-    return (dt_gpt_cut){ c->heads, 4 * c->embed, 1, NULL, NULL, recompute };
+    return (dt_gpt_cut){ c->heads, 4 * c->embed, 1, NULL, NULL, recompute, 0, 0, NULL,
+                         NULL, 0, NULL, NULL, NULL };
+}
+
+/* ==== sequence parallelism's rows ==== */
+
+void dt_gpt_sp_positions(int T, int n, int r, int *p0, int *p1)
+{
+    size_t lo, hi;
+    dt_chunk_bounds((size_t)T, n, r, &lo, &hi);
+    *p0 = (int)lo;
+    *p1 = (int)hi;
+}
+
+static int sp_on(const dt_gpt_cut *k) { return k->sp > 1; }
+static int cp_on(const dt_gpt_cut *k) { return k->cp > 1; }
+
+/* The rows of the residual stream's region this rank holds: B x T, or with sequence
+ * parallelism B x its positions */
+static int region_rows(const dt_gpt_cut *k, int B, int T)
+{
+    if (!sp_on(k))
+        return B * T;
+    int p0, p1;
+    dt_gpt_sp_positions(T, k->sp, k->sp_rank, &p0, &p1);
+    return B * (p1 - p0);
+}
+
+/* This rank's rows of all (B, T, C) into mine (B, p1 - p0, C): with every rank holding
+ * the same all, the transpose of a gather */
+static void own_rows(const dt_gpt_cut *k, const float *all, float *mine, int B, int T,
+                     int C)
+{
+    int p0, p1;
+    dt_gpt_sp_positions(T, k->sp, k->sp_rank, &p0, &p1);
+    size_t w = (size_t)(p1 - p0) * C;
+    for (int b = 0; b < B; b++)
+        memcpy(mine + b * w, all + ((size_t)b * T + p0) * C, w * sizeof(float));
 }
 
 void dt_gpt_mlp_forward(const dt_gpt_block *p, const float *x, float *h, float *g,
@@ -587,15 +625,29 @@ void dt_gpt_block_attn_forward(const dt_gpt_config *c, const dt_gpt_cut *cut,
                                const dt_gpt_block *p, dt_gpt_block_acts *a, int B, int T)
 {
     int C = c->embed, d = head_dim(c), H = cut->heads, hd = H * d, N = B * T;
+    int sp = sp_on(cut), n = region_rows(cut, B, T);
     /* x2 = x + attn(ln1(x)): q, k, v of this rank's heads, their attention, and the
-     * output projection (partial sums when the heads are cut: g adds them up) */
-    dt_layernorm_forward(a->x, p->ln1_w, p->ln1_b, a->ln1, a->ln1_mean, a->ln1_rstd, N, C);
-    dt_linear_forward(a->ln1, p->wqkv, p->bqkv, a->qkv, N, C, 3 * hd);  /* (N, 3hd) */
-    dt_attention_forward(a->qkv, a->att, a->y, B, T, H, d);             /* (N, hd) */
-    dt_linear_forward(a->y, p->wo, cut->bias ? p->bo : NULL, a->x2, N, hd, C);
-    if (cut->sum)
+     * output projection (partial sums when the heads are cut: g adds them up; with
+     * sequence parallelism ln1 and the add on this rank's n rows, an allgather before
+     * wqkv, a reduce-scatter after wo) */
+    dt_layernorm_forward(a->x, p->ln1_w, p->ln1_b, a->ln1, a->ln1_mean, a->ln1_rstd, n, C);
+    const float *in = a->ln1;
+    if (sp) {
+        cut->gather(a->ln1, a->wide, B, T, C, cut->ctx);
+        in = a->wide;
+    }
+    dt_linear_forward(in, p->wqkv, p->bqkv, a->qkv, N, C, 3 * hd);      /* (N, 3hd) */
+    if (cp_on(cut))             /* the ring: the other ranks' keys and values (att: lse) */
+        cut->attend(a->qkv, a->y, a->att, B, T, H, d, cut->ctx);
+    else
+        dt_attention_forward(a->qkv, a->att, a->y, B, T, H, d);         /* (N, hd) */
+    dt_linear_forward(a->y, p->wo, cut->bias ? p->bo : NULL, sp ? a->part : a->x2, N, hd,
+                      C);
+    if (sp)
+        cut->scatter(a->part, a->x2, B, T, C, cut->ctx);
+    else if (cut->sum)
         cut->sum(a->x2, (size_t)N * C, cut->ctx);
-    add(a->x2, a->x, (size_t)N * C);
+    add(a->x2, a->x, (size_t)n * C);
 }
 
 void dt_gpt_block_mlp_forward(const dt_gpt_config *c, const dt_gpt_cut *cut,
@@ -603,13 +655,20 @@ void dt_gpt_block_mlp_forward(const dt_gpt_config *c, const dt_gpt_cut *cut,
                               int B, int T)
 {
     int C = c->embed, F = cut->ffn, N = B * T;
+    int sp = sp_on(cut), n = region_rows(cut, B, T);
     /* out = x2 + mlp(ln2(x2)): C -> F (this rank's columns), GELU, F -> C */
-    dt_layernorm_forward(a->x2, p->ln2_w, p->ln2_b, a->ln2, a->ln2_mean, a->ln2_rstd, N,
+    dt_layernorm_forward(a->x2, p->ln2_w, p->ln2_b, a->ln2, a->ln2_mean, a->ln2_rstd, n,
                          C);
-    dt_gpt_mlp_forward(p, a->ln2, a->h, a->g, out, N, C, F, cut->bias);
-    if (cut->sum)
-        cut->sum(out, (size_t)N * C, cut->ctx);
-    add(out, a->x2, (size_t)N * C);
+    if (sp) {
+        cut->gather(a->ln2, a->wide, B, T, C, cut->ctx);
+        dt_gpt_mlp_forward(p, a->wide, a->h, a->g, a->part, N, C, F, cut->bias);
+        cut->scatter(a->part, out, B, T, C, cut->ctx);
+    } else {
+        dt_gpt_mlp_forward(p, a->ln2, a->h, a->g, out, N, C, F, cut->bias);
+        if (cut->sum)
+            cut->sum(out, (size_t)N * C, cut->ctx);
+    }
+    add(out, a->x2, (size_t)n * C);
 }
 
 void dt_gpt_block_forward(const dt_gpt_config *c, const dt_gpt_cut *cut,
@@ -629,7 +688,20 @@ void dt_gpt_block_mlp_backward(const dt_gpt_config *c, const dt_gpt_cut *cut,
                                int T)
 {
     int C = c->embed, F = cut->ffn, N = B * T;
+    int n = region_rows(cut, B, T);
     /* the MLP: w2, GELU, w1, then ln2 (f sums the partial gradients of ln2's output) */
+    if (sp_on(cut)) {
+        /* the gradient of the output, every rank's rows (the reduce-scatter's
+         * transpose); ln2's output gathered again; the partial gradients of ln2's
+         * output reduce-scattered (the allgather's transpose) */
+        cut->gather(dx, a->part, B, T, C, cut->ctx);
+        cut->gather(a->ln2, s->wide, B, T, C, cut->ctx);
+        dt_gpt_mlp_backward(p, s->wide, a->h, a->g, a->part, s->dh, s->dln, g, N, C, F);
+        cut->scatter(s->dln, s->mine, B, T, C, cut->ctx);
+        dt_layernorm_backward(a->x2, p->ln2_w, a->ln2_mean, a->ln2_rstd, s->mine, dx,
+                              g->ln2_w, g->ln2_b, n, C);                /* dx2 */
+        return;
+    }
     dt_gpt_mlp_backward(p, a->ln2, a->h, a->g, dx, s->dh, s->dln, g, N, C, F);
     if (cut->sum)
         cut->sum(s->dln, (size_t)N * C, cut->ctx);
@@ -645,16 +717,32 @@ void dt_gpt_block_attn_backward(const dt_gpt_config *c, const dt_gpt_cut *cut,
     int C = c->embed, d = head_dim(c), H = cut->heads, hd = H * d, N = B * T;
     /* selective recomputation: the probabilities again, from q and k (and y, the same
      * bits as forward's) */
-    if (cut->recompute == DT_GPT_RECOMPUTE_SELECTIVE)
+    if (cut->recompute == DT_GPT_RECOMPUTE_SELECTIVE && !cp_on(cut))
         dt_attention_forward(a->qkv, a->att, a->y, B, T, H, d);
-    /* attention: wo, the heads, wqkv, then ln1 */
-    dt_linear_backward(a->y, p->wo, dx, s->dy, g->wo, g->bo, N, hd, C); /* dy (N, hd) */
-    dt_attention_backward(a->qkv, a->att, s->dy, s->datt, s->dqkv, B, T, H, d);
-    dt_linear_backward(a->ln1, p->wqkv, s->dqkv, s->dln, g->wqkv, g->bqkv, N, C, 3 * hd);
-    if (cut->sum)
+    /* attention: wo, the heads, wqkv, then ln1 (sequence parallelism: as the MLP's) */
+    int sp = sp_on(cut), n = region_rows(cut, B, T);
+    const float *dout = dx, *in = a->ln1;
+    if (sp) {
+        cut->gather(dx, a->part, B, T, C, cut->ctx);
+        cut->gather(a->ln1, s->wide, B, T, C, cut->ctx);
+        dout = a->part;
+        in = s->wide;
+    }
+    dt_linear_backward(a->y, p->wo, dout, s->dy, g->wo, g->bo, N, hd, C);   /* (N, hd) */
+    if (cp_on(cut))
+        cut->attend_backward(a->qkv, a->y, a->att, s->dy, s->dqkv, B, T, H, d, cut->ctx);
+    else
+        dt_attention_backward(a->qkv, a->att, s->dy, s->datt, s->dqkv, B, T, H, d);
+    dt_linear_backward(in, p->wqkv, s->dqkv, s->dln, g->wqkv, g->bqkv, N, C, 3 * hd);
+    float *dln = s->dln;
+    if (sp) {
+        cut->scatter(s->dln, s->mine, B, T, C, cut->ctx);
+        dln = s->mine;
+    } else if (cut->sum) {
         cut->sum(s->dln, (size_t)N * C, cut->ctx);
-    dt_layernorm_backward(a->x, p->ln1_w, a->ln1_mean, a->ln1_rstd, s->dln, dx, g->ln1_w,
-                          g->ln1_b, N, C);
+    }
+    dt_layernorm_backward(a->x, p->ln1_w, a->ln1_mean, a->ln1_rstd, dln, dx, g->ln1_w,
+                          g->ln1_b, n, C);
 }
 
 void dt_gpt_block_backward(const dt_gpt_config *c, const dt_gpt_cut *cut,
@@ -734,31 +822,36 @@ float *dt_gpt_unit_output(const dt_gpt_config *c, dt_gpt_acts *a, int u)
     return u == c->layers + 1 ? a->logits : stream(c, a, u);
 }
 
-/* The activations' floats of a stage: per block x, ln1, x2, ln2 (N, C), qkv (N, 3hd),
- * y (N, hd), h and g (N, F), att (B, heads, T, T), four (N) means and rstds; out
- * (N, C); with the final unit lnf (N, C), its mean and rstd, logits (N, V). The
- * scratch: dres, dln (N, C), and with blocks dy (N, hd), dqkv (N, 3hd), dh (N, F),
- * datt (B, heads, T, T). hd and F: the cut's. Recomputed, what a block keeps is its x
- * alone (full) or all but att (selective), and one block's worth of the rest is shared
- * by the blocks. */
+/* The activations' floats of a stage: per block x, ln1, x2, ln2 (n, C), four (n) means
+ * and rstds, qkv (N, 3hd), y (N, hd), h and g (N, F), att (B, heads, T, T); out
+ * (n, C); with the final unit lnf (N, C), its mean and rstd (n), logits (N, V). The
+ * scratch: dres (n, C), dln (N, C), and with blocks dy (N, hd), dqkv (N, 3hd), dh
+ * (N, F), datt (B, heads, T, T); sequence parallelism's wide (N, C) and mine (n, C),
+ * and with blocks their part (N, C). n = N but with sequence parallelism (this rank's
+ * rows); hd and F: the cut's. Recomputed, what a block keeps is its x alone (full) or
+ * all but att (selective), and one block's worth of the rest is shared by the
+ * blocks. */
 size_t dt_gpt_stage_acts_floats(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0,
                                 int u1, int B, int T, size_t *scratch)
 {
     check_stage(c, u0, u1);
     dt_gpt_cut k = whole_of(c, cut);
-    size_t N = (size_t)B * T, C = (size_t)c->embed, F = (size_t)k.ffn;
-    size_t hd = (size_t)k.heads * head_dim(c), att = (size_t)B * k.heads * T * T;
+    size_t N = (size_t)B * T, n = (size_t)region_rows(&k, B, T), C = (size_t)c->embed;
+    size_t F = (size_t)k.ffn, hd = (size_t)k.heads * head_dim(c);
+    size_t att = (size_t)B * k.heads * T * (cp_on(&k) ? 1 : T);  /* cp: lse */
     size_t blocks = (size_t)(end_block(c, u1) - first_block(u0));
-    size_t block = N * (4 * C + 4 * hd + 2 * F + 4) + att, kept = block, shared = 0;
+    size_t block = n * (4 * C + 4) + N * (4 * hd + 2 * F) + att, kept = block, shared = 0;
     if (k.recompute == DT_GPT_RECOMPUTE_FULL)
-        kept = N * C, shared = block - N * C;
+        kept = n * C, shared = block - n * C;
     else if (k.recompute == DT_GPT_RECOMPUTE_SELECTIVE)
         kept = block - att, shared = att;
-    size_t s = N * 2 * C + (blocks ? N * (4 * hd + F) + att : 0);
+    size_t s = (n + N) * C + (blocks ? N * (4 * hd + F) + att : 0);
+    if (sp_on(&k))
+        s += (N + n) * C + (blocks ? N * C : 0);
     if (scratch)
         *scratch = s;
-    return blocks * kept + (blocks ? shared : 0) + N * C
-           + (has_final(c, u1) ? N * (C + 2 + (size_t)c->vocab) : 0) + s;
+    return blocks * kept + (blocks ? shared : 0) + n * C
+           + (has_final(c, u1) ? N * (C + (size_t)c->vocab) + 2 * n : 0) + s;
 }
 
 size_t dt_gpt_acts_floats(const dt_gpt_config *c, const dt_gpt_cut *cut, int B, int T,
@@ -774,6 +867,9 @@ void dt_gpt_stage_acts_alloc(const dt_gpt_config *c, const dt_gpt_cut *cut, int 
     DT_REQUIRE(B >= 1 && T >= 1 && T <= c->seq, "dt_gpt_acts_alloc: %d sequences of %d "
                "(1 or more, of at most %d)", B, T, c->seq);
     dt_gpt_cut k = whole_of(c, cut);
+    DT_REQUIRE(!cp_on(&k) || k.recompute != DT_GPT_RECOMPUTE_SELECTIVE, "the GPT's "
+               "activations: selective recomputation with context parallelism (ring "
+               "attention keeps no probabilities to recompute)");
     memset(a, 0, sizeof *a);
     a->B = B;
     a->T = T;
@@ -783,46 +879,48 @@ void dt_gpt_stage_acts_alloc(const dt_gpt_config *c, const dt_gpt_cut *cut, int 
     a->mem = calloc(a->floats, sizeof(float));
     a->blk = calloc((size_t)c->layers, sizeof *a->blk);
     DT_REQUIRE(a->mem && a->blk, "out of host memory for the GPT's activations");
-    size_t N = (size_t)B * T, C = (size_t)c->embed, F = (size_t)k.ffn;
-    size_t hd = (size_t)k.heads * head_dim(c), att = (size_t)B * k.heads * T * T;
+    size_t N = (size_t)B * T, n = (size_t)region_rows(&k, B, T), C = (size_t)c->embed;
+    size_t F = (size_t)k.ffn, hd = (size_t)k.heads * head_dim(c);
+    size_t att = (size_t)B * k.heads * T * (cp_on(&k) ? 1 : T);  /* cp: lse */
     int b0 = first_block(u0), b1 = end_block(c, u1);
     float *q = a->mem;
 #define TAKE(ptr, n) do { (ptr) = q; q += (n); } while (0)
     /* each block's own, then (recomputed) what the blocks share: the first block's
-     * pointers, copied to the others */
+     * pointers, copied to the others (sequence parallelism: n rows in the stream's
+     * region, N elsewhere) */
     int full = k.recompute == DT_GPT_RECOMPUTE_FULL;
     int sel = k.recompute == DT_GPT_RECOMPUTE_SELECTIVE;
     for (int l = b0; l < b1; l++) {
         dt_gpt_block_acts *b = &a->blk[l];
-        TAKE(b->x, N * C);
+        TAKE(b->x, n * C);
         if (full)
             continue;
-        TAKE(b->ln1, N * C);
-        TAKE(b->ln1_mean, N);
-        TAKE(b->ln1_rstd, N);
+        TAKE(b->ln1, n * C);
+        TAKE(b->ln1_mean, n);
+        TAKE(b->ln1_rstd, n);
         TAKE(b->qkv, N * 3 * hd);
         if (!sel)
             TAKE(b->att, att);
         TAKE(b->y, N * hd);
-        TAKE(b->x2, N * C);
-        TAKE(b->ln2, N * C);
-        TAKE(b->ln2_mean, N);
-        TAKE(b->ln2_rstd, N);
+        TAKE(b->x2, n * C);
+        TAKE(b->ln2, n * C);
+        TAKE(b->ln2_mean, n);
+        TAKE(b->ln2_rstd, n);
         TAKE(b->h, N * F);
         TAKE(b->g, N * F);
     }
     if (b1 > b0 && (full || sel)) {
         dt_gpt_block_acts w = a->blk[b0];
         if (full) {
-            TAKE(w.ln1, N * C);
-            TAKE(w.ln1_mean, N);
-            TAKE(w.ln1_rstd, N);
+            TAKE(w.ln1, n * C);
+            TAKE(w.ln1_mean, n);
+            TAKE(w.ln1_rstd, n);
             TAKE(w.qkv, N * 3 * hd);
             TAKE(w.y, N * hd);
-            TAKE(w.x2, N * C);
-            TAKE(w.ln2, N * C);
-            TAKE(w.ln2_mean, N);
-            TAKE(w.ln2_rstd, N);
+            TAKE(w.x2, n * C);
+            TAKE(w.ln2, n * C);
+            TAKE(w.ln2_mean, n);
+            TAKE(w.ln2_rstd, n);
             TAKE(w.h, N * F);
             TAKE(w.g, N * F);
         }
@@ -835,20 +933,31 @@ void dt_gpt_stage_acts_alloc(const dt_gpt_config *c, const dt_gpt_cut *cut, int 
             a->blk[l].att = w.att;
         }
     }
-    TAKE(a->out, N * C);
+    TAKE(a->out, n * C);
     if (has_final(c, u1)) {
         TAKE(a->lnf, N * C);
-        TAKE(a->lnf_mean, N);
-        TAKE(a->lnf_rstd, N);
+        TAKE(a->lnf_mean, n);
+        TAKE(a->lnf_rstd, n);
         TAKE(a->logits, N * c->vocab);
     }
-    TAKE(a->dres, N * C);
+    TAKE(a->dres, n * C);
     TAKE(a->s.dln, N * C);
     if (b1 > b0) {
         TAKE(a->s.dy, N * hd);
         TAKE(a->s.dqkv, N * 3 * hd);
         TAKE(a->s.dh, N * F);
         TAKE(a->s.datt, att);
+    }
+    if (sp_on(&k)) {                  /* sequence parallelism's scratch */
+        TAKE(a->s.wide, N * C);
+        TAKE(a->s.mine, n * C);
+        float *part = NULL;
+        if (b1 > b0)
+            TAKE(part, N * C);
+        for (int l = b0; l < b1; l++) {
+            a->blk[l].wide = a->s.wide;
+            a->blk[l].part = part;
+        }
     }
 #undef TAKE
     DT_REQUIRE((size_t)(q - a->mem) == a->floats, "the GPT's activations: %zu floats "
@@ -898,7 +1007,13 @@ void dt_gpt_unit_forward(const dt_gpt_config *c, const dt_gpt_cut *cut, int u,
     DT_REQUIRE(u >= 0 && u <= L + 1, "dt_gpt_unit_forward: unit %d of %d", u, L + 2);
     if (u == 0) {                                  /* the embeddings: wte, then wpe */
         DT_REQUIRE(tok != NULL, "dt_gpt_forward: the embeddings need the tokens");
-        dt_embed_forward(tok, pu, pu + (size_t)V * C, NULL, stream(c, a, 0), B, T, C, V);
+        if (sp_on(&k)) {                           /* all rows, this rank's kept */
+            dt_embed_forward(tok, pu, pu + (size_t)V * C, NULL, a->s.wide, B, T, C, V);
+            own_rows(&k, a->s.wide, stream(c, a, 0), B, T, C);
+        } else {
+            dt_embed_forward(tok, pu, pu + (size_t)V * C, cp_on(&k) ? k.pos : NULL,
+                             stream(c, a, 0), B, T, C, V);
+        }
     } else if (u <= L) {                           /* block u - 1 */
         dt_gpt_block p;
         dt_gpt_block_at(c, k.heads, k.ffn, (float *)pu, &p);
@@ -909,6 +1024,11 @@ void dt_gpt_unit_forward(const dt_gpt_config *c, const dt_gpt_cut *cut, int u,
         if (done)
             done(u, DT_GPT_MLP, ctx);
         return;
+    } else if (sp_on(&k)) {                        /* lnf on this rank's rows, */
+        dt_layernorm_forward(a->out, pu, pu + C, a->s.mine, a->lnf_mean, a->lnf_rstd,
+                             region_rows(&k, B, T), C);
+        k.gather(a->s.mine, a->lnf, B, T, C, k.ctx);   /* gathered for the head */
+        dt_linear_forward(a->lnf, wte, NULL, a->logits, N, C, V);
     } else {                                       /* lnf, and the head: wte^T */
         dt_layernorm_forward(a->out, pu, pu + C, a->lnf, a->lnf_mean, a->lnf_rstd, N, C);
         dt_linear_forward(a->lnf, wte, NULL, a->logits, N, C, V);
@@ -925,11 +1045,17 @@ void dt_gpt_unit_backward(const dt_gpt_config *c, const dt_gpt_cut *cut, int u,
     dt_gpt_cut k = whole_of(c, cut);
     int C = c->embed, V = c->vocab, N = B * T, L = c->layers;
     DT_REQUIRE(u >= 0 && u <= L + 1, "dt_gpt_unit_backward: unit %d of %d", u, L + 2);
+    int n = region_rows(&k, B, T);
     if (u == L + 1) {              /* the head (into wte's gradient), then lnf */
         dt_linear_backward(a->lnf, wte, dlogits, a->s.dln, dwte, NULL, N, C, V);
-        memset(a->dres, 0, (size_t)N * C * sizeof(float));
-        dt_layernorm_backward(a->out, pu, a->lnf_mean, a->lnf_rstd, a->s.dln, a->dres, gu,
-                              gu + C, N, C);
+        float *dln = a->s.dln;
+        if (sp_on(&k)) {           /* every rank has the same dln: its own rows */
+            own_rows(&k, a->s.dln, a->s.mine, B, T, C);
+            dln = a->s.mine;
+        }
+        memset(a->dres, 0, (size_t)n * C * sizeof(float));
+        dt_layernorm_backward(a->out, pu, a->lnf_mean, a->lnf_rstd, dln, a->dres, gu,
+                              gu + C, n, C);
     } else if (u >= 1) {
         dt_gpt_block p, g;
         dt_gpt_block_at(c, k.heads, k.ffn, (float *)pu, &p);
@@ -948,8 +1074,12 @@ void dt_gpt_unit_backward(const dt_gpt_config *c, const dt_gpt_cut *cut, int u,
         if (done)
             done(u, DT_GPT_ATTN, ctx);
         return;
+    } else if (sp_on(&k)) {        /* the stream's gradient, every rank's rows */
+        k.gather(a->dres, a->s.wide, B, T, C, k.ctx);
+        dt_embed_backward(tok, a->s.wide, NULL, gu, gu + (size_t)V * C, B, T, C);
     } else {
-        dt_embed_backward(tok, a->dres, NULL, gu, gu + (size_t)V * C, B, T, C);
+        dt_embed_backward(tok, a->dres, cp_on(&k) ? k.pos : NULL, gu, gu + (size_t)V * C, B,
+                          T, C);
     }
     if (done)
         done(u, DT_GPT_UNIT, ctx);
@@ -976,7 +1106,8 @@ const float *dt_gpt_forward_stage(const dt_gpt_config *c, const dt_gpt_cut *cut,
     dt_gpt_cut k = whole_of(c, cut);
     if (u0 > 0) {                                /* the stream from the stage before */
         DT_REQUIRE(x_in != NULL, "dt_gpt_forward: a later stage needs its input");
-        memcpy(stream(c, a, u0 - 1), x_in, (size_t)B * T * c->embed * sizeof(float));
+        memcpy(stream(c, a, u0 - 1), x_in,
+               (size_t)region_rows(&k, B, T) * c->embed * sizeof(float));
     }
     const float *wte = params + stage_wte(c, &k, u0);
     for (int u = u0; u < u1; u++) {
@@ -994,7 +1125,7 @@ void dt_gpt_backward_stage(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0
     check_stage(c, u0, u1);
     check_run("dt_gpt_backward", c, a, u0, u1, B, T);
     dt_gpt_cut k = whole_of(c, cut);
-    size_t N = (size_t)B * T, w = stage_wte(c, &k, u0);
+    size_t N = (size_t)region_rows(&k, B, T), w = stage_wte(c, &k, u0);
     if (!has_final(c, u1))             /* the gradient of the stream this stage sent */
         memcpy(a->dres, dy, N * c->embed * sizeof(float));
     for (int u = u1 - 1; u >= u0; u--) {

@@ -126,17 +126,17 @@ void dt_attention_backward(const float *qkv, const float *att, const float *dy,
  * output o, and each block rescales what came before by exp(m_old - m_new) (the online
  * softmax of Milakov and Gimelshein, FlashAttention's). Positions are global: query row
  * i is position q0 + i, key row j position k0 + j, and a key after a query is masked, so
- * a block wholly in a query block's future costs nothing. q, k, v and their gradients
- * have rows ld floats apart, o and dout rows ldo apart (d columns each).
+ * a block wholly in a query block's future costs nothing. q and dq have rows ldq floats
+ * apart, k, v and their gradients ldk, o and dout ldo (d columns each).
  *
  * block_forward: before the first block m = -INFINITY, l = 0, o = 0 (dt_attn_block_init
  * sets them); finish then divides o by l and writes lse = m + log l (Tq), all backward
  * needs of the forward besides o. Each query row must have met a key (its own position
  * at least) before finish. scratch: Tk floats. */
 void dt_attn_block_init(float *m, float *l, float *o, int ldo, int Tq, int d);
-void dt_attn_block_forward(const float *q, const float *k, const float *v, int ld, int Tq,
-                           int Tk, int q0, int k0, int d, float *m, float *l, float *o,
-                           int ldo, float *scratch);
+void dt_attn_block_forward(const float *q, int ldq, const float *k, const float *v,
+                           int ldk, int Tq, int Tk, int q0, int k0, int d, float *m,
+                           float *l, float *o, int ldo, float *scratch);
 void dt_attn_block_finish(const float *m, const float *l, float *o, int ldo, float *lse,
                           int Tq, int d);
 /* Backward against one block: with P = exp(score - lse) and D = rowsum(dout o) (Tq,
@@ -145,9 +145,10 @@ void dt_attn_block_finish(const float *m, const float *l, float *o, int ldo, flo
  * of the whole attention (to rounding). */
 void dt_attn_block_delta(const float *o, const float *dout, int ldo, int Tq, int d,
                          float *D);
-void dt_attn_block_backward(const float *q, const float *k, const float *v, int ld, int Tq,
-                            int Tk, int q0, int k0, int d, const float *lse, const float *D,
-                            const float *dout, int ldo, float *dq, float *dk, float *dv);
+void dt_attn_block_backward(const float *q, int ldq, const float *k, const float *v,
+                            int ldk, int Tq, int Tk, int q0, int k0, int d, const float *lse,
+                            const float *D, const float *dout, int ldo, float *dq,
+                            float *dk, float *dv);
 
 /* Zig-zag: a sequence cut into 2C chunks of equal length, rank r of C holds chunks r and
  * 2C-1-r, so that each rank has as many causal (query, key) pairs to compute as any other
@@ -160,7 +161,9 @@ long dt_cp_pairs(int a, int b, int n);
 /* ==== a block, whole or cut ==== */
 
 /* What a block's forward keeps for backward, for B x T rows (N = B*T): pointers into
- * the model's activations (dt_gpt_acts). */
+ * the model's activations (dt_gpt_acts). With sequence parallelism (below) the rows
+ * of the residual stream's region, x to ln1_rstd and x2 to ln2_rstd, are this rank's
+ * n = B x (p1 - p0) only. */
 typedef struct {
     float *x;                        /* (N, C) the block's input, the residual stream */
     float *ln1, *ln1_mean, *ln1_rstd;   /* (N, C), (N), (N) */
@@ -171,6 +174,9 @@ typedef struct {
     float *ln2, *ln2_mean, *ln2_rstd;
     float *h;                        /* (N, ffn) before GELU */
     float *g;                        /* (N, ffn) after GELU */
+    float *wide, *part;              /* sequence parallelism: (N, C) each, scratch every
+                                        block shares (NULL otherwise): the rows gathered
+                                        from every rank, the partial sums scattered */
 } dt_gpt_block_acts;
 
 /* Backward's scratch, shared by every block. */
@@ -180,20 +186,68 @@ typedef struct {
     float *dqkv;                     /* (N, 3 hd) */
     float *dh;                       /* (N, ffn) */
     float *datt;                     /* (B, heads, T, T) */
+    float *wide;                     /* sequence parallelism: (N, C) gathered rows */
+    float *mine;                     /* and (n, C): this rank's rows of dln */
 } dt_gpt_scratch;
 
 /* A cut block's two sums (tensor parallelism's operators; NULL in a whole block):
  * sum(x, n, ctx) replaces x (n floats) by its sum over the ranks that share the block.
  * Forward calls it on the partial outputs of wo and w2 (g, before the bias and the
  * residual); backward on the partial gradients of ln1's and ln2's outputs (f). bias 1:
- * this rank adds bo and b2 (one rank of those that share a block, or a whole block). */
+ * this rank adds bo and b2 (one rank of those that share a block, or a whole block).
+ *
+ * Sequence parallelism (Korthikanti et al., 2022; sp > 1, the ranks that share the
+ * block, this one sp_rank of them): outside attention and the MLP, where tensor
+ * parallelism has every rank compute the same LayerNorms and residual adds on all N
+ * rows, each rank keeps positions [p0, p1) of every sequence (dt_gpt_sp_positions),
+ * n = B (p1 - p0) rows: the residual stream, the LayerNorms' inputs, outputs, means and
+ * deviations, a stage's output and the stream's gradient. The sum after wo and after
+ * w2 becomes a reduce-scatter, scatter(all, mine, B, T, C, ctx): all (N, C) summed over
+ * the ranks, this rank's rows to mine (n, C); the input of wqkv and of w1, an allgather,
+ * gather(mine, all, B, T, C, ctx): every rank's rows (n, C) into all (N, C). Backward
+ * runs their transposes (a gather before wo's and w2's backward, a scatter after
+ * wqkv's and w1's), and gathers ln1's and ln2's outputs again rather than keep them
+ * whole. The same bytes as the two allreduces (a ring allreduce is a reduce-scatter
+ * and an allgather), the region's activations divided by sp. sum is not called. The
+ * embeddings compute all rows and keep this rank's (their backward gathers the
+ * stream's gradient first); the final LayerNorm normalises this rank's rows and
+ * gathers them for the head. The LayerNorms' gradients (ln1, ln2, lnf) are then this
+ * rank's rows' part only: the caller sums them over the ranks (the other gradients are
+ * as tensor parallelism's).
+ *
+ * Context parallelism (cp > 1, the ranks that share a sequence; Liu et al.'s ring
+ * attention): every row-wise operation runs on this rank's T positions of each
+ * sequence (T, the length the calls are given, is this rank's share), whose places in
+ * the whole sequence are pos[0 .. T-1] (the embeddings add wpe's rows at those
+ * places). Attention alone needs the others' keys and values: attend(qkv, y, lse, B,
+ * T, H, d, ctx) computes y (B*T, hd) from qkv (B*T, 3hd) of this rank's rows, the
+ * others' keys and values coming round the ranks, and keeps lse (B, H, T), the log of
+ * each query row's softmax sum, in place of the probabilities (the block's att then
+ * holds B*H*T floats); attend_backward(qkv, y, lse, dy, dqkv, ...) writes dqkv (B*T,
+ * 3hd) from dy (B*T, hd), the keys' and values' gradients summed round the ranks to
+ * their owners. Every weight's gradient is this rank's positions' part: the caller
+ * sums them over the cp ranks, as over data-parallel replicas. */
 typedef struct {
     int heads, ffn;
     int bias;
     void (*sum)(float *x, size_t n, void *ctx);
     void *ctx;
     int recompute;          /* what backward computes again rather than keep: below */
+    int sp, sp_rank;        /* sequence parallelism: ranks and rank; sp 0 or 1: off */
+    void (*gather)(const float *mine, float *all, int B, int T, int C, void *ctx);
+    void (*scatter)(const float *all, float *mine, int B, int T, int C, void *ctx);
+    int cp;                 /* context parallelism: ranks; 0 or 1: off */
+    const int *pos;         /* with cp: the positions of this rank's rows (T of them) */
+    void (*attend)(const float *qkv, float *y, float *lse, int B, int T, int H, int d,
+                   void *ctx);
+    void (*attend_backward)(const float *qkv, const float *y, const float *lse,
+                            const float *dy, float *dqkv, int B, int T, int H, int d,
+                            void *ctx);
 } dt_gpt_cut;
+
+/* Sequence parallelism's positions: rank r of n holds [*p0, *p1) of every sequence of
+ * T, as dt_chunk_bounds cuts T (the first T % n ranks one more) */
+void dt_gpt_sp_positions(int T, int n, int r, int *p0, int *p1);
 
 /* Activation recomputation (a cut's recompute; the activations must be allocated with
  * the same cut). DT_GPT_KEEP: forward keeps everything backward reads. Full: each block

@@ -41,19 +41,19 @@ void dt_attn_block_init(float *m, float *l, float *o, int ldo, int Tq, int d)
     }
 }
 
-void dt_attn_block_forward(const float *q, const float *k, const float *v, int ld, int Tq,
-                           int Tk, int q0, int k0, int d, float *m, float *l, float *o,
-                           int ldo, float *scratch)
+void dt_attn_block_forward(const float *q, int ldq, const float *k, const float *v,
+                           int ldk, int Tq, int Tk, int q0, int k0, int d, float *m,
+                           float *l, float *o, int ldo, float *scratch)
 {
     float scale = 1.0f / sqrtf((float)d);
     for (int i = 0; i < Tq; i++) {
         int n = seen(q0 + i, Tk, k0);
         if (n == 0)
             continue;                       /* the whole block is in this query's future */
-        const float *q_i = q + (size_t)i * ld;
+        const float *q_i = q + (size_t)i * ldq;
         float *s = scratch, mx = m[i], sum = 0.0f, *o_i = o + (size_t)i * ldo;
         for (int j = 0; j < n; j++) {
-            s[j] = dot(q_i, k + (size_t)j * ld, d) * scale;
+            s[j] = dot(q_i, k + (size_t)j * ldk, d) * scale;
             mx = s[j] > mx ? s[j] : mx;
         }
         float corr = expf(m[i] - mx);       /* 0 before the first block: m = -inf */
@@ -61,7 +61,7 @@ void dt_attn_block_forward(const float *q, const float *k, const float *v, int l
             o_i[e] *= corr;
         for (int j = 0; j < n; j++) {
             float p = expf(s[j] - mx);
-            const float *v_j = v + (size_t)j * ld;
+            const float *v_j = v + (size_t)j * ldk;
             sum += p;
             for (int e = 0; e < d; e++)
                 o_i[e] += p * v_j[e];
@@ -90,18 +90,19 @@ void dt_attn_block_delta(const float *o, const float *dout, int ldo, int Tq, int
         D[i] = dot(o + (size_t)i * ldo, dout + (size_t)i * ldo, d);
 }
 
-void dt_attn_block_backward(const float *q, const float *k, const float *v, int ld, int Tq,
-                            int Tk, int q0, int k0, int d, const float *lse, const float *D,
-                            const float *dout, int ldo, float *dq, float *dk, float *dv)
+void dt_attn_block_backward(const float *q, int ldq, const float *k, const float *v,
+                            int ldk, int Tq, int Tk, int q0, int k0, int d, const float *lse,
+                            const float *D, const float *dout, int ldo, float *dq,
+                            float *dk, float *dv)
 {
     float scale = 1.0f / sqrtf((float)d);
     for (int i = 0; i < Tq; i++) {
         int n = seen(q0 + i, Tk, k0);
-        const float *q_i = q + (size_t)i * ld, *do_i = dout + (size_t)i * ldo;
-        float *dq_i = dq + (size_t)i * ld;
+        const float *q_i = q + (size_t)i * ldq, *do_i = dout + (size_t)i * ldo;
+        float *dq_i = dq + (size_t)i * ldq;
         for (int j = 0; j < n; j++) {
-            const float *k_j = k + (size_t)j * ld, *v_j = v + (size_t)j * ld;
-            float *dk_j = dk + (size_t)j * ld, *dv_j = dv + (size_t)j * ld;
+            const float *k_j = k + (size_t)j * ldk, *v_j = v + (size_t)j * ldk;
+            float *dk_j = dk + (size_t)j * ldk, *dv_j = dv + (size_t)j * ldk;
             float p = expf(dot(q_i, k_j, d) * scale - lse[i]);
             float ds = p * (dot(do_i, v_j, d) - D[i]) * scale;
             for (int e = 0; e < d; e++) {

@@ -28,7 +28,13 @@
  *
  * Because the loss of each row is scaled by 1/B for the global batch B, the gradients
  * the replicas sum are exactly the serial gradient, cut differently: only rounding
- * differs. */
+ * differs.
+ *
+ * Context parallelism (the GPT, --cp C) is a fourth dimension, between the tensor
+ * group and the stage: rank = ((d * P + p) * C + c) * T + t. The C ranks of a cp group
+ * hold the same weights and take the same rows, each its own positions of every
+ * sequence (cp.c); their gradients are parts of one replica's, so the gradient
+ * allreduce runs over dp x cp (D * C ranks), and each keeps its positions' labels. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,21 +66,26 @@ static void append(char *s, size_t len, const char *fmt, ...)
 void dti_train_hybrid(dti_run *r)
 {
     const dt_train_config *c = r->cfg;
-    int N = r->size, D = 1, T = 1, P = 1;
+    int N = r->size, D = 1, T = 1, P = 1, C = 1;
     switch (c->mode) {
     case DT_MODE_DDP: D = N; break;
     case DT_MODE_TP: T = N; break;
     case DT_MODE_PP: P = N; break;
-    case DT_MODE_HYBRID: D = c->dp; T = c->tp; P = c->pp; break;
+    case DT_MODE_HYBRID: D = c->dp; T = c->tp; P = c->pp; C = c->cp > 1 ? c->cp : 1; break;
     default: break;
     }
-    int t = r->rank % T, p = (r->rank / T) % P, d = r->rank / (T * P);
-    MPI_Comm tp, pp, dp;
-    DT_CHECK_MPI(MPI_Comm_split(r->comm, d * P + p, t, &tp));
-    DT_CHECK_MPI(MPI_Comm_split(r->comm, d * T + t, p, &pp));
-    DT_CHECK_MPI(MPI_Comm_split(r->comm, p * T + t, d, &dp));
+    int t = r->rank % T, k = (r->rank / T) % C, p = (r->rank / (T * C)) % P;
+    int d = r->rank / (T * C * P);
+    MPI_Comm tp, pp, dp, cp = MPI_COMM_NULL;
+    DT_CHECK_MPI(MPI_Comm_split(r->comm, (d * P + p) * C + k, t, &tp));
+    DT_CHECK_MPI(MPI_Comm_split(r->comm, (d * C + k) * T + t, p, &pp));
+    DT_CHECK_MPI(MPI_Comm_split(r->comm, p * T + t, d * C + k, &dp));    /* dp x cp */
     r->made[0] = tp; r->made[1] = pp; r->made[2] = dp;  /* a checkpoint refusal frees */
     r->nmade = 3;                                        /* them (checkpoint.c) */
+    if (C > 1) {
+        DT_CHECK_MPI(MPI_Comm_split(r->comm, (d * P + p) * T + t, k, &cp));
+        r->made[r->nmade++] = cp;
+    }
 
     /* this rank's layers, rows and micro-batches */
     size_t l0, l1;
@@ -83,6 +94,8 @@ void dti_train_hybrid(dti_run *r)
     dti_model m;
     dti_model_init(&m, r, (int)l0, (int)l1, tp, c->tp_style, mb);
     dti_model_tie(&m, pp);            /* the GPT's wte, on the first and the last stage */
+    if (C > 1)                        /* the GPT's positions over the cp group */
+        dti_model_cp(&m, cp, mb);
 
     /* weights: every rank draws the whole model from the seed and keeps its part */
     float *full = calloc(r->nparams, sizeof(float));
@@ -98,7 +111,7 @@ void dti_train_hybrid(dti_run *r)
     float *state = dti_alloc(r, DTI_OPTIM, state_bytes, 0);
 
     /* gradient buckets; compressed ones also on one rank, to show what it costs */
-    dti_ddp *ddp = D > 1 || c->compress ? dti_ddp_new(m.grads, m.type, m.off, m.nl, dp,
+    dti_ddp *ddp = D * C > 1 || c->compress ? dti_ddp_new(m.grads, m.type, m.off, m.nl, dp,
                                          (size_t)c->bucket_kb * 1024, c->overlap) : NULL;
     if (ddp && c->overlap)            /* its duplicate: a checkpoint refusal frees it */
         r->made[r->nmade++] = dti_ddp_comm(ddp);
@@ -114,17 +127,18 @@ void dti_train_hybrid(dti_run *r)
     dti_ckpt_map(r, "weights", 1, spans, nspans);    /* can resume them */
     dti_ckpt_map(r, "state", S, spans, nspans);
     free(spans);
-    int s0 = dti_ckpt_start(r, own ? r->rank : r->rank % (T * P));
+    int s0 = dti_ckpt_start(r, own ? r->rank : t + T * C * p);  /* replica 0's, cp 0's */
     if (s0 > 0)                       /* the GPT's wte on the last stage: unmapped */
         dti_model_tie_sync(&m, master, state, S);
     if (fp16 && s0 > 0)
         dti_from_float(master, m.params, m.type, m.n);
 
     dti_pp *pipe = dti_pp_new(&m, pp, M, mb, c->schedule);
-    int lpe = m.lpe;                  /* labels per example: the GPT's seq, else 1 */
+    int lpe = dti_labels_per_example(c);   /* the GPT's seq, else 1 */
     float *x = malloc((size_t)Bd * dti_data_cols(c) * sizeof(float));
     int *y = malloc((size_t)Bd * lpe * sizeof(int));
-    DT_REQUIRE(x && y, "out of host memory");
+    int *ymine = C > 1 ? malloc((size_t)Bd * m.lpe * sizeof(int)) : y;  /* cp: its own */
+    DT_REQUIRE(x && y && ymine, "out of host memory");
     int last = p == P - 1;
     double wait_sum = 0, bubble = 0;
     int stash = 0;
@@ -133,13 +147,15 @@ void dti_train_hybrid(dti_run *r)
         dti_step_begin(r, s);
         dt_memzero(m.grads, m.n * dti_work_size(r));
         dti_batch(c, s - 1, B, d * Bd, Bd, x, y);
-        double loss = dti_pp_step(pipe, x, y, dti_loss_scale(r) / (float)(B * lpe), s,
+        if (C > 1)
+            dti_model_labels(&m, y, ymine, Bd);
+        double loss = dti_pp_step(pipe, x, ymine, dti_loss_scale(r) / (float)(B * lpe), s,
                                   ddp ? bucket_ready : NULL, ddp);
         if (ddp) {
             dti_ddp_finish(ddp);
             wait_sum += dti_ddp_wait_seconds(ddp);
         }
-        dti_model_tied_sum(&m, s);
+        dti_model_shared_sums(&m, s);
         char extra[160] = "", scaler[96];
         int found = fp16 && dti_nonfinite(m.grads, m.type, m.n);
         int apply = dti_scaler_decide(r, found, r->comm, scaler, sizeof scaler);
@@ -170,7 +186,30 @@ void dti_train_hybrid(dti_run *r)
     }
 
     /* the summary */
-    if (T > 1)
+    if (C > 1) {
+        int T0 = m.lpe;
+        char cut[160];
+        if (dti_cp_zigzag(m.cp))
+            snprintf(cut, sizeof cut, "zig-zag: chunks k and %d-k of %d", 2 * C - 1, 2 * C);
+        else
+            snprintf(cut, sizeof cut, "the plain cut, chunk k of %d: --seq %d is no multiple "
+                     "of %d, so the last rank computes about %d times the first's causal "
+                     "pairs", C, c->gpt.seq, 2 * C, 2 * C - 1);
+        dti_summary(r, "context parallel: %d ranks a sequence, each %d of its %d positions "
+                    "(%s); attention by ring attention, each block's keys and values "
+                    "passed on while the next is computed: %d passes a block forward, %d "
+                    "backward (the keys' and values' gradients going round with them); the "
+                    "gradients summed over dp x cp = %d ranks", C, T0, c->gpt.seq, cut,
+                    C - 1, 2 * C - 1, D * C);
+    }
+    if (T > 1 && c->sp)
+        dti_summary(r, "tensor parallel: %d ranks, Megatron: heads and MLP columns split; "
+                    "sequence parallel: the LayerNorms and residual adds on %d of %d "
+                    "positions a rank (rank 0), per block two reduce-scatters and two "
+                    "allgathers forward, as many (and two more allgathers of the "
+                    "LayerNorms' outputs) backward, and one allreduce of the LayerNorms' "
+                    "gradients a step", T, dti_gpt_model_rows(&m), c->gpt.seq);
+    else if (T > 1)
         dti_summary(r, "tensor parallel: %d ranks, %s", T, c->kind == DT_MODEL_GPT
                     ? "Megatron: heads and MLP columns split, per block two allreduces "
                       "forward (after attention, after the MLP), two backward"
@@ -218,7 +257,7 @@ void dti_train_hybrid(dti_run *r)
 
     /* the final weights: replica 0 owns them */
     memset(full, 0, r->nparams * sizeof(float));
-    if (d == 0) {
+    if (d == 0 && k == 0) {           /* (cp's ranks hold the same weights) */
         float *h = malloc(m.n * sizeof(float));
         DT_REQUIRE(h != NULL, "out of host memory");
         dt_memcpy(h, master, m.n * sizeof(float));
@@ -229,6 +268,8 @@ void dti_train_hybrid(dti_run *r)
 
     free(full);
     free(x);
+    if (ymine != y)
+        free(ymine);
     free(y);
     if (ddp)
         dti_ddp_free(ddp);
@@ -241,4 +282,6 @@ void dti_train_hybrid(dti_run *r)
     MPI_Comm_free(&tp);
     MPI_Comm_free(&pp);
     MPI_Comm_free(&dp);
+    if (cp != MPI_COMM_NULL)
+        MPI_Comm_free(&cp);
 }

@@ -39,15 +39,16 @@ static int z_width(const dti_model *m, int i)
 
 int dti_model_in_width(const dti_model *m)
 {
-    if (m->g)                      /* tokens, or the residual stream */
-        return m->l0 == 0 ? m->g->seq : m->g->seq * m->g->embed;
+    if (m->g)                      /* tokens, or the residual stream (its rows here) */
+        return m->l0 == 0 ? m->g->seq : dti_gpt_model_rows(m) * m->g->embed;
     return x_width(m, 0);
 }
 
 int dti_model_out_width(const dti_model *m)
 {
-    if (m->g)                      /* logits, or the residual stream */
-        return m->g->seq * (m->l1 == dt_gpt_units(m->g) ? m->g->vocab : m->g->embed);
+    if (m->g)                      /* logits, or the residual stream (its rows here) */
+        return m->l1 == dt_gpt_units(m->g) ? m->lpe * m->g->vocab
+                                           : dti_gpt_model_rows(m) * m->g->embed;
     return z_width(m, m->nl - 1);
 }
 
@@ -57,7 +58,22 @@ void dti_model_tie(dti_model *m, MPI_Comm pp_comm)
         dti_gpt_model_tie(m, pp_comm);
 }
 
-void dti_model_tied_sum(dti_model *m, int step)
+void dti_model_cp(dti_model *m, MPI_Comm cp_comm, int Bmax)
+{
+    DT_REQUIRE(m->g != NULL, "context parallelism is the GPT's");
+    dti_gpt_model_cp(m, cp_comm, Bmax);
+}
+
+void dti_model_labels(const dti_model *m, const int *y, int *mine, int B)
+{
+    int T = 0, seq = m->g ? m->g->seq : 1;
+    const int *pos = m->cp ? dti_cp_positions(m->cp, &T) : NULL;
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < m->lpe; i++)
+            mine[(size_t)b * m->lpe + i] = y[(size_t)b * seq + (pos ? pos[i] : i)];
+}
+
+void dti_model_shared_sums(dti_model *m, int step)
 {
     if (m->g)
         dti_gpt_model_tied_sum(m, step);
@@ -341,6 +357,9 @@ void dti_model_free(dti_model *m)
     dt_free(m->gx[0]);
     dt_free(m->gx[1]);
     dt_free(m->tmp);
+    dt_free(m->sp_buf);
+    dt_free(m->sp_wire);
+    dti_cp_free(m->cp);
     free(m->split);
     free(m->in);
     free(m->out);

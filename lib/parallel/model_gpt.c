@@ -18,7 +18,7 @@
  *
  * Pipeline stages take whole units. The head is tied to the embedding (wte), so a last
  * stage without unit 0 holds a copy of wte after lnf, and after each backward the
- * first and the last stage sum the two copies' gradients (dti_model_tied_sum), as
+ * first and the last stage sum the two copies' gradients (dti_model_shared_sums), as
  * Megatron-LM does: the copies start equal and take equal updates, so they stay one
  * weight, and the sum is the gradient serial training gives it.
  *
@@ -39,44 +39,100 @@
 
 /* ==== the cut and the layout ==== */
 
-/* The unit and part under way on clock k, from the part done last: forward a block's
- * attention, then its MLP; backward its recomputed forward (full: the cut's
- * recompute), its MLP, its attention */
-static void under_way(const dti_gpt_clock *k, int full, int *u, int *part)
-{
-    int back = k->phase[0] == 'b', ended = dt_gpt_part_last(k->done_part, back);
-    if (!back) {
-        *u = ended ? k->done_u + 1 : k->done_u;
-        *part = ended ? DT_GPT_ATTN : DT_GPT_MLP;
-    } else if (ended) {
-        *u = k->done_u - 1;
-        *part = full ? DT_GPT_RECOMPUTE : DT_GPT_MLP;
-    } else {
-        *u = k->done_u;
-        *part = k->done_part == DT_GPT_RECOMPUTE ? DT_GPT_MLP : DT_GPT_ATTN;
-    }
-}
-
-/* Tensor parallelism's sum inside a block (the cut's): the part's compute so far is
- * one event, the allreduce a tp mark (as the MLP's, model.c: "g" in forward and in a
- * recomputed forward, "f" in backward), and the part's compute goes on after it */
+/* The sum inside a block: "g" in forward, "f" in backward */
 static void tp_sum(float *x, size_t n, void *ctx)
 {
     dti_model *m = ctx;
-    dti_gpt_clock *k = m->clock;
-    int u = -1, part = DT_GPT_UNIT;
-    if (k) {
-        under_way(k, m->cut.recompute == DT_GPT_RECOMPUTE_FULL, &u, &part);
-        dti_compute_part(k->phase, dt_gpt_part_name(part), k->step, u, k->micro, k->t0);
-    }
-    double t0 = dt_trace_now();
+    int u, forward;
+    double t0 = dti_gpt_comm_begin(m, &u, &forward);
     dti_tp_allreduce(m, x, n);
-    if (k == NULL)
-        return;
-    int forward = k->phase[0] == 'f' || part == DT_GPT_RECOMPUTE;
-    dti_mark("tp", forward ? "g" : "f", k->step, u, k->micro < 0 ? 0 : (size_t)k->micro,
-             k->micro < 0 ? 0 : (size_t)k->micro + 1, n * dti_work_size(m->run), t0);
-    k->t0 = dt_trace_now();
+    dti_gpt_comm_end(m, "tp", forward ? "g" : "f", u, n * dti_work_size(m->run), t0);
+}
+
+/* ==== sequence parallelism's collectives (gpt.h's gather and scatter) ====
+ * Tensor-parallel rank k holds positions [p0_k, p1_k) of every sequence
+ * (dt_gpt_sp_positions). The collectives move equal blocks, so a rank's rows travel in
+ * a block of B x most x C (most: the most positions a rank holds), zeros after its
+ * own; in fp16 as fp16, half the bytes (as dti_tp_allreduce's sums). m->sp_buf holds
+ * T + 1 blocks of floats, m->sp_wire their fp16. Traced as tp marks "ag" (allgather)
+ * and "rs" (reduce-scatter). */
+
+static int sp_most(const dti_model *m)
+{
+    return (m->g->seq + m->T - 1) / m->T;
+}
+
+/* Between rank k's rows of all (B, T, C), or its own rows mine (B, p1 - p0, C), and a
+ * block (B, most, C): to_block 1 packs, 0 unpacks */
+static void sp_block(const dti_model *m, int k, float *rows, int whole, float *block,
+                     int B, int T, int C, int to_block)
+{
+    int p0, p1, most = sp_most(m);
+    dt_gpt_sp_positions(T, m->T, k, &p0, &p1);
+    size_t w = (size_t)(p1 - p0) * C;
+    for (int b = 0; b < B; b++) {
+        float *r = whole ? rows + ((size_t)b * T + p0) * C : rows + b * w;
+        float *q = block + (size_t)b * most * C;
+        if (to_block) {
+            memcpy(q, r, w * sizeof(float));
+            memset(q + w, 0, ((size_t)most * C - w) * sizeof(float));
+        } else {
+            memcpy(r, q, w * sizeof(float));
+        }
+    }
+}
+
+static void sp_gather(const float *mine, float *all, int B, int T, int C, void *ctx)
+{
+    dti_model *m = ctx;
+    int u, forward, fp32 = m->type == MPI_FLOAT;
+    size_t block = (size_t)B * sp_most(m) * C, es = dti_work_size(m->run);
+    double t0 = dti_gpt_comm_begin(m, &u, &forward);
+    float *send = m->sp_buf, *recv = send + block;
+    sp_block(m, m->t, (float *)mine, 0, send, B, T, C, 1);
+    if (fp32) {
+        dt_allgather(send, (int)block, MPI_FLOAT, recv, (int)block, MPI_FLOAT, m->tp);
+    } else {
+        char *ws = m->sp_wire, *wr = ws + block * es;
+        dti_from_float(send, ws, m->type, block);
+        dt_allgather(ws, (int)block, m->type, wr, (int)block, m->type, m->tp);
+        dti_to_float(wr, m->type, recv, block * m->T, 1.0f);
+    }
+    for (int k = 0; k < m->T; k++)
+        sp_block(m, k, all, 1, recv + k * block, B, T, C, 0);
+    dti_gpt_comm_end(m, "tp", "ag", u, block * m->T * es, t0);
+}
+
+static void sp_scatter(const float *all, float *mine, int B, int T, int C, void *ctx)
+{
+    dti_model *m = ctx;
+    int u, forward, fp32 = m->type == MPI_FLOAT;
+    size_t block = (size_t)B * sp_most(m) * C, es = dti_work_size(m->run);
+    double t0 = dti_gpt_comm_begin(m, &u, &forward);
+    float *send = m->sp_buf, *recv = send + block * m->T;
+    for (int k = 0; k < m->T; k++)
+        sp_block(m, k, (float *)all, 1, send + k * block, B, T, C, 1);
+    if (fp32) {
+        dt_reduce_scatter_block(send, recv, (int)block, MPI_FLOAT, MPI_SUM, m->tp);
+    } else {
+        char *ws = m->sp_wire, *wr = ws + block * m->T * es;
+        dti_from_float(send, ws, m->type, block * m->T);
+        dt_reduce_scatter_block(ws, wr, (int)block, m->type, MPI_SUM, m->tp);
+        dti_to_float(wr, m->type, recv, block, 1.0f);
+    }
+    sp_block(m, m->t, mine, 0, recv, B, T, C, 0);
+    dti_gpt_comm_end(m, "tp", "rs", u, block * m->T * es, t0);
+}
+
+int dti_gpt_model_rows(const dti_model *m)
+{
+    if (m->cp)
+        return m->lpe;
+    if (!m->cut.sp)
+        return m->g->seq;
+    int p0, p1;
+    dt_gpt_sp_positions(m->g->seq, m->T, m->t, &p0, &p1);
+    return p1 - p0;
 }
 
 void dti_gpt_model_init(dti_model *m, dti_run *r, int l0, int l1, MPI_Comm tp, int Bmax)
@@ -100,8 +156,11 @@ void dti_gpt_model_init(dti_model *m, dti_run *r, int l0, int l1, MPI_Comm tp, i
     m->type = dti_work_type(r);
     DT_REQUIRE(g->heads % m->T == 0, "%d heads cannot be shared by %d tensor-parallel "
                "ranks", g->heads, m->T);
+    int sp = r->cfg->sp && m->T > 1;
     m->cut = (dt_gpt_cut){ g->heads / m->T, 4 * g->embed / m->T, m->t == 0,
-                           m->T > 1 ? tp_sum : NULL, m, r->cfg->recompute };
+                           m->T > 1 ? tp_sum : NULL, m, r->cfg->recompute, sp ? m->T : 0,
+                           m->t, sp ? sp_gather : NULL, sp ? sp_scatter : NULL, 0, NULL,
+                           NULL, NULL };       /* context parallelism: dti_gpt_model_cp */
     m->off = malloc((m->nl + 1) * sizeof *m->off);
     DT_REQUIRE(m->off != NULL, "out of host memory");
     size_t C = (size_t)g->embed;
@@ -126,6 +185,12 @@ void dti_gpt_model_init(dti_model *m, dti_run *r, int l0, int l1, MPI_Comm tp, i
         m->gf = dti_alloc(r, DTI_GRADS, m->n * sizeof(float), 0);
         if (m->T > 1)                 /* the tp sums' fp16 buffer (dti_tp_allreduce) */
             m->tmp = dt_malloc((size_t)Bmax * g->seq * C * sizeof(float), r->where);
+    }
+    if (sp) {                         /* sequence parallelism's blocks, T + 1 */
+        size_t n = (size_t)(m->T + 1) * Bmax * sp_most(m) * C;
+        m->sp_buf = dt_malloc(n * sizeof(float), r->where);
+        if (m->type != MPI_FLOAT)
+            m->sp_wire = dt_malloc(n * dti_work_size(r), r->where);
     }
 }
 
@@ -214,17 +279,52 @@ void dti_gpt_model_move(const dti_model *m, float *full, float *local, int to_lo
 
 /* ==== activations ==== */
 
+/* ==== context parallelism: the ring's attention in the blocks (cp.c) ==== */
+
+static void cp_attend(const float *qkv, float *y, float *lse, int B, int T, int H, int d,
+                      void *ctx)
+{
+    dti_cp_attend(ctx, qkv, y, lse, B, T, H, d);
+}
+
+static void cp_attend_backward(const float *qkv, const float *y, const float *lse,
+                               const float *dy, float *dqkv, int B, int T, int H, int d,
+                               void *ctx)
+{
+    dti_cp_attend_backward(ctx, qkv, y, lse, dy, dqkv, B, T, H, d);
+}
+
+void dti_gpt_model_cp(dti_model *m, MPI_Comm cp_comm, int Bmax)
+{
+    DT_REQUIRE(!m->cut.sp && m->cp == NULL, "context parallelism: with sequence "
+               "parallelism, or twice");
+    m->cp = dti_cp_new(cp_comm, m->g->seq, Bmax, m->cut.heads, m->g->embed / m->g->heads);
+    int T;
+    m->cut.pos = dti_cp_positions(m->cp, &T);
+    DT_CHECK_MPI(MPI_Comm_size(cp_comm, &m->cut.cp));
+    m->cut.attend = cp_attend;
+    m->cut.attend_backward = cp_attend_backward;
+    m->lpe = T;                       /* its positions of every sequence */
+}
+
+/* The positions of each sequence this rank's forward and backward run on: the model's
+ * seq, or with context parallelism its own (the labels per example, m->lpe) */
+static int positions(const dti_model *m)
+{
+    return m->cp ? m->lpe : m->g->seq;
+}
+
 void dti_gpt_acts_alloc(const dti_model *m, int B, dti_acts *a)
 {
     memset(a, 0, sizeof *a);
     a->B = B;
     a->run = m->run;
     a->gpt = malloc(sizeof *a->gpt);
-    a->tok = malloc((size_t)B * m->g->seq * sizeof *a->tok);
+    a->tok = malloc((size_t)B * positions(m) * sizeof *a->tok);
     DT_REQUIRE(a->gpt && a->tok, "out of host memory");
-    dt_gpt_stage_acts_alloc(m->g, &m->cut, m->l0, m->l1, B, m->g->seq, a->gpt);
+    dt_gpt_stage_acts_alloc(m->g, &m->cut, m->l0, m->l1, B, positions(m), a->gpt);
     size_t scratch;
-    size_t all = dt_gpt_stage_acts_floats(m->g, &m->cut, m->l0, m->l1, B, m->g->seq,
+    size_t all = dt_gpt_stage_acts_floats(m->g, &m->cut, m->l0, m->l1, B, positions(m),
                                           &scratch);
     a->bytes = (all - scratch) * sizeof(float);     /* what forward keeps */
     dti_held(a->run, DTI_ACTS, a->bytes, 1);
@@ -242,25 +342,6 @@ void dti_gpt_acts_free(dti_acts *a)
 }
 
 /* ==== forward and backward ==== */
-
-void dti_gpt_clock_part(int u, int part, void *clock)
-{
-    dti_gpt_clock *k = clock;
-    k->done_u = u;
-    k->done_part = part;
-    if (dt_gpt_part_last(part, k->phase[0] == 'b')) {
-        k->last = part;
-        return;
-    }
-    dti_compute_part(k->phase, dt_gpt_part_name(part), k->step, u, k->micro, k->t0);
-    k->t0 = dt_trace_now();
-}
-
-void dti_gpt_clock_end(dti_gpt_clock *k, int u)
-{
-    dti_compute_part(k->phase, dt_gpt_part_name(k->last), k->step, u, k->micro, k->t0);
-    k->t0 = dt_trace_now();
-}
 
 /* A compute event per part (dti_gpt_clock); in fp16, once a unit is done, its output
  * (forward) or the stream's gradient and the unit's gradients (backward) rounded and
@@ -282,12 +363,12 @@ static void part_finished(int u, int part, void *ctx)
         return;
     dti_model *m = k->m;
     int i = u - m->l0, fp16 = m->type != MPI_FLOAT;
-    size_t N = (size_t)k->B * m->g->seq;
-    if (fp16 && k->clock.phase[0] == 'f') {
-        size_t width = u == m->g->layers + 1 ? m->g->vocab : m->g->embed;
-        dti_round_to(m->type, dt_gpt_unit_output(m->g, k->a->gpt, u), N * width);
+    size_t N = (size_t)k->B * positions(m), n = (size_t)k->B * dti_gpt_model_rows(m);
+    if (fp16 && k->clock.phase[0] == 'f') {           /* the logits, or the stream */
+        size_t all = u == m->g->layers + 1 ? N * m->g->vocab : n * m->g->embed;
+        dti_round_to(m->type, dt_gpt_unit_output(m->g, k->a->gpt, u), all);
     } else if (fp16) {
-        dti_round_to(m->type, k->a->gpt->dres, N * m->g->embed);
+        dti_round_to(m->type, k->a->gpt->dres, n * m->g->embed);
         size_t n = m->off[i + 1] - m->off[i];
         dti_accumulate((char *)m->grads + m->off[i] * 2, m->type, m->gf + m->off[i], n);
     }
@@ -309,12 +390,15 @@ static const float *weights(dti_model *m)
 const float *dti_gpt_model_forward(dti_model *m, dti_acts *a, const float *x_in, int B,
                                    int step, int micro)
 {
-    int T = m->g->seq;
+    int T = positions(m), seq = m->g->seq;
     DT_REQUIRE(B >= 1 && B <= a->B, "the GPT's forward: %d sequences, buffers for %d", B,
                a->B);
-    if (m->l0 == 0)                 /* the first stage: the tokens, sent as floats */
-        for (size_t i = 0; i < (size_t)B * T; i++)
-            a->tok[i] = (int)x_in[i];
+    if (m->l0 == 0)                 /* the first stage: the tokens, sent as floats (with
+                                       context parallelism, those at its positions) */
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < T; i++)
+                a->tok[(size_t)b * T + i] =
+                    (int)x_in[(size_t)b * seq + (m->cp ? m->cut.pos[i] : i)];
     unit_clock k = { m, a, B, { "forward", step, micro, dt_trace_now(), 0, m->l0 - 1,
                                 DT_GPT_UNIT }, NULL, NULL };
     m->clock = &k.clock;
@@ -335,7 +419,7 @@ void dti_gpt_model_backward(dti_model *m, dti_acts *a, const float *dy, float *d
         memset(m->gf, 0, m->n * sizeof(float));
     m->clock = &k.clock;
     dt_gpt_backward_stage(m->g, &m->cut, m->l0, m->l1, weights(m), a->gpt, dy, a->tok, dx,
-                          B, m->g->seq, fp16 ? m->gf : m->grads, part_finished, &k);
+                          B, positions(m), fp16 ? m->gf : m->grads, part_finished, &k);
     m->clock = NULL;
 }
 
@@ -367,8 +451,43 @@ void dti_gpt_model_tie_sync(dti_model *m, float *w, float *state, int S)
 /* Megatron's way: the first stage's wte (the embedding) and the last stage's copy (the
  * head) are one weight held twice; each stage's backward gave its copy the gradient
  * of its own use, and the weight's gradient is their sum, which both then hold */
+/* Sequence parallelism: each tensor-parallel rank's gradients of the LayerNorms (ln1,
+ * ln2 of its blocks, lnf) are its rows' part (gpt.h); their sum over the ranks is the
+ * gradient, which every rank then holds. One allreduce of them all, packed. */
+static void sp_ln_sum(dti_model *m, int step)
+{
+    if (!m->cut.sp)
+        return;
+    const dt_gpt_config *g = m->g;
+    size_t C = (size_t)g->embed, es = dti_work_size(m->run), at[64], n = 0;
+    size_t ln2 = dt_gpt_attn_size(g, m->cut.heads) - 2 * C;   /* in a block */
+    int ns = 0;
+    for (int i = 0; i < m->nl; i++) {          /* the spans, 2C each, local elements */
+        int u = m->l0 + i;
+        if (u >= 1 && u <= g->layers && ns + 2 <= 64) {
+            at[ns++] = m->off[i];
+            at[ns++] = m->off[i] + ln2;
+        } else if (u == g->layers + 1 && ns < 64) {
+            at[ns++] = m->off[i];
+        }
+    }
+    DT_REQUIRE(ns < 64, "sequence parallelism: a stage of more than 31 blocks");
+    if (ns == 0)
+        return;
+    char *buf = dti_calloc((size_t)ns * 2 * C, es), *grads = m->grads;
+    for (int j = 0; j < ns; j++, n += 2 * C)
+        memcpy(buf + n * es, grads + at[j] * es, 2 * C * es);
+    double t0 = dt_trace_now();
+    dt_allreduce(MPI_IN_PLACE, buf, (int)n, m->type, MPI_SUM, m->tp);
+    dti_mark("tp", "ln", step, -1, 0, 0, n * es, t0);
+    for (int j = 0; j < ns; j++)
+        memcpy(grads + at[j] * es, buf + (size_t)j * 2 * C * es, 2 * C * es);
+    free(buf);
+}
+
 void dti_gpt_model_tied_sum(dti_model *m, int step)
 {
+    sp_ln_sum(m, step);
     if (m->tie == MPI_COMM_NULL)
         return;
     size_t n = (size_t)m->g->vocab * m->g->embed, es = dti_work_size(m->run);

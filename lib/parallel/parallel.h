@@ -122,6 +122,11 @@ typedef struct {
     int recompute;                 /* the GPT's activation recomputation: DT_GPT_KEEP
                                       (none), DT_GPT_RECOMPUTE_FULL or _SELECTIVE (gpt.h);
                                       the same weights, bit for bit */
+    int sp;                        /* 1: the GPT's tensor parallelism with sequence
+                                      parallelism (gpt.h's dt_gpt_cut): the LayerNorms
+                                      and residual adds on 1/T of the positions */
+    int cp;                        /* hybrid, the GPT: context parallelism over cp ranks
+                                      (ring attention, cp.c); 0 or 1: none */
     int steps;                     /* 1 or more */
     int batch;                     /* the global batch, shared among data-parallel ranks
                                       (GPT: sequences) */

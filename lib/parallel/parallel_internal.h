@@ -56,7 +56,7 @@ typedef struct {
                                    the checkpoint it resumed from */
     dt_device_books books0;     /* the device books as the counted steps began (books.c) */
     struct dti_ckpt *ckpt;      /* checkpoints (checkpoint.c); NULL: none */
-    MPI_Comm made[4];           /* communicators the mode made from comm, nmade of */
+    MPI_Comm made[6];           /* communicators the mode made from comm, nmade of */
     int nmade;                  /* them: a checkpoint refusal frees them (checkpoint.c) */
 } dti_run;
 
@@ -221,6 +221,9 @@ typedef struct {
     int Bmax;
     dti_gpt_clock *clock;    /* the GPT: the clock of the forward or backward under way,
                                 which tensor parallelism's sums split (model_gpt.c) */
+    float *sp_buf;           /* the GPT with sequence parallelism: its collectives' */
+    void *sp_wire;           /* blocks, and in fp16 the same as fp16 (model_gpt.c) */
+    struct dti_cp *cp;       /* the GPT with context parallelism: its ring (cp.c) */
 } dti_model;
 
 /* Sets up layers [l0, l1) cut over the tensor-parallel group tp (MPI_COMM_SELF for
@@ -243,11 +246,19 @@ int dti_model_nspans(const dti_model *m);
 /* For a model whose first and last units share weights (the GPT's wte, which its head
  * uses too): pp_comm's first and last stage hold a copy each. dti_model_tie makes their
  * pair (collective over pp_comm; nothing when there is one stage or no shared weight);
- * dti_model_tied_sum, after the gradients are complete (and summed over the
+ * dti_model_shared_sums, after the gradients are complete (and summed over the
  * data-parallel replicas), adds the two copies' gradients on both, so that both take
- * the same update (the trace's mark "pp tie" of training step `step`). */
+ * the same update (the trace's mark "pp tie" of training step `step`), and, with the
+ * GPT's sequence parallelism, the tensor-parallel ranks' parts of its LayerNorms'
+ * gradients (mark "tp ln"). Collective over the model's tp group and the pair. */
 void dti_model_tie(dti_model *m, MPI_Comm pp_comm);
-void dti_model_tied_sum(dti_model *m, int step);
+void dti_model_shared_sums(dti_model *m, int step);
+/* Context parallelism (the GPT; before any activations are allocated): cp_comm's ranks
+ * share every sequence, each running the model on its own positions (cp.c), Bmax
+ * sequences at most at once; m->lpe becomes this rank's positions. dti_model_labels
+ * writes the labels of those positions, mine (B, m->lpe), from y (B, seq). */
+void dti_model_cp(dti_model *m, MPI_Comm cp_comm, int Bmax);
+void dti_model_labels(const dti_model *m, const int *y, int *mine, int B);
 /* After a resume, the last stage's copy of the shared weights (in w, the fp32 weights
  * in m's layout) and of their optimizer state (S floats a weight; state NULL or S 0:
  * none) from the first stage's: a
@@ -357,6 +368,37 @@ int dti_gpt_model_spans(const dti_model *m, dti_span *sp);
 void dti_gpt_model_tie_sync(dti_model *m, float *w, float *state, int S);
 void dti_gpt_model_tie(dti_model *m, MPI_Comm pp_comm);
 void dti_gpt_model_tied_sum(dti_model *m, int step);
+/* The positions of each sequence the GPT's residual stream holds on this rank: seq,
+ * or with sequence parallelism this tensor-parallel rank's */
+int dti_gpt_model_rows(const dti_model *m);
+void dti_gpt_model_cp(dti_model *m, MPI_Comm cp_comm, int Bmax);
+/* The collectives inside a GPT unit (tensor parallelism's sum, gather and scatter,
+ * context parallelism's ring) split its compute in the trace: what came before is one
+ * compute event of the part under way (dti_gpt_comm_begin, which returns now and says
+ * which unit, *u, and whether in a forward, *forward: 1 in forward and in a recomputed
+ * forward), the collective a mark of coll and phase from t0 to now
+ * (dti_gpt_comm_end), and the part's compute goes on after it. Only the time when no
+ * forward or backward is under way (m->clock NULL). */
+double dti_gpt_comm_begin(dti_model *m, int *u, int *forward);
+void dti_gpt_comm_end(dti_model *m, const char *coll, const char *phase, int u,
+                      size_t nbytes, double t0);
+
+/* ==== context parallelism (cp.c) ==== */
+typedef struct dti_cp dti_cp;
+/* The ring of cp_comm's ranks for sequences of seq positions (a multiple of C), at most
+ * B of them at once, H heads of d columns: this rank's positions, zig-zag where 2C
+ * divides seq, else the plain cut */
+dti_cp *dti_cp_new(MPI_Comm cp_comm, int seq, int B, int H, int d);
+void dti_cp_free(dti_cp *p);
+const int *dti_cp_positions(const dti_cp *p, int *T);
+/* 1: the zig-zag cut (2C divides the sequence); 0: the plain cut */
+int dti_cp_zigzag(const dti_cp *p);
+/* gpt.h's attend and attend_backward for m (m->cp) */
+void dti_cp_attend(dti_model *m, const float *qkv, float *y, float *lse, int B, int T,
+                   int H, int d);
+void dti_cp_attend_backward(dti_model *m, const float *qkv, const float *y,
+                            const float *lse, const float *dy, float *dqkv, int B, int T,
+                            int H, int d);
 void dti_gpt_acts_alloc(const dti_model *m, int B, dti_acts *a);
 void dti_gpt_acts_free(dti_acts *a);
 const float *dti_gpt_model_forward(dti_model *m, dti_acts *a, const float *x_in, int B,

@@ -108,6 +108,21 @@ static int gpt_check(const dt_train_config *c, int n, char *why, size_t len)
         WHY("--model gpt trains on the CPU so far (its CUDA kernels are not written yet)");
     if (c->recompute && c->mode == DT_MODE_MOE)
         WHY("mode moe keeps every activation so far: --recompute is for the other modes");
+    if (c->sp && T == 1)
+        WHY("--sp cuts tensor parallelism's LayerNorm and residual regions along the "
+            "sequence: it needs tensor-parallel ranks (--mode tp on 2 or more, or hybrid "
+            "--tp 2 or more)");
+    int C = c->cp > 1 ? c->cp : 1;
+    if (C > 1 && g->seq % C)
+        WHY("--cp %d cuts each sequence into %d equal parts (%d chunks, two a rank, "
+            "zig-zag, where --seq is a multiple of %d): --seq %d is no multiple of %d", C,
+            C, 2 * C, 2 * C, g->seq, C);
+    if (C > 1 && c->sp)
+        WHY("--cp with --sp: both cut the sequence (context parallelism every position, "
+            "sequence parallelism tensor parallelism's LayerNorm regions); use one");
+    if (C > 1 && c->recompute == DT_GPT_RECOMPUTE_SELECTIVE)
+        WHY("--recompute selective recomputes attention's probabilities, which ring "
+            "attention (--cp) never keeps: it recomputes them in backward already");
 
     return 0;
 }
@@ -125,6 +140,9 @@ int dt_train_check(const dt_train_config *c, int n, char *why, size_t len)
     if (c->recompute && !gpt)
         WHY("--recompute is for the GPT's blocks (--model gpt): the MLP keeps what it "
             "needs");
+    if (c->sp && !gpt)
+        WHY("--sp is sequence parallelism, for the GPT (--model gpt): the MLP's rows are "
+            "examples, not positions of a sequence");
     if (gpt && gpt_check(c, n, why, len))
         return -1;
     if (!gpt && (c->data == NULL || c->data->n < 1))
@@ -207,14 +225,19 @@ int dt_train_check(const dt_train_config *c, int n, char *why, size_t len)
         WHY("dp --async %d cannot be checkpointed: the weights on their way to the "
             "workers are part of its state (use --async 0)", c->async);
 
-    int D, T, P;
+    int D, T, P, C = c->cp > 1 ? c->cp : 1;
     mode_sizes(c, n, &D, &T, &P);
+    if (c->cp > 1 && !gpt)
+        WHY("--cp is context parallelism, for the GPT (--model gpt): it cuts sequences");
+    if (c->cp < 0 || (c->cp > 1 && c->mode != DT_MODE_HYBRID))
+        WHY("--cp %d: context parallelism is hybrid's fourth dimension (--mode hybrid "
+            "--cp C, with --dp, --tp, --pp or alone)", c->cp);
     if (c->mode == DT_MODE_HYBRID) {
         if (D < 1 || T < 1 || P < 1)
             WHY("--dp, --tp and --pp must be at least 1");
-        if ((long long)D * T * P != n)
-            WHY("--dp %d x --tp %d x --pp %d = %lld ranks, but there are %d", D, T, P,
-                (long long)D * T * P, n);
+        if ((long long)D * T * P * C != n)
+            WHY("--dp %d x --tp %d x --pp %d%s = %lld ranks, but there are %d", D, T, P,
+                C > 1 ? " x --cp" : "", (long long)D * T * P * C, n);
     }
     if (!gpt && T > 1 && m->layers > 1 && m->hidden % T)
         WHY("a hidden size of %d cannot be split evenly over %d tensor-parallel ranks "
@@ -320,6 +343,8 @@ static void train_text(const dt_train_config *c, int n, char *s, size_t len)
         pair(s, len, "dp %d", D);
         pair(s, len, "tp %d", T);
         pair(s, len, "pp %d", P);
+        if (c->cp > 1)
+            pair(s, len, "cp %d", c->cp);
     }
     if (c->mode == DT_MODE_PP || (hybrid && P > 1)) {
         pair(s, len, "schedule %s", c->schedule == DT_PP_GPIPE ? "gpipe" : "1f1b");
@@ -369,6 +394,8 @@ static void train_text(const dt_train_config *c, int n, char *s, size_t len)
         if (c->recompute != DT_GPT_KEEP)
             pair(s, len, "recompute %s", c->recompute == DT_GPT_RECOMPUTE_FULL ? "full"
                                                                          : "selective");
+        if (c->sp)
+            pair(s, len, "sp on");
     } else {
         pair(s, len, "layers %d", c->model.layers);
         pair(s, len, "hidden %d", c->model.hidden);
