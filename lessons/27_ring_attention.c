@@ -20,6 +20,9 @@
  *
  * Run:  mpiexec -n 4 build/lessons/27_ring_attention
  *       mpiexec -n 4 build/lessons/27_ring_attention --seq 1024 --dim 64
+ *       mpiexec -n 3 build/lessons/27_ring_attention --trace t.trace; build/dtviz t.trace
+ * (the trace: the first pass and the first zig-zag one, each a call "attention_ring" to
+ * animate, viz/model.h, and a step of the timetable, "attn s" over "kv s").
  */
 #include <math.h>
 #include <stdio.h>
@@ -55,13 +58,24 @@ static part cut_of(int zigzag, int r, int N, int T)
     return p;
 }
 
+/* A recorded pass's event kind at ring step s, [t0, t1], on each chunk of src's block */
+static void rec_block(dt_event_kind kind, int peer, int s, part p, const int *from, int src,
+                      int d, double t0, double t1)
+{
+    for (int b = 0; b < p.nc; b++) {
+        int lo = from[2 * src + b];
+        dt_trace_step(s, lo / p.n, lo, lo + p.n, lo / p.n, lo, lo + p.n);
+        dt_trace_add(kind, peer, (size_t)p.n * 2 * d * sizeof(float), t0, t1);
+    }
+}
+
 /* One ring pass under cut p: this rank's queries (its rows of qkv) against every rank's
  * keys and values, which travel around the ring as blocks (kv: this rank's chunks, k
  * then v, 2 d floats a row). Writes the finished output o (nc n, d); *compute the
  * seconds spent computing; traces into mt, lt (N steps) the running m and l of the last
- * query row after each step. */
+ * query row after each step. rec > 0: the trace records this pass as step rec. */
 static void ring_pass(const float *qkv, int T, int d, part p, float *o, float *lse,
-                      double *compute, float *mt, float *lt)
+                      double *compute, float *mt, float *lt, int rec)
 {
     int N = dt_size(), r = dt_rank(), rows = p.nc * p.n, ld = 3 * d;
     size_t blk = (size_t)rows * 2 * d;                 /* floats of a rank's k and v */
@@ -85,14 +99,19 @@ static void ring_pass(const float *qkv, int T, int d, part p, float *o, float *l
         }
     dt_attn_block_init(m, l, o, d, rows, d);
     *compute = 0;
+    dt_trace_pause(rec == 0);
+    dt_trace_call("attention_ring", (size_t)T, 2 * (size_t)d * sizeof(float));
     for (int s = 0; s < N; s++) {
         /* the block in hand came from rank r - s; the next one is on its way meanwhile */
         int src = (r - s + N) % N, last = s == N - 1;
         MPI_Request req[2];
-        if (!last) {
+        double tp = dt_trace_now();
+        if (!last) {                    /* recorded below, by chunk of the sequence */
+            dt_trace_pause(1);
             req[0] = dt_isend(kv[s % 2], blk * sizeof(float), (r + 1) % N, TAG, MPI_COMM_WORLD);
             req[1] = dt_irecv(kv[(s + 1) % 2], blk * sizeof(float), (r - 1 + N) % N, TAG,
                               MPI_COMM_WORLD);
+            dt_trace_pause(rec == 0);
         }
         double t0 = dt_trace_now();
         for (int c = 0; c < p.nc; c++)                 /* my chunks against its chunks */
@@ -103,11 +122,27 @@ static void ring_pass(const float *qkv, int T, int d, part p, float *o, float *l
                                       m + c * p.n, l + c * p.n, o + (size_t)c * p.n * d, d,
                                       scratch);
             }
-        *compute += dt_trace_now() - t0;
+        double t1 = dt_trace_now();
+        *compute += t1 - t0;
         mt[s] = m[rows - 1], lt[s] = l[rows - 1];
         if (!last)
             dt_waitall(2, req);
+        if (rec > 0) {                  /* the call's events, then the timetable's */
+            double tw = dt_trace_now();
+            dt_trace_phase("attention_ring", "ring");
+            rec_block(DT_EV_REDUCE, -1, s, p, from, src, d, t0, t1);
+            if (!last) {
+                rec_block(DT_EV_SEND, (r + 1) % N, s, p, from, src, d, tp, tw);
+                rec_block(DT_EV_RECV, (r - 1 + N) % N, s, p, from, (src - 1 + N) % N, d, tp, tw);
+            }
+            dt_trace_phase("train", "attn"), dt_trace_step(rec, s, 0, 0, s, 0, 0);
+            dt_trace_add(DT_EV_COMPUTE, -1, 0, t0, t1);
+            dt_trace_phase("attention_ring", "kv"), dt_trace_step(rec, s, 0, 0, s, 0, 0);
+            if (!last)
+                dt_trace_add(DT_EV_MARK, -1, blk * sizeof(float), tp, tw);
+        }
     }
+    dt_trace_pause(1);
     dt_attn_block_finish(m, l, o, d, lse, rows, d);
     free(kv[0]); free(kv[1]); free(q); free(m); free(l); free(scratch); free(from);
 }
@@ -138,7 +173,9 @@ int main(int argc, char **argv)
     float *o = malloc((size_t)T * d * sizeof(float)), *lse = malloc(T * sizeof(float));
     float *mt = malloc(N * sizeof(float)), *lt = malloc(N * sizeof(float));
     double comp;
-    ring_pass(qkv, T, d, p, o, lse, &comp, mt, lt);
+    dt_trace_pause(1);                  /* the trace: two ring passes, nothing else */
+    dt_barrier(MPI_COMM_WORLD);
+    ring_pass(qkv, T, d, p, o, lse, &comp, mt, lt, 1);
     if (rank == N - 1 && rank != 0) {                   /* rank 0 prints it */
         MPI_Send(mt, N, MPI_FLOAT, 0, TAG, MPI_COMM_WORLD);
         MPI_Send(lt, N, MPI_FLOAT, 0, TAG, MPI_COMM_WORLD);
@@ -201,7 +238,7 @@ int main(int argc, char **argv)
         size_t b0 = dt_bytes_sent();
         double t0 = dt_trace_now();
         for (int i = 0; i < reps; i++)
-            ring_pass(qkv, T, d, pz, o, lse, &tc[i], mt, lt);
+            ring_pass(qkv, T, d, pz, o, lse, &tc[i], mt, lt, z == 1 && i == 0 ? 2 : 0);
         dt_barrier(MPI_COMM_WORLD);
         t_pass[z] = (dt_trace_now() - t0) / reps;
         sent = (double)(dt_bytes_sent() - b0) / reps;     /* the barrier's are nothing */

@@ -920,6 +920,14 @@ viz_tests() {
             makers+=("tr-$lesson-$n $lesson -n $n --trace (for the viewer)")
         done
     done
+    # ring attention (lesson 27): its two traced passes, at 3 ranks, a short sequence
+    if [ -x "$BUILD/lessons/27_ring_attention" ]; then
+        job_bg tr-27 "$MPIEXEC" -n 3 "$BUILD/lessons/27_ring_attention" --seq 48 --reps 1 \
+            --trace "$traces/27_ring_attention-3.trace"
+        makers+=("tr-27 27_ring_attention -n 3 --trace (for the viewer)")
+    else
+        missing 27_ring_attention "$BUILD/lessons/27_ring_attention"
+    fi
     local train=$BUILD/train small=(--steps 2 --batch 24 --hidden 24 --layers 4 --quiet)
     local ddp=$traces/train-ddp-3.trace pp=$traces/train-pp-4.trace
     job_bg tr-ddp "$MPIEXEC" -n 3 "$train" --mode ddp "${small[@]}" --trace "$ddp"
@@ -1055,7 +1063,8 @@ END
         echo ok
     }
     local algos=(ring-allreduce reduce-scatter allgather naive-allreduce tree-bcast
-                 tree-reduce rd-allreduce alltoall tree-gather tree-scatter)
+                 tree-reduce rd-allreduce alltoall tree-gather tree-scatter ring-attention
+                 ring-attention-zigzag)
     for algo in "${algos[@]}"; do
         job_bg "algo-$algo" algo_positions "$algo"
     done
@@ -1076,6 +1085,17 @@ END
         run "dtviz --png $(basename "$t")" 0 "${viz[@]}" --png "$png" --step 1 "$t"
         is_png "$png" || report "dtviz --png $(basename "$t") wrote a PNG" 0 "no PNG"
     done
+    # ring attention's trace: the zig-zag pass as a picture, and its timetable
+    t=$traces/27_ring_attention-3.trace
+    if [ -s "$t" ]; then
+        rm -f "$png"
+        run "dtviz --png $(basename "$t") --step 5" 0 "${viz[@]}" --png "$png" --step 5 "$t"
+        is_png "$png" || report "dtviz --png $(basename "$t") wrote a PNG" 0 "no PNG"
+        rm -f "$png"
+        run "dtviz --png $(basename "$t") --view timetable" 0 "${viz[@]}" --png "$png" \
+            --view timetable --train-step 1 "$t"
+        is_png "$png" || report "dtviz --view timetable $(basename "$t") wrote a PNG" 0 "no PNG"
+    fi
     run "dtviz --frames DIR (ring, 4 ranks)" 0 "${viz[@]}" --frames "$tmp/frames" \
         "$traces/08_ring_allreduce-4.trace"
     n=$(ls "$tmp/frames" 2>/dev/null | grep -c '^frame-[0-9]*\.png$')
@@ -1132,6 +1152,8 @@ EOF
     if [ -x "$fuzz" ]; then
         mkdir -p "$tmp/corpus"
         cp "$traces"/0*-3.trace "$ddp" "$pp" "$tt"/*.trace "$tmp/corpus/"
+        [ ! -s "$traces/27_ring_attention-3.trace" ] ||
+            cp "$traces/27_ring_attention-3.trace" "$tmp/corpus/"
         # built-in pipelines (fuzz_trace.c's TRAIN_BYTE, schedule, stages, micro-batches)
         printf '\246\000\004\010' >"$tmp/corpus/gpipe-4-8"
         printf '\246\001\003\005' >"$tmp/corpus/1f1b-3-5"

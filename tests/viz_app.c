@@ -77,7 +77,12 @@ static void check_cells(const dv_model *m, int pos)
     dv_layout L;
     dv_pos_split(m, pos, &call, &k);
     dv_layout_compute(m, pos, W, H, &L);
-    dv_state(m, call, k, st);
+    static unsigned char done[DV_MAX_RANKS * DV_MAX_CELLS];
+    const dv_call *C = call >= 0 ? &m->calls[call] : NULL;
+    if (C != NULL && C->ring_attn)          /* the K/V in hand; the output beside it */
+        dv_attn_state(m, call, k, st, done);
+    else
+        dv_state(m, call, k, st);
     SDL_Surface *s = render(m, pos);
     for (int r = 0; r < m->nranks; r++)
         for (int c = 0; c < L.ncells; c++) {
@@ -85,6 +90,17 @@ static void check_cells(const dv_model *m, int pos)
             ck_assert_msg(got == st[r * L.ncells + c], "%s position %d rank %d cell %d: "
                           "colours %#llx, the model says %#llx", m->title, pos, r, c,
                           (unsigned long long)got, (unsigned long long)st[r * L.ncells + c]);
+            if (C == NULL || !C->ring_attn)
+                continue;
+            /* the output: the key block's owner where attended and computed, else none */
+            int d = done[r * L.ncells + c], owner = -1;
+            for (int q = 0; q < m->nranks && owner < 0; q++)
+                owner = C->init[q * L.ncells + c] >> q & 1 ? q : -1;
+            dv_mask want = d == DV_ATTN_FULL || d == DV_ATTN_PART ? (dv_mask)1 << owner : 0;
+            got = colors_in(s, dv_layout_out_cell(&L, r, c), m->nranks);
+            ck_assert_msg(L.out_x0 > 0 && got == want, "%s position %d rank %d output cell "
+                          "%d (%d): colours %#llx, want %#llx", m->title, pos, r, c, d,
+                          (unsigned long long)got, (unsigned long long)want);
         }
     SDL_FreeSurface(s);
 }

@@ -29,23 +29,27 @@
 #include "draw.h"
 #include "model.h"
 #include "schedule.h"
+#include "timetable.h"
 
 /* Fails with a message only when cond is false (ck_assert_msg is slow inside loops). */
 #define REQUIRE(cond, ...) do { if (!(cond)) ck_abort_msg(__VA_ARGS__); } while (0)
 
 static const int RANKS[] = { 1, 2, 3, 4, 5, 7, 16, 64 };
 #define NRANKS_TESTED ((int)(sizeof RANKS / sizeof RANKS[0]))
-#define NALGO 10
+#define NALGO 12
+#define NREF 10         /* the collectives; ring attention (10, 11) has its own test */
+#define ZIGZAG 11
 
 /* The built-ins in the order model.h promises, and their colls. */
 static const char *const ALGO[NALGO] = {
     "ring-allreduce", "reduce-scatter", "allgather", "naive-allreduce", "tree-bcast",
-    "tree-reduce", "rd-allreduce", "alltoall", "tree-gather", "tree-scatter"
+    "tree-reduce", "rd-allreduce", "alltoall", "tree-gather", "tree-scatter",
+    "ring-attention", "ring-attention-zigzag"
 };
 static const char *const COLL[NALGO] = {
     "allreduce_ring", "reduce_scatter_ring", "allgather_ring", "allreduce_naive",
     "bcast_tree", "reduce_tree", "allreduce_rd", "alltoall_pairwise", "gather_tree",
-    "scatter_tree"
+    "scatter_tree", "attention_ring", "attention_ring"
 };
 
 static dv_mask bit(int r) { return (dv_mask)1 << r; }
@@ -597,6 +601,11 @@ START_TEST(test_algo_empty)
         for (int ni = 0; ni < NRANKS_TESTED; ni++) {
             dv_model m;
             snprintf(what, sizeof what, "%s, %d ranks, count 0", ALGO[a], RANKS[ni]);
+            if (a == ZIGZAG && RANKS[ni] > DV_MAX_CELLS / 2) {   /* 2N chunks: refused */
+                REQUIRE(dv_model_algo(&m, a, RANKS[ni], 0, err, sizeof err) == -1 && err[0],
+                        "%s: accepted", what);
+                continue;
+            }
             REQUIRE(dv_model_algo(&m, a, RANKS[ni], 0, err, sizeof err) == 0, "%s: %s", what,
                     err);
             check_struct(&m, what);
@@ -605,6 +614,156 @@ START_TEST(test_algo_empty)
                     "records nothing for count 0", what, m.ncalls, m.npos);
             dv_model_free(&m);
         }
+}
+END_TEST
+
+/* ==== ring attention, from its definition ==== */
+
+/* Chunk i of count in P parts (dt_chunk_bounds: the cut the built-ins use). */
+static void chunk(long long count, int P, int i, long long *lo, long long *hi)
+{
+    size_t a, b;
+    dt_chunk_bounds((size_t)count, P, i, &a, &b);
+    *lo = (long long)a;
+    *hi = (long long)b;
+}
+
+/* The rank whose block holds position x: the plain cut gives rank j part j of N, the
+ * zig-zag cut parts j and 2N-1-j of 2N. */
+static int attn_owner(int zz, int N, long long count, long long x)
+{
+    int P = zz ? 2 * N : N;
+    for (int i = 0; i < P; i++) {
+        long long lo, hi;
+        chunk(count, P, i, &lo, &hi);
+        if (x >= lo && x < hi)
+            return i < N ? i : 2 * N - 1 - i;
+    }
+    return -1;
+}
+
+/* The causal verdict for rank r's queries against the keys [k0, k1), pair by pair:
+ * query i sees key j when j <= i. */
+static dv_attn attn_verdict(int zz, int N, long long count, int r, long long k0, long long k1)
+{
+    long long seen = 0, all = 0;
+    for (long long i = 0; i < count; i++) {
+        if (attn_owner(zz, N, count, i) != r)
+            continue;
+        for (long long j = k0; j < k1; j++, all++)
+            seen += j <= i;
+    }
+    return seen == 0 ? DV_ATTN_SKIP : seen == all ? DV_ATTN_FULL : DV_ATTN_PART;
+}
+
+/* Every position k: rank r holds rank (r - min(k, N-1))'s block, has attended blocks
+ * r, r-1, ..., r-k+1 (each with the causal verdict), and step k+1 sends the block in
+ * hand to r+1, copied; the bytes are every block but the right neighbour's. */
+static void check_attn(const dv_model *m, int c, int zz, int N, long long count,
+                       const char *what)
+{
+    const dv_call *C = &m->calls[c];
+    int nc = C->ncells, own[DV_MAX_CELLS];
+    REQUIRE(C->ring_attn && C->attn_frame != NULL && C->nframes == N && C->count == count,
+            "%s: ring_attn %d, %d frames, count %lld", what, C->ring_attn, C->nframes,
+            C->count);
+    dv_attn verdict[DV_MAX_RANKS][DV_MAX_CELLS];
+    for (int x = 0; x < nc; x++) {
+        long long lo = C->cell_lo[x], hi = C->cell_lo[x + 1];
+        own[x] = attn_owner(zz, N, count, lo);
+        REQUIRE(hi > lo && own[x] >= 0 && attn_owner(zz, N, count, hi - 1) == own[x],
+                "%s: cell %d [%lld, %lld) is not inside one rank's block", what, x, lo, hi);
+        for (int r = 0; r < N; r++)
+            verdict[r][x] = attn_verdict(zz, N, count, r, lo, hi);
+    }
+    dv_mask held[DV_MAX_RANKS * DV_MAX_CELLS];
+    unsigned char done[DV_MAX_RANKS * DV_MAX_CELLS];
+    for (int k = 0; k <= N; k++) {
+        dv_attn_state(m, c, k, held, done);
+        for (int r = 0; r < N; r++)
+            for (int x = 0; x < nc; x++) {
+                int h = ((r - (k < N ? k : N - 1)) % N + N) % N, s = ((r - own[x]) % N + N) % N;
+                REQUIRE(held[r * nc + x] == (own[x] == h ? bit(h) : 0), "%s, after %d steps: "
+                        "rank %d cell %d holds %#llx, want rank %d's block", what, k, r, x,
+                        (unsigned long long)held[r * nc + x], h);
+                int want = s < k ? (int)verdict[r][x] : DV_ATTN_NOT_YET;
+                REQUIRE(done[r * nc + x] == want, "%s, after %d steps: rank %d's output at "
+                        "cell %d is %d, want %d", what, k, r, x, done[r * nc + x], want);
+                REQUIRE(dv_attn_causal(C, r, x) == verdict[r][x], "%s: dv_attn_causal(%d, "
+                        "%d) = %d, want %d", what, r, x, dv_attn_causal(C, r, x),
+                        verdict[r][x]);
+            }
+        if (k == N)
+            break;
+        const dv_frame *F = &m->frames[C->first_frame + k];
+        int cells = 0;
+        for (int i = 0; i < F->nmsg; i++) {
+            const dv_msg *g = &m->msgs[F->first_msg + i];
+            REQUIRE(g->dst == (g->src + 1) % N && !g->add, "%s, step %d: a message %d -> %d, "
+                    "add %d", what, k + 1, g->src, g->dst, g->add);
+            for (int x = g->c0; x < g->c1; x++, cells++)
+                REQUIRE(own[x] == ((g->src - k) % N + N) % N, "%s, step %d: rank %d sends "
+                        "cell %d, not of rank %d's block", what, k + 1, g->src, x,
+                        ((g->src - k) % N + N) % N);
+        }
+        REQUIRE(cells == (k < N - 1 ? nc : 0), "%s, step %d: the messages carry %d cells, "
+                "want %d", what, k + 1, cells, k < N - 1 ? nc : 0);
+    }
+    double sent[DV_MAX_RANKS], expect[DV_MAX_RANKS];
+    char text[256];
+    dv_bytes_sent(m, c, N, sent);
+    REQUIRE(dv_formula(m, c, expect, text, sizeof text) && strstr(text, "(N-1)/N"), "%s: no "
+            "formula", what);
+    for (int r = 0; r < N; r++) {
+        double keep = 0;
+        for (long long i = 0; i < count && N > 1; i++)
+            keep += attn_owner(zz, N, count, i) == (r + 1) % N;
+        double want = N > 1 ? C->esize * (double)(count - keep) : 0;
+        REQUIRE(fabs(sent[r] - want) < 0.5 && fabs(expect[r] - want) < 0.5, "%s: rank %d "
+                "sent %.0f bytes, the formula says %.0f, want %.0f", what, r, sent[r],
+                expect[r], want);
+    }
+}
+
+/* The built-ins, plain (_i 0) and zig-zag (1), at odd and even rank counts, counts that
+ * divide and counts that do not. */
+START_TEST(test_ring_attention)
+{
+    static const int ns[] = { 1, 2, 3, 4, 5, 7, 16 };
+    char what[160], err[256];
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+        int N = ns[i];
+        long long counts[] = { 7LL * N + 3, 16LL * N };
+        for (int ci = 0; ci < 2; ci++) {
+            dv_model m;
+            snprintf(what, sizeof what, "%s, %d ranks, count %lld", ALGO[10 + _i], N,
+                     counts[ci]);
+            REQUIRE(dv_model_algo(&m, 10 + _i, N, counts[ci], err, sizeof err) == 0, "%s: %s",
+                    what, err);
+            check_struct(&m, what);
+            check_positions(&m, 1, 1, what);
+            REQUIRE(m.ncalls == 1, "%s: %d calls", what, m.ncalls);
+            check_attn(&m, 0, _i, N, counts[ci], what);
+            dv_model_free(&m);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_ring_attention_text)
+{
+    dv_model m;
+    char err[256], s[512];
+    REQUIRE(dv_model_algo(&m, 10, 3, 300, err, sizeof err) == 0, "%s", err);
+    dv_step_text(&m, 0, s, sizeof s);
+    REQUIRE(strstr(s, "attends its queries") && strstr(s, "right neighbour"), "step 1: %s", s);
+    dv_step_text(&m, 2, s, sizeof s);
+    REQUIRE(strstr(s, "last step") && strstr(s, "nothing moves"), "step 3: %s", s);
+    dv_step_text(&m, 3, s, sizeof s);
+    REQUIRE(strncmp(s, "done:", 5) == 0, "the end: %s", s);
+    dv_model_free(&m);
+    REQUIRE(dv_model_algo(&m, ZIGZAG, DV_MAX_CELLS / 2 + 1, 300, err, sizeof err) == -1 &&
+            strstr(err, "ranks"), "zig-zag at %d ranks: '%s'", DV_MAX_CELLS / 2 + 1, err);
 }
 END_TEST
 
@@ -1363,6 +1522,48 @@ static int compare_lesson(const dv_model *m, int lesson, const char *file)
     return compared;
 }
 
+/* Lesson 27's trace: its two passes (the plain cut, then zig-zag) against the built-ins
+ * and the definition (check_attn), and its timetable: on every rank, each ring step's
+ * "attn s" lies inside "kv s", the transfer of the next block, in both passes. */
+static int check_lesson27(const dv_model *m, const char *file)
+{
+    char what[512], err[256];
+    int N = m->nranks;
+    REQUIRE(m->ncalls == 2, "%s: %d calls, want the two passes", file, m->ncalls);
+    for (int c = 0; c < 2; c++) {
+        const dv_call *C = &m->calls[c];
+        snprintf(what, sizeof what, "%s, call %d (%s, count %lld)", file, c, C->coll, C->count);
+        REQUIRE(C->esize > 0, "%s: esize %g", what, C->esize);
+        check_attn(m, c, c, N, C->count, what);
+    }
+    dv_tt tt;
+    REQUIRE(dv_tt_build(&tt, m, err, sizeof err) == 0, "%s: timetable: %s", file, err);
+    REQUIRE(tt.nsteps == 2, "%s: %d timetable steps, want 2", file, tt.nsteps);
+    for (int p = 1; p <= 2; p++)
+        for (int r = 0; r < N; r++)
+            for (int st = 0; st < N; st++) {
+                char a[24], k[24];
+                const dv_tt_block *A = NULL, *K = NULL;
+                snprintf(a, sizeof a, "attn %d", st);
+                snprintf(k, sizeof k, "kv %d", st);
+                for (int b = 0; b < tt.nblocks; b++) {
+                    const dv_tt_block *B = &tt.blocks[b];
+                    if (B->rank == r && B->step == p && strcmp(B->label, a) == 0)
+                        A = B;
+                    if (B->rank == r && B->step == p && strcmp(B->label, k) == 0)
+                        K = B;
+                }
+                REQUIRE(A != NULL && A->lane == 0, "%s: pass %d rank %d: no '%s'", file, p, r, a);
+                REQUIRE((K != NULL) == (st < N - 1), "%s: pass %d rank %d: '%s' %s", file, p,
+                        r, k, K ? "after the last step" : "missing");
+                REQUIRE(K == NULL || (K->lane == 1 && K->t0 <= A->t0 && A->t1 <= K->t1),
+                        "%s: pass %d rank %d: '%s' [%g, %g] is not under '%s' [%g, %g]", file,
+                        p, r, a, A->t0, A->t1, k, K->t0, K->t1);
+            }
+    dv_tt_free(&tt);
+    return 2;
+}
+
 /* A DDP training trace: every ring allreduce ends with every cell of its members holding
  * every member. */
 static int check_ddp(const dv_model *m, const char *file)
@@ -1413,6 +1614,8 @@ START_TEST(test_real_traces)
         if (sscanf(e->d_name, "%2d_", &lesson) == 1 && lesson_algos(lesson, (int[3]){0})) {
             found = compare_lesson(&m, lesson, e->d_name);
             REQUIRE(found > 0 || m.nranks == 1, "%s: no call to compare", e->d_name);
+        } else if (strncmp(e->d_name, "27_", 3) == 0) {
+            found = check_lesson27(&m, e->d_name);
         } else if (strncmp(e->d_name, "train-ddp", 9) == 0) {
             found = check_ddp(&m, e->d_name);
             REQUIRE(found > 0 || m.nranks == 1, "%s: no ring allreduce", e->d_name);
@@ -1439,11 +1642,13 @@ int main(void)
     Suite *s = suite_create("viz_model");
     TCase *tc = tcase_create("builtin");
     tcase_add_test(tc, test_algo_names);
-    tcase_add_loop_test(tc, test_algo, 0, NALGO);
+    tcase_add_loop_test(tc, test_algo, 0, NREF);
+    tcase_add_loop_test(tc, test_ring_attention, 0, 2);
     tcase_add_test(tc, test_algo_empty);
     tcase_add_test(tc, test_counters);
     tcase_add_test(tc, test_colors);
     tcase_add_test(tc, test_alltoall_buffers);
+    tcase_add_test(tc, test_ring_attention_text);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
     TCase *tr = tcase_create("traces");

@@ -22,13 +22,14 @@
 
 const char *const dv_algos[] = {
     "ring-allreduce", "reduce-scatter", "allgather", "naive-allreduce", "tree-bcast",
-    "tree-reduce", "rd-allreduce", "alltoall", "tree-gather", "tree-scatter", NULL
+    "tree-reduce", "rd-allreduce", "alltoall", "tree-gather", "tree-scatter",
+    "ring-attention", "ring-attention-zigzag", NULL
 };
 
 static const char *const algo_colls[] = {
     "allreduce_ring", "reduce_scatter_ring", "allgather_ring", "allreduce_naive",
     "bcast_tree", "reduce_tree", "allreduce_rd", "alltoall_pairwise", "gather_tree",
-    "scatter_tree"
+    "scatter_tree", "attention_ring", "attention_ring"
 };
 
 #define NALGOS ((int)(sizeof algo_colls / sizeof algo_colls[0]))
@@ -305,9 +306,64 @@ static void scatter_tree(gen *g)
     }
 }
 
+/* ==== ring attention (model.h, "ring attention"; lesson 27's ring_pass) ==== */
+
+/* Member j's block: under the plain cut part j of n (one chunk), under zig-zag parts j
+ * and 2n-1-j of 2n (dt_cp_zigzag's rule, with dt_chunk_bounds' parts so that any count
+ * will do). Writes the chunks' numbers into ch and returns how many. */
+static int attn_block(int zigzag, int j, int n, int ch[2])
+{
+    ch[0] = j;
+    ch[1] = 2 * n - 1 - j;
+    return zigzag ? 2 : 1;
+}
+
+/* Elements [lo, hi) of chunk i of count cut into parts parts. */
+static void attn_chunk(const gen *g, int parts, int i, long long *lo, long long *hi)
+{
+    size_t a, b;
+    dt_chunk_bounds((size_t)g->count, parts, i, &a, &b);
+    *lo = (long long)a;
+    *hi = (long long)b;
+}
+
+/*   step s (frame s), rank r of n:
+ *       attend   its queries to the block in hand, rank r-s's      (reduce, per chunk)
+ *       send     that block to rank r+1                 s < n-1   (send, per chunk)
+ *       receive  rank r-s-1's block from rank r-1       s < n-1   (recv, per chunk)
+ * so after step s rank r has attended blocks r, r-1, ..., r-s and holds r-s-1. */
+static void attention_ring(gen *g, int zigzag)
+{
+    int r = g->rank, n = g->n, parts = zigzag ? 2 * n : n, ch[2];
+    long long lo, hi;
+    call_mark(g);
+    for (int s = 0; s < n; s++) {
+        int src = (r - s + n) % n, next = (r - s - 1 + n) % n;
+        for (int i = 0, nc = attn_block(zigzag, src, n, ch); i < nc; i++) {
+            attn_chunk(g, parts, ch[i], &lo, &hi);
+            if (hi > lo)
+                add(g, s, DT_EV_REDUCE, -1, "ring", s, ch[i], lo, hi);
+        }
+        if (s == n - 1)
+            break;                          /* the last block stays: nothing moves */
+        for (int i = 0, nc = attn_block(zigzag, src, n, ch); i < nc; i++) {
+            attn_chunk(g, parts, ch[i], &lo, &hi);
+            add(g, s, DT_EV_SEND, dt_ring_right(r, n), "ring", s, ch[i], lo, hi);
+        }
+        for (int i = 0, nc = attn_block(zigzag, next, n, ch); i < nc; i++) {
+            attn_chunk(g, parts, ch[i], &lo, &hi);
+            add(g, s, DT_EV_RECV, dt_ring_left(r, n), "ring", s, ch[i], lo, hi);
+        }
+    }
+}
+
+static void attention_plain(gen *g) { attention_ring(g, 0); }
+static void attention_zigzag(gen *g) { attention_ring(g, 1); }
+
 static void (*const generators[])(gen *) = {
     allreduce_ring, reduce_scatter_ring, allgather_ring, allreduce_naive, bcast_tree,
-    reduce_tree, allreduce_rd, alltoall_pairwise, gather_tree, scatter_tree
+    reduce_tree, allreduce_rd, alltoall_pairwise, gather_tree, scatter_tree,
+    attention_plain, attention_zigzag
 };
 
 /* ==== the public functions ==== */
@@ -328,6 +384,11 @@ int dv_algo_trace(int algo, int nranks, long long count, dt_trace *t, char *err,
     }
     if (count < 0) {
         snprintf(err, errlen, "the buffer cannot hold %lld elements", count);
+        return -1;
+    }
+    if (generators[algo] == attention_zigzag && nranks > DV_MAX_CELLS / 2) {
+        snprintf(err, errlen, "%s needs 1 to %d ranks (2N chunks, %d cells at most), not %d",
+                 dv_algos[algo], DV_MAX_CELLS / 2, DV_MAX_CELLS, nranks);
         return -1;
     }
     t->version = DT_TRACE_VERSION;
@@ -460,6 +521,27 @@ int dv_formula(const dv_model *m, int call, double *expect, char *text, size_t l
         }
         nominal = dt_rd_steps(N) * S;
         fmt = "rd: each of the p = 2^k <= N active ranks sends k x S = %s (S = %s%s)";
+    } else if (c->ring_attn) {
+        /* a rank passes on every block but its right neighbour's, which would come back */
+        dv_mask own[DV_MAX_RANKS] = { 0 };
+        int rank_of[DV_MAX_RANKS], v = 0;
+        for (int r = 0; r < m->nranks; r++)
+            if (dv_call_index(c, r) >= 0)
+                rank_of[v++] = r;
+        for (int q = 0; q < N && c->init != NULL; q++)
+            for (int k = 0; k < c->ncells; k++)
+                if (c->init[rank_of[q] * c->ncells + k] >> rank_of[q] & 1)
+                    own[q] |= (dv_mask)1 << k;
+        for (int q = 0; q < N && N > 1; q++) {
+            double keep = 0;
+            for (int k = 0; k < c->ncells; k++)
+                if (own[(q + 1) % N] >> k & 1)
+                    keep += (double)(c->cell_lo[k + 1] - c->cell_lo[k]);
+            x[q] = S - E * keep;
+        }
+        nominal = (N - 1) * S / N;
+        fmt = "ring attention: each rank passes on N-1 of the N blocks, (N-1)/N x S = %s "
+              "(S = %s, every position's K and V%s)";
     } else if (strcmp(c->coll, "alltoall_pairwise") == 0) {
         for (int r = 0; r < N; r++)
             x[r] = S - E * parts(n, N, r, 1);
@@ -510,6 +592,9 @@ static const struct { const char *coll, *phase, *text; } phase_texts[] = {
       "each rank sends a child the blocks of that child's whole subtree" },
     { "alltoall_pairwise", "exchange",
       "at step s each rank r sends its block for rank r+s to it and gets r-s's block for r" },
+    { "attention_ring", "ring",
+      "each rank attends its queries to the K/V block in hand while it passes that block "
+      "on to its right neighbour" },
 };
 
 const char *dv_phase_text(const char *coll, const char *phase)
@@ -534,6 +619,8 @@ static const struct { const char *coll, *text; } done_texts[] = {
     { "scatter_tree", "done: every rank holds its own block of the root's buffer" },
     { "alltoall_pairwise", "done: block j of rank r's receive buffer is block r of rank j's "
       "send buffer: the blocks are transposed" },
+    { "attention_ring", "done: every rank's queries have met every key block; the outputs "
+      "are finished, o / l (and lse = m + log l kept for backward)" },
 };
 
 void dv_step_text(const dv_model *m, int pos, char *buf, size_t len)
@@ -561,7 +648,10 @@ void dv_step_text(const dv_model *m, int pos, char *buf, size_t len)
         int di = a >= 0 && b >= 0 ? (b - a + N) % N : -2;
         d = d == -1 || d == di ? di : -2;
     }
-    if (d > 0)
+    if (c->ring_attn && f->nmsg == 0)
+        snprintf(buf, len, "the last step: each rank attends its queries to the block in "
+                 "hand, and nothing moves");
+    else if (d > 0)
         snprintf(buf, len, "each rank r sends its block for rank r+%d to that rank, and "
                  "gets from rank r-%d its block for r (ranks counted mod %d)", d, d, N);
     else

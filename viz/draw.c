@@ -71,7 +71,12 @@ void dv_layout_compute(const dv_model *m, int pos, int w, int h, dv_layout *L)
     L->panel = (SDL_Rect){ L->grid.x + L->grid.w + PAD, top, panel_w - PAD, L->grid.h };
     L->cell_x0 = PAD + LABEL_W;
     int room = L->grid.x + L->grid.w - L->cell_x0;
-    if (L->call >= 0 && m->calls[L->call].from_sender) {
+    if (L->call >= 0 && m->calls[L->call].ring_attn) {
+        /* ring attention: the K/V in hand, a gap, the output's key blocks */
+        int gap = dvi_clampi(room / 12, 12, 64);
+        L->cell_w = (room - gap) / (2 * L->ncells);
+        L->out_x0 = L->cell_x0 + L->ncells * (L->cell_w > 1 ? L->cell_w : 1) + gap;
+    } else if (L->call >= 0 && m->calls[L->call].from_sender) {
         /* alltoall: the send buffer, a gap for the arrows to cross, the receive buffer */
         int gap = dvi_clampi(room / 12, 12, 64);
         L->send_x0 = L->cell_x0;
@@ -109,6 +114,11 @@ SDL_Rect dv_layout_cell(const dv_layout *L, int r, int c)
 SDL_Rect dv_layout_send_cell(const dv_layout *L, int r, int c)
 {
     return cell_at(L, L->send_x0, r, c);
+}
+
+SDL_Rect dv_layout_out_cell(const dv_layout *L, int r, int c)
+{
+    return cell_at(L, L->out_x0, r, c);
 }
 
 int dv_timeline_pos(const dv_model *m, const dv_layout *L, int x, int y)
@@ -228,6 +238,50 @@ static void draw_send_row(SDL_Renderer *r, dv_text *t, const dv_call *c, const d
         if (dv_text_width(t, DV_FONT_SMALL, s) + 2 <= b.w)
             dv_text_draw(t, DV_FONT_SMALL, b.x + (b.w - dv_text_width(t, DV_FONT_SMALL, s)) / 2,
                          b.y + (b.h - SMALL_H) / 2, ink_on(dv_rank_color(q)), s);
+    }
+}
+
+/* Ring attention: rank q's output, a cell per key block (draw.h), the block attended in
+ * frame k (the next step) outlined white. */
+static void draw_out_row(SDL_Renderer *r, const dv_call *c, const dv_layout *L, int q,
+                         const unsigned char *done, int k)
+{
+    int nc = L->ncells;
+    for (int x = 0; x < nc; x++) {
+        SDL_Rect b = dv_layout_out_cell(L, q, x), o = { b.x - 1, b.y - 1, b.w + 2, b.h + 2 };
+        int owner = -1;
+        for (int j = 0; j < DV_MAX_RANKS && owner < 0; j++)
+            if ((c->members >> j & 1) && (c->init[j * nc + x] >> j & 1))
+                owner = j;
+        int next = c->attn_frame[q * nc + x] == k && k < c->nframes;
+        if (L->cell_w >= 4 || next) {
+            dvi_set_color(r, next ? TEXT : OUTLINE);
+            SDL_RenderDrawRect(r, &o);
+            if (next && b.w > 4 && b.h > 4)
+                SDL_RenderDrawRect(r, &(SDL_Rect){ b.x - 2, b.y - 2, b.w + 4, b.h + 4 });
+        }
+        SDL_Color col = owner >= 0 ? dv_rank_color(owner) : DIM;
+        dvi_fill(r, EMPTY, b.x, b.y, b.w, b.h);
+        switch ((dv_attn)done[q * nc + x]) {
+        case DV_ATTN_FULL:
+            dvi_fill(r, col, b.x, b.y, b.w, b.h);
+            break;
+        case DV_ATTN_PART:                  /* key j seen by query i >= j: lower left */
+            dvi_set_color(r, col);
+            for (int i = 0; i < b.w; i++) {
+                int y0 = b.y + (int)((long long)i * b.h / (b.w > 0 ? b.w : 1));
+                SDL_RenderDrawLine(r, b.x + i, y0, b.x + i, b.y + b.h - 1);
+            }
+            break;
+        case DV_ATTN_SKIP:                  /* all masked: crossed out */
+            dvi_fill(r, ABSENT, b.x, b.y, b.w, b.h);
+            dvi_set_color(r, OUTLINE);
+            SDL_RenderDrawLine(r, b.x, b.y, b.x + b.w - 1, b.y + b.h - 1);
+            SDL_RenderDrawLine(r, b.x, b.y + b.h - 1, b.x + b.w - 1, b.y);
+            break;
+        default:
+            break;
+        }
     }
 }
 
@@ -434,7 +488,14 @@ static void draw_header(dv_text *t, const dv_model *m, const dv_view *v, const d
         return;
     dv_text_draw(t, DV_FONT_SMALL, PAD, y, DIM, "rank");
     const dv_call *c = &m->calls[call];
-    if (L->send_x0 > 0) {
+    if (L->out_x0 > 0) {
+        snprintf(s, sizeof s, "K/V in hand: a block of the sequence's %lld positions",
+                 c->count);
+        dvi_text_fit(t, DV_FONT_SMALL, L->cell_x0, y, L->out_x0 - L->cell_x0 - PAD, DIM, s);
+        dvi_text_fit(t, DV_FONT_SMALL, L->out_x0, y, L->grid.x + L->grid.w - L->out_x0, DIM,
+                     "output: key blocks met (whole: all pairs; triangle: causal "
+                     "mask; X: all masked)");
+    } else if (L->send_x0 > 0) {
         dv_text_draw(t, DV_FONT_SMALL, L->send_x0, y, DIM,
                      "send buffer: the rank's data, a block for each rank");
         snprintf(s, sizeof s, "receive buffer: block j comes from rank j (%lld elements, "
@@ -457,6 +518,9 @@ static void draw_header(dv_text *t, const dv_model *m, const dv_view *v, const d
             break;
         dv_text_draw(t, DV_FONT_SMALL, L->cell_x0 + i * L->cell_w + (L->cell_w - tw) / 2,
                      y + SMALL_H + 2, DIM, s);
+        if (L->out_x0 > 0)                         /* the output's cells: the same keys */
+            dv_text_draw(t, DV_FONT_SMALL, L->out_x0 + i * L->cell_w + (L->cell_w - tw) / 2,
+                         y + SMALL_H + 2, DIM, s);
     }
 }
 
@@ -479,7 +543,10 @@ static void draw_panel(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_
     dv_bytes_sent(m, L->call, k, sent);
     int y = L->grid.y + L->grid.h + 4;
     dv_text_draw(t, DV_FONT_BODY, PAD, y, TEXT, known ? s : "no cost model for this collective");
-    snprintf(s, sizeof s, "%s%s", L->send_x0 > 0
+    snprintf(s, sizeof s, "%s%s", L->out_x0 > 0
+             ? "arrows: the K/V block in hand, copied to the right neighbour while the "
+               "rank attends to it (outlined white); label c2 = the receiver's cell c2"
+             : L->send_x0 > 0
              ? "arrows: from the sender's block for the receiver (left) to the receiver's "
                "block for the sender (right); solid white: copied, dashed grey '+': added"
              : "arrows: solid white = copied into the receiver's cells, dashed grey '+' = "
@@ -674,10 +741,18 @@ void dv_draw(SDL_Renderer *r, dv_text *t, const dv_model *m, const dv_view *v, i
     SDL_RenderClear(r);
     draw_header(t, m, v, &L, pos);
     if (call >= 0) {
-        dv_state(m, call, k, st);
+        const dv_call *c = &m->calls[call];
+        unsigned char done[DV_MAX_RANKS * DV_MAX_CELLS];
+        if (c->ring_attn)                            /* the K/V in hand, the output */
+            dv_attn_state(m, call, k, st, done);
+        else
+            dv_state(m, call, k, st);
         if (f != NULL && L.send_x0 == 0)
             draw_arrows(r, t, m, &L, f);             /* behind the cells */
         draw_grid(r, t, m, &L, st);
+        for (int q = 0; q < m->nranks && c->ring_attn && L.out_x0 > 0; q++)
+            if (dv_call_index(c, q) >= 0)
+                draw_out_row(r, c, &L, q, done, k);
         if (f != NULL && L.send_x0 > 0)
             draw_arrows(r, t, m, &L, f);             /* across the two buffers */
         if (f != NULL && v->pos > pos)

@@ -11,7 +11,13 @@
  *             order, equal widths; an empty cell is dark with an outline). Ranks outside
  *             the call's communicator are dimmed, without cells. Alltoall shows two
  *             buffers: each rank's send buffer on the left (block j in the rank's colour,
- *             labelled with j, the rank it is for) and its receive buffer on the right
+ *             labelled with j, the rank it is for) and its receive buffer on the right.
+ *             Ring attention (model.h) shows each rank's K/V in hand (the block in its
+ *             owner's colour, the rest empty) and on the right its output: a cell per
+ *             key block, empty until the rank's queries have attended it, then in the
+ *             block owner's colour, whole (every pair), a lower triangle (the causal
+ *             mask hides some: the diagonal block) or crossed out (all masked: nothing
+ *             computed); the block being attended next is outlined white
  *   arrows    the messages of frame k, sender's row to receiver's row (alltoall: from
  *             the sender's send block to the receiver's receive block); solid white: the
  *             receiver copies what comes, dashed grey with a '+': it adds it in. The
@@ -75,6 +81,7 @@ typedef struct {
     int row_h, cell_w;             /* grid geometry */
     int cell_x0;                   /* x of cell 0 (alltoall: of the receive buffer) */
     int send_x0;                   /* alltoall: x of the send buffer's cell 0; else 0 */
+    int out_x0;                    /* ring attention: x of the output's cell 0; else 0 */
 } dv_layout;
 
 /* Lays out a w x h picture of m at position pos. */
@@ -84,6 +91,8 @@ void dv_layout_compute(const dv_model *m, int pos, int w, int h, dv_layout *L);
 SDL_Rect dv_layout_cell(const dv_layout *L, int r, int c);
 /* The same in the send buffer, where the grid shows one (L->send_x0 > 0: alltoall). */
 SDL_Rect dv_layout_send_cell(const dv_layout *L, int r, int c);
+/* The same in ring attention's output (L->out_x0 > 0). */
+SDL_Rect dv_layout_out_cell(const dv_layout *L, int r, int c);
 
 /* The position a click at (x, y) asks for, or -1 when it is not on the timeline. */
 int dv_timeline_pos(const dv_model *m, const dv_layout *L, int x, int y);

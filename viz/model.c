@@ -483,6 +483,7 @@ void dv_model_free(dv_model *m)
     for (int c = 0; m->calls != NULL && c < m->ncalls; c++) {
         free(m->calls[c].init);
         free(m->calls[c].sent);
+        free(m->calls[c].attn_frame);
     }
     free(m->calls);
     free(m->frames);

@@ -116,6 +116,10 @@ typedef struct {
     dv_sent *sent;          /* what each rank sent in each frame, by frame; owned */
     int nsent;
     double t0, t1;          /* earliest begin and latest end of its events */
+    int ring_attn;          /* 1: ring attention (coll "attention_ring", below) */
+    int *attn_frame;        /* ring attention: per rank and cell, the frame in which the
+                             * rank's queries met that cell's keys (its reduce events),
+                             * -1 never; NULL for other calls; owned */
 } dv_call;
 
 typedef struct {
@@ -142,11 +146,46 @@ typedef struct {
 int dv_model_build(dv_model *m, dt_trace *t, char *err, size_t errlen);
 void dv_model_free(dv_model *m);
 
+/* ==== ring attention ====
+ *
+ * Ring attention (lesson 27, lib/nn/ringattn.c) is no collective of lib/collectives, but
+ * its keys and values go round the ring as an allgather's blocks do, so the viewer
+ * draws it as a call: coll "attention_ring", one phase "ring", step s = 0..N-1. Its
+ * buffer is the sequence's keys and values, [0, count) its positions; member j's block
+ * is its positions (the plain cut: part j of N; the zig-zag cut: parts j and 2N-1-j of
+ * 2N, two chunks). At step s rank r attends its queries to the block in hand, rank
+ * r-s's, recorded as reduce events (the online softmax folds the block into the
+ * output: dt_attn_block_forward), one per chunk of the block; and, for s < N-1, sends
+ * that block to its right and receives rank r-s-1's from its left (send and receive
+ * events, one per chunk). So a rank's own block is what it attends at step 0, the
+ * messages are copies (never '+'), and the last step moves nothing. dtlab's ring
+ * attention is causal: query position i sees keys 0..i. */
+
+/* What the causal mask leaves of one key cell for a rank's queries (its own block). */
+typedef enum {
+    DV_ATTN_NOT_YET,        /* not attended yet */
+    DV_ATTN_FULL,           /* every query sees every key of the cell */
+    DV_ATTN_PART,           /* some pairs are masked (the diagonal block; zig-zag's halves) */
+    DV_ATTN_SKIP            /* every key is in every query's future: nothing computed */
+} dv_attn;
+
+/* The causal mask's verdict for rank r's queries (the cells of its own block, where
+ * c->init holds bit r) against cell `cell`'s keys: FULL, PART or SKIP. */
+dv_attn dv_attn_causal(const dv_call *c, int r, int cell);
+
+/* Ring attention's call `call` after k frames (0..nframes), into held and done
+ * (nranks * ncells each): held[r * ncells + x], the K/V rank r has in hand, {j} in the
+ * cells of rank j's block (the block r received last, in a frame before k; before any,
+ * its own), else 0; done[...], DV_ATTN_NOT_YET for a key cell r has not attended in
+ * the first k frames, else dv_attn_causal's verdict. Nothing for other calls. */
+void dv_attn_state(const dv_model *m, int call, int k, dv_mask *held, unsigned char *done);
+
 /* ==== built-in schedules ==== */
 
 /* The algorithms dtviz animates without a trace, in the order the 'a' key cycles them:
  * ring-allreduce, reduce-scatter, allgather, naive-allreduce, tree-bcast, tree-reduce,
- * rd-allreduce, alltoall, tree-gather, tree-scatter. NULL-terminated. */
+ * rd-allreduce, alltoall, tree-gather, tree-scatter, then ring attention (above):
+ * ring-attention (the plain cut) and ring-attention-zigzag. NULL-terminated. */
 extern const char *const dv_algos[];
 int dv_algo_index(const char *name);            /* -1 if unknown */
 const char *dv_algo_coll(int algo);             /* e.g. "allreduce_ring" */

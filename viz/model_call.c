@@ -157,6 +157,7 @@ typedef struct {
     phase_run *runs;
     int *evf;               /* local event -> frame in the call */
     rng *recv, *send;
+    rng *attn;              /* ring attention: the reduce events (the blocks attended) */
     edge *edges;
     int *adj, *indeg, *heap, *byk, *keypos, *done;
     dv_mask *red;           /* per frame: the ranks that reduced in it */
@@ -215,10 +216,10 @@ static int cmp_ll(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The buffer's cells: every boundary of what moved, in [0, count], and of the N
- * members' blocks. */
+/* The buffer's cells: every boundary of what moved or was attended (ring attention),
+ * in [0, count], and of the N members' blocks. */
 static void make_cells(dv_call *c, long long count, int N, scratch *s, size_t nrecv,
-                       size_t nsend)
+                       size_t nsend, size_t nattn)
 {
     if (count <= 0) {                /* nothing known of the buffer: one cell */
         c->ncells = 1;
@@ -230,9 +231,9 @@ static void make_cells(dv_call *c, long long count, int N, scratch *s, size_t nr
     size_t nb = 0;
     s->bound[nb++] = 0;
     s->bound[nb++] = count;
-    for (int pass = 0; pass < 2; pass++) {
-        const rng *r = pass ? s->send : s->recv;
-        for (size_t i = 0, n = pass ? nsend : nrecv; i < n; i++) {
+    for (int pass = 0; pass < 3; pass++) {
+        const rng *r = pass == 2 ? s->attn : pass ? s->send : s->recv;
+        for (size_t i = 0, n = pass == 2 ? nattn : pass ? nsend : nrecv; i < n; i++) {
             s->bound[nb++] = r[i].lo < count ? r[i].lo : count;
             s->bound[nb++] = r[i].hi < count ? r[i].hi : count;
         }
@@ -311,6 +312,30 @@ static void init_masks(dv_call *c, int nranks, dv_mask part, scratch *s, const r
             if (s->first_send[i] < INT_MAX && s->first_send[i] <= s->first_recv[i])
                 m[i] = (dv_mask)1 << (i / nc);
     }
+}
+
+/* Ring attention (model.h): c->attn_frame from the blocks each rank attended, and its
+ * own block (what it attends first, at step 0) as the masks before the call, in place
+ * of init_masks' rule for a rank that recorded that step. -1: out of memory. */
+static int attn_frames(dv_call *c, int nranks, const rng *attn, size_t nattn)
+{
+    int nc = c->ncells;
+    c->attn_frame = malloc((size_t)nranks * nc * sizeof *c->attn_frame);
+    if (c->attn_frame == NULL)
+        return -1;
+    for (int i = 0; i < nranks * nc; i++)
+        c->attn_frame[i] = -1;
+    dv_mask first = 0;                  /* the ranks that attended in frame 0 */
+    for (size_t i = 0; i < nattn; i++)
+        for (int k = attn[i].c0; k < attn[i].c1; k++) {
+            int *f = &c->attn_frame[attn[i].a * nc + k];
+            *f = *f < 0 || attn[i].f < *f ? attn[i].f : *f;
+            first |= attn[i].f == 0 ? (dv_mask)1 << attn[i].a : 0;
+        }
+    for (int r = 0; r < nranks; r++)
+        for (int k = 0; k < nc && (first >> r & 1); k++)
+            c->init[r * nc + k] = c->attn_frame[r * nc + k] == 0 ? (dv_mask)1 << r : 0;
+    return 0;
 }
 
 /* Numbers the phases of a call (runs[q].prank). Each rank runs its phases one after
@@ -410,6 +435,7 @@ static int build_call(dv_model *m, scratch *s, int ci, const int *ev, size_t nev
     c->coll[sizeof c->coll - 1] = '\0';
     c->cls = class_of(c->coll);
     c->from_sender = strncmp(c->coll, "alltoall", 8) == 0;
+    c->ring_attn = strncmp(c->coll, "attention_ring", sizeof c->coll) == 0;
     c->t0 = e0->t0;
     c->t1 = e0->t1;
 
@@ -482,7 +508,7 @@ static int build_call(dv_model *m, scratch *s, int ci, const int *ev, size_t nev
     c->nframes = nf;
 
     /* what moved: receives (the messages) and sends, segments merged */
-    size_t nrecv = 0, nsend = 0;
+    size_t nrecv = 0, nsend = 0, nattn = 0;
     for (size_t i = 0; i < nev; i++) {
         const dt_event *e = &t->ev[ev[i]];
         int f = s->evf[i], peer = e->peer >= 0 && e->peer < nr ? e->peer : -1;
@@ -493,6 +519,8 @@ static int build_call(dv_model *m, scratch *s, int ci, const int *ev, size_t nev
             s->recv[nrecv++] = r;
         else if (e->kind == DT_EV_SEND)
             s->send[nsend++] = r;
+        else if (e->kind == DT_EV_REDUCE && c->ring_attn)
+            s->attn[nattn++] = r;           /* a block attended, not a sum: copies */
         else if (e->kind == DT_EV_REDUCE)
             s->red[f] |= (dv_mask)1 << e->rank;
     }
@@ -506,12 +534,14 @@ static int build_call(dv_model *m, scratch *s, int ci, const int *ev, size_t nev
             count = s->recv[i].hi > count ? s->recv[i].hi : count;
         for (size_t i = 0; i < nsend; i++)
             count = s->send[i].hi > count ? s->send[i].hi : count;
+        for (size_t i = 0; i < nattn; i++)
+            count = s->attn[i].hi > count ? s->attn[i].hi : count;
     }
     c->esize = esize;
-    make_cells(c, count, c->size, s, nrecv, nsend);
-    for (int pass = 0; pass < 2; pass++) {
-        rng *r = pass ? s->send : s->recv;
-        for (size_t i = 0, n = pass ? nsend : nrecv; i < n; i++) {
+    make_cells(c, count, c->size, s, nrecv, nsend, nattn);
+    for (int pass = 0; pass < 3; pass++) {
+        rng *r = pass == 2 ? s->attn : pass ? s->send : s->recv;
+        for (size_t i = 0, n = pass == 2 ? nattn : pass ? nsend : nrecv; i < n; i++) {
             if (count <= 0) {            /* one cell for a buffer of unknown size */
                 r[i].c0 = 0;
                 r[i].c1 = 1;
@@ -533,6 +563,8 @@ static int build_call(dv_model *m, scratch *s, int ci, const int *ev, size_t nev
     if (c->init == NULL || c->sent == NULL)
         return -1;
     init_masks(c, nr, part, s, s->recv, nrecv, s->send, nsend);
+    if (c->ring_attn && attn_frames(c, nr, s->attn, nattn))
+        return -1;
     for (size_t i = 0; i < nsend; i++) {
         const rng *r = &s->send[i];
         if (i > 0 && r->f == s->send[i - 1].f && r->a == s->send[i - 1].a) {
@@ -586,6 +618,7 @@ int dvi_build_calls(dv_model *m, int ncalls, const int *cstart, const int *cev, 
     s.evf = malloc(most * sizeof *s.evf);
     s.recv = malloc(most * sizeof *s.recv);
     s.send = malloc(most * sizeof *s.send);
+    s.attn = malloc(most * sizeof *s.attn);
     s.red = malloc(most * sizeof *s.red);
     s.edges = malloc(most * sizeof *s.edges);
     s.adj = malloc((most + 1) * sizeof *s.adj);
@@ -597,7 +630,7 @@ int dvi_build_calls(dv_model *m, int ncalls, const int *cstart, const int *cev, 
     s.bound = malloc((2 * most + DV_MAX_RANKS + 2) * sizeof *s.bound);
     s.first_send = malloc((size_t)DV_MAX_RANKS * DV_MAX_CELLS * sizeof *s.first_send);
     s.first_recv = malloc((size_t)DV_MAX_RANKS * DV_MAX_CELLS * sizeof *s.first_recv);
-    if (!s.fk || !s.runs || !s.evf || !s.recv || !s.send || !s.red || !s.bound ||
+    if (!s.fk || !s.runs || !s.evf || !s.recv || !s.send || !s.attn || !s.red || !s.bound ||
         !s.first_send || !s.first_recv || !s.edges || !s.adj || !s.indeg || !s.heap ||
         !s.byk || !s.keypos || !s.done)
         goto out;
@@ -616,6 +649,7 @@ out:
     free(s.evf);
     free(s.recv);
     free(s.send);
+    free(s.attn);
     free(s.red);
     free(s.edges);
     free(s.adj);

@@ -17,6 +17,12 @@ viz() { "$BUILD/dtviz" --size 1200x680 "$@"; }
 viz --algo ring-allreduce --ranks 4 --step 1 --png "$out/ring-4-step1.png"
 viz --algo ring-allreduce --ranks 4 --step 3 --png "$out/ring-4-step3.png"
 
+# ring attention at 4 ranks: one step done (the K/V blocks moved one rank on, the
+# diagonal blocks attended); the zig-zag cut two steps in
+viz --algo ring-attention --ranks 4 --count 4096 --step 1 --png "$out/ring-attention-4-step1.png"
+viz --algo ring-attention-zigzag --ranks 4 --count 4096 --step 2 \
+    --png "$out/ring-attention-zigzag-4-step2.png"
+
 # the two pipeline schedules as lib/schedule lays them out: the same bubble, not the
 # same stash
 viz --algo gpipe --stages 4 --micro 8 --cursor 11 --png "$out/pp-gpipe.png"
@@ -44,4 +50,8 @@ viz "$tmp/fsdp.trace" --train-step 2 --png "$out/train-fsdp.png"
 "$MPIEXEC" -n 3 "$BUILD/train" --mode fsdp --prefetch --steps 2 --hidden 1024 --layers 4 \
     --batch 384 --quiet --trace "$tmp/fsdp-prefetch.trace" >/dev/null
 viz "$tmp/fsdp-prefetch.trace" --train-step 2 --png "$out/train-fsdp-prefetch.png"
+# lesson 27's two traced passes at 3 ranks: the plain cut's timetable (attn s over kv s)
+"$MPIEXEC" -n 3 "$BUILD/lessons/27_ring_attention" --seq 1536 --dim 64 --reps 2 \
+    --trace "$tmp/ra.trace" >/dev/null
+viz "$tmp/ra.trace" --view timetable --train-step 1 --png "$out/ring-attention-timetable.png"
 echo "pictures written to $out/"

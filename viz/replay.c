@@ -141,3 +141,75 @@ void dv_bytes_sent(const dv_model *m, int call, int k, double *sent)
         if (c->sent[i].rank >= 0 && c->sent[i].rank < m->nranks)
             sent[c->sent[i].rank] += c->sent[i].nbytes;
 }
+
+/* ==== ring attention ==== */
+
+/* The causal verdict for queries [a, b) against keys [k0, k1): query i sees keys up to
+ * i, so none when the last query comes before the first key, all when the first query
+ * comes at or after the last key. */
+static dv_attn causal_pair(long long a, long long b, long long k0, long long k1)
+{
+    return b - 1 < k0 ? DV_ATTN_SKIP : a >= k1 - 1 ? DV_ATTN_FULL : DV_ATTN_PART;
+}
+
+dv_attn dv_attn_causal(const dv_call *c, int r, int cell)
+{
+    int nc = c->ncells, full = 0, none = 0;
+    if (c->init == NULL || r < 0 || r >= DV_MAX_RANKS || cell < 0 || cell >= nc)
+        return DV_ATTN_SKIP;
+    long long k0 = c->cell_lo[cell], k1 = c->cell_lo[cell + 1];
+    if (k1 <= k0)
+        return DV_ATTN_SKIP;                    /* an empty cell: no keys at all */
+    for (int q = 0; q < nc; q++) {
+        if (!(c->init[r * nc + q] >> r & 1) || c->cell_lo[q + 1] <= c->cell_lo[q])
+            continue;                           /* not one of r's queries */
+        dv_attn v = causal_pair(c->cell_lo[q], c->cell_lo[q + 1], k0, k1);
+        full += v == DV_ATTN_FULL;
+        none += v == DV_ATTN_SKIP;
+        if (v == DV_ATTN_PART)
+            return DV_ATTN_PART;
+    }
+    return full && none ? DV_ATTN_PART : full ? DV_ATTN_FULL : DV_ATTN_SKIP;
+}
+
+void dv_attn_state(const dv_model *m, int call, int k, dv_mask *held, unsigned char *done)
+{
+    if (m == NULL || held == NULL || done == NULL || call < 0 || call >= m->ncalls)
+        return;
+    const dv_call *c = &m->calls[call];
+    int nr = m->nranks, nc = c->ncells;
+    if (!c->ring_attn || c->attn_frame == NULL || nr < 1 || nr > DV_MAX_RANKS || nc < 1 ||
+        nc > DV_MAX_CELLS)
+        return;
+    k = k < 0 ? 0 : k > c->nframes ? c->nframes : k;
+    dv_state(m, call, k, held);                 /* what each cell last received */
+    int last[DV_MAX_RANKS];                     /* the last frame before k r received in */
+    for (int r = 0; r < nr; r++)
+        last[r] = -1;
+    for (int f = 0; f < k; f++) {
+        const dv_frame *fr = &m->frames[c->first_frame + f];
+        for (int i = 0; i < fr->nmsg; i++) {
+            const dv_msg *g = &m->msgs[fr->first_msg + i];
+            if (g->dst >= 0 && g->dst < nr)
+                last[g->dst] = f;
+        }
+    }
+    for (int r = 0; r < nr; r++)
+        for (int x = 0; x < nc; x++) {
+            dv_mask *h = &held[r * nc + x];
+            if (last[r] < 0) {
+                *h = c->init[r * nc + x];       /* its own block */
+            } else {
+                int got = 0;                    /* is x among the cells of that frame? */
+                const dv_frame *fr = &m->frames[c->first_frame + last[r]];
+                for (int i = 0; i < fr->nmsg && !got; i++) {
+                    const dv_msg *g = &m->msgs[fr->first_msg + i];
+                    got = g->dst == r && x >= g->c0 && x < g->c1;
+                }
+                *h = got ? *h : 0;
+            }
+            int f = c->attn_frame[r * nc + x];
+            done[r * nc + x] = f >= 0 && f < k ? (unsigned char)dv_attn_causal(c, r, x)
+                                               : DV_ATTN_NOT_YET;
+        }
+}

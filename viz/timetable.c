@@ -154,6 +154,8 @@ static void compute_label(const bld *b, const dt_event *e, dv_tt_block *k)
     } else if (dvi_is(e->phase, "optimizer")) {
         k->kind = DV_TT_OPTIMIZER;
         snprintf(k->label, sizeof k->label, "opt");
+    } else if (k->layer >= 0) {             /* lesson 27's "attn 2": ring step 2 */
+        snprintf(k->label, sizeof k->label, "%.12s %d", e->phase, k->layer);
     } else {
         snprintf(k->label, sizeof k->label, "%.23s", e->phase);
     }
@@ -477,7 +479,8 @@ static int walk_rank(bld *b, size_t lo, size_t hi)
             if ((last_msg = message(b, i, i > lo ? last_msg : -1)) == -2)
                 return -1;
             continue;
-        } else if (in_call(e) && !raw_coll(e->coll)) {
+        } else if (in_call(e) && !raw_coll(e->coll) && !dvi_is(e->coll, "attention_ring")) {
+            /* (ring attention's call is drawn by its "kv" marks and "attn" compute) */
             if (cut(b, open, &nopen, i))
                 return -1;
         }
