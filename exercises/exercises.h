@@ -156,4 +156,40 @@ int ex_scaler_update(dt_scaler *s, int found_inf);
  * and it returns 1. Either way the scaler is updated, the same on every rank. */
 int ex_scaler_step(dt_scaler *s, float *grads, size_t n, MPI_Comm comm);
 
+/* ==== 12 ring attention: the online softmax and the ring's blocks ====
+ * One query row's attention over some of its keys, not yet normalised, is a partial:
+ * m the largest score met, l = sum_j e^(s_j - m), o (d floats) = sum_j e^(s_j - m) v_j.
+ * The row's attention is o / l. The partial over no key is m = -INFINITY, l = 0, o = 0.
+ * No MPI: the ring is played on arrays, one rank and one step at a time. */
+
+/* The partial of one row over n >= 0 keys: s[0..n) its scores, v (n, d) their values.
+ * Overwrites m, l and o (d floats). */
+void ex_attn_partial(const float *s, const float *v, int n, int d, float *m, float *l,
+                     float *o);
+/* In place: (m, l, o) becomes the partial over the keys of (m, l, o) and of (m2, l2,
+ * o2) together, the two over different keys. Either or both may be empty. o and o2 (d
+ * floats each) do not overlap. */
+void ex_softmax_merge(float *m, float *l, float *o, float m2, float l2, const float *o2,
+                      int d);
+/* The ring of C ranks passes the blocks of keys and values to the right, one step at a
+ * time: at step 0..C-1 rank r holds the block rank ex_ring_source(r, C, step) started
+ * with, its own at step 0. */
+int ex_ring_source(int r, int C, int step);
+/* The sequence is cut into chunks of equal length: plain (zigzag 0), C chunks, rank r
+ * holds chunk r; zig-zag (zigzag 1), 2C chunks, rank r holds chunks r and 2C-1-r. The
+ * place in the sequence of rank r's chunk a (a = 0; 0 or 1 under zig-zag). */
+int ex_cp_chunk(int r, int C, int zigzag, int a);
+/* What the causal mask leaves of rank r's query chunk a against chunk b of the block it
+ * holds at step: EX_ATTN_FULL, every key before every query; EX_ATTN_DIAG, the same
+ * positions (query i of the chunk sees keys 0..i of it); EX_ATTN_SKIP, every key after
+ * every query. */
+enum { EX_ATTN_SKIP, EX_ATTN_DIAG, EX_ATTN_FULL };
+int ex_block_kind(int r, int C, int zigzag, int step, int a, int b);
+/* Rank r's ring step: q (nc n, d) its queries, chunk a's n rows from row a n (nc = 1
+ * plain, 2 zig-zag); k, v (nc n, d) the block it holds at step, ex_ring_source's, laid
+ * out the same. Merges into each query row's partial, m and l (nc n) and o (nc n, d),
+ * its partial over the keys of the block it sees; scores q . k / sqrt(d). */
+void ex_ring_step(int r, int C, int zigzag, int step, int n, int d, const float *q,
+                  const float *k, const float *v, float *m, float *l, float *o);
+
 #endif /* DT_EXERCISES_H */
