@@ -583,13 +583,13 @@ static int cp_on(const dt_gpt_cut *k) { return k->cp > 1; }
 
 /* The rows of the residual stream's region this rank holds: B x T, or with sequence
  * parallelism B x its positions */
-static int region_rows(const dt_gpt_cut *k, int B, int T)
+static size_t region_rows(const dt_gpt_cut *k, int B, int T)
 {
     if (!sp_on(k))
-        return B * T;
+        return (size_t)B * T;
     int p0, p1;
     dt_gpt_sp_positions(T, k->sp, k->sp_rank, &p0, &p1);
-    return B * (p1 - p0);
+    return (size_t)B * (p1 - p0);
 }
 
 /* This rank's rows of all (B, T, C) into mine (B, p1 - p0, C): with every rank holding
@@ -625,7 +625,7 @@ void dt_gpt_block_attn_forward(const dt_gpt_config *c, const dt_gpt_cut *cut,
                                const dt_gpt_block *p, dt_gpt_block_acts *a, int B, int T)
 {
     int C = c->embed, d = head_dim(c), H = cut->heads, hd = H * d, N = B * T;
-    int sp = sp_on(cut), n = region_rows(cut, B, T);
+    int sp = sp_on(cut), n = (int)region_rows(cut, B, T);
     /* x2 = x + attn(ln1(x)): q, k, v of this rank's heads, their attention, and the
      * output projection (partial sums when the heads are cut: g adds them up; with
      * sequence parallelism ln1 and the add on this rank's n rows, an allgather before
@@ -655,7 +655,7 @@ void dt_gpt_block_mlp_forward(const dt_gpt_config *c, const dt_gpt_cut *cut,
                               int B, int T)
 {
     int C = c->embed, F = cut->ffn, N = B * T;
-    int sp = sp_on(cut), n = region_rows(cut, B, T);
+    int sp = sp_on(cut), n = (int)region_rows(cut, B, T);
     /* out = x2 + mlp(ln2(x2)): C -> F (this rank's columns), GELU, F -> C */
     dt_layernorm_forward(a->x2, p->ln2_w, p->ln2_b, a->ln2, a->ln2_mean, a->ln2_rstd, n,
                          C);
@@ -688,7 +688,7 @@ void dt_gpt_block_mlp_backward(const dt_gpt_config *c, const dt_gpt_cut *cut,
                                int T)
 {
     int C = c->embed, F = cut->ffn, N = B * T;
-    int n = region_rows(cut, B, T);
+    int n = (int)region_rows(cut, B, T);
     /* the MLP: w2, GELU, w1, then ln2 (f sums the partial gradients of ln2's output) */
     if (sp_on(cut)) {
         /* the gradient of the output, every rank's rows (the reduce-scatter's
@@ -720,7 +720,7 @@ void dt_gpt_block_attn_backward(const dt_gpt_config *c, const dt_gpt_cut *cut,
     if (cut->recompute == DT_GPT_RECOMPUTE_SELECTIVE && !cp_on(cut))
         dt_attention_forward(a->qkv, a->att, a->y, B, T, H, d);
     /* attention: wo, the heads, wqkv, then ln1 (sequence parallelism: as the MLP's) */
-    int sp = sp_on(cut), n = region_rows(cut, B, T);
+    int sp = sp_on(cut), n = (int)region_rows(cut, B, T);
     const float *dout = dx, *in = a->ln1;
     if (sp) {
         cut->gather(dx, a->part, B, T, C, cut->ctx);
@@ -836,7 +836,7 @@ size_t dt_gpt_stage_acts_floats(const dt_gpt_config *c, const dt_gpt_cut *cut, i
 {
     check_stage(c, u0, u1);
     dt_gpt_cut k = whole_of(c, cut);
-    size_t N = (size_t)B * T, n = (size_t)region_rows(&k, B, T), C = (size_t)c->embed;
+    size_t N = (size_t)B * T, n = region_rows(&k, B, T), C = (size_t)c->embed;
     size_t F = (size_t)k.ffn, hd = (size_t)k.heads * head_dim(c);
     size_t att = (size_t)B * k.heads * T * (cp_on(&k) ? 1 : T);  /* cp: lse */
     size_t blocks = (size_t)(end_block(c, u1) - first_block(u0));
@@ -879,7 +879,7 @@ void dt_gpt_stage_acts_alloc(const dt_gpt_config *c, const dt_gpt_cut *cut, int 
     a->mem = calloc(a->floats, sizeof(float));
     a->blk = calloc((size_t)c->layers, sizeof *a->blk);
     DT_REQUIRE(a->mem && a->blk, "out of host memory for the GPT's activations");
-    size_t N = (size_t)B * T, n = (size_t)region_rows(&k, B, T), C = (size_t)c->embed;
+    size_t N = (size_t)B * T, n = region_rows(&k, B, T), C = (size_t)c->embed;
     size_t F = (size_t)k.ffn, hd = (size_t)k.heads * head_dim(c);
     size_t att = (size_t)B * k.heads * T * (cp_on(&k) ? 1 : T);  /* cp: lse */
     int b0 = first_block(u0), b1 = end_block(c, u1);
@@ -1026,7 +1026,7 @@ void dt_gpt_unit_forward(const dt_gpt_config *c, const dt_gpt_cut *cut, int u,
         return;
     } else if (sp_on(&k)) {                        /* lnf on this rank's rows, */
         dt_layernorm_forward(a->out, pu, pu + C, a->s.mine, a->lnf_mean, a->lnf_rstd,
-                             region_rows(&k, B, T), C);
+                             (int)region_rows(&k, B, T), C);
         k.gather(a->s.mine, a->lnf, B, T, C, k.ctx);   /* gathered for the head */
         dt_linear_forward(a->lnf, wte, NULL, a->logits, N, C, V);
     } else {                                       /* lnf, and the head: wte^T */
@@ -1045,7 +1045,7 @@ void dt_gpt_unit_backward(const dt_gpt_config *c, const dt_gpt_cut *cut, int u,
     dt_gpt_cut k = whole_of(c, cut);
     int C = c->embed, V = c->vocab, N = B * T, L = c->layers;
     DT_REQUIRE(u >= 0 && u <= L + 1, "dt_gpt_unit_backward: unit %d of %d", u, L + 2);
-    int n = region_rows(&k, B, T);
+    int n = (int)region_rows(&k, B, T);
     if (u == L + 1) {              /* the head (into wte's gradient), then lnf */
         dt_linear_backward(a->lnf, wte, dlogits, a->s.dln, dwte, NULL, N, C, V);
         float *dln = a->s.dln;
@@ -1107,7 +1107,7 @@ const float *dt_gpt_forward_stage(const dt_gpt_config *c, const dt_gpt_cut *cut,
     if (u0 > 0) {                                /* the stream from the stage before */
         DT_REQUIRE(x_in != NULL, "dt_gpt_forward: a later stage needs its input");
         memcpy(stream(c, a, u0 - 1), x_in,
-               (size_t)region_rows(&k, B, T) * c->embed * sizeof(float));
+               region_rows(&k, B, T) * c->embed * sizeof(float));
     }
     const float *wte = params + stage_wte(c, &k, u0);
     for (int u = u0; u < u1; u++) {
@@ -1125,7 +1125,7 @@ void dt_gpt_backward_stage(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0
     check_stage(c, u0, u1);
     check_run("dt_gpt_backward", c, a, u0, u1, B, T);
     dt_gpt_cut k = whole_of(c, cut);
-    size_t N = (size_t)region_rows(&k, B, T), w = stage_wte(c, &k, u0);
+    size_t N = region_rows(&k, B, T), w = stage_wte(c, &k, u0);
     if (!has_final(c, u1))             /* the gradient of the stream this stage sent */
         memcpy(a->dres, dy, N * c->embed * sizeof(float));
     for (int u = u1 - 1; u >= u0; u--) {
