@@ -394,7 +394,7 @@ int main(int argc, char **argv)
                "difference| <= 1e-4),\nits weights and serial's activations, kept or recomputed, are as counted: %s\n",
                ok ? "PASS" : "FAIL");
     dt_printf0("The code: lib/nn/gpt.c (dt_gpt_forward_stage), lib/parallel/model_gpt.c "
-               "(dti_gpt_model_tied_sum), lib/parallel/moe_gpt.c (dti_train_moe_gpt)\n");
+               "(dti_gpt_model_shared_sums), lib/parallel/moe_gpt.c (dti_train_moe_gpt)\n");
 
     /* ==== teardown ==== */
     dt_train_result_free(&ref);

@@ -76,7 +76,7 @@ void dti_model_labels(const dti_model *m, const int *y, int *mine, int B)
 void dti_model_shared_sums(dti_model *m, int step)
 {
     if (m->g)
-        dti_gpt_model_tied_sum(m, step);
+        dti_gpt_model_shared_sums(m, step);
 }
 
 void dti_model_tie_sync(dti_model *m, float *w, float *state, int S)

@@ -448,44 +448,43 @@ void dti_gpt_model_tie_sync(dti_model *m, float *w, float *state, int S)
         dt_bcast(state + m->tie_off * S, (int)(n * S), MPI_FLOAT, 0, m->tie);
 }
 
-/* Megatron's way: the first stage's wte (the embedding) and the last stage's copy (the
- * head) are one weight held twice; each stage's backward gave its copy the gradient
- * of its own use, and the weight's gradient is their sum, which both then hold */
 /* Sequence parallelism: each tensor-parallel rank's gradients of the LayerNorms (ln1,
  * ln2 of its blocks, lnf) are its rows' part (gpt.h); their sum over the ranks is the
- * gradient, which every rank then holds. One allreduce of them all, packed. */
+ * gradient, which every rank then holds. One allreduce of them all, packed: 2C floats
+ * at each of the spans' starts at[]. */
 static void sp_ln_sum(dti_model *m, int step)
 {
     if (!m->cut.sp)
         return;
     const dt_gpt_config *g = m->g;
-    size_t C = (size_t)g->embed, es = dti_work_size(m->run), at[64], n = 0;
+    size_t C = (size_t)g->embed, es = dti_work_size(m->run), n = 2 * C;
     size_t ln2 = dt_gpt_attn_size(g, m->cut.heads) - 2 * C;   /* in a block */
+    size_t *at = dti_calloc(2 * (size_t)m->nl, sizeof *at);
     int ns = 0;
-    for (int i = 0; i < m->nl; i++) {          /* the spans, 2C each, local elements */
+    for (int i = 0; i < m->nl; i++) {
         int u = m->l0 + i;
-        if (u >= 1 && u <= g->layers && ns + 2 <= 64) {
+        if (u >= 1 && u <= g->layers)                           /* a block: ln1, ln2 */
+            at[ns++] = m->off[i], at[ns++] = m->off[i] + ln2;
+        else if (u == g->layers + 1)                            /* lnf */
             at[ns++] = m->off[i];
-            at[ns++] = m->off[i] + ln2;
-        } else if (u == g->layers + 1 && ns < 64) {
-            at[ns++] = m->off[i];
-        }
     }
-    DT_REQUIRE(ns < 64, "sequence parallelism: a stage of more than 31 blocks");
-    if (ns == 0)
-        return;
-    char *buf = dti_calloc((size_t)ns * 2 * C, es), *grads = m->grads;
-    for (int j = 0; j < ns; j++, n += 2 * C)
-        memcpy(buf + n * es, grads + at[j] * es, 2 * C * es);
-    double t0 = dt_trace_now();
-    dt_allreduce(MPI_IN_PLACE, buf, (int)n, m->type, MPI_SUM, m->tp);
-    dti_mark("tp", "ln", step, -1, 0, 0, n * es, t0);
+    char *buf = dti_calloc((size_t)ns * n, es), *grads = m->grads;
     for (int j = 0; j < ns; j++)
-        memcpy(grads + at[j] * es, buf + (size_t)j * 2 * C * es, 2 * C * es);
+        memcpy(buf + j * n * es, grads + at[j] * es, n * es);
+    double t0 = dt_trace_now();
+    if (ns > 0)
+        dt_allreduce(MPI_IN_PLACE, buf, (int)(ns * n), m->type, MPI_SUM, m->tp);
+    dti_mark("tp", "ln", step, -1, 0, 0, ns * n * es, t0);
+    for (int j = 0; j < ns; j++)
+        memcpy(grads + at[j] * es, buf + j * n * es, n * es);
     free(buf);
+    free(at);
 }
 
-void dti_gpt_model_tied_sum(dti_model *m, int step)
+/* Megatron's way: the first stage's wte (the embedding) and the last stage's copy (the
+ * head) are one weight held twice; each stage's backward gave its copy the gradient
+ * of its own use, and the weight's gradient is their sum, which both then hold */
+void dti_gpt_model_shared_sums(dti_model *m, int step)
 {
     sp_ln_sum(m, step);
     if (m->tie == MPI_COMM_NULL)

@@ -367,7 +367,7 @@ void dti_gpt_model_move(const dti_model *m, float *full, float *local, int to_lo
 int dti_gpt_model_spans(const dti_model *m, dti_span *sp);
 void dti_gpt_model_tie_sync(dti_model *m, float *w, float *state, int S);
 void dti_gpt_model_tie(dti_model *m, MPI_Comm pp_comm);
-void dti_gpt_model_tied_sum(dti_model *m, int step);
+void dti_gpt_model_shared_sums(dti_model *m, int step);
 /* The positions of each sequence the GPT's residual stream holds on this rank: seq,
  * or with sequence parallelism this tensor-parallel rank's */
 int dti_gpt_model_rows(const dti_model *m);
