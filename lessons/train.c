@@ -86,7 +86,8 @@ static void make_usage(const dt_train_config *d)
     "  fsdp    --zero 1|2|3 (%d), --offload (shards in host memory, with cuda),\n"
     "          --prefetch (zero 3: the next layer gathered while this one computes)\n"
     "  tp      --tp-style megatron|allgather (%s)\n"
-    "  pp      --micro M (%d), --schedule gpipe|1f1b (%s)\n"
+    "  pp      --micro M (%d), --schedule gpipe|1f1b|interleaved|zb-h1 (%s),\n"
+    "          --virtual v (interleaved: v chunks of layers a stage, %d)\n"
     "  hybrid  --dp D --tp T --pp P, D*T*P = N (--dp defaults to N/(T*P)); and the\n"
     "          ddp, tp and pp options above; --model gpt: --cp C, context\n"
     "          parallelism (ring attention), each sequence cut over C more ranks,\n"
@@ -105,7 +106,7 @@ static void make_usage(const dt_train_config *d)
     d->model.layers, d->model.hidden, d->model.act == DT_RELU ? "relu" : "gelu",
     (double)sc.init, sc.window, d->bucket_kb, d->zero,
     d->tp_style == DT_TP_MEGATRON ? "megatron" : "allgather", d->micro,
-    d->schedule == DT_PP_GPIPE ? "gpipe" : "1f1b", d->topk, (double)d->capacity,
+    dt_pp_schedule_name(d->schedule), d->virtual_stages, d->topk, (double)d->capacity,
     (double)d->aux_loss, d->threads);
 }
 
@@ -133,6 +134,7 @@ static void make_usage(const dt_train_config *d)
     X(TP_STYLE, "tp-style", 1, M(TP) | M(HYBRID)) \
     X(MICRO, "micro", 1, M(PP) | M(HYBRID)) \
     X(SCHEDULE, "schedule", 1, M(PP) | M(HYBRID)) \
+    X(VIRTUAL, "virtual", 1, M(PP) | M(HYBRID)) \
     X(DP, "dp", 1, M(HYBRID))  X(TP, "tp", 1, M(HYBRID))  X(PP, "pp", 1, M(HYBRID)) \
     X(COMPRESS, "compress", 1, M(DDP))      X(NO_FEEDBACK, "no-feedback", 0, M(DDP)) \
     X(EXPERTS, "experts", 1, M(MOE))          X(TOPK, "topk", 1, M(MOE)) \
@@ -218,7 +220,7 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
 {
     static const char *const optims[] = {"sgd", "adam"}, *const acts[] = {"relu", "gelu"},
         *const precs[] = {"fp32", "fp16", "bf16"}, *const styles[] = {"megatron", "allgather"},
-        *const scheds[] = {"gpipe", "1f1b"}, *const models[] = {"mlp", "gpt"},
+        *const scheds[] = {"gpipe", "1f1b", "interleaved", "zb-h1"}, *const models[] = {"mlp", "gpt"},
         *const recomputes[] = {"none", "full", "selective"};
     int given[NOPT] = {0}, idx = 0, opt;
     opterr = 0;                                  /* dt_usage_error speaks, on rank 0 */
@@ -278,7 +280,8 @@ static void parse(int argc, char **argv, dt_train_config *c, struct driver *d)
         case O_PREFETCH: c->prefetch = 1; break;
         case O_TP_STYLE: c->tp_style = (dt_tp_style)word_arg(styles, 2); break;
         case O_MICRO: c->micro = int_arg(1, 1024); break;
-        case O_SCHEDULE: c->schedule = (dt_pp_schedule)word_arg(scheds, 2); break;
+        case O_SCHEDULE: c->schedule = (dt_pp_schedule)word_arg(scheds, 4); break;
+        case O_VIRTUAL: c->virtual_stages = int_arg(1, 64); break;
         case O_DP: c->dp = int_arg(1, 1 << 16); break;
         case O_TP: c->tp = int_arg(1, 1 << 16); break;
         case O_PP: c->pp = int_arg(1, 1 << 16); break;

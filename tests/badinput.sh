@@ -382,6 +382,18 @@ badinput_tests() {
         "--mode hybrid --cp 2 => --cp is context parallelism, for the GPT" \
         "--model gpt --mode hybrid --cp 3 --seq 16 => --seq 16 is no multiple of 3" \
         "--model gpt --mode hybrid --cp 2 --recompute selective => ring attention (--cp) never keeps"
+    bad_group "train: pipeline schedules on 2 stages" "2" "$T" \
+        "--mode pp --schedule interleaved --virtual 3 --layers 4 => make them a multiple of 6" \
+        "--mode pp --schedule interleaved --virtual 2 --layers 6 => 6 layers cannot" \
+        "--mode pp --virtual 2 => --virtual 2 is for --schedule interleaved" \
+        "--mode pp --schedule zb-h1 --virtual 2 => --virtual 2 is for --schedule interleaved" \
+        "--mode pp --schedule interleaved --virtual 65 => --virtual" \
+        "--mode pp --schedule zigzag => does not take 'zigzag'" \
+        "--mode ddp --virtual 2 => --virtual is for --mode pp or hybrid" \
+        "--model gpt --mode pp --schedule zb-h1 => the GPT's not yet" \
+        "--model gpt --mode hybrid --tp 2 --sp --schedule interleaved => without --sp and --cp"
+    bad_group "train: interleaved on one stage" "1" "$T" \
+        "--mode pp --schedule interleaved --virtual 2 => needs 2 or more pipeline stages"
 
     # ---- collbench: its own getopt_long, short options, sizes with suffixes
     local C=$BUILD/bench/collbench

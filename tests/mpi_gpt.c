@@ -16,7 +16,8 @@
  *             several units and of the whole model (counted), overlap on and off,
  *             accumulation 1 and 2; fsdp ZeRO 1, 2, 3 and 3 with --prefetch; tp (heads
  *             split over the ranks), and with --sp (N >= 2); pp GPipe and 1F1B with 1, 2
- *             and 4 micro-batches; hybrid with every factorisation D*T*P = N, and with
+ *             and 4 micro-batches, interleaved 1F1B (2 chunks a stage) with 3 (N >= 2);
+ *             hybrid with every factorisation D*T*P = N, and with
  *             --sp where 1 < T < N; context parallelism (--cp N, and at 4 ranks --cp 2
  *             beside dp, tp or pp); dp-threads (N = 1) with 1, 2, 5
  *             threads, and 3 under the lock. SGD with momentum, and Adam.
@@ -228,6 +229,11 @@ static void make_cases(int N)
         c.gpt.layers = N - 1 < LAYERS ? LAYERS : N - 1;
         tt_add_pp(K_FP32, c, i);
     }
+    /* interleaved 1F1B: 2N units (2N-2 blocks), two chunks a stage (zb-h1 is refused:
+     * the GPT's backward is not split) */
+    c = base(DT_MODE_PP, a);
+    c.gpt.layers = 2 * N - 2;
+    tt_add_pp_today(K_FP32, c, N, 0);
 
     /* hybrid: every D*T*P = N */
     for (int k = 0; k < tt_nlayouts(N); k++, a ^= 1) {

@@ -13,7 +13,8 @@
  *            with the server computing or dedicated; ddp with several bucket caps,
  *            overlap on and off, accumulation 1 and 2; fsdp ZeRO 1, 2, 3, --offload
  *            (ZeRO 3 and 1; also in fp16) and --prefetch (ZeRO 3); tp megatron
- *            and allgather; pp GPipe and 1F1B with 1, 2 and 4 micro-batches; hybrid with
+ *            and allgather; pp GPipe and 1F1B with 1, 2 and 4 micro-batches, interleaved
+ *            1F1B (2 chunks a stage) and ZB-H1 with 3 or 4 (N >= 2); hybrid with
  *            every factorisation D*T*P = N; dp-threads (N = 1) with 1, 2, 5 and 7
  *            threads, and 3 under the lock. SGD with momentum, and Adam.
  *   async    dp --async K: the loss goes down, and it equals a serial simulation of the
@@ -185,6 +186,10 @@ static void make_cases(int N)
         c.model.layers = N + 1 < 3 ? 3 : N + 1;
         tt_add_pp(K_FP32, c, i);
     }
+    /* interleaved 1F1B and ZB-H1: 2N layers, two chunks a stage */
+    c = base(DT_MODE_PP, a);
+    c.model.layers = 2 * N;
+    tt_add_pp_today(K_FP32, c, N, 1);
 
     /* hybrid: every D*T*P = N */
     for (int k = 0; k < tt_nlayouts(N); k++, a ^= 1) {

@@ -838,6 +838,34 @@ train_tests() {
     gpt_recompute "--mode tp --sp" 2 --mode tp --sp --heads 2 --seq 31
     rc_selective="" gpt_recompute "--mode hybrid --cp 2 (full)" 2 --mode hybrid --cp 2
     gpt_recompute "--mode pp" 3 --mode pp --micro 2
+
+    # today's pipeline schedules move when each micro-batch's forward and backward run,
+    # never the order its gradients add up in: the weights byte-equal to 1F1B's (the
+    # MLP's interleaved at 3 stages and 5 micro-batches, zb-h1 in fp16 and beside dp's
+    # buckets, which its W's fill; the GPT's interleaved with 3 chunks a stage)
+    pp_same() {   # pp_same N "SCHEDULE ARGS" ARGS...
+        local n=$1 sched=$2 why=""
+        local name="train $sched -n $n${3:+ $3 $4}: weights byte-equal to 1f1b's"
+        shift 2
+        MPIEXEC_TIMEOUT=60 "$MPIEXEC" -n "$n" "$train" "$@" --quiet --schedule 1f1b \
+            --dump "$tmp/pp-1f1b.f32" >"$log" 2>&1 </dev/null || why="1f1b: $(status_words $?)"
+        MPIEXEC_TIMEOUT=60 "$MPIEXEC" -n "$n" "$train" "$@" --quiet $sched \
+            --dump "$tmp/pp-new.f32" >>"$log" 2>&1 </dev/null || why="$why; $(status_words $?)"
+        [ -n "$why" ] || cmp -s "$tmp/pp-1f1b.f32" "$tmp/pp-new.f32" || why="they differ"
+        if [ -z "$why" ]; then
+            report "$name" 1 "byte-equal"
+        else
+            report "$name" 0 "${why#; }"
+        fi
+    }
+    pp_same 3 "--schedule interleaved --virtual 2" --mode pp --layers 6 --micro 5 \
+        --batch 30 --steps 3 --hidden 24
+    pp_same 3 "--schedule zb-h1" --mode pp --layers 5 --micro 4 --batch 24 --steps 3 \
+        --hidden 24 --precision fp16
+    pp_same 4 "--schedule zb-h1" --mode hybrid --dp 2 --pp 2 --layers 4 --micro 3 \
+        --batch 36 --steps 3 --hidden 24 --bucket-kb 1
+    pp_same 2 "--schedule interleaved --virtual 3" "${gpt[@]}" --mode pp --layers 4 \
+        --micro 2 --steps 2
     gpt_recompute "--mode fsdp --zero 3" 2 --mode fsdp --zero 3
 
     # ---- the CPU's matrix products: sgemm or the loops (lib/nn/blas.c), stepbench

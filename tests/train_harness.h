@@ -132,6 +132,26 @@ static void tt_add_pp(int kind, dt_train_config c, int i)
            tt_optim(&c));
 }
 
+/* Adds today's schedules of c on N >= 2 stages, whose units the caller made 2N (two
+ * chunks a stage): interleaved 1F1B with 2 chunks a stage and 3 micro-batches (more
+ * than, as many as and fewer than the stages, as N goes 2 .. 5), and with zb 1, ZB-H1
+ * (the MLP's split backward) with 3 + N % 2. */
+static void tt_add_pp_today(int kind, dt_train_config c, int N, int zb)
+{
+    if (N < 2)
+        return;
+    c.schedule = DT_PP_INTERLEAVED;
+    c.virtual_stages = 2;
+    c.micro = 3;
+    tt_add(kind, c, c.micro, "pp interleaved v 2 micro 3 %s", tt_optim(&c));
+    if (!zb)
+        return;
+    c.schedule = DT_PP_ZBH1;
+    c.virtual_stages = 1;
+    c.micro = 3 + N % 2;
+    tt_add(kind, c, c.micro, "pp zb-h1 micro %d %s", c.micro, tt_optim(&c));
+}
+
 /* The hybrid layouts of N ranks: every D*T*P = N, T and then P rising. tt_nlayouts
  * counts them; tt_layout gives c layout k (its dp, tp and pp), with 2 micro-batches
  * where P > 1 (else 1) and the schedule alternating with T + P. */

@@ -132,7 +132,19 @@ START_TEST(test_linear)
     unit_require_close(y, want_y, (size_t)B * out, tol, "y without bias");
 
     float *dW0 = unit_copy_floats(dW, (size_t)out * in);
+    /* zero bubble's split: dx alone (no x, no dW), then dW and db alone (no W, no dx),
+     * the same bits as the one call below */
+    float *dWs = unit_copy_floats(dW, (size_t)out * in), *dbs = unit_copy_floats(db, out);
+    float *dxs = unit_random_floats((size_t)B * in, 1e30, 2e30);
+    dt_linear_backward(NULL, W, dy, dxs, NULL, NULL, B, in, out);
+    dt_linear_backward(x, NULL, dy, NULL, dWs, dbs, B, in, out);
     dt_linear_backward(x, W, dy, dx, dW, db, B, in, out);
+    ck_assert_msg(!memcmp(dWs, dW, (size_t)out * in * sizeof *dW) &&
+                  !memcmp(dbs, db, out * sizeof *db) &&
+                  !memcmp(dxs, dx, (size_t)B * in * sizeof *dx),
+                  "the split backward differs from the whole (B %d, in %d, out %d)", B, in,
+                  out);
+    free(dWs); free(dbs); free(dxs);
     unit_require_close(dW, want_dW, (size_t)out * in, tol, "dW");
     unit_require_close(db, want_db, out, tol, "db");
     unit_require_close(dx, want_dx, (size_t)B * in, tol, "dx");

@@ -123,14 +123,16 @@ void dt_linear_backward(const float *x, const float *W, const float *dy,
     check_shape("dt_linear_backward", B, in, out);
     if (B == 0)
         return;
-    DT_REQUIRE(x && W && dy && dW, "dt_linear_backward: x, W, dy and dW must not be NULL");
+    DT_REQUIRE(dy && (W || !dx) && (dW ? x != NULL : db == NULL), "dt_linear_backward: "
+               "dy must not be NULL, nor W with dx, nor x with dW; without dW, no db");
     const void *p[] = { x, W, dy, dx, dW, db };
     if (dti_nn_on_gpu("dt_linear_backward", p, 6)) {
         dti_nn_cuda_linear_backward(x, W, dy, dx, dW, db, B, in, out);
         return;
     }
     if (dt_blas()) {                /* dW += dy^T x; db += column sums; dx = dy W */
-        dti_sgemm(1, 0, out, in, B, 1.0f, dy, x, 1.0f, dW);
+        if (dW)
+            dti_sgemm(1, 0, out, in, B, 1.0f, dy, x, 1.0f, dW);
         if (db) {
             struct bias_args g = { .dy = dy, .y = db, .out = out, .B = B };
             dti_nn_parallel((size_t)(out + DTI_NN_COLS - 1) / DTI_NN_COLS, (size_t)B * out,
@@ -144,7 +146,7 @@ void dt_linear_backward(const float *x, const float *W, const float *dy,
      * o, row o of dW (in floats, it stays in cache) gathers row r of x scaled by
      * dy[r][o], rows r = 0, 1, ... in order. Adding them straight into dW in that order
      * means two half-batches, one call after the other, round exactly as the whole. */
-    for (int o = 0; o < out; o++) {
+    for (int o = 0; dW && o < out; o++) {
         float *dW_o = dW + (size_t)o * in;          /* (in) */
         for (int r = 0; r < B; r++) {
             const float *x_r = x + (size_t)r * in;  /* (in) */

@@ -52,7 +52,10 @@ void dt_linear_forward(const float *x, const float *W, const float *b, float *y,
                        int B, int in, int out);
 /* Given dy (B, out): dW += dy^T x, db += column sums of dy (db may be NULL),
  * dx = dy W (dx may be NULL; overwritten, not accumulated). Gradients accumulate so that
- * micro-batches add up; zero them before a step. */
+ * micro-batches add up; zero them before a step. dW NULL (and db NULL; x may be NULL
+ * then) computes dx alone, and a later call with dx NULL (W may be NULL then) the
+ * weights' part: the same products as one call, so the same bits (zero-bubble
+ * pipelines split them so). */
 void dt_linear_backward(const float *x, const float *W, const float *dy,
                         float *dx, float *dW, float *db, int B, int in, int out);
 /* y = act(x) for n values; dx = act'(x) * dy. GELU is the tanh approximation. Both

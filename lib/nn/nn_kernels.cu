@@ -222,8 +222,9 @@ extern "C" void dti_nn_cuda_linear_backward(const float *x, const float *W, cons
      *   A = x   stored as x^T (in, B)   col, lda = in;  op N keeps x^T (m = in, k = B)
      *   B = dy  stored as dy^T (out, B) col, ldb = out; op T gives dy   (k = B,  n = out)
      *   C = dW  stored as dW^T (in, out) col, ldc = in; beta = 1 accumulates */
-    DT_CHECK_CUBLAS(sgemm(CUBLAS_OP_N, CUBLAS_OP_T, in, out, B,
-                          &one, x, in, dy, out, &one, dW, in));
+    if (dW)
+        DT_CHECK_CUBLAS(sgemm(CUBLAS_OP_N, CUBLAS_OP_T, in, out, B,
+                              &one, x, in, dy, out, &one, dW, in));
     if (db) {
         col_sum_kernel<<<grid_for((size_t)out), NN_THREADS, 0, cudaStreamPerThread>>>(
             dy, db, B, out);

@@ -45,6 +45,12 @@ int dt_mode_parse(const char *s, dt_mode *m)
     return i < 0 ? -1 : 0;
 }
 
+const char *dt_pp_schedule_name(dt_pp_schedule s)
+{
+    static const char *const names[] = { "gpipe", "1f1b", "interleaved", "zb-h1" };
+    return s >= 0 && s <= DT_PP_ZBH1 ? names[s] : "?";
+}
+
 const char *dt_compress_name(dt_compress k)
 {
     return k >= 0 && k < DT_NCOMPRESS ? compress_names[k] : "?";

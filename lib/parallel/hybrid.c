@@ -92,7 +92,11 @@ void dti_train_hybrid(dti_run *r)
     dt_chunk_bounds((size_t)dti_units(c), P, p, &l0, &l1);
     int B = c->batch, Bd = B / D, M = (P > 1 ? c->micro : 1) * c->accum, mb = Bd / M;
     dti_model m;
-    dti_model_init(&m, r, (int)l0, (int)l1, tp, c->tp_style, mb);
+    int v = c->schedule == DT_PP_INTERLEAVED && P > 1 ? c->virtual_stages : 0;
+    if (v)                            /* chunks p, p + P, ... of v P (dti_model_init_chunks) */
+        dti_model_init_chunks(&m, r, v, P, p, tp, c->tp_style, mb);
+    else
+        dti_model_init(&m, r, (int)l0, (int)l1, tp, c->tp_style, mb);
     dti_model_tie(&m, pp);            /* the GPT's wte, on the first and the last stage */
     if (C > 1)                        /* the GPT's positions over the cp group */
         dti_model_cp(&m, cp, mb);
@@ -222,10 +226,25 @@ void dti_train_hybrid(dti_run *r)
         double mine[2] = { bubble, stash }, *all = malloc(2 * sizeof(double) * N);
         DT_REQUIRE(all != NULL, "out of host memory");
         MPI_Gather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, r->comm);
-        double ideal = (double)(P - 1) / (M + P - 1);
-        dti_summary(r, "pipeline: %d stages, %d micro-batches of %d rows, %s", P, M, mb,
-                    c->schedule == DT_PP_GPIPE ? "GPipe" : "1F1B");
-        dti_summary(r, "  ideal bubble (p-1)/(m+p-1) = %.3f", ideal);
+        static const char *const names[] = { "GPipe", "1F1B", "interleaved 1F1B",
+                                             "ZB-H1" };
+        int vv = v ? v : 1, sch = (int)c->schedule;
+        char chunks[64] = "";
+        if (v)
+            snprintf(chunks, sizeof chunks, ", %d chunks a stage", v);
+        dti_summary(r, "pipeline: %d stages, %d micro-batches of %d rows, %s%s", P, M, mb,
+                    names[sch], chunks);
+        if (sch == DT_PP_ZBH1)        /* F, B and W one slot each (lib/schedule.h) */
+            dti_summary(r, "  ideal bubble, F = B = W: (max(p-m,0) + p-1) / slots = %.3f "
+                        "(1F1B's, backward = B + W: %.3f)",
+                        dt_pp_bubble_v(sch, P, M, 1, 1, 1),
+                        dt_pp_bubble_v(DT_PP_1F1B, P, M, 1, 1, 1));
+        else if (M >= P || sch != DT_PP_INTERLEAVED)
+            dti_summary(r, "  ideal bubble (p-1)/(%sm+p-1) = %.3f", v ? "v" : "",
+                        dt_pp_bubble_v(sch, P, M, vv, 1, 1));
+        else
+            dti_summary(r, "  ideal bubble (v(p-m)+m-1)/(vp+m-1) = %.3f (m < p: each pass "
+                        "round the stages waits)", dt_pp_bubble_v(sch, P, M, vv, 1, 1));
         if (r->rank == 0) {
             r->res->stages = P;
             r->res->stage_bubble = malloc(P * sizeof(double));
@@ -237,11 +256,18 @@ void dti_train_hybrid(dti_run *r)
             }
         }
         for (int q = 0; q < P && r->rank == 0; q++) {
-            size_t a, b;
-            dt_chunk_bounds((size_t)dti_units(c), P, q, &a, &b);
-            dti_summary(r, "  stage %d (layers %zu..%zu): bubble %.3f measured, peak "
-                        "stashed activations %d", q, a, b - 1, all[2 * q * T],
-                        (int)all[2 * q * T + 1]);
+            char layers[96] = "";
+            for (int j = 0; j < vv; j++) {
+                size_t a, b;
+                dt_chunk_bounds((size_t)dti_units(c), vv * P, j * P + q, &a, &b);
+                if (b - a == 1 && v)
+                    append(layers, sizeof layers, "%s%zu", j ? ", " : "", a);
+                else
+                    append(layers, sizeof layers, "%s%zu..%zu", j ? ", " : "", a, b - 1);
+            }
+            dti_summary(r, "  stage %d (layers %s): bubble %.3f measured, peak stashed "
+                        "activations %d%s", q, layers, all[2 * q * T],
+                        (int)all[2 * q * T + 1], v ? " chunk micro-batches" : "");
         }
         free(all);
     }

@@ -342,8 +342,76 @@ void dti_model_init(dti_model *m, dti_run *r, int l0, int l1, MPI_Comm tp,
     m->dzl = m->tmp + scratch;
 }
 
+void dti_model_init_chunks(dti_model *m, dti_run *r, int v, int P, int p, MPI_Comm tp,
+                           dt_tp_style style, int Bmax)
+{
+    int units = dti_units(r->cfg);
+    DT_REQUIRE(v >= 1 && P >= 1 && 0 <= p && p < P && units % (v * P) == 0,
+               "dti_model_init_chunks: %d units in %d x %d chunks", units, v, P);
+    memset(m, 0, sizeof *m);
+    dti_model *ch = calloc((size_t)v, sizeof *ch);
+    int *cnl = malloc((v + 1) * sizeof *cnl);
+    DT_REQUIRE(ch && cnl, "out of host memory");
+    size_t es = dti_work_size(r), n = 0;
+    cnl[0] = 0;
+    for (int j = 0; j < v; j++) {                 /* chunk j: virtual stage j P + p */
+        size_t l0, l1;
+        dt_chunk_bounds((size_t)units, v * P, j * P + p, &l0, &l1);
+        dti_model_init(&ch[j], r, (int)l0, (int)l1, tp, style, Bmax);
+        cnl[j + 1] = cnl[j] + ch[j].nl;
+        n += ch[j].n;
+    }
+    m->off = malloc((cnl[v] + 1) * sizeof *m->off);
+    DT_REQUIRE(m->off != NULL, "out of host memory");
+    m->off[0] = 0;
+    for (int j = 0, i = 0; j < v; j++)           /* the chunks' units, in chunk order */
+        for (int k = 0; k < ch[j].nl; k++, i++)
+            m->off[i + 1] = m->off[i] + (ch[j].off[k + 1] - ch[j].off[k]);
+    /* one block of weights and one of gradients: the chunks' own go (first, so that
+     * the books' peak is the stage's, not twice it), the chunks see theirs in them */
+    for (int j = 0; j < v; j++) {
+        dti_free(r, DTI_PARAMS, ch[j].params, ch[j].n * es);
+        dti_free(r, DTI_GRADS, ch[j].grads, ch[j].n * es);
+    }
+    m->params = dti_alloc(r, DTI_PARAMS, n * es, 0);
+    m->grads = dti_alloc(r, DTI_GRADS, n * es, 0);
+    for (int j = 0; j < v; j++) {
+        ch[j].params = (char *)m->params + m->off[cnl[j]] * es;
+        ch[j].grads = (char *)m->grads + m->off[cnl[j]] * es;
+    }
+    /* to the rest of the run, one model: chunk 0's shape, all the units */
+    m->c = ch[0].c;
+    m->g = ch[0].g;
+    m->cut = ch[0].cut;
+    m->tie = MPI_COMM_NULL;
+    m->lpe = ch[0].lpe;
+    m->classes = ch[0].classes;
+    m->run = r;
+    m->l0 = ch[0].l0;                  /* the first and the last unit: the GPT's tie */
+    m->l1 = ch[v - 1].l1;              /* (dti_model_tie) asks for nothing else */
+    m->nl = cnl[v];
+    m->tp = tp;
+    m->T = ch[0].T;
+    m->t = ch[0].t;
+    m->n = n;
+    m->type = ch[0].type;
+    m->Bmax = Bmax;
+    if (m->g)                          /* wte: in chunk 0 on stage 0, at the end of the */
+        m->tie_off = m->l0 == 0 ? 0    /* last chunk on stage P-1 */
+                   : m->l1 == units ? m->off[cnl[v - 1]] + ch[v - 1].tie_off : 0;
+    m->v = v;
+    m->chunk = ch;
+    m->chunk_nl = cnl;
+}
+
 void dti_model_free(dti_model *m)
 {
+    for (int j = 0; j < m->v; j++) {   /* their weights and gradients are m's */
+        m->chunk[j].params = m->chunk[j].grads = NULL;
+        dti_model_free(&m->chunk[j]);
+    }
+    free(m->chunk);
+    free(m->chunk_nl);
     size_t es = dti_work_size(m->run);
     dti_free(m->run, DTI_PARAMS, m->params, m->n * es);
     dti_free(m->run, DTI_GRADS, m->grads, m->n * es);
@@ -407,6 +475,10 @@ static void move_layer(const dti_model *m, int i, float *full, float *local, int
 
 void dti_model_take(const dti_model *m, const float *full, float *dst)
 {
+    for (int j = 0; j < m->v; j++)
+        dti_model_take(&m->chunk[j], full, dst + m->off[m->chunk_nl[j]]);
+    if (m->v)
+        return;
     if (m->g) {
         dti_gpt_model_move(m, (float *)full, dst, 1);
         return;
@@ -417,6 +489,10 @@ void dti_model_take(const dti_model *m, const float *full, float *dst)
 
 void dti_model_put(const dti_model *m, const float *src, float *full)
 {
+    for (int j = 0; j < m->v; j++)
+        dti_model_put(&m->chunk[j], src + m->off[m->chunk_nl[j]], full);
+    if (m->v)
+        return;
     if (m->g) {
         dti_gpt_model_move(m, full, (float *)src, 0);
         return;
@@ -427,11 +503,22 @@ void dti_model_put(const dti_model *m, const float *src, float *full)
 
 int dti_model_nspans(const dti_model *m)
 {
+    int n = 0;
+    for (int j = 0; j < m->v; j++)
+        n += dti_model_nspans(&m->chunk[j]);
+    if (m->v)
+        return n;
     return m->g ? dti_gpt_model_spans(m, NULL) : 2 * m->nl;
 }
 
 int dti_model_spans(const dti_model *m, dti_span *sp)
 {
+    if (m->v) {                       /* chunk by chunk: the GPT's copy of wte, at the */
+        int n = 0;                    /* end of the last, stays last */
+        for (int j = 0; j < m->v; j++)
+            n += dti_model_spans(&m->chunk[j], sp + n);
+        return n;
+    }
     if (m->g)
         return dti_gpt_model_spans(m, sp);
     int n = 0;
@@ -644,5 +731,82 @@ void dti_model_backward(dti_model *m, dti_acts *a, const float *dy, float *dx, i
             dti_compute_event("backward", step, l - 1, micro, t0);
             dz = dxi;
         }
+    }
+}
+
+/* Zero bubble's B: as dti_model_backward without the weights' products; each layer's
+ * output gradient dz[i] overwrites z[i], which only B needed (W needs x[i] and dz[i]). */
+void dti_model_backward_input(dti_model *m, dti_acts *a, const float *dy, float *dx,
+                              int B, int step, int micro)
+{
+    DT_REQUIRE(m->c != NULL, "the split backward is the MLP's");
+    int nl = m->nl;
+    DT_REQUIRE(B >= 1 && B <= a->B && B <= m->Bmax, "dti_model_backward_input: %d rows", B);
+    size_t n = (size_t)B * z_width(m, nl - 1);
+    if (!is_last_layer(m, nl - 1)) {                 /* dy is that of act(z[nl-1]) */
+        dt_act_backward(m->c->act, a->z[nl - 1], dy, a->z[nl - 1], n);
+        round_if_half(m, a->z[nl - 1], n);
+    } else {
+        dt_memcpy(a->z[nl - 1], dy, n * sizeof(float));
+    }
+    for (int i = nl - 1; i >= 0; i--) {
+        int in = m->in[i], out = m->out[i], l = m->l0 + i;
+        float *dxi = i > 0 ? m->gx[0] : dx;          /* the gradient of x[i] */
+        if (dxi == NULL)
+            break;
+        double t0 = dt_trace_now();
+        const float *dyl = a->z[i];
+        if (m->split[i] == DTI_COL_GATHER) {         /* this rank's columns of dz */
+            dti_copy_block(m->dzl, (size_t)out, dyl + m->lo[i], (size_t)full_out(m, i), B,
+                           out, sizeof(float));
+            dyl = m->dzl;
+        }
+        if (out > 0)
+            dt_linear_backward(NULL, weights(m, i), dyl, dxi, NULL, NULL, B, in, out);
+        else
+            dt_memzero(dxi, (size_t)B * in * sizeof(float));
+        dti_compute_event("backward", step, l, micro, t0);
+        size_t nx = (size_t)B * x_width(m, i);
+        if (m->split[i] == DTI_COL || m->split[i] == DTI_COL_GATHER) {
+            t0 = dt_trace_now();
+            dti_tp_allreduce(m, dxi, nx);                              /* f */
+            tp_mark(m, "f", step, l, micro, nx * dti_work_size(m->run), t0);
+        }
+        round_if_half(m, dxi, nx);
+        if (i > 0) {                     /* through the activation of layer i-1 */
+            t0 = dt_trace_now();
+            dt_act_backward(m->c->act, a->z[i - 1], dxi, a->z[i - 1], nx);
+            round_if_half(m, a->z[i - 1], nx);
+            dti_compute_event("backward", step, l - 1, micro, t0);
+        }
+    }
+}
+
+/* Zero bubble's W: the weights' gradients from x[i] and the dz[i] B left in z[i]. */
+void dti_model_backward_weights(dti_model *m, dti_acts *a, int B, int step, int micro,
+                                void (*layer_done)(int i, void *ctx), void *ctx)
+{
+    DT_REQUIRE(m->c != NULL, "the split backward is the MLP's");
+    for (int i = m->nl - 1; i >= 0; i--) {
+        int in = m->in[i], out = m->out[i], l = m->l0 + i;
+        double t0 = dt_trace_now();
+        float *dW = m->type == MPI_FLOAT ? (float *)m->grads + m->off[i] : m->gf;
+        if (m->type != MPI_FLOAT)
+            dt_memzero(m->gf, (m->off[i + 1] - m->off[i]) * sizeof(float));
+        const float *dyl = a->z[i];
+        if (m->split[i] == DTI_COL_GATHER) {
+            dti_copy_block(m->dzl, (size_t)out, dyl + m->lo[i], (size_t)full_out(m, i), B,
+                           out, sizeof(float));
+            dyl = m->dzl;
+        }
+        if (out > 0)
+            dt_linear_backward(a->x[i], NULL, dyl, NULL, dW, dW + (size_t)out * in, B, in,
+                               out);
+        if (m->type != MPI_FLOAT)
+            dti_accumulate((char *)m->grads + m->off[i] * 2, m->type, m->gf,
+                           m->off[i + 1] - m->off[i]);
+        dti_compute_event("backward", step, l, micro, t0);
+        if (layer_done)
+            layer_done(i, ctx);
     }
 }

@@ -46,7 +46,13 @@ typedef enum { DT_FP32 = 0, DT_FP16 = 1, DT_BF16 = 2 } dt_precision;
 /* The model a run trains: the MLP of nn.h on a classification set, or the transformer
  * of gpt.h on a text (next-token prediction). */
 typedef enum { DT_MODEL_MLP = 0, DT_MODEL_GPT = 1 } dt_model_kind;
-typedef enum { DT_PP_GPIPE = 0, DT_PP_1F1B = 1 } dt_pp_schedule;
+/* The pipeline's schedules (lib/schedule.h draws each): GPipe, 1F1B, interleaved 1F1B
+ * (v chunks of layers a rank, --virtual) and zero bubble's ZB-H1 (backward split into
+ * the input's gradient, B, and the weights', W). */
+typedef enum {
+    DT_PP_GPIPE = 0, DT_PP_1F1B = 1, DT_PP_INTERLEAVED = 2, DT_PP_ZBH1 = 3
+} dt_pp_schedule;
+const char *dt_pp_schedule_name(dt_pp_schedule s);  /* "gpipe", "1f1b", "interleaved", "zb-h1" */
 /* megatron: layer pairs, columns then rows, one allreduce each way per pair (a last
  * unpaired layer is split by columns and allgathered); allgather: every layer split by
  * columns and its output allgathered (the simpler scheme of the seeds). */
@@ -153,6 +159,7 @@ typedef struct {
     /* pp */
     int micro;                     /* micro-batches per step */
     dt_pp_schedule schedule;
+    int virtual_stages;            /* interleaved: v chunks of layers a stage (1: 1F1B) */
     /* hybrid: data-parallel, tensor-parallel and pipeline sizes, D*T*P = ranks */
     int dp, tp, pp;
     /* ddp: gradients compressed before they travel (DT_COMPRESS_NONE: as they are) */

@@ -190,7 +190,7 @@ typedef enum {
     DTI_COL_GATHER   /* as DTI_COL, then the outputs allgathered: output whole */
 } dti_split;
 
-typedef struct {
+typedef struct dti_model {
     const dt_mlp_config *c;  /* the MLP's shape; NULL for the GPT */
     const dt_gpt_config *g;  /* the GPT's; NULL for the MLP (model_gpt.c) */
     dt_gpt_cut cut;          /* the GPT: this rank's part of every block */
@@ -224,6 +224,12 @@ typedef struct {
     float *sp_buf;           /* the GPT with sequence parallelism: its collectives' */
     void *sp_wire;           /* blocks, and in fp16 the same as fp16 (model_gpt.c) */
     struct dti_cp *cp;       /* the GPT with context parallelism: its ring (cp.c) */
+    /* interleaved pipelines (dti_model_init_chunks): this rank's v chunks, each a model
+     * of its own units whose params and grads lie in this one's, chunk j from unit
+     * chunk_nl[j] and float off[chunk_nl[j]]; v 0 for a model of one chunk */
+    int v;
+    struct dti_model *chunk; /* [v] */
+    int *chunk_nl;           /* [v + 1] */
 } dti_model;
 
 /* Sets up layers [l0, l1) cut over the tensor-parallel group tp (MPI_COMM_SELF for
@@ -265,6 +271,13 @@ void dti_model_labels(const dti_model *m, const int *y, int *mine, int B);
  * checkpoint maps only the first's (dti_model_spans). Collective over pp_comm's first
  * and last stage. */
 void dti_model_tie_sync(dti_model *m, float *w, float *state, int S);
+/* An interleaved pipeline's stage p of P: the units cut into v P equal chunks (the
+ * caller checked they divide), of which this rank holds chunks j P + p, j = 0 .. v-1,
+ * each a model of its own (m->chunk[j], forward and backward run on it), their weights
+ * and gradients one block in chunk order (m->params, m->grads, m->off over all m->nl
+ * units): to the optimizer, the gradient buckets and checkpoints, one model. */
+void dti_model_init_chunks(dti_model *m, dti_run *r, int v, int P, int p, MPI_Comm tp,
+                           dt_tp_style style, int Bmax);
 /* Columns of the activations entering and leaving this rank's layers. */
 int dti_model_in_width(const dti_model *m);
 int dti_model_out_width(const dti_model *m);
@@ -295,6 +308,17 @@ const float *dti_model_forward(dti_model *m, dti_acts *a, const float *x_in, int
 void dti_model_backward(dti_model *m, dti_acts *a, const float *dy, float *dx, int B,
                         int step, int micro, void (*layer_done)(int i, void *ctx),
                         void *ctx);
+
+/* Backward cut in two, as zero-bubble pipelines run it (the MLP): _input is B, the
+ * gradient of the input only, dx (B, in_width; NULL: none), leaving in a each layer's
+ * output gradient where its z was; _weights is W, afterwards, the weights' gradients
+ * from them, accumulated into m->grads, calling layer_done(i, ctx) as each local layer's
+ * are in. Together the same products as dti_model_backward, so the same bits; a holds
+ * the micro-batch until W. */
+void dti_model_backward_input(dti_model *m, dti_acts *a, const float *dy, float *dx,
+                              int B, int step, int micro);
+void dti_model_backward_weights(dti_model *m, dti_acts *a, int B, int step, int micro,
+                                void (*layer_done)(int i, void *ctx), void *ctx);
 
 /* tp.c: how layer l of c is cut over T ranks in style s (T = 1: DTI_WHOLE). */
 dti_split dti_tp_split(const dt_mlp_config *c, int l, int T, dt_tp_style s);

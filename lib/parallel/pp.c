@@ -54,10 +54,32 @@
  * With P = 1 there is nothing to send: the step is M forwards and backwards in turn,
  * gradients adding up (gradient accumulation, as serial and ddp --accum use it).
  *
+ * Today's schedules (lib/schedule.h draws and counts both):
+ *   interleaved 1F1B (--schedule interleaved --virtual v): the layers cut into vP
+ *   chunks, rank s holding chunks s, s+P, s+2P, ... (dti_model_init_chunks); a
+ *   micro-batch goes round the ranks v times, so the last rank's output of chunk j goes
+ *   to rank 0's chunk j+1, and rank 0's gradient of chunk j back to the last rank's
+ *   chunk j-1. The bubble falls to (P-1)/(vM+P-1) of the step, for v times the messages.
+ *   zb-h1 (--schedule zb-h1): each backward cut in two, B (the input's gradient, which
+ *   stage s-1 waits for: dti_model_backward_input) and W (the weights', which nothing
+ *   waits for: dti_model_backward_weights), stage s putting its W's off by s
+ *   micro-batches so that they fill the tail where 1F1B idles. A micro-batch is held
+ *   from F until W (only x and dz of each layer after B).
+ * On a ring of stages the pairing above is not enough (rank 0 may send to rank P-1
+ * while it sends to rank 0, not as each other's next receive), and zb-h1 puts W's
+ * between a B and the next receive. So these two send without blocking (dt_isend, from
+ * a copy that stays until MPI is done with it) and receive with dt_irecv and a wait:
+ * a rank then waits only for what its next operation needs, which the schedule's
+ * timetable says is computed first (every order is checked deadlock-free on the clock
+ * in unit_pipeline). Activations and gradients go under two tags, and each arrives in
+ * the order it was sent: every rank runs its forwards, and its backwards, in the same
+ * order of (micro-batch, chunk).
+ *
  * Trace: besides the compute events of model.c, a mark per operation (coll "pipeline",
- * phase forward or backward, chunk = stage, lo..hi = micro..micro+1) from the start of
- * its receive to the end of its computation, and the messages under coll "pipeline",
- * phase activations, gradients or exchange (chunk = micro-batch). */
+ * phase forward, backward or (zb-h1's W) weights, chunk = the virtual stage jP + s of
+ * chunk j (the stage s when v = 1), lo..hi = micro..micro+1) from the start of its
+ * receive to the end of its computation, and the messages under coll "pipeline", phase
+ * activations, gradients or exchange (chunk = micro-batch). */
 #include <stdlib.h>
 #include "buf.h"
 #include "p2p.h"
@@ -66,6 +88,7 @@
 #include "trace.h"
 
 #define PP_TAG 101               /* below DT_TAG_BASE: ours, not the collectives' */
+#define PP_TAG_GRAD 102          /* interleaved and zb-h1: the gradients' own */
 
 typedef struct {                 /* a message waiting to go out */
     const void *buf;             /* NULL: none */
@@ -73,29 +96,56 @@ typedef struct {                 /* a message waiting to go out */
     int peer, micro;
 } pp_msg;
 
-struct dti_pp {
+typedef struct {                 /* one chunk of this rank's layers, and its stash */
     dti_model *m;
-    MPI_Comm comm;
-    int s, P, M, mb, schedule;
-    int in, out;                 /* widths of what enters and leaves this stage */
-    int fp16;                    /* messages travel as fp16 */
-    dt_pp_op *ops;               /* [2M] this stage's order */
-
-    /* the stash: K slots of activations, K = the schedule's peak for this stage */
-    int K, nfree, held, peak;
+    int in, out;                 /* widths of what enters and leaves it */
+    int K, nfree;                /* K slots of activations: its peak in this order */
     dti_acts *pool;              /* [K] */
     int *free_slot;              /* [K] a stack of free slots */
     int *slot_of;                /* [M] the slot micro-batch m stashed in */
-    float *dlogits;              /* last stage: [K] x (mb, out), with the slot */
+} pp_chunk;
+
+struct dti_pp {
+    dti_model *m;
+    MPI_Comm comm;
+    int s, P, M, mb, schedule, v, nops;
+    int fp16;                    /* messages travel as fp16 */
+    int nb;                      /* interleaved, zb-h1: sends that do not block */
+    dt_pp_op *ops;               /* [nops] this stage's order */
+    pp_chunk *ch;                /* [v] */
+    int held, peak;              /* chunk micro-batches stashed */
+    float *dlogits;              /* last stage: [K of the last chunk] x (mb, out) */
     int *labels;                 /* last stage: (M*mb) where the model lives */
 
     float *xin, *dy, *dx;        /* received activations, received gradient, sent dx */
-    void *hsend, *hrecv;         /* fp16: the wire copies, (mb, max width) halves */
+    size_t wide;                 /* the widest of them, in floats */
+    void *hsend, *hrecv;         /* fp16: the wire copies, (mb, wide) halves */
     pp_msg pending;
+    /* nb: copies of the messages on their way (host), and their requests */
+    int nout;
+    void **out_buf;
+    MPI_Request *out_req;
+    void *hwire;                 /* nb: where a message arrives (host) */
     double bubble;
 };
 
 /* ==== set-up ==== */
+
+/* The most micro-batches chunk j holds at once in this order: from F until the
+ * operation that frees them (B; zb-h1: W). */
+static int chunk_peak(const dti_pp *p, int j)
+{
+    int held = 0, peak = 0;
+    char frees = p->schedule == DT_PP_ZBH1 ? 'W' : 'B';
+    for (int k = 0; k < p->nops; k++) {
+        if (p->ops[k].chunk != j)
+            continue;
+        held += p->ops[k].kind == 'F' ? 1 : p->ops[k].kind == frees ? -1 : 0;
+        if (held > peak)
+            peak = held;
+    }
+    return peak;
+}
 
 dti_pp *dti_pp_new(dti_model *m, MPI_Comm pp_comm, int M, int mb, dt_pp_schedule schedule)
 {
@@ -108,51 +158,66 @@ dti_pp *dti_pp_new(dti_model *m, MPI_Comm pp_comm, int M, int mb, dt_pp_schedule
     p->M = M;
     p->mb = mb;
     p->schedule = (int)schedule;
-    DT_REQUIRE(schedule == DT_PP_GPIPE || schedule == DT_PP_1F1B,
-               "pipeline: unknown schedule %d", (int)schedule);
-    DT_REQUIRE(M >= 1 && mb >= 1 && mb <= m->Bmax, "pipeline: %d micro-batches of %d rows "
+    p->v = m->v ? m->v : 1;
+    DT_REQUIRE(dt_pp_valid(p->schedule, p->P, M, p->v), "pipeline: schedule %d cannot run "
+               "%d stages, %d micro-batches, %d chunks a stage", (int)schedule, p->P, M,
+               p->v);
+    DT_REQUIRE(mb >= 1 && mb <= m->Bmax, "pipeline: %d micro-batches of %d rows "
                "(the model has buffers for %d rows)", M, mb, m->Bmax);
-    p->in = dti_model_in_width(m);
-    p->out = dti_model_out_width(m);
-    int first = p->s == 0, last = p->s == p->P - 1;
-    DT_REQUIRE(!first || p->in == dti_data_cols(m->run->cfg), "pipeline: stage 0 takes %d "
-               "columns, the data has %d", p->in, dti_data_cols(m->run->cfg));
-    DT_REQUIRE(!last || p->out == m->lpe * m->classes, "pipeline: the last stage gives %d "
-               "columns, the model %d labels of %d classes", p->out, m->lpe, m->classes);
+    p->nb = schedule == DT_PP_INTERLEAVED || schedule == DT_PP_ZBH1;
     p->fp16 = m->type != MPI_FLOAT;
+    p->nops = dt_pp_nops(p->schedule, p->P, M, p->v);
+    p->ops = malloc(p->nops * sizeof *p->ops);
+    p->ch = calloc((size_t)p->v, sizeof *p->ch);
+    DT_REQUIRE(p->ops && p->ch, "out of host memory");
+    dt_pp_order_v(p->schedule, p->P, M, p->v, p->s, p->ops);
 
-    int n = 2 * M;
-    p->ops = malloc(n * sizeof *p->ops);
-    DT_REQUIRE(p->ops != NULL, "out of host memory");
-    dt_pp_order(p->schedule, p->P, M, p->s, p->ops);
-
-    p->K = dt_pp_peak_stash(p->schedule, p->P, M, p->s);
-    p->pool = calloc(p->K, sizeof *p->pool);
-    p->free_slot = malloc(p->K * sizeof *p->free_slot);
-    p->slot_of = malloc(M * sizeof *p->slot_of);
-    DT_REQUIRE(p->pool && p->free_slot && p->slot_of, "out of host memory");
-    for (int k = 0; k < p->K; k++) {
-        dti_acts_alloc(m, mb, &p->pool[k]);
-        p->free_slot[k] = p->K - 1 - k;       /* slot 0 on top */
+    int last = p->s == p->P - 1, V = p->v * p->P;
+    for (int j = 0; j < p->v; j++) {
+        pp_chunk *q = &p->ch[j];
+        q->m = m->v ? &m->chunk[j] : m;
+        q->in = dti_model_in_width(q->m);
+        q->out = dti_model_out_width(q->m);
+        int c = j * p->P + p->s;
+        DT_REQUIRE(c > 0 || q->in == dti_data_cols(m->run->cfg), "pipeline: stage 0 takes "
+                   "%d columns, the data has %d", q->in, dti_data_cols(m->run->cfg));
+        DT_REQUIRE(c < V - 1 || q->out == q->m->lpe * q->m->classes, "pipeline: the last "
+                   "stage gives %d columns, the model %d labels of %d classes", q->out,
+                   q->m->lpe, q->m->classes);
+        if (c > 0 && (size_t)q->in > p->wide)
+            p->wide = (size_t)q->in;
+        if (c < V - 1 && (size_t)q->out > p->wide)
+            p->wide = (size_t)q->out;
+        q->K = chunk_peak(p, j);
+        q->pool = calloc(q->K, sizeof *q->pool);
+        q->free_slot = malloc(q->K * sizeof *q->free_slot);
+        q->slot_of = malloc(M * sizeof *q->slot_of);
+        DT_REQUIRE(q->pool && q->free_slot && q->slot_of, "out of host memory");
+        for (int k = 0; k < q->K; k++) {
+            dti_acts_alloc(q->m, mb, &q->pool[k]);
+            q->free_slot[k] = q->K - 1 - k;       /* slot 0 on top */
+        }
+        q->nfree = q->K;
     }
-    p->nfree = p->K;
 
     dt_device_kind where = m->run->where;
     size_t rows = (size_t)mb;
     if (last) {
-        p->dlogits = dt_malloc((size_t)p->K * rows * p->out * sizeof(float), where);
+        pp_chunk *q = &p->ch[p->v - 1];
+        p->dlogits = dt_malloc((size_t)q->K * rows * q->out * sizeof(float), where);
         p->labels = dt_malloc((size_t)M * rows * m->lpe * sizeof(int), where);
     }
-    if (!first) {
-        p->xin = dt_malloc(rows * p->in * sizeof(float), where);
-        p->dx = dt_malloc(rows * p->in * sizeof(float), where);
-    }
-    if (!last)
-        p->dy = dt_malloc(rows * p->out * sizeof(float), where);
-    if (p->fp16 && p->P > 1) {
-        size_t wide = (size_t)(p->in > p->out ? p->in : p->out);
-        p->hsend = dt_malloc(rows * wide * dti_work_size(m->run), where);
-        p->hrecv = dt_malloc(rows * wide * dti_work_size(m->run), where);
+    if (p->wide > 0) {                            /* a neighbour to talk to */
+        size_t n = rows * p->wide;
+        p->xin = dt_malloc(n * sizeof(float), where);
+        p->dx = dt_malloc(n * sizeof(float), where);
+        p->dy = dt_malloc(n * sizeof(float), where);
+        if (p->fp16) {
+            p->hsend = dt_malloc(n * dti_work_size(m->run), where);
+            p->hrecv = dt_malloc(n * dti_work_size(m->run), where);
+        }
+        if (p->nb)
+            p->hwire = dt_malloc(n * sizeof(float), DT_CPU);
     }
     return p;
 }
@@ -161,12 +226,21 @@ void dti_pp_free(dti_pp *p)
 {
     if (p == NULL)
         return;
-    for (int k = 0; k < p->K; k++)
-        dti_acts_free(&p->pool[k]);
-    free(p->pool);
-    free(p->free_slot);
-    free(p->slot_of);
+    for (int j = 0; j < p->v; j++) {
+        pp_chunk *q = &p->ch[j];
+        for (int k = 0; k < q->K; k++)
+            dti_acts_free(&q->pool[k]);
+        free(q->pool);
+        free(q->free_slot);
+        free(q->slot_of);
+    }
+    free(p->ch);
     free(p->ops);
+    for (int i = 0; i < p->nout; i++)
+        dt_free(p->out_buf[i]);
+    free(p->out_buf);
+    free(p->out_req);
+    dt_free(p->hwire);
     dt_free(p->dlogits);
     dt_free(p->labels);
     dt_free(p->xin);
@@ -209,26 +283,89 @@ static void flush(dti_pp *p, int step)
     q->buf = NULL;
 }
 
-/* Queues n floats of src (kept intact until the next message) for peer: as they are
- * in fp32, converted into hsend in fp16. */
-static void post(dti_pp *p, const float *src, size_t n, int peer, int micro)
+/* A host buffer for a message that does not block: one whose earlier message MPI is
+ * done with, or a new one (as many as the step has messages in flight at once). */
+static void *out_buffer(dti_pp *p, MPI_Request **req)
 {
+    for (int i = 0; i < p->nout; i++) {
+        int done = 1;
+        if (p->out_req[i] != MPI_REQUEST_NULL)
+            DT_CHECK_MPI(MPI_Test(&p->out_req[i], &done, MPI_STATUS_IGNORE));
+        if (done) {
+            *req = &p->out_req[i];
+            return p->out_buf[i];
+        }
+    }
+    int n = p->nout + 1;
+    void **b = realloc(p->out_buf, n * sizeof *b);
+    DT_REQUIRE(b != NULL, "out of host memory");
+    p->out_buf = b;
+    MPI_Request *r = realloc(p->out_req, n * sizeof *r);
+    DT_REQUIRE(r != NULL, "out of host memory");
+    p->out_req = r;
+    b[p->nout] = dt_malloc((size_t)p->mb * p->wide * sizeof(float), DT_CPU);
+    r[p->nout] = MPI_REQUEST_NULL;
+    *req = &r[p->nout];
+    return b[p->nout++];
+}
+
+/* Sends n floats of src to peer: as they are in fp32, as fp16 in fp16. GPipe and 1F1B
+ * queue it (src kept intact until the next message) to pair it with the next receive;
+ * interleaved and zb-h1 copy it out and send without blocking. */
+static void post(dti_pp *p, const float *src, size_t n, int peer, int micro, int tag,
+                 int step)
+{
+    size_t es = p->fp16 ? dti_work_size(p->m->run) : sizeof(float);
+    if (p->nb) {
+        MPI_Request *req;
+        void *buf = out_buffer(p, &req);
+        int host = p->m->run->where == DT_CPU;
+        if (p->fp16 && host) {
+            dti_from_float(src, buf, p->m->type, n);
+        } else if (p->fp16) {
+            dti_from_float(src, p->hsend, p->m->type, n);
+            dt_memcpy(buf, p->hsend, n * es);
+        } else {
+            dt_memcpy(buf, src, n * es);
+        }
+        trace_msg(step, tag == PP_TAG ? "activations" : "gradients", micro, -1);
+        *req = dt_isend(buf, n * es, peer, tag, p->comm);
+        return;
+    }
     DT_REQUIRE(p->pending.buf == NULL, "pipeline: two messages queued at once");
     pp_msg q = { src, n * sizeof(float), peer, micro };
     if (p->fp16) {
         dti_from_float(src, p->hsend, p->m->type, n);
         q.buf = p->hsend;
-        q.nbytes = n * dti_work_size(p->m->run);
+        q.nbytes = n * es;
     }
     p->pending = q;
 }
 
-/* Receives n floats from peer into dst, together with the queued message when that one
- * goes to the same peer (one dt_sendrecv: see the top of the file), after it otherwise. */
-static void receive(dti_pp *p, float *dst, size_t n, int peer, int micro, int step)
+/* Receives n floats from peer into dst. GPipe and 1F1B: together with the queued
+ * message when that one goes to the same peer (one dt_sendrecv: see the top of the
+ * file), after it otherwise. Interleaved and zb-h1: alone, under tag. */
+static void receive(dti_pp *p, float *dst, size_t n, int peer, int micro, int tag,
+                    int step)
 {
+    size_t es = p->fp16 ? dti_work_size(p->m->run) : sizeof(float), nbytes = n * es;
+    if (p->nb) {
+        int host = p->m->run->where == DT_CPU;
+        void *wire = host && !p->fp16 ? (void *)dst : p->hwire;
+        trace_msg(step, tag == PP_TAG ? "activations" : "gradients", -1, micro);
+        MPI_Request req = dt_irecv(wire, nbytes, peer, tag, p->comm);
+        dt_waitall(1, &req);
+        if (p->fp16 && !host) {
+            dt_memcpy(p->hrecv, wire, nbytes);
+            wire = p->hrecv;
+        }
+        if (p->fp16)
+            dti_to_float(wire, p->m->type, dst, n, 1.0f);
+        else if (!host)
+            dt_memcpy(dst, wire, nbytes);
+        return;
+    }
     void *wire = p->fp16 ? p->hrecv : (void *)dst;
-    size_t nbytes = n * (p->fp16 ? dti_work_size(p->m->run) : sizeof(float));
     pp_msg *q = &p->pending;
     if (q->buf != NULL && q->peer == peer) {
         trace_msg(step, "exchange", q->micro, micro);
@@ -245,75 +382,114 @@ static void receive(dti_pp *p, float *dst, size_t n, int peer, int micro, int st
 
 /* ==== one step ==== */
 
-static void mark(int step, const char *phase, int s, int micro, double t0)
+static void mark(int step, const char *phase, int c, int micro, double t0)
 {
-    dti_mark("pipeline", phase, step, s, (size_t)micro, (size_t)micro + 1, 0, t0);
+    dti_mark("pipeline", phase, step, c, (size_t)micro, (size_t)micro + 1, 0, t0);
+}
+
+/* layer_done for chunk j's local layers: the stage's numbering, chunk by chunk */
+typedef struct {
+    void (*fn)(int i, void *ctx);
+    void *ctx;
+    int base;
+} pp_done;
+
+static void chunk_done(int i, void *arg)
+{
+    const pp_done *d = arg;
+    d->fn(d->base + i, d->ctx);
 }
 
 double dti_pp_step(dti_pp *p, const float *x, const int *y, float scale, int step,
                    void (*layer_done)(int i, void *ctx), void *ctx)
 {
     dti_model *m = p->m;
-    int s = p->s, mb = p->mb, first = s == 0, last = s == p->P - 1, n = 2 * p->M;
-    size_t nin = (size_t)mb * p->in, nout = (size_t)mb * p->out;
+    int s = p->s, P = p->P, M = p->M, mb = p->mb, V = p->v * P;
+    int first = s == 0, last = s == P - 1, zb = p->schedule == DT_PP_ZBH1;
+    int prev = (s - 1 + P) % P, next = (s + 1) % P;
     DT_REQUIRE(!first || x != NULL, "pipeline: the first stage needs the inputs");
     DT_REQUIRE(!last || y != NULL, "pipeline: the last stage needs the labels");
     double t_step = dt_trace_now(), busy = 0, loss = 0;
     if (last)                                   /* the batch's labels, up */
-        dt_memcpy_input(p->labels, y, (size_t)p->M * mb * m->lpe * sizeof(int));
+        dt_memcpy_input(p->labels, y, (size_t)M * mb * m->lpe * sizeof(int));
     p->held = p->peak = 0;
 
-    for (int k = 0; k < n; k++) {
-        int mi = p->ops[k].micro;
+    for (int k = 0; k < p->nops; k++) {
+        int mi = p->ops[k].micro, j = p->ops[k].chunk, c = j * P + s;
+        char kind = p->ops[k].kind;
+        pp_chunk *q = &p->ch[j];
+        size_t nin = (size_t)mb * q->in, nout = (size_t)mb * q->out;
+        /* the operation that completes chunk j's gradients: the last micro-batch's
+         * backward (zb-h1: its W), every schedule running them in increasing m */
+        pp_done done = { layer_done, ctx, m->v ? m->chunk_nl[j] : 0 };
+        int ends = layer_done && mi == M - 1 && kind == (zb ? 'W' : 'B');
         double t0 = dt_trace_now(), tc;
-        if (p->ops[k].kind == 'F') {
-            /* stash a slot; take the input: the data's rows or stage s-1's output */
-            DT_REQUIRE(p->nfree > 0, "pipeline: stash of %d slots full", p->K);
-            int slot = p->free_slot[--p->nfree];
-            p->slot_of[mi] = slot;
+        if (kind == 'F') {
+            /* stash a slot; take the input: the data's rows or stage c-1's output */
+            DT_REQUIRE(q->nfree > 0, "pipeline: stash of %d slots full", q->K);
+            int slot = q->free_slot[--q->nfree];
+            q->slot_of[mi] = slot;
             if (++p->held > p->peak)
                 p->peak = p->held;
             const float *xm = p->xin;                                /* (mb, in) */
-            if (first) {
-                flush(p, step);
+            if (c == 0) {
+                if (!p->nb)
+                    flush(p, step);
                 xm = x + (size_t)mi * nin;
             } else {
-                receive(p, p->xin, nin, s - 1, mi, step);
+                receive(p, p->xin, nin, prev, mi, PP_TAG, step);
             }
             tc = dt_trace_now();
-            dti_acts *a = &p->pool[slot];
-            const float *out = dti_model_forward(m, a, xm, mb, step, mi);  /* (mb, out) */
-            if (last)
+            dti_acts *a = &q->pool[slot];
+            const float *out = dti_model_forward(q->m, a, xm, mb, step, mi); /* (mb, out) */
+            if (c == V - 1)
                 loss += dt_xent(out, p->labels + (size_t)mi * mb * m->lpe, mb * m->lpe,
-                                m->classes, scale,
-                                p->dlogits + (size_t)slot * nout);
+                                m->classes, scale, p->dlogits + (size_t)slot * nout);
             busy += dt_trace_now() - tc;
-            mark(step, "forward", s, mi, t0);
-            if (!last)
-                post(p, out, nout, s + 1, mi);
-        } else {
-            /* the gradient of the output: from the loss, or from stage s+1 */
-            int slot = p->slot_of[mi];
+            mark(step, "forward", c, mi, t0);
+            if (c < V - 1)
+                post(p, out, nout, next, mi, PP_TAG, step);
+        } else if (kind == 'B') {
+            /* the gradient of the output: from the loss, or from stage c+1 */
+            int slot = q->slot_of[mi];
             const float *dy = p->dy;                                 /* (mb, out) */
-            if (last) {
-                flush(p, step);
+            if (c == V - 1) {
+                if (!p->nb)
+                    flush(p, step);
                 dy = p->dlogits + (size_t)slot * nout;
             } else {
-                receive(p, p->dy, nout, s + 1, mi, step);
+                receive(p, p->dy, nout, next, mi, PP_TAG_GRAD, step);
             }
             tc = dt_trace_now();
-            /* B M-1 is the last operation: it completes every layer's gradients */
-            dti_model_backward(m, &p->pool[slot], dy, first ? NULL : p->dx, mb, step, mi,
-                               k == n - 1 ? layer_done : NULL, ctx);
+            float *dx = c == 0 ? NULL : p->dx;
+            if (zb)
+                dti_model_backward_input(q->m, &q->pool[slot], dy, dx, mb, step, mi);
+            else
+                dti_model_backward(q->m, &q->pool[slot], dy, dx, mb, step, mi,
+                                   ends ? chunk_done : NULL, &done);
             busy += dt_trace_now() - tc;
-            p->free_slot[p->nfree++] = slot;
+            if (!zb) {
+                q->free_slot[q->nfree++] = slot;
+                p->held--;
+            }
+            mark(step, "backward", c, mi, t0);
+            if (c > 0)
+                post(p, p->dx, nin, prev, mi, PP_TAG_GRAD, step);
+        } else {
+            /* zb-h1's W: the weights' gradients, from what B left */
+            int slot = q->slot_of[mi];
+            dti_model_backward_weights(q->m, &q->pool[slot], mb, step, mi,
+                                       ends ? chunk_done : NULL, &done);
+            busy += dt_trace_now() - t0;
+            q->free_slot[q->nfree++] = slot;
             p->held--;
-            mark(step, "backward", s, mi, t0);
-            if (!first)
-                post(p, p->dx, nin, s - 1, mi);
+            mark(step, "weights", c, mi, t0);
         }
     }
-    flush(p, step);
+    if (p->nb)
+        dt_waitall(p->nout, p->out_req);
+    else
+        flush(p, step);
     double wall = dt_trace_now() - t_step;
     p->bubble = wall > 0 ? 1.0 - busy / wall : 0.0;
     if (p->bubble < 0)

@@ -35,6 +35,7 @@ void dt_train_defaults(dt_train_config *c)
     c->zero = 3;
     c->micro = 4;
     c->schedule = DT_PP_1F1B;
+    c->virtual_stages = 1;
     c->tp_style = DT_TP_MEGATRON;
     c->dp = c->tp = c->pp = 1;
     c->compress = DT_COMPRESS_NONE;
@@ -77,6 +78,36 @@ static void mode_sizes(const dt_train_config *c, int n, int *D, int *T, int *P)
 }
 
 #define WHY(...) do { snprintf(why, len, __VA_ARGS__); return -1; } while (0)
+
+/* The schedules' own refusals, on P stages. Interleaved cuts the units into v P
+ * chunks, v a stage, as Megatron-LM does: equal chunks, so the units must be a multiple
+ * of v P. Zero bubble needs a backward split into B and W, which the MLP has. */
+static int pipeline_check(const dt_train_config *c, int P, char *why, size_t len)
+{
+    int v = c->virtual_stages, gpt = c->kind == DT_MODEL_GPT;
+    int units = gpt ? dt_gpt_units(&c->gpt) : c->model.layers;
+    if (c->schedule < DT_PP_GPIPE || c->schedule > DT_PP_ZBH1)
+        WHY("unknown pipeline schedule %d", (int)c->schedule);
+    if (v != 1 && c->schedule != DT_PP_INTERLEAVED)
+        WHY("--virtual %d is for --schedule interleaved (the chunks of layers each stage "
+            "holds); %s runs one chunk a stage", v, dt_pp_schedule_name(c->schedule));
+    if (v < 1 || v > 64)
+        WHY("--virtual must be 1 .. 64 chunks a stage, not %d", v);
+    if (c->schedule == DT_PP_INTERLEAVED && (c->sp || c->cp > 1))
+        WHY("--schedule interleaved runs without --sp and --cp so far: each stage's "
+            "chunks would need their own sequence-parallel and ring buffers");
+    if (c->schedule == DT_PP_INTERLEAVED && P < 2)
+        WHY("--schedule interleaved passes micro-batches round the stages v times: it "
+            "needs 2 or more pipeline stages, not %d", P);
+    if (c->schedule == DT_PP_INTERLEAVED && units % (v * P))
+        WHY("--virtual %d on %d stages cuts the %s into %d equal chunks: %d %s cannot "
+            "(make them a multiple of %d)", v, P, gpt ? "GPT's units (embeddings, blocks, "
+            "final LayerNorm)" : "layers", v * P, units, gpt ? "units" : "layers", v * P);
+    if (c->schedule == DT_PP_ZBH1 && gpt)
+        WHY("--schedule zb-h1 needs a backward split into the input's gradient (B) and the "
+            "weights' (W); the MLP's is split, the GPT's not yet: use 1f1b or interleaved");
+    return 0;
+}
 
 /* The GPT's own refusals: its shape, its text, and what it does not run in yet. */
 static int gpt_check(const dt_train_config *c, int n, char *why, size_t len)
@@ -245,6 +276,8 @@ int dt_train_check(const dt_train_config *c, int n, char *why, size_t len)
     if (!gpt && P > m->layers)
         WHY("%d pipeline stages but only %d layers: every stage needs a layer", P,
             m->layers);
+    if (pipeline_check(c, P, why, len))
+        return -1;
     int M = (P > 1 ? c->micro : 1) * c->accum;
     if (c->batch % D)
         WHY("a global batch of %d %s cannot be shared evenly by %d data-parallel "
@@ -347,7 +380,9 @@ static void train_text(const dt_train_config *c, int n, char *s, size_t len)
             pair(s, len, "cp %d", c->cp);
     }
     if (c->mode == DT_MODE_PP || (hybrid && P > 1)) {
-        pair(s, len, "schedule %s", c->schedule == DT_PP_GPIPE ? "gpipe" : "1f1b");
+        pair(s, len, "schedule %s", dt_pp_schedule_name(c->schedule));
+        if (c->schedule == DT_PP_INTERLEAVED)
+            pair(s, len, "virtual %d", c->virtual_stages);
         pair(s, len, "stages %d", P);
         /* per step, as the run cuts it: one stage runs the batch whole, M = 1 */
         pair(s, len, "micro %d", (P > 1 ? c->micro : 1) * c->accum);
