@@ -461,6 +461,9 @@ lesson_tests() {
         lessons/15_tp)
             one_run_trace "15_tp -n 2" 2 "mode tp tp 2 tp_style megatron " "$bin" ;;
         lessons/16_pp) one_run_trace "16_pp -n 2" 2 "mode pp schedule 1f1b " "$bin" ;;
+        lessons/29_pipeline_schedules)
+            one_run_trace "29_pipeline_schedules -n 3" 3 \
+                "mode pp schedule interleaved virtual 2 " "$bin" --steps 2 ;;
         lessons/17_mixed)
             one_run_trace "17_mixed -n 2" 2 "mode ddp .* precision fp16 " "$bin" ;;
         lessons/20_compress)

@@ -146,6 +146,7 @@ void dti_train_hybrid(dti_run *r)
     int last = p == P - 1;
     double wait_sum = 0, bubble = 0;
     int stash = 0;
+    size_t msgs = 0, bytes = 0;
 
     for (int s = s0 + 1; s <= c->steps; s++) {
         dti_step_begin(r, s);
@@ -175,7 +176,7 @@ void dti_train_hybrid(dti_run *r)
         else
             total = part;
         if (P > 1) {
-            dti_pp_stats(pipe, &bubble, &stash);
+            dti_pp_stats(pipe, &bubble, &stash, &msgs, &bytes);
             append(extra, sizeof extra, "bubble %.2f  ", bubble);
         }
         if (ddp) {
@@ -222,10 +223,12 @@ void dti_train_hybrid(dti_run *r)
                     : "every layer by columns: one allgather forward, one allreduce "
                       "backward");
     if (P > 1) {
-        /* each stage's last bubble and peak stash, to rank 0 of the run */
-        double mine[2] = { bubble, stash }, *all = malloc(2 * sizeof(double) * N);
+        /* each stage's last bubble, peak stash, messages and bytes, to rank 0 of the run
+         * (stage q's first rank: q T C) */
+        double mine[4] = { bubble, stash, (double)msgs, (double)bytes };
+        double *all = malloc(4 * sizeof(double) * N);
         DT_REQUIRE(all != NULL, "out of host memory");
-        MPI_Gather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, r->comm);
+        MPI_Gather(mine, 4, MPI_DOUBLE, all, 4, MPI_DOUBLE, 0, r->comm);
         static const char *const names[] = { "GPipe", "1F1B", "interleaved 1F1B",
                                              "ZB-H1" };
         int vv = v ? v : 1, sch = (int)c->schedule;
@@ -249,10 +252,15 @@ void dti_train_hybrid(dti_run *r)
             r->res->stages = P;
             r->res->stage_bubble = malloc(P * sizeof(double));
             r->res->stage_stash = malloc(P * sizeof(int));
-            DT_REQUIRE(r->res->stage_bubble && r->res->stage_stash, "out of host memory");
+            r->res->stage_messages = malloc(P * sizeof(size_t));
+            r->res->stage_bytes = malloc(P * sizeof(size_t));
+            DT_REQUIRE(r->res->stage_bubble && r->res->stage_stash &&
+                       r->res->stage_messages && r->res->stage_bytes, "out of host memory");
             for (int q = 0; q < P; q++) {
-                r->res->stage_bubble[q] = all[2 * q * T];
-                r->res->stage_stash[q] = (int)all[2 * q * T + 1];
+                r->res->stage_bubble[q] = all[4 * q * T * C];
+                r->res->stage_stash[q] = (int)all[4 * q * T * C + 1];
+                r->res->stage_messages[q] = (size_t)all[4 * q * T * C + 2];
+                r->res->stage_bytes[q] = (size_t)all[4 * q * T * C + 3];
             }
         }
         for (int q = 0; q < P && r->rank == 0; q++) {
@@ -266,8 +274,8 @@ void dti_train_hybrid(dti_run *r)
                     append(layers, sizeof layers, "%s%zu..%zu", j ? ", " : "", a, b - 1);
             }
             dti_summary(r, "  stage %d (layers %s): bubble %.3f measured, peak stashed "
-                        "activations %d%s", q, layers, all[2 * q * T],
-                        (int)all[2 * q * T + 1], v ? " chunk micro-batches" : "");
+                        "activations %d%s", q, layers, all[4 * q * T * C],
+                        (int)all[4 * q * T * C + 1], v ? " chunk micro-batches" : "");
         }
         free(all);
     }

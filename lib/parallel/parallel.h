@@ -278,7 +278,12 @@ typedef struct {
     int stages;               /* pp, hybrid: pipeline stages (0: none) */
     double *stage_bubble;     /* [stages] the last step's measured idle fraction of each
                                  stage, rank 0 only */
-    int *stage_stash;         /* [stages] the most micro-batches each stage held */
+    int *stage_stash;         /* [stages] the most micro-batches each stage held (in
+                                 interleaved 1F1B, chunk micro-batches: 1/v of a stage's
+                                 activations each) */
+    size_t *stage_messages;   /* [stages] the pipeline's messages each stage sent in the
+                                 last step (activations and gradients), and their */
+    size_t *stage_bytes;      /* bytes, rank 0 only */
     char summary[2048];       /* the mode's own summary lines, rank 0 ("" if none) */
     /* dp-threads: the bytes the master thread copied between itself and the replicas
      * (weights out, input rows out, outputs in, output gradients out, gradients in),

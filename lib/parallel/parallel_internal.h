@@ -452,8 +452,10 @@ double dti_pp_step(dti_pp *p, const float *x, const int *y, float scale, int ste
                    void (*layer_done)(int i, void *ctx), void *ctx);
 
 /* The last step's figures: the fraction of the step this stage sat idle (measured),
- * and the most micro-batches whose activations it held at once. */
-void dti_pp_stats(const dti_pp *p, double *bubble, int *peak_stash);
+ * the most (chunk) micro-batches whose activations it held at once, and the messages
+ * it sent and their bytes. Any pointer may be NULL. */
+void dti_pp_stats(const dti_pp *p, double *bubble, int *peak_stash, size_t *messages,
+                  size_t *bytes);
 
 /* ==== gradient buckets (ddp.c) ==== */
 

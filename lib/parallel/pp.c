@@ -121,6 +121,7 @@ struct dti_pp {
     size_t wide;                 /* the widest of them, in floats */
     void *hsend, *hrecv;         /* fp16: the wire copies, (mb, wide) halves */
     pp_msg pending;
+    size_t messages, bytes;      /* sent this step */
     /* nb: copies of the messages on their way (host), and their requests */
     int nout;
     void **out_buf;
@@ -251,12 +252,23 @@ void dti_pp_free(dti_pp *p)
     free(p);
 }
 
-void dti_pp_stats(const dti_pp *p, double *bubble, int *peak_stash)
+void dti_pp_stats(const dti_pp *p, double *bubble, int *peak_stash, size_t *messages,
+                  size_t *bytes)
 {
     if (bubble)
         *bubble = p->bubble;
     if (peak_stash)
         *peak_stash = p->peak;
+    if (messages)
+        *messages = p->messages;
+    if (bytes)
+        *bytes = p->bytes;
+}
+
+static void count(dti_pp *p, size_t nbytes)
+{
+    p->messages++;
+    p->bytes += nbytes;
 }
 
 /* ==== messages ==== */
@@ -279,6 +291,7 @@ static void flush(dti_pp *p, int step)
     if (q->buf == NULL)
         return;
     trace_msg(step, q->peer > p->s ? "activations" : "gradients", q->micro, -1);
+    count(p, q->nbytes);
     dt_send(q->buf, q->nbytes, q->peer, PP_TAG, p->comm);
     q->buf = NULL;
 }
@@ -329,6 +342,7 @@ static void post(dti_pp *p, const float *src, size_t n, int peer, int micro, int
             dt_memcpy(buf, src, n * es);
         }
         trace_msg(step, tag == PP_TAG ? "activations" : "gradients", micro, -1);
+        count(p, n * es);
         *req = dt_isend(buf, n * es, peer, tag, p->comm);
         return;
     }
@@ -369,6 +383,7 @@ static void receive(dti_pp *p, float *dst, size_t n, int peer, int micro, int ta
     pp_msg *q = &p->pending;
     if (q->buf != NULL && q->peer == peer) {
         trace_msg(step, "exchange", q->micro, micro);
+        count(p, q->nbytes);
         dt_sendrecv(q->buf, q->nbytes, q->peer, wire, nbytes, peer, PP_TAG, p->comm);
         q->buf = NULL;
     } else {
@@ -413,6 +428,7 @@ double dti_pp_step(dti_pp *p, const float *x, const int *y, float scale, int ste
     if (last)                                   /* the batch's labels, up */
         dt_memcpy_input(p->labels, y, (size_t)M * mb * m->lpe * sizeof(int));
     p->held = p->peak = 0;
+    p->messages = p->bytes = 0;
 
     for (int k = 0; k < p->nops; k++) {
         int mi = p->ops[k].micro, j = p->ops[k].chunk, c = j * P + s;

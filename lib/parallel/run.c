@@ -550,11 +550,14 @@ void dt_train_result_free(dt_train_result *r)
     free(r->params);
     free(r->stage_bubble);
     free(r->stage_stash);
+    free(r->stage_messages);
+    free(r->stage_bytes);
     r->loss = NULL;
     r->skipped = NULL;
     r->params = NULL;
     r->stage_bubble = NULL;
     r->stage_stash = NULL;
+    r->stage_messages = r->stage_bytes = NULL;
 }
 
 void dt_train_step_words(const dt_train_result *r, char *buf, size_t len)
