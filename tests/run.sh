@@ -981,12 +981,16 @@ viz_tests() {
     t0=$(now)
     while read -r np name spec; do
         [ "$name" != moe ] || "$train" --help 2>/dev/null | grep -q 'moe' || continue
+        [[ $name != pp-interleaved* && $name != pp-zb-h1* ]] ||
+            "$train" --help 2>/dev/null | grep -q 'zb-h1' || continue
         if [[ " $spec " == *" --model gpt "* ]]; then tsz=("${gtiny[@]}"); else tsz=("${tiny[@]}"); fi
         job_bg "tt-$name" "$MPIEXEC" -n "$np" "$train" "${tsz[@]}" $spec --trace "$tt/$name.trace"
         makers+=("tt-$name train $spec -n $np --trace (for the timetable)")
     done <<END
 3 pp-gpipe-4 --mode pp --schedule gpipe --micro 4 --batch 20
 3 pp-1f1b-5 --mode pp --schedule 1f1b --micro 5 --batch 20
+2 pp-interleaved-5 --mode pp --schedule interleaved --virtual 2 --micro 5 --batch 20
+3 pp-zb-h1-4 --mode pp --schedule zb-h1 --micro 4 --batch 20
 3 ddp --mode ddp --bucket-kb 1 --batch 21
 3 ddp-accum --mode ddp --bucket-kb 1 --accum 2 --batch 42
 3 fsdp --mode fsdp --batch 21
@@ -1109,6 +1113,16 @@ END
         fi
     done
 
+    # the built-in interleaved and zb-h1 timetables, headless; --virtual off interleaved
+    # (or a shape it does not run) is a usage error
+    rm -f "$png" "$tmp/zb.png"
+    run "dtviz --algo interleaved --virtual 3 --png" 0 "${viz[@]}" --algo interleaved \
+        --virtual 3 --stages 3 --micro 5 --png "$png"
+    run "dtviz --algo zb-h1 --png" 0 "${viz[@]}" --algo zb-h1 --stages 5 --micro 3 \
+        --png "$tmp/zb.png"
+    is_png "$png" && is_png "$tmp/zb.png" ||
+        report "dtviz --algo interleaved, zb-h1 wrote PNGs" 0 "no PNG"
+
     # traces: a lesson's and a training run's, as PNG, every step as frames, and as JSON
     local f t
     for t in "$traces/08_ring_allreduce-4.trace" "$ddp" "$pp"; do
@@ -1165,6 +1179,7 @@ a missing trace|--png "$png" "$tmp/no-such.trace"
 a truncated trace|--png "$png" "$tmp/cut.trace"
 a file that is no trace|--png "$png" "$tmp/junk.trace"
 a trace and --algo|--algo alltoall --png "$png" "$ddp"
+--virtual outside interleaved|--algo zb-h1 --virtual 2 --png "$png"
 EOF
 
     # files that are no traces (/dev/zero, endless lines, a folder, a binary...) and

@@ -626,7 +626,29 @@ START_TEST(tt_keys_window)
     press(&a, SDLK_m, 1);
     press(&a, SDLK_m, 1);
     ck_assert(a.micro == 6 && a.tt->micro == 6);
-    press(&a, SDLK_a, 0);                        /* 1f1b -> ddp, in its default shape */
+    press(&a, SDLK_v, 1);                        /* v: interleaved's alone */
+    ck_assert(a.train_algo == 1 && a.note[0] != '\0');
+    press(&a, SDLK_a, 0);                        /* 1f1b -> interleaved, 2 chunks a stage */
+    ck_assert(a.train_algo == 2 && a.tt->schedule == 2 && a.tt->v == 2 && a.stages == 4 &&
+              a.micro == 6 && a.m.nranks == 4);
+    press(&a, SDLK_v, 1);                        /* V: 3 chunks; the labels say "c" */
+    ck_assert(a.virt == 3 && a.tt->v == 3);
+    int c = 0;
+    for (int k = 0; k < a.tt->nblocks; k++)
+        c += a.tt->blocks[k].chunk == 2 && strchr(a.tt->blocks[k].label, 'c') != NULL;
+    ck_assert_int_eq(c, 4 * 2 * 6);               /* a forward and a backward a micro-batch */
+    press(&a, SDLK_v, 0);
+    press(&a, SDLK_v, 0);
+    press(&a, SDLK_v, 0);                        /* v = 0 is refused, with a note */
+    ck_assert(a.virt == 1 && a.tt->v == 1 && a.note[0] != '\0');
+    press(&a, SDLK_v, 1);
+    press(&a, SDLK_a, 0);                        /* -> zb-h1, its W blocks */
+    ck_assert(a.train_algo == 3 && a.tt->schedule == 3 && a.tt->v == 1);
+    c = 0;
+    for (int k = 0; k < a.tt->nblocks; k++)
+        c += a.tt->blocks[k].kind == DV_TT_WEIGHTS;
+    ck_assert_int_eq(c, 4 * 6);
+    press(&a, SDLK_a, 0);                        /* zb-h1 -> ddp, in its default shape */
     ck_assert(a.train_algo == DV_TRAIN_DDP && a.tt != NULL && !strcmp(a.tt->mode, "ddp"));
     ck_assert(a.m.nranks == 3 && a.ddp.layers == 6 && a.ddp.buckets == 3);
     press(&a, SDLK_n, 0);                        /* n, m: its ranks and buckets */
@@ -637,6 +659,9 @@ START_TEST(tt_keys_window)
     ck_assert(a.ddp.buckets == 6 && a.m.ncalls == 6 && a.note[0] != '\0');
     press(&a, SDLK_a, 0);                        /* and back, the pipeline as it was */
     ck_assert(a.tt->schedule == 0 && a.train_algo == 0 && a.stages == 4 && a.micro == 6);
+    press(&a, SDLK_a, 0);
+    press(&a, SDLK_a, 0);                        /* interleaved keeps its chunks */
+    ck_assert(a.train_algo == 2 && a.virt == 2 && a.tt->v == 2);
     dv_app_free(&a);
 }
 END_TEST

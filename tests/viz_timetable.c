@@ -39,6 +39,7 @@
 #include <check.h>
 #include "unit.h"
 #include <dirent.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +57,7 @@
 #define TB 2                     /* a built-in backward takes 2 slots (timetable.h) */
 #define MAX_M 12
 
-static const char *const SCHED[2] = { "gpipe", "1f1b" };
+static const char *const SCHED[4] = { "gpipe", "1f1b", "interleaved", "zb-h1" };
 
 static int near(double a, double b) { return fabs(a - b) <= EPS; }
 
@@ -379,17 +380,168 @@ START_TEST(test_builtin)
 }
 END_TEST
 
+/* The built-ins of interleaved and zb-h1 (and gpipe, 1f1b through the same path):
+ * every stage's blocks are dt_pp_order_v's operations at dt_pp_timetable_v's slots
+ * (tb = tw = 1), labelled as dt_pp_draw_v writes them, cell by cell ("F2b", "W1", "."
+ * idle), chunk and kind as lib/schedule says; the stash at every slot counted from the
+ * slots, peaking at dt_pp_peak_stash_v; the bubble, the step's stash and messages
+ * measured beside lib/schedule's closed forms, and said so in the description. */
+static void check_builtin_v(int S, int P, int M, int v)
+{
+    char what[64], err[256] = "";
+    snprintf(what, sizeof what, "%s P=%d M=%d v=%d", SCHED[S], P, M, v);
+    dt_trace t;
+    dv_model m;
+    dv_tt tt;
+    REQUIRE(dv_train_pp_trace((dv_pp_shape){ S, P, M, v }, &t, err, sizeof err) == 0,
+            "%s: dv_train_pp_trace: %s", what, err);
+    REQUIRE(dv_model_build(&m, &t, err, sizeof err) == 0, "%s: dv_model_build: %s", what, err);
+    REQUIRE(dv_tt_build(&tt, &m, err, sizeof err) == 0, "%s: dv_tt_build: %s", what, err);
+    REQUIRE(tt.disagree[0] == '\0', "%s: header and events disagree: %s", what, tt.disagree);
+    check_contract(&tt, what);
+    REQUIRE(!strcmp(tt.mode, "pp") && tt.schedule == S && tt.stages == P && tt.micro == M &&
+            tt.v == v && tt.nsteps == 1, "%s: mode '%s' schedule %d stages %d micro %d v %d, "
+            "%d steps", what, tt.mode, tt.schedule, tt.stages, tt.micro, tt.v, tt.nsteps);
+
+    int n = dt_pp_nops(S, P, M, v), T = dt_pp_slots_v(S, P, M, v, 1, 1);
+    int *start = malloc((size_t)P * n * sizeof *start);
+    dt_pp_op *ops = malloc((size_t)P * n * sizeof *ops);
+    size_t len = (size_t)P * (T + 2) * 8 + 256;
+    char *draw = malloc(len);
+    REQUIRE(start && ops && draw, "out of memory");
+    REQUIRE(dt_pp_timetable_v(S, P, M, v, 1, 1, start) == T, "%s: not %d slots", what, T);
+    REQUIRE(dt_pp_draw_v(S, P, M, v, 1, 1, draw, len) < (int)len, "%s: the drawing", what);
+    for (int s = 0; s < P; s++)
+        REQUIRE(dt_pp_order_v(S, P, M, v, s, ops + s * n) == n, "%s: dt_pp_order_v", what);
+
+    /* compute blocks: the operations in order, at their slots */
+    double off = NAN;
+    int nw = 0;
+    for (int s = 0; s < P; s++) {
+        int k = 0;
+        for (int i = 0; i < tt.nblocks; i++) {
+            const dv_tt_block *b = &tt.blocks[i];
+            if (b->rank != s || b->lane != 0)
+                continue;
+            REQUIRE(k < n, "%s: stage %d has more than %d compute blocks", what, s, n);
+            dt_pp_op op = ops[s * n + k];
+            char want[24];
+            snprintf(want, sizeof want, v > 1 ? "%c%d%c" : "%c%d", op.kind, op.micro,
+                     'a' + op.chunk);
+            dv_tt_kind kind = op.kind == 'F' ? DV_TT_FORWARD : op.kind == 'W' ? DV_TT_WEIGHTS
+                                                                             : DV_TT_BACKWARD;
+            REQUIRE(!strcmp(b->label, want) && b->kind == kind && b->micro == op.micro &&
+                    b->chunk == (v > 1 ? op.chunk : -1) && b->layer == op.chunk * P + s,
+                    "%s: stage %d operation %d is '%s' (kind %d, chunk %d, layer %d), "
+                    "dt_pp_order_v says %s", what, s, k, b->label, b->kind, b->chunk,
+                    b->layer, want);
+            if (isnan(off))
+                off = b->t0 - start[s * n + k];
+            double d = op.kind == 'B' && S != 3 ? 2 : 1;
+            REQUIRE(near(b->t0, off + start[s * n + k]) && near(b->t1 - b->t0, d),
+                    "%s: stage %d %s at [%g, %g], dt_pp_timetable_v says [%d, %g]", what, s,
+                    want, b->t0 - off, b->t1 - off, start[s * n + k], start[s * n + k] + d);
+            nw += b->kind == DV_TT_WEIGHTS;
+            k++;
+        }
+        REQUIRE(k == n, "%s: stage %d has %d compute blocks, dt_pp_order_v %d", what, s, k, n);
+    }
+    REQUIRE(nw == (S == 3 ? P * M : 0), "%s: %d W blocks", what, nw);
+
+    /* cell by cell against dt_pp_draw_v's text; the stash at every slot */
+    char *line = draw;
+    for (int s = 0; s < P; s++) {
+        char *bar = strchr(line, '|'), *eol = strchr(line, '\n'), *save = NULL;
+        REQUIRE(bar && eol, "%s: dt_pp_draw_v's line %d: '%s'", what, s, line);
+        *eol = '\0';
+        char *cell = strtok_r(bar + 1, " ", &save);
+        int peak = 0;
+        for (int u = 0; u < T; u++, cell = strtok_r(NULL, " ", &save)) {
+            int k = dv_tt_block_at(&tt, s, 0, off + u + 0.5), stash = 0;
+            REQUIRE(cell != NULL && !strcmp(k >= 0 ? tt.blocks[k].label : ".", cell),
+                    "%s: stage %d slot %d: the timetable has '%s', dt_pp_draw_v '%s'", what,
+                    s, u, k >= 0 ? tt.blocks[k].label : ".", cell ? cell : "(none)");
+            for (int o = 0; o < n; o++) {      /* a chunk's micro-batch: F until B (W) */
+                dt_pp_op op = ops[s * n + o];
+                int b = start[s * n + o], e = b + (op.kind == 'B' && S != 3 ? 2 : 1);
+                stash += op.kind == 'F' && b < u + 0.5;
+                stash -= op.kind == (S == 3 ? 'W' : 'B') && e <= u + 0.5;
+            }
+            int got = dv_tt_stash(&tt, s, off + u + 0.5);
+            REQUIRE(got == stash, "%s: stage %d slot %d: stash %d, the slots say %d", what, s,
+                    u, got, stash);
+            peak = stash > peak ? stash : peak;
+        }
+        REQUIRE(peak == dt_pp_peak_stash_v(S, P, M, v, s), "%s: stage %d: stash peaks at %d, "
+                "dt_pp_peak_stash_v says %d", what, s, peak, dt_pp_peak_stash_v(S, P, M, v, s));
+        line = eol + 1;
+    }
+
+    /* the step's measures beside lib/schedule's closed forms */
+    const dv_tt_step *st = &tt.steps[0];
+    int msgs = 0;
+    for (int s = 0; s < P; s++)
+        msgs += dt_pp_messages_v(S, P, M, v, s);
+    double bub = dt_pp_bubble_v(S, P, M, v, 1, 1);
+    REQUIRE(near(st->c1 - st->c0, T) && fabs(st->bubble - bub) <= EPS &&
+            fabs(st->bubble_model - bub) <= EPS, "%s: %g slots, bubble %.12f measured, %.12f "
+            "model; lib/schedule %d slots, %.12f", what, st->c1 - st->c0, st->bubble,
+            st->bubble_model, T, bub);
+    REQUIRE(st->stash == dt_pp_peak_stash_v(S, P, M, v, 0) &&
+            st->stash_model == st->stash && st->messages == msgs &&
+            st->messages_model == msgs && tt.narrows == msgs,
+            "%s: stash %d (model %d), messages %d (model %d, %d arrows); lib/schedule: stash "
+            "%d, messages %d", what, st->stash, st->stash_model, st->messages,
+            st->messages_model, tt.narrows, dt_pp_peak_stash_v(S, P, M, v, 0), msgs);
+    for (int i = 0; i < tt.narrows; i++) {   /* to the next virtual stage's rank */
+        const dv_tt_arrow *a = &tt.arrows[i];
+        REQUIRE(a->src != a->dst && (a->dst == (a->what == 'A' ? (a->src + 1) % P
+                                                               : (a->src + P - 1) % P)),
+                "%s: arrow '%c' %d -> %d", what, a->what, a->src, a->dst);
+    }
+    check_describe(&tt, 0, what);
+    char buf[512], want[64];
+    dv_tt_describe_step(&tt, 0, buf, sizeof buf);
+    snprintf(want, sizeof want, "stash peak %d, %d = ", st->stash, st->stash_model);
+    REQUIRE(strstr(buf, want) && (S != 2 || strstr(buf, "/(vM+P-1)") || M < P) &&
+            (S != 2 || strstr(buf, ", v=")) && (P == 1 || strstr(buf, " messages, ")),
+            "%s: the description '%s' does not give the closed forms", what, buf);
+    free(start);
+    free(ops);
+    free(draw);
+    dv_tt_free(&tt);
+    dv_model_free(&m);
+}
+
+/* _i: P = _i + 1 (1..5); every M in 1..8 (P > M, P = M, M > P, M not dividing), v 1..3
+ * for interleaved, zb-h1, and gpipe and 1f1b on the same clock. */
+START_TEST(test_builtin_v)
+{
+    int P = _i + 1;
+    for (int M = 1; M <= 8; M++) {
+        for (int v = 1; v <= 3; v++)
+            check_builtin_v(2, P, M, v);
+        for (int S = 0; S < 4; S += 1 + (S == 1))
+            check_builtin_v(S, P, M, 1);
+    }
+    check_builtin_v(2, 3, 7, 5);
+    check_builtin_v(2, 2, 3, 26);            /* the last letter, z */
+}
+END_TEST
+
 START_TEST(test_builtin_names)
 {
-    REQUIRE(dv_train_algos[0] && !strcmp(dv_train_algos[0], "gpipe") && dv_train_algos[1] &&
-            !strcmp(dv_train_algos[1], "1f1b") && dv_train_algos[2] &&
-            !strcmp(dv_train_algos[2], "ddp") && dv_train_algos[3] == NULL,
-            "dv_train_algos is not {gpipe, 1f1b, ddp, NULL}");
+    static const char *const want[] = { "gpipe", "1f1b", "interleaved", "zb-h1", "ddp" };
+    for (int i = 0; i < 5; i++)
+        REQUIRE(dv_train_algos[i] && !strcmp(dv_train_algos[i], want[i]) &&
+                dv_train_algo_index(want[i]) == i, "dv_train_algos[%d] is not %s", i, want[i]);
+    REQUIRE(dv_train_algos[5] == NULL, "dv_train_algos has more than 5 names");
     REQUIRE(dv_train_algo_index("gpipe") == 0 && dv_train_algo_index("1f1b") == 1 &&
-            dv_train_algo_index("ddp") == DV_TRAIN_DDP && DV_TRAIN_DDP == 2,
+            dv_train_algo_index("ddp") == DV_TRAIN_DDP && DV_TRAIN_DDP == 4,
             "dv_train_algo_index: gpipe %d, 1f1b %d, ddp %d", dv_train_algo_index("gpipe"),
             dv_train_algo_index("1f1b"), dv_train_algo_index("ddp"));
-    const char *bad[] = { "bogus", "", "gpipe ", "1f1", "ring-allreduce", "DDP", "ddp " };
+    const char *bad[] = { "bogus", "", "gpipe ", "1f1", "ring-allreduce", "DDP", "ddp ",
+                          "zb", "zb-h2", "interleave" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         REQUIRE(dv_train_algo_index(bad[i]) == -1, "dv_train_algo_index('%s') = %d", bad[i],
                 dv_train_algo_index(bad[i]));
@@ -405,6 +557,18 @@ START_TEST(test_builtin_names)
                                      sizeof err);
         REQUIRE(rc == -1 && strlen(err) > 10, "dv_train_algo_trace(%d, P=%d, M=%d): %d, '%s'",
                 refused[i][0], refused[i][1], refused[i][2], rc, err);
+    }
+    /* dv_train_pp_trace: a schedule 0..3, v 1..26 and 1 outside interleaved */
+    const dv_pp_shape no[] = { { -1, 4, 4, 1 }, { 4, 4, 4, 1 }, { 2, 4, 4, 0 },
+                               { 2, 4, 4, 27 }, { 1, 4, 4, 2 }, { 3, 4, 4, 2 }, { 0, 4, 4, 2 },
+                               { 2, 0, 4, 2 }, { 3, 4, 65, 1 }, { 2, DV_MAX_RANKS + 1, 4, 2 } };
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        dt_trace t;
+        char err[256] = "";
+        int rc = dv_train_pp_trace(no[i], &t, err, sizeof err);
+        REQUIRE(rc == -1 && strlen(err) > 10 && t.ev == NULL && t.n == 0,
+                "dv_train_pp_trace(%d, P=%d, M=%d, v=%d): %d, '%s'", no[i].schedule,
+                no[i].stages, no[i].micro, no[i].v, rc, err);
     }
     /* the largest accepted: 64 stages, 64 micro-batches */
     dv_model m;
@@ -869,6 +1033,211 @@ END_TEST
  * over 3 ranks, or the dp-threads run above) contradict: the timetable is built from
  * the events, and dv_tt.disagree names what the line said; a line that agrees leaves
  * disagree empty. */
+/* ==== hand-written traces of interleaved and zb-h1, as pp.c writes them ==== */
+
+/* Interleaved, P = 2, v = 2, M = 1: virtual stages 0, 2 on rank 0 and 1, 3 on rank 1,
+ * the marks naming them; F of c feeds c+1, B of c feeds c-1; rank 0's first forward
+ * records a compute event per layer (it runs two). A forward 1 ms, a backward 2. */
+static const char IL_TRACE[] =
+    "# dtlab-trace 3\n# ranks 2\n# events 31\n# program train\n"
+    "# train mode pp schedule interleaved virtual 2 stages 2 micro 1 layers 8 steps 1\n"
+    "# columns t0 t1 rank kind peer coll phase step chunk lo hi nbytes via thread\n"
+    "0.000 0.000 0 mark -1 train step 1 -1 0 0 0 - 0\n"
+    "0.000 0.001 0 mark -1 pipeline forward 1 0 0 1 0 - 0\n"
+    "0.000 0.0005 0 compute -1 train forward 1 0 0 1 0 - 0\n"
+    "0.0005 0.001 0 compute -1 train forward 1 1 0 1 0 - 0\n"
+    "0.001 0.001 0 send 1 pipeline activations 1 0 0 1 64 - 0\n"
+    "0.002 0.003 0 mark -1 pipeline forward 1 2 0 1 0 - 0\n"
+    "0.002 0.002 0 recv 1 pipeline activations 1 0 0 1 64 - 0\n"
+    "0.002 0.003 0 compute -1 train forward 1 4 0 1 0 - 0\n"
+    "0.003 0.003 0 send 1 pipeline activations 1 0 0 1 64 - 0\n"
+    "0.006 0.008 0 mark -1 pipeline backward 1 2 0 1 0 - 0\n"
+    "0.006 0.006 0 recv 1 pipeline gradients 1 0 0 1 64 - 0\n"
+    "0.006 0.008 0 compute -1 train backward 1 4 0 1 0 - 0\n"
+    "0.008 0.008 0 send 1 pipeline gradients 1 0 0 1 64 - 0\n"
+    "0.010 0.012 0 mark -1 pipeline backward 1 0 0 1 0 - 0\n"
+    "0.010 0.010 0 recv 1 pipeline gradients 1 0 0 1 64 - 0\n"
+    "0.010 0.012 0 compute -1 train backward 1 0 0 1 0 - 0\n"
+    "0.000 0.000 1 mark -1 train step 1 -1 0 0 0 - 0\n"
+    "0.001 0.002 1 mark -1 pipeline forward 1 1 0 1 0 - 0\n"
+    "0.001 0.001 1 recv 0 pipeline activations 1 0 0 1 64 - 0\n"
+    "0.001 0.002 1 compute -1 train forward 1 2 0 1 0 - 0\n"
+    "0.002 0.002 1 send 0 pipeline activations 1 0 0 1 64 - 0\n"
+    "0.003 0.004 1 mark -1 pipeline forward 1 3 0 1 0 - 0\n"
+    "0.003 0.003 1 recv 0 pipeline activations 1 0 0 1 64 - 0\n"
+    "0.003 0.004 1 compute -1 train forward 1 6 0 1 0 - 0\n"
+    "0.004 0.006 1 mark -1 pipeline backward 1 3 0 1 0 - 0\n"
+    "0.004 0.006 1 compute -1 train backward 1 6 0 1 0 - 0\n"
+    "0.006 0.006 1 send 0 pipeline gradients 1 0 0 1 64 - 0\n"
+    "0.008 0.010 1 mark -1 pipeline backward 1 1 0 1 0 - 0\n"
+    "0.008 0.008 1 recv 0 pipeline gradients 1 0 0 1 64 - 0\n"
+    "0.008 0.010 1 compute -1 train backward 1 2 0 1 0 - 0\n"
+    "0.010 0.010 1 send 0 pipeline gradients 1 0 0 1 64 - 0\n";
+
+/* ZB-H1, P = 2, M = 2: stage 0 runs F0 F1 B0 W0 B1 W1, stage 1 F0 B0 F1 B1 W0 W1 (its
+ * W's put off by one micro-batch); a W's compute says "backward" (the model's split
+ * backward), its mark "weights". Every operation 1 ms. */
+static const char ZB_TRACE[] =
+    "# dtlab-trace 3\n# ranks 2\n# events 34\n# program train\n"
+    "# train mode pp schedule zb-h1 stages 2 micro 2 layers 2 steps 1\n"
+    "# columns t0 t1 rank kind peer coll phase step chunk lo hi nbytes via thread\n"
+    "0.000 0.000 0 mark -1 train step 1 -1 0 0 0 - 0\n"
+    "0.000 0.001 0 mark -1 pipeline forward 1 0 0 1 0 - 0\n"
+    "0.000 0.001 0 compute -1 train forward 1 0 0 1 0 - 0\n"
+    "0.001 0.001 0 send 1 pipeline activations 1 0 0 1 64 - 0\n"
+    "0.001 0.002 0 mark -1 pipeline forward 1 0 1 2 0 - 0\n"
+    "0.001 0.002 0 compute -1 train forward 1 0 1 2 0 - 0\n"
+    "0.002 0.002 0 send 1 pipeline activations 1 1 1 2 64 - 0\n"
+    "0.003 0.004 0 mark -1 pipeline backward 1 0 0 1 0 - 0\n"
+    "0.003 0.003 0 recv 1 pipeline gradients 1 0 0 1 64 - 0\n"
+    "0.003 0.004 0 compute -1 train backward 1 0 0 1 0 - 0\n"
+    "0.004 0.005 0 mark -1 pipeline weights 1 0 0 1 0 - 0\n"
+    "0.004 0.005 0 compute -1 train backward 1 0 0 1 0 - 0\n"
+    "0.005 0.006 0 mark -1 pipeline backward 1 0 1 2 0 - 0\n"
+    "0.005 0.005 0 recv 1 pipeline gradients 1 1 1 2 64 - 0\n"
+    "0.005 0.006 0 compute -1 train backward 1 0 1 2 0 - 0\n"
+    "0.006 0.007 0 mark -1 pipeline weights 1 0 1 2 0 - 0\n"
+    "0.006 0.007 0 compute -1 train backward 1 0 1 2 0 - 0\n"
+    "0.000 0.000 1 mark -1 train step 1 -1 0 0 0 - 0\n"
+    "0.001 0.002 1 mark -1 pipeline forward 1 1 0 1 0 - 0\n"
+    "0.001 0.001 1 recv 0 pipeline activations 1 0 0 1 64 - 0\n"
+    "0.001 0.002 1 compute -1 train forward 1 1 0 1 0 - 0\n"
+    "0.002 0.003 1 mark -1 pipeline backward 1 1 0 1 0 - 0\n"
+    "0.002 0.003 1 compute -1 train backward 1 1 0 1 0 - 0\n"
+    "0.003 0.003 1 send 0 pipeline gradients 1 0 0 1 64 - 0\n"
+    "0.003 0.004 1 mark -1 pipeline forward 1 1 1 2 0 - 0\n"
+    "0.003 0.003 1 recv 0 pipeline activations 1 1 1 2 64 - 0\n"
+    "0.003 0.004 1 compute -1 train forward 1 1 1 2 0 - 0\n"
+    "0.004 0.005 1 mark -1 pipeline backward 1 1 1 2 0 - 0\n"
+    "0.004 0.005 1 compute -1 train backward 1 1 1 2 0 - 0\n"
+    "0.005 0.005 1 send 0 pipeline gradients 1 1 1 2 64 - 0\n"
+    "0.005 0.006 1 mark -1 pipeline weights 1 1 0 1 0 - 0\n"
+    "0.005 0.006 1 compute -1 train backward 1 1 0 1 0 - 0\n"
+    "0.006 0.007 1 mark -1 pipeline weights 1 1 1 2 0 - 0\n"
+    "0.006 0.007 1 compute -1 train backward 1 1 1 2 0 - 0\n";
+
+/* Rank r's compute blocks' labels, joined by spaces. */
+static void row_labels(const dv_tt *tt, int r, char *out, size_t len)
+{
+    out[0] = '\0';
+    for (int k = 0; k < tt->nblocks; k++)
+        if (tt->blocks[k].rank == r && tt->blocks[k].lane == 0)
+            snprintf(out + strlen(out), len - strlen(out), "%s%s", out[0] ? " " : "",
+                     tt->blocks[k].label);
+}
+
+/* text as a trace (train: the "# train" line to put instead, "" none, NULL as it is),
+ * its model and timetable, and ranks 0 and 1's compute labels into row */
+static void hand_trace(const char *text, const char *train, dv_model *m, dv_tt *tt,
+                       char row[2][128])
+{
+    char err[256];
+    dt_trace t;
+    FILE *f = fmemopen((void *)text, strlen(text), "r");
+    REQUIRE(f != NULL, "fmemopen");
+    REQUIRE(dt_trace_read_stream(f, "hand", &t, err, sizeof err) == 0, "%s", err);
+    fclose(f);
+    if (train != NULL)
+        snprintf(t.train, sizeof t.train, "%s", train);
+    REQUIRE(dv_model_build(m, &t, err, sizeof err) == 0, "%s", err);
+    REQUIRE(dv_tt_build(tt, m, err, sizeof err) == 0, "%s", err);
+    check_contract(tt, "hand-written");
+    row_labels(tt, 0, row[0], sizeof row[0]);
+    row_labels(tt, 1, row[1], sizeof row[1]);
+}
+
+START_TEST(test_hand_interleaved)
+{
+    static const char *const train[] = {
+        NULL, "",                                                 /* as written, none */
+        "mode pp schedule 1f1b stages 2 micro 1",                 /* disagreeing */
+        "mode pp schedule interleaved virtual 3 stages 2 micro 1",
+        "mode pp schedule zb-h1 stages 2 micro 1",
+    };
+    for (int i = 0; i < 5; i++) {
+        dv_model m;
+        dv_tt tt;
+        char row[2][128];
+        hand_trace(IL_TRACE, train[i], &m, &tt, row);
+        REQUIRE(!strcmp(tt.mode, "pp") && tt.schedule == 2 && tt.v == 2 && tt.stages == 2 &&
+                tt.micro == 1 && tt.nsteps == 1 && !strcmp(row[0], "F0a F0b B0b B0a") &&
+                !strcmp(row[1], "F0a F0b B0b B0a"), "interleaved, header '%s': schedule %d "
+                "v %d stages %d micro %d; rank 0 '%s', rank 1 '%s'", train[i] ? train[i]
+                : "as written", tt.schedule, tt.v, tt.stages, tt.micro, row[0], row[1]);
+        REQUIRE((i < 2) == (tt.disagree[0] == '\0') &&
+                (i < 2 || strstr(tt.disagree, i == 3 ? "virtual 3" : "chunks a stage")),
+                "interleaved, header '%s': disagree '%s'", train[i] ? train[i] : "as written",
+                tt.disagree);
+        int f0a = find_compute(&tt, 0, "F0a"), b0b = find_compute(&tt, 0, "B0b");
+        REQUIRE(f0a >= 0 && near(tt.blocks[f0a].t1 - tt.blocks[f0a].t0, 0.001) &&
+                tt.blocks[f0a].chunk == 0 && b0b >= 0 && tt.blocks[b0b].chunk == 1,
+                "interleaved: rank 0's F0a (its two layers) and B0b");
+        /* rank 0 holds (0, a) from 0 and (0, b) from 2 ms until 8 ms, (0, a) until 12 */
+        REQUIRE(dv_tt_stash(&tt, 0, 0.0015) == 1 && dv_tt_stash(&tt, 0, 0.005) == 2 &&
+                dv_tt_stash(&tt, 0, 0.009) == 1 && dv_tt_stash(&tt, 0, 0.0125) == 0 &&
+                tt.steps[0].stash == 2, "interleaved: rank 0's stash %d %d %d %d, peak %d",
+                dv_tt_stash(&tt, 0, 0.0015), dv_tt_stash(&tt, 0, 0.005),
+                dv_tt_stash(&tt, 0, 0.009), dv_tt_stash(&tt, 0, 0.0125), tt.steps[0].stash);
+        int back = 0;                         /* activations from rank 1 round to rank 0 */
+        for (int a = 0; a < tt.narrows; a++)
+            back += tt.arrows[a].src == 1 && tt.arrows[a].what == 'A';
+        REQUIRE(tt.narrows == 6 && back == 1 && tt.steps[0].messages == 6 &&
+                tt.steps[0].messages_model == 6 && tt.steps[0].stash_model ==
+                dt_pp_peak_stash_v(2, 2, 1, 2, 0), "interleaved: %d arrows (%d activations "
+                "1 -> 0), messages %d (model %d), stash model %d", tt.narrows, back,
+                tt.steps[0].messages, tt.steps[0].messages_model, tt.steps[0].stash_model);
+        dv_tt_free(&tt);
+        dv_model_free(&m);
+    }
+}
+END_TEST
+
+START_TEST(test_hand_zb)
+{
+    static const char *const train[] = {
+        NULL, "", "mode pp schedule 1f1b stages 2 micro 2",
+        "mode pp schedule interleaved virtual 2 stages 2 micro 2",
+    };
+    for (int i = 0; i < 4; i++) {
+        dv_model m;
+        dv_tt tt;
+        char row[2][128];
+        hand_trace(ZB_TRACE, train[i], &m, &tt, row);
+        REQUIRE(tt.schedule == 3 && tt.v == 1 && tt.stages == 2 && tt.micro == 2 &&
+                !strcmp(row[0], "F0 F1 B0 W0 B1 W1") && !strcmp(row[1], "F0 B0 F1 B1 W0 W1"),
+                "zb-h1, header '%s': schedule %d v %d stages %d micro %d; rank 0 '%s', rank "
+                "1 '%s'", train[i] ? train[i] : "as written", tt.schedule, tt.v, tt.stages,
+                tt.micro, row[0], row[1]);
+        REQUIRE((i < 2) == (tt.disagree[0] == '\0'), "zb-h1, header '%s': disagree '%s'",
+                train[i] ? train[i] : "as written", tt.disagree);
+        int w = 0;
+        for (int k = 0; k < tt.nblocks; k++)
+            w += tt.blocks[k].kind == DV_TT_WEIGHTS && tt.blocks[k].label[0] == 'W' &&
+                 tt.blocks[k].micro >= 0;
+        /* stage 1 holds micro-batch 0 from its F (1 ms) until its W (6 ms) */
+        REQUIRE(w == 4 && dv_tt_stash(&tt, 1, 0.0045) == 2 && dv_tt_stash(&tt, 1, 0.0055) == 2 &&
+                dv_tt_stash(&tt, 1, 0.0065) == 1 && tt.steps[0].stash == 2 &&
+                tt.steps[0].stash_model == 2 && tt.narrows == 4 && tt.steps[0].messages == 4,
+                "zb-h1: %d W blocks; stage 1's stash %d %d %d; peak %d (model %d); %d arrows",
+                w, dv_tt_stash(&tt, 1, 0.0045), dv_tt_stash(&tt, 1, 0.0055),
+                dv_tt_stash(&tt, 1, 0.0065), tt.steps[0].stash, tt.steps[0].stash_model,
+                tt.narrows);
+        if (i == 0) {                         /* the measures beside zb-h1's closed forms */
+            char buf[512];
+            dv_tt_describe_step(&tt, 0, buf, sizeof buf);
+            REQUIRE(fabs(tt.steps[0].bubble_model - dt_pp_bubble_v(3, 2, 2, 1, 1, 1)) <= EPS &&
+                    near(tt.steps[0].bubble, 1 - 12.0 / 14) &&
+                    strstr(buf, "(P-1)/(3M+P-1) at P=2, M=2") &&
+                    strstr(buf, "stash peak 2, 2 = min(P,M)") &&
+                    strstr(buf, "4 messages, 4 = 2M(P-1)"), "zb-h1: bubble %g (model %g), "
+                    "described '%s'", tt.steps[0].bubble, tt.steps[0].bubble_model, buf);
+        }
+        dv_tt_free(&tt);
+        dv_model_free(&m);
+    }
+}
+END_TEST
+
 START_TEST(test_header_disagrees)
 {
     static const struct {
@@ -940,7 +1309,9 @@ END_TEST
 typedef struct {
     char mode[16];
     int stages;              /* pipeline stages: pp's ranks, hybrid's --pp; 0 none */
-    int schedule, micro;     /* with stages: --schedule (0 gpipe, 1 1f1b), --micro */
+    int schedule, micro;     /* with stages: --schedule (0 gpipe, 1 1f1b, 2 interleaved,
+                                3 zb-h1), --micro */
+    int v;                   /* interleaved: the header's "virtual v"; else 1 */
     int units;               /* the GPT's units (the header's "model gpt ... layers U"),
                                 0 for the MLP */
 } given;
@@ -951,13 +1322,18 @@ static void parse_name(const char *name, int nranks, given *g)
     g->stages = 0;
     g->schedule = -1;
     g->micro = 0;
+    g->v = 1;
     size_t k = strcspn(name, "-.");
     if (!strncmp(name, "dp-threads", 10) && (name[10] == '-' || name[10] == '.'))
         k = 10;                              /* the one mode with '-' in its name */
     REQUIRE(k > 0 && k < sizeof g->mode, "%s: no mode in the name", name);
     memcpy(g->mode, name, k);
     g->mode[k] = '\0';
-    if (!strcmp(g->mode, "pp")) {
+    if (!strncmp(name, "pp-zb-h1-", 9)) {     /* the one schedule with '-' in its name */
+        REQUIRE(sscanf(name + 9, "%d", &g->micro) == 1, "%s: pp-zb-h1-M.trace", name);
+        snprintf(sched, sizeof sched, "zb-h1");
+        g->stages = nranks;
+    } else if (!strcmp(g->mode, "pp")) {
         REQUIRE(sscanf(name, "pp-%15[^-]-%d", sched, &g->micro) == 2,
                 "%s: a pp trace is named pp-SCHEDULE-M.trace", name);
         g->stages = nranks;
@@ -967,7 +1343,7 @@ static void parse_name(const char *name, int nranks, given *g)
                 "%s: a pipelined hybrid trace is named hybrid-ppP-SCHEDULE-M.trace", name);
     }
     if (g->stages > 0) {
-        g->schedule = !strcmp(sched, "gpipe") ? 0 : !strcmp(sched, "1f1b") ? 1 : -1;
+        g->schedule = dv_train_algo_index(sched) < DV_TRAIN_DDP ? dv_train_algo_index(sched) : -1;
         REQUIRE(g->schedule >= 0 && g->micro >= 1 && g->micro <= 64, "%s: schedule '%s', "
                 "%d micro-batches", name, sched, g->micro);
     }
@@ -1041,6 +1417,38 @@ static double overlap_compute(const dv_tt *tt, int rank, double t0, double t1)
  * "F2 L1" with micro-batches elsewhere (accum: ddp's --accum), else "F L1"; the GPT's
  * units by name and part ("F b1 attn", "B head"); prefix: the label need only start
  * with *label ("opt", "loss"; "" for any). */
+/* The pipeline operation that holds pp's compute event e: the mark (coll pipeline) of
+ * its rank and step, begun last at or before e, that lasts past e's begin; NULL none. */
+static const dt_event *op_of(const dt_trace *t, const dt_event *e)
+{
+    const dt_event *op = NULL;
+    for (size_t i = 0; i < t->n; i++) {
+        const dt_event *x = &t->ev[i];
+        if (x->rank == e->rank && x->kind == DT_EV_MARK && !strcmp(x->coll, "pipeline") &&
+            x->step == e->step && x->t0 <= e->t0 && e->t0 <= x->t1 &&
+            (op == NULL || x->t0 >= op->t0))
+            op = x;
+    }
+    return op;
+}
+
+/* What pp's operation op (a mark; NULL none) makes of a forward or backward's label
+ * "F3": zb-h1's W ("weights", whose compute says "backward") "W3", and with v > 1
+ * chunks a stage the chunk's letter, "F3b" (chunk 1: virtual stage P + s). */
+static void op_want(const given *g, const dt_event *op, char *label, size_t len,
+                    dv_tt_kind *kind)
+{
+    if (op == NULL)
+        return;
+    if (!strcmp(op->phase, "weights")) {
+        label[0] = 'W';
+        *kind = DV_TT_WEIGHTS;
+    }
+    if (g->v > 1)
+        snprintf(label + strlen(label), len - strlen(label), "%c",
+                 'a' + (int)(op->chunk / g->stages));
+}
+
 static void compute_want(const given *g, const dt_event *e, int pp, int accum, char *label,
                          size_t len, dv_tt_kind *kind, int *prefix)
 {
@@ -1060,7 +1468,7 @@ static void compute_want(const given *g, const dt_event *e, int pp, int accum, c
         if (*part)
             snprintf(ly + strlen(ly), sizeof ly - strlen(ly), " %s", part + 1);
         if (pp)
-            snprintf(label, len, "%c%d", c, micro_of(e));
+            snprintf(label, len, "%c%d", c, micro_of(e));   /* (op_want may add more) */
         else if (accum && micro_of(e) >= 0)
             snprintf(label, len, "%c%d %s", c, micro_of(e), ly);
         else
@@ -1106,12 +1514,15 @@ static void check_compute(const dt_trace *t, const dv_tt *tt, const given *g,
             dv_tt_kind kind;
             int prefix;
             compute_want(g, e, pp, accum, want, sizeof want, &kind, &prefix);
+            if (pp && !prefix)
+                op_want(g, op_of(t, e), want, sizeof want, &kind);
             REQUIRE(!pp || kind == DV_TT_OTHER || kind == DV_TT_OPTIMIZER || micro_of(e) >= 0,
                     "%s: a pp compute event without a micro-batch", name);
             int named = prefix ? !strncmp(b->label, want, strlen(want))
                                : !strcmp(b->label, want);
             int ok = b->step == e->step && b->kind == kind && named;
-            if (ok && pp && (kind == DV_TT_FORWARD || kind == DV_TT_BACKWARD))
+            if (ok && pp && (kind == DV_TT_FORWARD || kind == DV_TT_BACKWARD ||
+                             kind == DV_TT_WEIGHTS))
                 ok = b->micro == micro_of(e);
             if (ok && !pp && !prefix)
                 ok = b->layer == e->chunk;
@@ -1238,7 +1649,11 @@ static void check_arrows(const dt_trace *t, const dv_tt *tt, const char *name)
                 REQUIRE(found >= 0, "%s: the message %d -> %d sent at %.9f, received by "
                         "%.9f, has no arrow", name, a, b, s->t0, r->t1);
                 const dv_tt_arrow *w = &tt->arrows[found];
-                REQUIRE(w->what == (b > a ? 'A' : 'G') && w->micro == s->chunk &&
+                /* what the send says it carries (interleaved's activations go from the
+                 * last stage round to the first); an exchange: by direction */
+                char what = !strcmp(s->phase, "activations") ? 'A'
+                          : !strcmp(s->phase, "gradients") ? 'G' : b > a ? 'A' : 'G';
+                REQUIRE(w->what == what && w->micro == s->chunk &&
                         w->step == s->step, "%s: arrow %d -> %d at %.9f: '%c' micro %d step "
                         "%d, the send says micro %d step %d", name, a, b, s->t0, w->what,
                         w->micro, w->step, s->chunk, s->step);
@@ -1278,16 +1693,16 @@ static void check_comm(const dt_trace *t, const dv_tt *tt, const char *name)
 
 /* The pipeline stage of rank: the chunk of its "pipeline" forward and backward marks
  * (trace.h), which must agree; -1 without any. */
-static int stage_of(const dt_trace *t, int rank, const char *name)
+static int stage_of(const dt_trace *t, int rank, int P, const char *name)
 {
     int s = -1;
     for (size_t i = 0; i < t->n; i++) {
         const dt_event *e = &t->ev[i];
         if (e->rank != rank || e->kind != DT_EV_MARK || strcmp(e->coll, "pipeline") != 0)
             continue;
-        REQUIRE(s < 0 || e->chunk == s, "%s: rank %d's pipeline marks name stages %d and %d",
-                name, rank, s, e->chunk);
-        s = e->chunk;
+        REQUIRE(s < 0 || e->chunk % P == s, "%s: rank %d's pipeline marks name stages %d "
+                "and %d (virtual stages mod %d)", name, rank, s, (int)(e->chunk % P), P);
+        s = (int)(e->chunk % P);
     }
     return s;
 }
@@ -1298,11 +1713,16 @@ static int stage_of(const dt_trace *t, int rank, const char *name)
  * not computing (pp: P ranks, one per stage). */
 static void check_pp(const dt_trace *t, const dv_tt *tt, const given *g, const char *name)
 {
-    int P = g->stages, M = g->micro, n = 2 * M, R = t->nranks;
-    REQUIRE(tt->schedule == g->schedule && tt->stages == P && tt->micro == M,
-            "%s: schedule %d stages %d micro %d, train was given %s, %d, %d", name,
-            tt->schedule, tt->stages, tt->micro, SCHED[g->schedule], P, M);
-    dt_pp_op ops[2 * 64];
+    int S = g->schedule, P = g->stages, M = g->micro, v = g->v, R = t->nranks;
+    int n = dt_pp_nops(S, P, M, v);
+    REQUIRE(tt->schedule == S && tt->stages == P && tt->micro == M && tt->v == v,
+            "%s: schedule %d stages %d micro %d v %d, train was given %s, %d, %d, %d", name,
+            tt->schedule, tt->stages, tt->micro, tt->v, SCHED[S], P, M, v);
+    dt_pp_op *ops = malloc((size_t)(n > 0 ? n : 1) * sizeof *ops);
+    const dt_event **op = malloc((t->n + 1) * sizeof *op);
+    REQUIRE(ops && op && n > 0, "out of memory, or dt_pp_nops %d", n);
+    for (size_t i = 0; i < t->n; i++)       /* each compute event's operation */
+        op[i] = is_compute(&t->ev[i]) ? op_of(t, &t->ev[i]) : NULL;
     for (int si = 0; si < tt->nsteps; si++) {
         int step = tt->steps[si].step;
         double c0 = INFINITY, c1 = -INFINITY;   /* flush to flush: the step's compute */
@@ -1316,45 +1736,67 @@ static void check_pp(const dt_trace *t, const dv_tt *tt, const given *g, const c
                 tt->steps[si].bubble >= 0 && tt->steps[si].bubble <= 1,
                 "%s: step %d: bubble %g, 1 - compute / (%d ranks x the span of its compute) "
                 "= %g", name, step, tt->steps[si].bubble, R, 1 - tt->steps[si].compute / R_span);
-        REQUIRE(fabs(tt->steps[si].bubble_model - dt_pp_bubble(P, M)) <= EPS,
-                "%s: step %d: bubble_model %g, dt_pp_bubble %g", name, step,
-                tt->steps[si].bubble_model, dt_pp_bubble(P, M));
+        double model = strcmp(g->mode, "pp") == 0 ? dt_pp_bubble_v(S, P, M, v, 1, 1)
+                                                  : dt_pp_bubble(P, M);
+        REQUIRE(fabs(tt->steps[si].bubble_model - model) <= EPS,
+                "%s: step %d: bubble_model %g, lib/schedule's %g", name, step,
+                tt->steps[si].bubble_model, model);
+        int most = 0;
         for (int r = 0; r < R; r++) {
-            int s = stage_of(t, r, name);
+            int s = stage_of(t, r, P, name);
             REQUIRE(s >= 0 && s < P && (strcmp(g->mode, "pp") != 0 || s == r),
                     "%s: rank %d is stage %d of %d", name, r, s, P);
-            dt_pp_order(g->schedule, P, M, s, ops);
+            dt_pp_order_v(S, P, M, v, s, ops);
+            /* an operation that computes nothing has no block: zb-h1's B on stage 0,
+             * when its one layer has no input whose gradient it would compute */
+            int kept = 0;
+            for (int o = 0; o < n; o++) {
+                int has = 0;
+                for (size_t i = 0; i < t->n && !has; i++)
+                    has = op[i] != NULL && t->ev[i].rank == r && t->ev[i].step == step &&
+                          micro_of(op[i]) == ops[o].micro && op[i]->chunk / P == ops[o].chunk &&
+                          toupper((unsigned char)op[i]->phase[0]) == ops[o].kind;
+                if (has)
+                    ops[kept++] = ops[o];
+            }
             int k = 0, peak = 0;
             char last[24] = "";
             for (int j = 0; j < tt->nblocks; j++) {
                 const dv_tt_block *b = &tt->blocks[j];
                 if (b->rank != r || b->lane != 0 || b->step != step ||
-                    (b->kind != DV_TT_FORWARD && b->kind != DV_TT_BACKWARD))
+                    (b->kind != DV_TT_FORWARD && b->kind != DV_TT_BACKWARD &&
+                     b->kind != DV_TT_WEIGHTS))
                     continue;
                 if (strcmp(b->label, last) != 0) {      /* a new operation */
                     char want[24];
-                    REQUIRE(k < n, "%s: step %d rank %d: more than %d operations ('%s')",
-                            name, step, r, n, b->label);
+                    REQUIRE(k < kept, "%s: step %d rank %d: more than %d operations ('%s')",
+                            name, step, r, kept, b->label);
                     snprintf(want, sizeof want, "%c%d", ops[k].kind, ops[k].micro);
-                    REQUIRE(!strcmp(b->label, want), "%s: step %d rank %d (stage %d): "
-                            "operation %d is '%s', dt_pp_order (%s) says '%s'", name, step, r,
-                            s, k, b->label, SCHED[g->schedule], want);
+                    if (v > 1)
+                        snprintf(want + strlen(want), sizeof want - strlen(want), "%c",
+                                 'a' + ops[k].chunk);
+                    REQUIRE(!strcmp(b->label, want) && b->chunk == (v > 1 ? ops[k].chunk : -1),
+                            "%s: step %d rank %d (stage %d): operation %d is '%s' (chunk %d), "
+                            "dt_pp_order_v (%s) says '%s'", name, step, r, s, k, b->label,
+                            b->chunk, SCHED[S], want);
                     snprintf(last, sizeof last, "%s", b->label);
                     k++;
                 }
-                /* the stash at the block's middle, from this stage's compute events */
+                /* the stash at the block's middle, from this stage's compute events and
+                 * their operations: each (micro-batch, chunk) from its forward's begin
+                 * to the end of its backward (zb-h1: its W) */
                 double c = (b->t0 + b->t1) / 2;
                 int stash = 0;
-                for (int mi = 0; mi < M; mi++) {
+                for (int x = 0; x < M * v; x++) {
                     double f0 = INFINITY, b1 = -INFINITY;
                     for (size_t i = 0; i < t->n; i++) {
                         const dt_event *e = &t->ev[i];
                         if (e->rank != r || !is_compute(e) || e->step != step ||
-                            micro_of(e) != mi)
+                            micro_of(e) != x / v || op[i] == NULL || op[i]->chunk / P != x % v)
                             continue;
-                        if (dt_train_dir(e->phase, NULL) == 'F')   /* the GPT's */
-                            f0 = fmin(f0, e->t0);                  /* parts too */
-                        if (dt_train_dir(e->phase, NULL) == 'B')
+                        if (op[i]->phase[0] == 'f')
+                            f0 = fmin(f0, e->t0);
+                        else
                             b1 = fmax(b1, e->t1);
                     }
                     stash += (f0 <= c) - (b1 > -INFINITY && b1 <= c);
@@ -1364,13 +1806,27 @@ static void check_pp(const dt_trace *t, const dv_tt *tt, const given *g, const c
                 REQUIRE(got == stash, "%s: step %d rank %d at %.9f (in '%s'): stash %d, the "
                         "events say %d", name, step, r, c, b->label, got, stash);
             }
-            REQUIRE(k == n, "%s: step %d rank %d: %d operations, dt_pp_order %d", name, step,
-                    r, k, n);
-            REQUIRE(peak == dt_pp_peak_stash(g->schedule, P, M, s), "%s: step %d rank %d "
-                    "(stage %d): stash peaks at %d, dt_pp_peak_stash %d", name, step, r, s,
-                    peak, dt_pp_peak_stash(g->schedule, P, M, s));
+            REQUIRE(k == kept && kept >= n - M, "%s: step %d rank %d: %d operations, "
+                    "dt_pp_order_v %d, %d of them computing", name, step, r, k, n, kept);
+            REQUIRE(peak == dt_pp_peak_stash_v(S, P, M, v, s), "%s: step %d rank %d "
+                    "(stage %d): stash peaks at %d, dt_pp_peak_stash_v %d", name, step, r, s,
+                    peak, dt_pp_peak_stash_v(S, P, M, v, s));
+            most = peak > most ? peak : most;
+        }
+        if (strcmp(g->mode, "pp") == 0) {        /* the step's peak and messages */
+            int msgs = 0;
+            for (int s = 0; s < P; s++)
+                msgs += dt_pp_messages_v(S, P, M, v, s);
+            REQUIRE(tt->steps[si].stash == most && tt->steps[si].stash_model ==
+                    dt_pp_peak_stash_v(S, P, M, v, 0) && tt->steps[si].messages == msgs &&
+                    tt->steps[si].messages_model == msgs, "%s: step %d: stash %d (model %d), "
+                    "messages %d (model %d); the stages peak at %d and send %d", name, step,
+                    tt->steps[si].stash, tt->steps[si].stash_model, tt->steps[si].messages,
+                    tt->steps[si].messages_model, most, msgs);
         }
     }
+    free(ops);
+    free(op);
 }
 
 /* Steps: those of the compute events, in order; their measures summed from the trace's
@@ -1524,6 +1980,9 @@ static void check_trace(const char *dir, const char *file)
     REQUIRE(dt_trace_read(path, &t, err, sizeof err) == 0, "%s", err);
     REQUIRE(dt_trace_read(path, &mine, err, sizeof err) == 0, "%s", err);
     parse_name(file, mine.nranks, &g);
+    const char *virt = strstr(mine.train, " virtual ");
+    g.v = g.schedule == 2 && virt ? atoi(virt + 9) : 1;
+    REQUIRE(g.schedule != 2 || g.v >= 1, "%s: interleaved without 'virtual v'", file);
     const char *gpt = strstr(mine.train, " model gpt "), *units = strstr(mine.train, " layers ");
     g.units = gpt && units ? atoi(units + 8) : 0;
     REQUIRE(!gpt || g.units >= 3, "%s: a GPT of %d units", file, g.units);
@@ -1972,6 +2431,9 @@ int main(void)
     TCase *tc = tcase_create("builtin");
     tcase_add_loop_test(tc, test_builtin, 0, 16);
     tcase_add_test(tc, test_builtin_names);
+    tcase_add_loop_test(tc, test_builtin_v, 0, 5);
+    tcase_add_test(tc, test_hand_interleaved);
+    tcase_add_test(tc, test_hand_zb);
     tcase_add_loop_test(tc, test_builtin_ddp, 0, 8);
     tcase_add_test(tc, test_builtin_ddp_edges);
     tcase_add_test(tc, test_odd_headers);

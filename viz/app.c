@@ -139,6 +139,7 @@ int dv_app_init(dv_app *a, dv_model *m, int algo, long long count, int w, int h,
     a->train_algo = -1;
     a->stages = 4;                         /* dtviz's defaults, for 'a' to switch to */
     a->micro = 8;
+    a->virt = 2;
     a->ddp = DV_DDP_DEFAULT;
     if (tt_open(a) != 0) {
         dv_app_free(a);
@@ -155,11 +156,18 @@ void dv_app_free(dv_app *a)
     memset(a, 0, sizeof *a);
 }
 
+void dv_app_train_pp(dv_app *a, dv_pp_shape s)
+{
+    a->train_algo = s.schedule;
+    a->stages = s.stages;
+    a->micro = s.micro;
+    if (s.schedule == 2)
+        a->virt = s.v;
+}
+
 void dv_app_train_algo(dv_app *a, int train_algo, int stages, int micro)
 {
-    a->train_algo = train_algo;
-    a->stages = stages;
-    a->micro = micro;
+    dv_app_train_pp(a, (dv_pp_shape){ train_algo, stages, micro, 1 });
 }
 
 void dv_app_train_ddp(dv_app *a, dv_ddp_shape s)
@@ -333,15 +341,16 @@ static void rebuild(dv_app *a, int algo, int n)
     log_line(a, "showing", a->m.title);
 }
 
-/* Replaces the built-in training schedule by ta: a pipeline at P stages and M
- * micro-batches, or ddp of shape d; on failure keeps the old one and says why in the
- * note. The other schedules' shapes are kept for 'a'. */
-static void rebuild_train(dv_app *a, int ta, int P, int M, dv_ddp_shape d)
+/* Replaces the built-in training schedule by ta: a pipeline at P stages, M
+ * micro-batches and (interleaved) v chunks a stage, or ddp of shape d; on failure keeps
+ * the old one and says why in the note. The other schedules' shapes are kept for 'a'. */
+static void rebuild_train(dv_app *a, int ta, int P, int M, int v, dv_ddp_shape d)
 {
     char err[160];
     dv_model nm;
-    int rc = ta == DV_TRAIN_DDP ? dv_model_train_ddp(&nm, d, err, sizeof err)
-                                : dv_model_train_algo(&nm, ta, P, M, err, sizeof err);
+    int rc = ta == DV_TRAIN_DDP
+        ? dv_model_train_ddp(&nm, d, err, sizeof err)
+        : dv_model_train_pp(&nm, (dv_pp_shape){ ta, P, M, ta == 2 ? v : 1 }, err, sizeof err);
     if (rc != 0) {
         note(a, err);
         return;
@@ -357,6 +366,7 @@ static void rebuild_train(dv_app *a, int ta, int P, int M, dv_ddp_shape d)
     a->train_algo = ta;                    /* what a->m now is, whatever comes next */
     a->stages = P;
     a->micro = M;
+    a->virt = v;
     a->ddp = d;
     if (tt_open(a) != 0) {
         note(a, "out of memory");
@@ -390,21 +400,29 @@ static int tt_key(dv_app *a, SDL_Keycode k, Uint16 mod)
     case SDLK_t: case SDLK_RETURN: case SDLK_KP_ENTER: dv_app_show_timetable(a, 0); return 1;
     case SDLK_a:
         if (a->train_algo < 0)
-            note(a, "a, n, N, m, M change built-in schedules only: this is a trace");
+            note(a, "a, n, N, m, M, v, V change built-in schedules only: this is a trace");
         else
-            rebuild_train(a, (a->train_algo + 1) % ntrain, a->stages, a->micro, d);
+            rebuild_train(a, (a->train_algo + 1) % ntrain, a->stages, a->micro, a->virt, d);
         return 1;
     case SDLK_n: case SDLK_m:
         if (a->train_algo < 0) {
-            note(a, "a, n, N, m, M change built-in schedules only: this is a trace");
+            note(a, "a, n, N, m, M, v, V change built-in schedules only: this is a trace");
         } else if (a->train_algo == DV_TRAIN_DDP) {    /* ranks, buckets */
             d.ranks += k == SDLK_n ? step : 0;
             d.buckets += k == SDLK_m ? step : 0;
-            rebuild_train(a, a->train_algo, a->stages, a->micro, d);
+            rebuild_train(a, a->train_algo, a->stages, a->micro, a->virt, d);
         } else {                                        /* stages, micro-batches */
             rebuild_train(a, a->train_algo, a->stages + (k == SDLK_n ? step : 0),
-                          a->micro + (k == SDLK_m ? step : 0), d);
+                          a->micro + (k == SDLK_m ? step : 0), a->virt, d);
         }
+        return 1;
+    case SDLK_v:                                        /* interleaved's chunks */
+        if (a->train_algo < 0)
+            note(a, "a, n, N, m, M, v, V change built-in schedules only: this is a trace");
+        else if (a->train_algo != 2)
+            note(a, "v, V change the chunks a stage of the built-in interleaved ('a' to it)");
+        else
+            rebuild_train(a, a->train_algo, a->stages, a->micro, a->virt + step, d);
         return 1;
     default:
         return 0;
@@ -415,7 +433,8 @@ static void key(dv_app *a, SDL_Keycode k, Uint16 mod)
 {
     a->note[0] = '\0';
     if (a->tt != NULL && (a->timetable || (a->train_algo >= 0 &&
-                          (k == SDLK_a || k == SDLK_n || k == SDLK_m))) && tt_key(a, k, mod))
+                          (k == SDLK_a || k == SDLK_n || k == SDLK_m || k == SDLK_v))) &&
+        tt_key(a, k, mod))
         return;                            /* a built-in's a, n, m rebuild it in any view */
     if (a->tt != NULL && !a->timetable && (k == SDLK_t || k == SDLK_BACKSPACE)) {
         dv_app_show_timetable(a, 1);

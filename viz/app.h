@@ -31,6 +31,7 @@ typedef struct {
     int call;                   /* the collective call picked in the timetable, -1 none */
     int train_algo;             /* index into dv_train_algos; -1: none */
     int stages, micro;          /* the built-in pipeline's P and M */
+    int virt;                   /* the built-in interleaved's chunks a stage (v) */
     dv_ddp_shape ddp;           /* the built-in ddp's shape */
     int press_x, press_y, dragged;     /* a left button held on the timetable */
     double press_t0, press_t1;
@@ -45,10 +46,14 @@ typedef struct {
  * timetable cannot be built (m then freed). */
 int dv_app_init(dv_app *a, dv_model *m, int algo, long long count, int w, int h, FILE *log);
 
-/* For a model of a built-in pipeline schedule (dv_train_algo_trace): which one, with P
- * stages and M micro-batches, so that the a, n, N, m, M keys can rebuild it. Until
- * then (and for 'a' to switch to) the pipelines have 4 stages and 8 micro-batches, ddp
+/* For a model of a built-in pipeline schedule (dv_train_pp_trace) of shape s: which
+ * one, with P stages, M micro-batches and interleaved's v chunks a stage, so that the
+ * a, n, N, m, M, v, V keys can rebuild it. Until then (and for 'a' to switch to) the
+ * pipelines have 4 stages and 8 micro-batches, interleaved 2 chunks a stage, ddp
  * DV_DDP_DEFAULT. */
+void dv_app_train_pp(dv_app *a, dv_pp_shape s);
+
+/* The same for GPipe or 1F1B (train_algo 0 or 1): interleaved's v is left as it is. */
 void dv_app_train_algo(dv_app *a, int train_algo, int stages, int micro);
 
 /* The same for a model of the built-in ddp (dv_train_ddp_trace) of shape s: n, N change

@@ -66,6 +66,7 @@ SDL_Color dv_rank_color(int r);
  * always means that rank. */
 typedef enum {
     DV_C_FORWARD, DV_C_BACKWARD, DV_C_OPTIMIZER, DV_C_COMPUTE,   /* compute */
+    DV_C_WEIGHTS,                       /* compute: zb-h1's W, the weights' gradient */
     DV_C_SEND, DV_C_RECV, DV_C_REDUCE, DV_C_STAGE,               /* the timeline's comm */
     DV_C_COMM, DV_C_WAIT,                                        /* the timetable's comm */
     DV_C_COPY_ARROW, DV_C_ADD_ARROW,                             /* the grid's arrows */

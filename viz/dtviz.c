@@ -5,6 +5,8 @@
  *   build/dtviz --algo allgather --png a.png --step 3      one picture, no display
  *   build/dtviz run.trace --frames frames/                 every position as a PNG
  *   build/dtviz --algo 1f1b --stages 4 --micro 8          a pipeline's timetable
+ *   build/dtviz --algo interleaved --virtual 2             2 model chunks a stage
+ *   build/dtviz --algo zb-h1                               B and W apart
  *   build/dtviz --algo ddp --ranks 3 --layers 6 --buckets 3   DDP's buckets and overlap
  *   build/dtviz train.trace --train-step 2 --png t.png     a training step's timetable
  *
@@ -33,6 +35,7 @@
 #include <SDL_image.h>
 
 #include "app.h"
+#include "schedule.h"
 
 /* ==== options ==== */
 
@@ -42,6 +45,7 @@ typedef struct {
     const char *file, *algo, *png, *frames, *chrome, *view;
     long long ranks, count, step;   /* -1: not given */
     long long stages, micro, train_step;
+    long long virt;                 /* interleaved's chunks a stage; -1: not given */
     long long layers, buckets, comm;  /* ddp; -1: not given */
     int no_overlap;
     double cursor;                  /* NAN: not given */
@@ -80,15 +84,18 @@ static void usage(FILE *f)
         "models.\n"
         "  FILE                  replay a trace written with --trace (a lesson, build/train)\n"
         "  --algo ALGO           a built-in schedule instead (the default: ring-allreduce);\n"
-        "                        gpipe and 1f1b are pipeline timetables; ddp, DDP's\n"
-        "                        gradient buckets in one step:\n");
+        "                        gpipe, 1f1b, interleaved (1F1B over v model chunks a\n"
+        "                        stage) and zb-h1 (zero bubble: the backward cut into B,\n"
+        "                        the input's gradient, and W, the weights') are pipeline\n"
+        "                        timetables; ddp, DDP's gradient buckets in one step:\n");
     algo_names(f, "                       ", 1);
     fprintf(f,
         "  --ranks N             its ranks, 1..%d (default 4; ddp 3)\n"
         "  --count N             its buffer in float elements (default 1048576); at 0 the\n"
         "                        collective moves nothing: no cells, an empty timeline\n"
-        "  --stages P            gpipe, 1f1b: pipeline stages, 1..%d (default 4)\n"
-        "  --micro M             gpipe, 1f1b: micro-batches per step, 1..64 (default 8)\n"
+        "  --stages P            the pipelines: stages, 1..%d (default 4)\n"
+        "  --micro M             the pipelines: micro-batches per step, 1..64 (default 8)\n"
+        "  --virtual V           interleaved: model chunks a stage, 1..26 (default 2)\n"
         "  --layers L            ddp: layers, 1..64 (default 6); a forward takes 1 slot, a\n"
         "                        backward 2\n"
         "  --buckets B           ddp: gradient buckets, 1..L (default 3): runs of layers in\n"
@@ -173,7 +180,7 @@ static int parse(int argc, char **argv, options *o)
 {
     enum { O_ALGO = 256, O_RANKS, O_COUNT, O_PNG, O_STEP, O_FRAMES, O_CHROME, O_SIZE, O_VERBOSE,
            O_STAGES, O_MICRO, O_TSTEP, O_VIEW, O_CURSOR, O_WINDOW, O_LAYERS, O_BUCKETS,
-           O_COMM, O_NO_OVERLAP };
+           O_COMM, O_NO_OVERLAP, O_VIRTUAL };
     static const struct option lo[] = {
         { "algo", required_argument, 0, O_ALGO }, { "ranks", required_argument, 0, O_RANKS },
         { "count", required_argument, 0, O_COUNT }, { "png", required_argument, 0, O_PNG },
@@ -185,11 +192,12 @@ static int parse(int argc, char **argv, options *o)
         { "cursor", required_argument, 0, O_CURSOR }, { "window", required_argument, 0, O_WINDOW },
         { "layers", required_argument, 0, O_LAYERS }, { "buckets", required_argument, 0, O_BUCKETS },
         { "comm", required_argument, 0, O_COMM }, { "no-overlap", no_argument, 0, O_NO_OVERLAP },
+        { "virtual", required_argument, 0, O_VIRTUAL },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     long long w, h;
     int c;
-    *o = (options){ .ranks = -1, .count = -1, .step = -1, .stages = -1, .micro = -1,
+    *o = (options){ .ranks = -1, .count = -1, .step = -1, .stages = -1, .micro = -1, .virt = -1,
                     .train_step = -1, .layers = -1, .buckets = -1, .comm = -1, .cursor = NAN,
                     .win0 = NAN, .win1 = NAN, .w = 1280, .h = 800 };
     opterr = 0;                            /* our own messages, in our own words */
@@ -220,6 +228,11 @@ static int parse(int argc, char **argv, options *o)
         case O_MICRO:
             if (parse_num(optarg, 1, 64, &o->micro) != 0)
                 return bad("--micro '%s': expected 1 to 64 micro-batches", optarg);
+            break;
+        case O_VIRTUAL:
+            if (parse_num(optarg, 1, 26, &o->virt) != 0)
+                return bad("--virtual '%s': expected 1 to 26 model chunks a stage (chunk j "
+                           "is drawn as a letter, a to z)", optarg);
             break;
         case O_LAYERS:
             if (parse_num(optarg, 1, 64, &o->layers) != 0)
@@ -287,8 +300,9 @@ static int parse(int argc, char **argv, options *o)
         return bad("give a trace FILE or --algo, not both");
     if (o->file != NULL && (o->ranks >= 0 || o->count >= 0))
         return bad("--ranks and --count shape a built-in schedule; a trace has its own");
-    if (o->file != NULL && (o->stages >= 0 || o->micro >= 0))
-        return bad("--stages and --micro shape a built-in pipeline; a trace has its own");
+    if (o->file != NULL && (o->stages >= 0 || o->micro >= 0 || o->virt >= 0))
+        return bad("--stages, --micro and --virtual shape a built-in pipeline; a trace has "
+                   "its own");
     int ddp_opts = o->layers >= 0 || o->buckets >= 0 || o->comm >= 0 || o->no_overlap;
     if (o->file != NULL && ddp_opts)
         return bad("--layers, --buckets, --comm and --no-overlap shape the built-in ddp; a "
@@ -297,7 +311,16 @@ static int parse(int argc, char **argv, options *o)
     int ta = dv_train_algo_index(name), pipe = ta >= 0 && ta != DV_TRAIN_DDP,
         ddp = ta == DV_TRAIN_DDP;
     if (o->file == NULL && !pipe && (o->stages >= 0 || o->micro >= 0))
-        return bad("--stages and --micro shape the pipelines gpipe and 1f1b, not %s", name);
+        return bad("--stages and --micro shape the pipelines gpipe, 1f1b, interleaved and "
+                   "zb-h1, not %s", name);
+    if (o->file == NULL && o->virt >= 0 && ta != 2)
+        return bad("--virtual shapes the built-in interleaved (its model chunks a stage), "
+                   "not %s", name);
+    long long P = o->stages >= 0 ? o->stages : 4, M = o->micro >= 0 ? o->micro : 8,
+        v = o->virt >= 0 ? o->virt : 2;
+    if (ta == 2 && !dt_pp_valid(ta, (int)P, (int)M, (int)v))
+        return bad("--virtual %lld: interleaved does not run %lld chunks a stage over %lld "
+                   "stages and %lld micro-batches", v, v, P, M);
     if (pipe && (o->ranks >= 0 || o->count >= 0))
         return bad("%s is shaped by --stages and --micro, not --ranks or --count", name);
     if (o->file == NULL && !ddp && ddp_opts)
@@ -368,6 +391,13 @@ static dv_ddp_shape ddp_shape(const options *o)
                            .overlap = !o->no_overlap };
 }
 
+/* The built-in pipeline's shape (main has put the defaults in): v = 1 but interleaved. */
+static dv_pp_shape pp_shape(const options *o, int talgo)
+{
+    return (dv_pp_shape){ .schedule = talgo, .stages = (int)o->stages, .micro = (int)o->micro,
+                          .v = talgo == 2 ? (int)o->virt : 1 };
+}
+
 /* Builds m from the trace file or the built-in algorithm (*algo: its index in dv_algos,
  * or -1; *talgo: its index in dv_train_algos, or -1), writing the Chrome export on the
  * way when asked. Returns 0 or an exit status. */
@@ -400,7 +430,7 @@ static int load(const options *o, dv_model *m, int *algo, int *talgo)
         if (*talgo == DV_TRAIN_DDP)
             rc = dv_train_ddp_trace(ddp_shape(o), &t, err, sizeof err);
         else if (*talgo >= 0)
-            rc = dv_train_algo_trace(*talgo, (int)o->stages, (int)o->micro, &t, err, sizeof err);
+            rc = dv_train_pp_trace(pp_shape(o, *talgo), &t, err, sizeof err);
         else
             rc = dv_algo_trace(*algo, (int)o->ranks, o->count, &t, err, sizeof err);
         if (rc != 0)
@@ -413,7 +443,7 @@ static int load(const options *o, dv_model *m, int *algo, int *talgo)
     if (*talgo == DV_TRAIN_DDP)
         rc = dv_model_train_ddp(m, ddp_shape(o), err, sizeof err);
     else if (*talgo >= 0)
-        rc = dv_model_train_algo(m, *talgo, (int)o->stages, (int)o->micro, err, sizeof err);
+        rc = dv_model_train_pp(m, pp_shape(o, *talgo), err, sizeof err);
     else
         rc = dv_model_algo(m, *algo, (int)o->ranks, o->count, err, sizeof err);
     return rc != 0 ? bad("%s", err) : 0;
@@ -625,6 +655,8 @@ int main(int argc, char **argv)
         o.stages = 4;
     if (o.micro < 0)
         o.micro = 8;
+    if (o.virt < 0)
+        o.virt = 2;
     if ((rc = load(&o, &m, &algo, &talgo)) != 0)
         return rc;
     if (dv_app_init(&a, &m, algo, o.count, o.w, o.h, NULL) != 0) {
@@ -636,7 +668,7 @@ int main(int argc, char **argv)
     if (talgo == DV_TRAIN_DDP)
         dv_app_train_ddp(&a, ddp_shape(&o));
     else if (talgo >= 0)
-        dv_app_train_algo(&a, talgo, (int)o.stages, (int)o.micro);
+        dv_app_train_pp(&a, pp_shape(&o, talgo));
     if ((rc = place(&o, &a)) == 0) {
         if (o.png != NULL || o.frames != NULL || o.chrome != NULL)
             rc = headless(&o, &a);

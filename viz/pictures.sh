@@ -28,6 +28,12 @@ viz --algo ring-attention-zigzag --ranks 4 --count 4096 --step 2 \
 viz --algo gpipe --stages 4 --micro 8 --cursor 11 --png "$out/pp-gpipe.png"
 viz --algo 1f1b --stages 4 --micro 8 --cursor 10 --png "$out/pp-1f1b.png"
 
+# today's schedules at the same P and M: interleaved 1F1B over 2 chunks a stage (the
+# bubble cut by v, the stash and the messages grown), ZB-H1 (W filling the tail)
+viz --algo interleaved --virtual 2 --stages 4 --micro 8 --cursor 10 \
+    --png "$out/pp-interleaved.png"
+viz --algo zb-h1 --stages 4 --micro 8 --cursor 7 --png "$out/pp-zb-h1.png"
+
 # DDP's buckets as lib/schedule lays them out: two allreduces under backward, one after
 viz --algo ddp --ranks 3 --layers 6 --buckets 3 --png "$out/ddp-buckets.png"
 

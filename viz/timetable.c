@@ -95,7 +95,7 @@ static piece *new_piece(bld *b, const dt_event *e, int lane, double t0, double t
         return NULL;
     p->b = (dv_tt_block){ .rank = e->rank, .thread = e->thread, .lane = lane, .kind = lane ? DV_TT_COMM : DV_TT_OTHER,
                           .t0 = t0, .t1 = t1, .step = e->step, .micro = dvi_micro(e),
-                          .layer = e->chunk >= 0 ? e->chunk : -1, .call = -1 };
+                          .layer = e->chunk >= 0 ? e->chunk : -1, .chunk = -1, .call = -1 };
     p->known = e->step >= 0;
     p->ev = -1;
     return p;
@@ -158,6 +158,33 @@ static void compute_label(const bld *b, const dt_event *e, dv_tt_block *k)
         snprintf(k->label, sizeof k->label, "%.12s %d", e->phase, k->layer);
     } else {
         snprintf(k->label, sizeof k->label, "%.23s", e->phase);
+    }
+}
+
+/* The pipeline operation a rank is in (its mark comes before the compute it holds: a
+ * mark begins where its operation does). */
+typedef struct { char kind; double t0, t1; int step, micro, chunk; } pipe_op;
+
+/* pp's compute event e inside operation op: a W's compute ("backward" to the model,
+ * which does not know the schedule) is a W block; with several chunks a stage, the
+ * chunk's letter follows the label ("F3b": micro-batch 3, the stage's chunk 1). */
+static void op_label(const bld *b, const dt_event *e, const pipe_op *op, dv_tt_block *k)
+{
+    int P = b->tt->stages > 0 ? b->tt->stages : 1, mi = dvi_micro(e);
+    if (!b->pp_like || op->kind == 0 || e->t0 < op->t0 || e->t0 > op->t1 ||
+        e->step != op->step || (mi >= 0 && mi != op->micro) || k->micro < 0)
+        return;
+    if (op->kind == 'W' && (k->kind == DV_TT_BACKWARD || k->kind == DV_TT_OTHER)) {
+        k->kind = DV_TT_WEIGHTS;
+        snprintf(k->label, sizeof k->label, "W%d", k->micro);
+    }
+    if (b->tt->v > 1 && op->chunk >= 0 && k->kind != DV_TT_OTHER) {
+        size_t n = strlen(k->label);
+        k->chunk = op->chunk / P;
+        if (k->chunk < 26)
+            snprintf(k->label + n, sizeof k->label - n, "%c", 'a' + k->chunk);
+        else
+            snprintf(k->label + n, sizeof k->label - n, ":%d", k->chunk);
     }
 }
 
@@ -437,8 +464,7 @@ static int walk_rank(bld *b, size_t lo, size_t hi)
     open_call open[MAX_OPEN];
     int nopen = 0, nmk = 0, last_msg = -1;
     size_t seg0 = b->nsg;
-    char cur_op = 0;
-    double op_end = 0;
+    pipe_op op = { 0 };             /* the last pipeline operation begun */
     int prev_compute = -1;          /* the piece of the event just before, if compute */
     for (size_t i = lo; i < hi; i++) {
         const dt_event *e = &ev[i];
@@ -453,8 +479,9 @@ static int walk_rank(bld *b, size_t lo, size_t hi)
              * (F3) is one block, so the events right after each other merge */
             piece *prev = prev_compute >= 0 ? &b->p[prev_compute] : NULL;
             dv_tt_block k = { .kind = DV_TT_OTHER, .micro = dvi_micro(e),
-                              .layer = e->chunk >= 0 ? e->chunk : -1 };
+                              .layer = e->chunk >= 0 ? e->chunk : -1, .chunk = -1 };
             compute_label(b, e, &k);
+            op_label(b, e, &op, &k);
             if (b->pp_like && prev != NULL && k.micro >= 0 && prev->b.step == e->step &&
                 prev->b.micro == k.micro && prev->b.kind == k.kind && k.kind != DV_TT_OTHER &&
                 strcmp(prev->b.label, k.label) == 0 && e->t0 >= prev->b.t1) {
@@ -465,17 +492,20 @@ static int walk_rank(bld *b, size_t lo, size_t hi)
             piece *q = new_piece(b, e, 0, e->t0, e->t1);
             if (q == NULL)
                 return -1;
-            compute_label(b, e, &q->b);
+            q->b.kind = k.kind;
+            q->b.chunk = k.chunk;
+            memcpy(q->b.label, k.label, sizeof k.label);
             prev_compute = (int)(q - b->p);
             last_msg = -1;
             continue;
         } else if (dvi_pipe_op(e)) {
-            cur_op = e->phase[0] == 'f' ? 'F' : 'B';
-            op_end = e->t1;
+            op = (pipe_op){ e->phase[0] == 'f' ? 'F' : e->phase[0] == 'w' ? 'W' : 'B', e->t0,
+                            e->t1, e->step, dvi_micro(e), e->chunk >= 0 ? e->chunk : -1 };
         } else if (dvi_named_mark(e)) {
             b->mk[nmk++] = (int)i;
         } else if (raw_coll(e->coll) && (e->kind == DT_EV_SEND || e->kind == DT_EV_RECV)) {
-            b->ev_op[i] = cur_op && e->t0 <= op_end && dvi_is(e->coll, "pipeline") ? cur_op : 0;
+            b->ev_op[i] = op.kind && e->t0 <= op.t1 && dvi_is(e->coll, "pipeline") ? op.kind
+                                                                                  : 0;
             if ((last_msg = message(b, i, i > lo ? last_msg : -1)) == -2)
                 return -1;
             continue;

@@ -9,7 +9,12 @@
  *            micro-batch 3: pp, and hybrid with stages, where the events of a stage's
  *            layers in one operation, one right after the other, make one block), "B2", "F L1" (forward of layer 1, no
  *            micro-batches), "F2 L1" (micro-batch 2 of layer 1: ddp's --accum), "B L1",
- *            "opt", "loss", other phases by name ("sum")
+ *            "opt", "loss", other phases by name ("sum"). pp reads its operations'
+ *            marks too: a compute event inside a "weights" mark (zb-h1's W, the weights'
+ *            gradient, whose events say "backward") is "W3"; where a stage runs several
+ *            model chunks (interleaved: the marks name virtual stages c = jP + s, j
+ *            the rank's chunk), the chunk's letter follows: "F3b" is micro-batch 3
+ *            through the stage's chunk 1, as dt_pp_draw_v writes it
  *   comm     one block per piece of communication, named by what it is for:
  *            "bucket 2" (a DDP bucket's allreduce), "AG L1" / "RS L1" (FSDP's allgather
  *            and reduce-scatter of layer 1), "free L1" (FSDP drops the gathered layer:
@@ -66,10 +71,13 @@
  * hybrid may show pp's, ddp's and tp's; a pp line over events without pipeline
  * operations), pp's stages and micro-batches (against the pipeline marks' distinct
  * stages and micro-batches), the schedule (a 1F1B interleave under "gpipe", none under
- * "1f1b" with two micro-batches or more), ranks (against the file's "# ranks"), hybrid's
- * dp x tp x pp (against the ranks), steps (an event of a later step), layers (a compute
- * event of a layer past them), dp-threads' threads (against the replicas and threads
- * the events name) and gil (interpreter events with "gil 0", none with a lock). */
+ * "1f1b" with two micro-batches or more, marks of several chunks a stage under any but
+ * "interleaved", W operations under any but "zb-h1" and none under it), interleaved's
+ * "virtual" (against the most chunks a stage's marks name), ranks (against the file's
+ * "# ranks"), hybrid's dp x tp x pp (against the ranks), steps (an event of a later
+ * step), layers (a compute event of a layer past them), dp-threads' threads (against
+ * the replicas and threads the events name) and gil (interpreter events with "gil 0",
+ * none with a lock). */
 #ifndef DV_TIMETABLE_H
 #define DV_TIMETABLE_H
 
@@ -80,6 +88,7 @@
 
 typedef enum {
     DV_TT_FORWARD, DV_TT_BACKWARD, DV_TT_OPTIMIZER, DV_TT_OTHER,  /* compute lane */
+    DV_TT_WEIGHTS,          /* compute lane: zb-h1's W, the weights' gradient apart */
     DV_TT_COMM,                                                   /* comm lane */
     DV_TT_NKINDS
 } dv_tt_kind;
@@ -101,6 +110,9 @@ typedef struct {
     int step;               /* the training step, as the trace numbers it */
     int micro;              /* the micro-batch (pp; ddp --accum; tp's marks), -1 none */
     int layer;              /* the layer, the bucket (ddp) or -1 */
+    int chunk;              /* pp with several model chunks a stage (interleaved): the
+                             * stage's chunk j of the operation (virtual stage jP + s),
+                             * its letter in the label; -1 otherwise */
     int call;               /* the dv_model call this communication belongs to, -1 none */
     double nbytes;          /* bytes this rank sent in it (comm), 0 for compute */
     double wait;            /* seconds of [t0, t1] spent waiting for a peer (comm) */
@@ -150,7 +162,16 @@ typedef struct {
                              * forward) to its last (its last backward and optimizer),
                              * so that waiting for the step before does not count;
                              * -1 for other modes */
-    double bubble_model;    /* pp: (P-1)/(M+P-1), dt_pp_bubble; -1 otherwise */
+    double bubble_model;    /* pp: dt_pp_bubble_v of the schedule (tb = tw = 1: a B and
+                             * a W take a forward's time; unknown schedule: dt_pp_bubble,
+                             * GPipe's and 1F1B's (P-1)/(M+P-1)); -1 otherwise */
+    int stash, stash_model; /* pp: the most activations a stage held in the step, counted
+                             * as dv_tt_stash counts them, and dt_pp_peak_stash_v's most
+                             * (stage 0's); -1 unknown (stash_model: not pp, an unknown
+                             * schedule, or a shape lib/schedule does not run) */
+    int messages, messages_model;  /* pp: the pipeline messages (arrows) sent in the
+                             * step, and the sum over stages of dt_pp_messages_v; -1 as
+                             * stash_model */
     double hidden_share;    /* hidden / comm; -1 without communication */
     double hidden_best;     /* the share an overlap could hide at best, -1 unknown;
                              * summed over ranks, each rank's: ddp: every bucket but the
@@ -163,7 +184,8 @@ typedef struct {
                              * gathers and reduce-scatters */
 } dv_tt_step;
 
-/* pp: from time t on, rank holds the activations of `held` micro-batches of step `step`
+/* pp: from time t on, rank holds the activations of `held` micro-batches (chunk
+ * micro-batches where a stage has several chunks) of step `step`
  * (an index into dv_tt.steps). dv_tt_stash searches these. */
 typedef struct {
     int rank, step;
@@ -177,12 +199,19 @@ typedef struct dv_tt {
     char disagree[320];     /* where the "# train" line and the events disagree, one
                              * sentence ending "...; drawn as the events show", "" when
                              * they agree (see the top) */
-    int schedule;           /* pp: 0 GPipe, 1 1F1B, -1 unknown (from the header, else
-                             * 1F1B when a rank runs a forward after a backward of its
-                             * step, GPipe when none does and M >= P) */
+    int schedule;           /* pp: lib/schedule's number, 0 GPipe, 1 1F1B, 2
+                             * interleaved, 3 zb-h1, -1 unknown (from the header, else
+                             * interleaved when a rank's marks name several chunks,
+                             * zb-h1 when they hold W operations, 1F1B when a rank runs
+                             * a forward after a backward of its step, GPipe when none
+                             * does and M >= P) */
+    int v;                  /* pp: model chunks a stage (interleaved's v: the header's
+                             * "virtual", else the most chunks a rank's marks name), 1
+                             * for the other schedules; 0 for other modes */
     int stages, micro;      /* pp, hybrid: P and M (from the header, hybrid's "pp P",
-                             * else the distinct stages of the pipeline marks and their
-                             * distinct micro-batches), else 0 */
+                             * else the distinct stages of the pipeline marks (their
+                             * distinct chunks over v) and their distinct
+                             * micro-batches), else 0 */
     int nranks;
     dv_tt_row *rows;        /* by rank, then thread; every rank has its thread 0 */
     int nrows;              /* nranks or more */
@@ -231,8 +260,10 @@ int dv_tt_step_at(const dv_tt *tt, double t);
 /* The micro-batches whose activations rank (a pp stage) holds at time t, in the step
  * that rank is running at t (steps overlap across ranks: the last stage may begin step
  * 2 while the first finishes step 1): those whose first forward block has begun by t,
- * less those whose last backward block has also ended by t. 0 for modes other than pp
- * and hybrid with stages. */
+ * less those whose last backward or W block has also ended by t (zb-h1 frees them at
+ * W, as lib/schedule counts). Where a stage runs several chunks (interleaved), each
+ * (micro-batch, chunk) counts apart: chunk micro-batches, as dt_pp_peak_stash_v counts.
+ * 0 for modes other than pp and hybrid with stages. */
 int dv_tt_stash(const dv_tt *tt, int rank, double t);
 
 /* The block of row's lane (0 compute, 1 comm) that covers time t ([t0, t1], the one
@@ -248,7 +279,9 @@ void dv_tt_row_name(const dv_tt *tt, int row, int short_, char *buf, size_t len)
 /* One line with step s's measures (s indexes tt->steps) beside their models, into buf
  * (always terminated, cut to len), e.g.
  *   pp:        "step 2 of 2: bubble 41% measured over 4 stages, 27% = (P-1)/(M+P-1)
- *               at P=4, M=8"
+ *               at P=4, M=8; stash peak 4, 4 = min(P,M); 48 messages, 48 = 2M(P-1)"
+ *               (interleaved: "... = (P-1)/(vM+P-1) at P=4, M=8, v=2 ..."; the
+ *               stash and messages where the schedule is known)
  *   ddp, fsdp: "step 2 of 2: communication 2.1 ms (38% of it waiting), 64% hidden
  *               behind compute; at best 88% (times summed over 3 ranks)"
  *   others:    "step 2 of 2: compute 3.2 ms, communication 1.1 ms (20% of it waiting),
@@ -260,27 +293,41 @@ void dv_tt_describe_step(const dv_tt *tt, int s, char *buf, size_t len);
 
 /* ==== built-in training schedules ==== */
 
-/* The training schedules dtviz draws without a trace: the pipelines "gpipe" and "1f1b"
- * (indexes 0 and 1, lib/schedule's schedule numbers), then "ddp" (DV_TRAIN_DDP), in the
- * order the 'a' key cycles them. NULL-ended. */
+/* The training schedules dtviz draws without a trace: the pipelines "gpipe", "1f1b",
+ * "interleaved" and "zb-h1" (indexes 0..3, lib/schedule's schedule numbers), then "ddp"
+ * (DV_TRAIN_DDP), in the order the 'a' key cycles them. NULL-ended. */
 extern const char *const dv_train_algos[];
-#define DV_TRAIN_DDP 2
+#define DV_TRAIN_DDP 4
 int dv_train_algo_index(const char *name);      /* -1 if unknown */
 
-/* Synthesises into t what `train --mode pp --schedule S --stages P --micro M` records for
- * one training step (step 1), on the clock of dt_pp_timetable with a backward of 2 slots
- * (one slot = one time unit): a "# train mode pp schedule S stages P micro M" header,
- * program S, a step mark at 0 on every stage, a pipeline mark and a compute event (layer
- * = the stage) over every operation of lib/schedule's order, its input received (an
- * instant) as it begins and its output sent (an instant) as it ends; grouped by rank,
- * ordered by t0. No communication time: the measured bubble is dt_pp_bubble's. Returns
- * 0, or -1 with a sentence in err (algo not 0..1 (ddp has dv_train_ddp_trace), P outside
- * 1..DV_MAX_RANKS, M outside 1..64); t is then empty. */
+/* A built-in pipeline: lib/schedule's schedule (0..3), P stages, M micro-batches, v
+ * model chunks a stage (interleaved; 1 for the others). */
+typedef struct { int schedule, stages, micro, v; } dv_pp_shape;
+
+/* Synthesises into t what `train --mode pp --schedule S --stages P --micro M [--virtual
+ * v]` records for one training step (step 1), on the clock of dt_pp_timetable_v with
+ * tb = tw = 1 (one slot = one time unit: a forward 1 slot, a backward 2, zb-h1's B and
+ * W 1 each): a "# train mode pp schedule S [virtual v] stages P micro M" header, program
+ * S, a step mark at 0 on every stage, a pipeline mark (chunk: the virtual stage jP + s;
+ * zb-h1's W: phase "weights") and a compute event (layer = the virtual stage; phase
+ * forward or backward, W's too, as pp.c records them) over every operation of
+ * dt_pp_order_v, its input received (an instant) as it begins and its output sent (an
+ * instant) as it ends, to the rank of the next virtual stage (none within a rank: P =
+ * 1). Grouped by rank, ordered by t0. No communication time: the measured bubble is
+ * dt_pp_bubble_v's. Returns 0, or -1 with a sentence in err (a schedule not 0..3, P
+ * outside 1..DV_MAX_RANKS, M outside 1..64, v outside 1..26 or not 1 outside
+ * interleaved (dt_pp_valid)); t is then empty. */
+int dv_train_pp_trace(dv_pp_shape s, dt_trace *t, char *err, size_t errlen);
+
+/* dv_train_pp_trace, then dv_model_build, with times counted in slots (from_trace 0)
+ * and a title ("interleaved, 4 stages, 8 micro-batches, 2 chunks a stage"). Returns 0,
+ * or -1 with err. */
+int dv_model_train_pp(dv_model *m, dv_pp_shape s, char *err, size_t errlen);
+
+/* The same for GPipe and 1F1B alone (algo 0 or 1, v = 1; any other algo is refused:
+ * ddp has dv_train_ddp_trace, interleaved and zb-h1 dv_train_pp_trace). */
 int dv_train_algo_trace(int algo, int stages, int micro, dt_trace *t, char *err,
                         size_t errlen);
-
-/* dv_train_algo_trace, then dv_model_build, with times counted in slots (from_trace 0)
- * and a title ("1f1b, 4 stages, 8 micro-batches"). Returns 0, or -1 with err. */
 int dv_model_train_algo(dv_model *m, int algo, int stages, int micro, char *err,
                         size_t errlen);
 
@@ -334,9 +381,14 @@ static inline int dvi_is(const char *name, const char *lit) { return strncmp(nam
 static inline int dvi_micro(const dt_event *e)
 { return e->lo >= 0 && e->lo < INT_MAX && e->hi == e->lo + 1 ? (int)e->lo : -1; }
 
-/* A mark of one pipeline operation (coll pipeline, phase forward or backward). */
+/* A mark of one pipeline operation (coll pipeline, phase forward, backward or, zb-h1's
+ * W, weights). */
 static inline int dvi_pipe_op(const dt_event *e)
-{ return e->kind == DT_EV_MARK && dvi_is(e->coll, "pipeline") && (dvi_is(e->phase, "forward") || dvi_is(e->phase, "backward")); }
+{
+    return e->kind == DT_EV_MARK && dvi_is(e->coll, "pipeline") &&
+           (dvi_is(e->phase, "forward") || dvi_is(e->phase, "backward") ||
+            dvi_is(e->phase, "weights"));
+}
 
 /* A mark that names communication: not a call, a pipeline operation or a step. */
 static inline int dvi_named_mark(const dt_event *e)

@@ -2,8 +2,9 @@
  * mode, stages and schedule) and written (the built-in schedules, synthesised from
  * lib/schedule), what a step measures, and the questions the viewer asks of a
  * timetable. The built-in schedules are the reference the measures are held to: with
- * no communication time the pipelines' measured bubble is dt_pp_bubble's (P-1)/(M+P-1),
- * and each stage's stash peaks at dt_pp_peak_stash's, to rounding; ddp's hidden share
+ * no communication time the pipelines' measured bubble is dt_pp_bubble_v's ((P-1)/(M+P-1)
+ * for GPipe and 1F1B), each stage's stash peaks at dt_pp_peak_stash_v's and its
+ * messages are dt_pp_messages_v's, to rounding; ddp's hidden share
  * and its best are dt_ddp_hidden's and dt_ddp_hidden_best's over its C L slots of
  * allreduce.
  *
@@ -58,7 +59,7 @@ static int header_int(const char *v)
 
 /* What the "# train" line says: 0 where it says nothing (schedule -1, gil -1). */
 typedef struct {
-    int P, M, schedule, ranks, steps, layers, threads, dp, tp, pp, cp;
+    int P, M, schedule, v, ranks, steps, layers, threads, dp, tp, pp, cp;
     double gil;
 } header;
 
@@ -79,6 +80,7 @@ static void read_header(dv_tt *tt, const char *train, header *h)
         { "layers", offsetof(header, layers) }, { "threads", offsetof(header, threads) },
         { "dp", offsetof(header, dp) }, { "tp", offsetof(header, tp) },
         { "pp", offsetof(header, pp) }, { "cp", offsetof(header, cp) },
+        { "virtual", offsetof(header, v) },
     };
     for (char *k = strtok_r(buf + 5 + len, " ", &save); k; k = strtok_r(NULL, " ", &save)) {
         char *v = strtok_r(NULL, " ", &save), *end;
@@ -88,7 +90,7 @@ static void read_header(dv_tt *tt, const char *train, header *h)
             if (strcmp(k, ints[i].key) == 0)
                 *(int *)((char *)h + ints[i].at) = header_int(v);
         if (strcmp(k, "schedule") == 0)
-            h->schedule = strcmp(v, "gpipe") == 0 ? 0 : strcmp(v, "1f1b") == 0 ? 1 : -1;
+            h->schedule = dv_train_algo_index(v) < DV_TRAIN_DDP ? dv_train_algo_index(v) : -1;
         if (strcmp(k, "gil") == 0) {
             double g = strtod(v, &end);
             h->gil = *end == '\0' && g >= 0 && g < 1 ? g : -1;
@@ -114,6 +116,8 @@ typedef struct {
     int tie;                 /* a "pp tie" mark: the GPT's stages summing wte's copies */
     int cp;                  /* a "cp" mark: the GPT's context parallelism (hybrid's) */
     int stages, micros, cmicros, interleave;
+    int chunks;                 /* the most distinct chunks one rank's marks name */
+    int weights;                /* zb-h1's W operations (pipeline marks "weights") */
     int max_step, max_layer;    /* the highest step and compute layer named, -1 none */
     int replicas;               /* dp-threads: 1 + the highest replica named, 0 none */
     int max_thread, interpret;  /* the highest thread; "interpret" compute events */
@@ -121,14 +125,19 @@ typedef struct {
 
 static void look(const dt_trace *t, int *scratch, seen *e)
 {
-    int back_step = INT_MIN, rank = -1;
-    size_t ns = 0, nm = 0, nc = 0;
+    int back_step = INT_MIN, rank = -1, k;
+    size_t ns = 0, nm = 0, nc = 0, rank0 = 0;   /* rank's chunks: scratch[rank0 .. ns) */
     *e = (seen){ .max_step = -1, .max_layer = -1 };
-    for (size_t i = 0; i < t->n; i++) {
+    for (size_t i = 0; i <= t->n; i++) {
+        if (i == t->n || t->ev[i].rank != rank) {   /* (the trace is grouped by rank) */
+            k = distinct(scratch + rank0, ns - rank0);
+            e->chunks = k > e->chunks ? k : e->chunks;
+            if (i == t->n)
+                break;
+            rank = t->ev[i].rank, back_step = INT_MIN, rank0 = ns;
+        }
         const dt_event *v = &t->ev[i];
         int comp = v->kind == DT_EV_COMPUTE && dvi_is(v->coll, "train");
-        if (v->rank != rank)
-            rank = v->rank, back_step = INT_MIN;
         e->compute |= comp;
         e->pipe_msgs |= (v->kind == DT_EV_SEND || v->kind == DT_EV_RECV) && dvi_is(v->coll, "pipeline");
         e->ddp |= dvi_named_mark(v) && dvi_is(v->coll, "ddp");
@@ -152,15 +161,19 @@ static void look(const dt_trace *t, int *scratch, seen *e)
             e->pipe_ops++;
             if (v->chunk >= 0)
                 scratch[ns++] = v->chunk;
-            if (dvi_is(v->phase, "backward"))
+            if (dvi_is(v->phase, "weights"))
+                e->weights++;
+            else if (dvi_is(v->phase, "backward"))
                 back_step = v->step;
             else                /* a forward after a backward of its step: 1F1B */
                 e->interleave |= v->step == back_step;
         }
     }
-    /* stages: the pipeline marks' distinct chunks; micro-batches: their distinct lo,
-     * else compute's */
+    /* stages: the pipeline marks' distinct chunks (virtual stages) over the chunks a
+     * rank holds; micro-batches: their distinct lo, else compute's */
     e->stages = distinct(scratch, ns);
+    if (e->chunks > 1 && e->stages % e->chunks == 0)
+        e->stages /= e->chunks;
     for (size_t i = 0; i < t->n; i++)
         if (dvi_pipe_op(&t->ev[i]) && dvi_micro(&t->ev[i]) >= 0)
             scratch[nm++] = dvi_micro(&t->ev[i]);
@@ -245,9 +258,27 @@ int dvi_tt_mode(dv_tt *tt, const dt_trace *t, int *scratch, int *micro_labels)
         h.M = e.micros;
     }
     int M = h.M > 0 ? h.M : micros > 0 ? micros : 1;
+    const char *said = h.schedule >= 0 ? dv_train_algos[h.schedule] : "";
+    if (pp && e.pipe_ops > 0 && h.schedule >= 0 && h.schedule != 2 && e.chunks > 1) {
+        differ(tt, "schedule %s, but the pipeline marks show %d model chunks a stage "
+               "(interleaved)", said, e.chunks);
+        h.schedule = -1;
+    } else if (pp && e.pipe_ops > 0 && h.schedule == 2 && h.v > 0 && h.v != e.chunks) {
+        differ(tt, "virtual %d, but the pipeline marks show %d model chunk%s a stage", h.v,
+               e.chunks, e.chunks == 1 ? "" : "s");
+        h.v = e.chunks;
+    }
+    if (pp && e.pipe_ops > 0 && h.schedule >= 0 && (h.schedule == 3) != (e.weights > 0)) {
+        if (h.schedule == 3)
+            differ(tt, "schedule zb-h1, but the events hold no W operation (a pipeline "
+                   "mark \"weights\")");
+        else
+            differ(tt, "schedule %s, but the events hold W operations (zb-h1's)", said);
+        h.schedule = -1;
+    }
     if (pp && e.pipe_ops > 0 && e.stages > 1 &&
         ((h.schedule == 0 && e.interleave) || (h.schedule == 1 && !e.interleave && M >= 2))) {
-        differ(tt, "schedule %s, but the events show %s", h.schedule ? "1f1b" : "gpipe",
+        differ(tt, "schedule %s, but the events show %s", said,
                e.interleave ? "1F1B's interleave (a forward after a backward)"
                             : "no forward after a backward (GPipe)");
         h.schedule = -1;
@@ -256,8 +287,11 @@ int dvi_tt_mode(dv_tt *tt, const dt_trace *t, int *scratch, int *micro_labels)
         tt->schedule = h.schedule;
         tt->stages = h.P > 0 ? h.P : e.stages > 0 ? e.stages : 1;
         tt->micro = M;
-        if (tt->schedule < 0 && tt->stages > 1)    /* GPipe shows once M >= P */
-            tt->schedule = e.interleave ? 1 : tt->micro >= tt->stages ? 0 : -1;
+        if (tt->schedule < 0)                      /* what the events show */
+            tt->schedule = e.chunks > 1 ? 2 : e.weights > 0 ? 3 : tt->stages < 2 ? -1
+                         : e.interleave ? 1 : tt->micro >= tt->stages ? 0 : -1;
+        tt->v = tt->schedule != 2 ? 1 : e.pipe_ops > 0 && e.chunks > 0 ? e.chunks
+              : h.v > 0 ? h.v : 1;
     }
 
     /* what every mode's line says */
@@ -297,7 +331,7 @@ int dvi_tt_mode(dv_tt *tt, const dt_trace *t, int *scratch, int *micro_labels)
 
 /* ==== the "# train" line, written: the built-in schedules ==== */
 
-const char *const dv_train_algos[] = { "gpipe", "1f1b", "ddp", NULL };
+const char *const dv_train_algos[] = { "gpipe", "1f1b", "interleaved", "zb-h1", "ddp", NULL };
 
 int dv_train_algo_index(const char *name)
 {
@@ -327,51 +361,67 @@ static void put(dt_trace *t, int r, dt_event_kind kind, int peer, const char *co
     t->ev[t->n++] = event(r, kind, peer, coll, phase, chunk, micro, t0, t1);
 }
 
-int dv_train_algo_trace(int algo, int stages, int micro, dt_trace *t, char *err, size_t errlen)
+/* The rank of virtual stage c (0 .. vP-1): c mod P. */
+static int stage_of(int c, int P) { return c % P; }
+
+int dv_train_pp_trace(dv_pp_shape sh, dt_trace *t, char *err, size_t errlen)
 {
-    int P = stages, M = micro, n = 2 * micro, tb = 2;
+    int S = sh.schedule, P = sh.stages, M = sh.micro, v = sh.v, tb = 1, tw = 1;
     memset(t, 0, sizeof *t);
-    if (algo < 0 || algo > 1) {
+    if (S < 0 || S >= DV_TRAIN_DDP) {
         snprintf(err, errlen, "there is no built-in pipeline schedule number %d (0 gpipe, "
-                 "1 1f1b; ddp is dv_train_ddp_trace's)", algo);
+                 "1 1f1b, 2 interleaved, 3 zb-h1; ddp is dv_train_ddp_trace's)", S);
         return -1;
     }
-    if (P < 1 || P > DV_MAX_RANKS || M < 1 || M > 64) {
-        snprintf(err, errlen, "%s needs 1 to %d stages and 1 to 64 micro-batches, not %d "
-                 "and %d", dv_train_algos[algo], DV_MAX_RANKS, P, M);
+    if (P < 1 || P > DV_MAX_RANKS || M < 1 || M > 64 || v < 1 || v > 26 ||
+        !dt_pp_valid(S, P, M, v)) {
+        snprintf(err, errlen, "%s needs 1 to %d stages, 1 to 64 micro-batches and %s, not "
+                 "%d, %d and %d", dv_train_algos[S], DV_MAX_RANKS,
+                 S == 2 ? "1 to 26 chunks a stage" : "1 chunk a stage (--virtual is "
+                 "interleaved's)", P, M, v);
         return -1;
     }
+    int n = dt_pp_nops(S, P, M, v);
     int *start = malloc((size_t)P * n * sizeof *start);
     dt_pp_op *ops = malloc((size_t)n * sizeof *ops);
     t->ev = malloc((size_t)P * (1 + 4 * n) * sizeof *t->ev);
-    if (start == NULL || ops == NULL || t->ev == NULL) {
+    if (start == NULL || ops == NULL || t->ev == NULL ||
+        dt_pp_timetable_v(S, P, M, v, tb, tw, start) < 0) {
         free(start);
         free(ops);
         dt_trace_free(t);
-        snprintf(err, errlen, "out of memory writing the schedule of %s", dv_train_algos[algo]);
+        snprintf(err, errlen, "out of memory writing the schedule of %s", dv_train_algos[S]);
         return -1;
     }
     t->version = DT_TRACE_VERSION;
     t->nranks = P;
-    snprintf(t->program, sizeof t->program, "%s", dv_train_algos[algo]);
-    snprintf(t->train, sizeof t->train, "mode pp schedule %s stages %d micro %d",
-             dv_train_algos[algo], P, M);
-    dt_pp_timetable(algo, P, M, tb, start);
+    snprintf(t->program, sizeof t->program, "%s", dv_train_algos[S]);
+    if (S == 2)
+        snprintf(t->train, sizeof t->train, "mode pp schedule %s virtual %d stages %d "
+                 "micro %d", dv_train_algos[S], v, P, M);
+    else
+        snprintf(t->train, sizeof t->train, "mode pp schedule %s stages %d micro %d",
+                 dv_train_algos[S], P, M);
     /* what pp.c records, on the slot clock: each operation's mark and compute over its
-     * slots, its input received as it begins, its output sent as it ends */
+     * slots, its input received as it begins, its output sent as it ends; a W moves
+     * nothing, and neither does a chunk that hands on to the rank's own next one */
     for (int s = 0; s < P; s++) {
         put(t, s, DT_EV_MARK, -1, "train", "step", -1, -1, 0, 0);
-        dt_pp_order(algo, P, M, s, ops);
+        dt_pp_order_v(S, P, M, v, s, ops);
         for (int k = 0; k < n; k++) {
-            int f = ops[k].kind == 'F', m = ops[k].micro, from = f ? s - 1 : s + 1,
-                to = f ? s + 1 : s - 1;
-            double t0 = start[s * n + k], t1 = t0 + (f ? 1 : tb);
-            const char *what = f ? "activations" : "gradients", *phase = f ? "forward" : "backward";
-            put(t, s, DT_EV_MARK, -1, "pipeline", phase, s, m, t0, t1);
-            if (from >= 0 && from < P)
+            int f = ops[k].kind == 'F', w = ops[k].kind == 'W', m = ops[k].micro;
+            int c = ops[k].chunk * P + s, cf = f ? c - 1 : c + 1, ct = f ? c + 1 : c - 1;
+            int from = !w && cf >= 0 && cf < v * P ? stage_of(cf, P) : -1;
+            int to = !w && ct >= 0 && ct < v * P ? stage_of(ct, P) : -1;
+            double t0 = start[s * n + k];
+            double t1 = t0 + (f ? 1 : w ? tw : S == 3 ? tb : tb + tw);
+            const char *what = f ? "activations" : "gradients";
+            put(t, s, DT_EV_MARK, -1, "pipeline", f ? "forward" : w ? "weights" : "backward",
+                c, m, t0, t1);
+            if (from >= 0 && from != s)
                 put(t, s, DT_EV_RECV, from, "pipeline", what, m, m, t0, t0);
-            put(t, s, DT_EV_COMPUTE, -1, "train", phase, s, m, t0, t1);
-            if (to >= 0 && to < P)
+            put(t, s, DT_EV_COMPUTE, -1, "train", f ? "forward" : "backward", c, m, t0, t1);
+            if (to >= 0 && to != s)
                 put(t, s, DT_EV_SEND, to, "pipeline", what, m, m, t1, t1);
         }
     }
@@ -380,19 +430,50 @@ int dv_train_algo_trace(int algo, int stages, int micro, dt_trace *t, char *err,
     return 0;
 }
 
-int dv_model_train_algo(dv_model *m, int algo, int stages, int micro, char *err,
-                        size_t errlen)
+int dv_model_train_pp(dv_model *m, dv_pp_shape s, char *err, size_t errlen)
 {
     dt_trace t;
     memset(m, 0, sizeof *m);
-    if (dv_train_algo_trace(algo, stages, micro, &t, err, errlen) != 0)
+    if (dv_train_pp_trace(s, &t, err, errlen) != 0)
         return -1;
     if (dv_model_build(m, &t, err, errlen) != 0)
         return -1;
     m->from_trace = 0;
-    snprintf(m->title, sizeof m->title, "%s, %d stage%s, %d micro-batch%s", dv_train_algos[algo],
-             stages, stages == 1 ? "" : "s", micro, micro == 1 ? "" : "es");
+    int at = snprintf(m->title, sizeof m->title, "%s, %d stage%s, %d micro-batch%s",
+                      dv_train_algos[s.schedule], s.stages, s.stages == 1 ? "" : "s",
+                      s.micro, s.micro == 1 ? "" : "es");
+    if (s.schedule == 2 && at > 0 && (size_t)at < sizeof m->title)
+        snprintf(m->title + at, sizeof m->title - (size_t)at, ", %d chunk%s a stage", s.v,
+                 s.v == 1 ? "" : "s");
     return 0;
+}
+
+/* GPipe and 1F1B alone: algo 0 or 1 (ddp, interleaved and zb-h1 are refused). */
+static int gpipe_or_1f1b(int algo, char *err, size_t errlen)
+{
+    if (algo == 0 || algo == 1)
+        return 1;
+    snprintf(err, errlen, "there is no built-in pipeline schedule number %d here (0 gpipe, "
+             "1 1f1b; ddp is dv_train_ddp_trace's, interleaved and zb-h1 dv_train_pp_trace's)",
+             algo);
+    return 0;
+}
+
+int dv_train_algo_trace(int algo, int stages, int micro, dt_trace *t, char *err, size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    if (!gpipe_or_1f1b(algo, err, errlen))
+        return -1;
+    return dv_train_pp_trace((dv_pp_shape){ algo, stages, micro, 1 }, t, err, errlen);
+}
+
+int dv_model_train_algo(dv_model *m, int algo, int stages, int micro, char *err,
+                        size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    if (!gpipe_or_1f1b(algo, err, errlen))
+        return -1;
+    return dv_model_train_pp(m, (dv_pp_shape){ algo, stages, micro, 1 }, err, errlen);
 }
 
 /* ddp. Every rank runs dt_ddp_timetable's step; bucket b's allreduce is what
@@ -607,17 +688,19 @@ static void best_overlap(dv_tt *tt, dvi_key *o)
     }
 }
 
-/* pp's stash: per rank, step and micro-batch, its first forward's begin (+1) and its
- * last backward's end (-1), summed in time order within the step; the points then
- * ordered by rank and time, so that a rank's last point by t says what it holds in the
- * step it is running. o holds nblocks keys. */
+/* pp's stash: per rank, step, micro-batch and chunk (interleaved; -1 none), its first
+ * forward's begin (+1) and its last backward's or W's end (-1), summed in time order
+ * within the step; the points then ordered by rank and time, so that a rank's last
+ * point by t says what it holds in the step it is running; each step's most held into
+ * its stash. o holds nblocks keys (its t: the chunk). */
 static int stash_points(dv_tt *tt, dvi_key *o)
 {
     int n = 0, m = 0;
     for (int k = 0; k < tt->nblocks; k++) {
         const dv_tt_block *c = &tt->blocks[k];
-        if ((c->kind == DV_TT_FORWARD || c->kind == DV_TT_BACKWARD) && c->micro >= 0)
-            o[n++] = (dvi_key){ c->rank, step_index(tt, c->step), c->micro, k, 0 };
+        if ((c->kind == DV_TT_FORWARD || c->kind == DV_TT_BACKWARD ||
+             c->kind == DV_TT_WEIGHTS) && c->micro >= 0)
+            o[n++] = (dvi_key){ c->rank, step_index(tt, c->step), c->micro, k, c->chunk };
     }
     qsort(o, (size_t)n, sizeof *o, dvi_key_cmp);
     tt->held = malloc((size_t)(2 * n + 1) * sizeof *tt->held);
@@ -626,7 +709,8 @@ static int stash_points(dv_tt *tt, dvi_key *o)
     for (int i = 0; i < n;) {
         double fb = INFINITY, be = -INFINITY;
         int i0 = i;
-        for (; i < n && o[i].k0 == o[i0].k0 && o[i].k1 == o[i0].k1 && o[i].k2 == o[i0].k2; i++) {
+        for (; i < n && o[i].k0 == o[i0].k0 && o[i].k1 == o[i0].k1 && o[i].k2 == o[i0].k2 &&
+               o[i].t == o[i0].t; i++) {
             const dv_tt_block *c = &tt->blocks[o[i].idx];
             if (c->kind == DV_TT_FORWARD)
                 fb = fmin(fb, c->t0);
@@ -644,6 +728,9 @@ static int stash_points(dv_tt *tt, dvi_key *o)
     for (int i = 0; i < m; i++) {
         int same = i > 0 && o[i].k0 == o[i - 1].k0 && o[i].k1 == o[i - 1].k1;
         tt->held[i] = (dv_tt_held){ o[i].k0, o[i].k1, o[i].t, (same ? tt->held[i - 1].held : 0) + o[i].idx };
+        dv_tt_step *st = o[i].k1 >= 0 && o[i].k1 < tt->nsteps ? &tt->steps[o[i].k1] : NULL;
+        if (st != NULL && tt->held[i].held > st->stash)
+            st->stash = tt->held[i].held;
     }
     for (int i = 0; i < m; i++)                    /* ... then ordered by rank, t */
         o[i] = (dvi_key){ tt->held[i].rank, 0, 0, i, tt->held[i].t };
@@ -691,6 +778,23 @@ static int indexes(dv_tt *tt)
     }
     free(o);
     return 0;
+}
+
+/* Step st's pipeline models (timetable.h), and its measured stash and messages set to
+ * count from 0 (pp) or -1. */
+static void pp_models(const dv_tt *tt, dv_tt_step *st, int pp)
+{
+    int S = tt->schedule, P = tt->stages, M = tt->micro, v = tt->v > 0 ? tt->v : 1;
+    int known = pp && strcmp(tt->mode, "pp") == 0 && S >= 0 && dt_pp_valid(S, P, M, v);
+    st->bubble_model = !pp ? -1 : known ? dt_pp_bubble_v(S, P, M, v, 1, 1)
+                                        : dt_pp_bubble(P, M);
+    st->stash = pp ? 0 : -1;
+    st->messages = strcmp(tt->mode, "pp") == 0 ? 0 : -1;
+    st->stash_model = known ? dt_pp_peak_stash_v(S, P, M, v, 0) : -1;
+    long long msg = known ? dt_pp_messages_v(S, P, M, v, 0) : -1;   /* the ends, then */
+    if (known && P > 1)                                              /* the middle ones */
+        msg += dt_pp_messages_v(S, P, M, v, P - 1) + (P - 2LL) * dt_pp_messages_v(S, P, M, v, P / 2);
+    st->messages_model = msg >= 0 && msg <= INT_MAX ? (int)msg : -1;
 }
 
 int dvi_tt_measure(dv_tt *tt)
@@ -755,7 +859,11 @@ int dvi_tt_measure(dv_tt *tt)
         st->hidden_share = st->comm > 0 ? fin(st->hidden / st->comm, -1) : -1;
         st->bubble = pp && st->c1 > st->c0 ? fin(1 - st->compute / (R * (st->c1 - st->c0)), -1)
                                           : -1;
-        st->bubble_model = pp ? dt_pp_bubble(tt->stages, tt->micro) : -1;
+        pp_models(tt, st, pp);
+    }
+    for (int a = 0; a < tt->narrows && strcmp(tt->mode, "pp") == 0; a++) {
+        int s = step_index(tt, tt->arrows[a].step);
+        tt->steps[s < 0 ? 0 : s].messages++;
     }
     if ((pp && stash_points(tt, o)) || indexes(tt))
         goto out;
@@ -836,6 +944,34 @@ static const char *secs(const dv_tt *tt, double s, char *buf, size_t len)
 
 static int pct(double x) { return (int)lround(100 * fmin(fmax(x, -1), 1)); }
 
+/* The pipeline's models after its measured bubble: ", 27% = (P-1)/(M+P-1) at P=4, M=8",
+ * then where the schedule is known its stash and messages, measured and modelled
+ * (lib/schedule.h's closed forms, tb = tw = 1). Returns what snprintf does. */
+static size_t pp_formulas(const dv_tt *tt, const dv_tt_step *st, char *buf, size_t len)
+{
+    int S = tt->schedule, M = tt->micro, P = tt->stages, v = tt->v, k = M / P;
+    const char *bubble = S == 2 ? (M >= P ? "(P-1)/(vM+P-1)" : "(v(P-M)+M-1)/(vP+M-1)")
+                       : S == 3 ? (M >= P ? "(P-1)/(3M+P-1)" : "(2P-M-1)/(2P+2M-1)")
+                       : "(P-1)/(M+P-1)";
+    size_t at = (size_t)snprintf(buf, len, ", %d%% = %s at P=%d, M=%d", pct(st->bubble_model),
+                                 bubble, P, M);
+    if (at < len && S == 2)
+        at += (size_t)snprintf(buf + at, len - at, ", v=%d", v);
+    if (at < len && st->stash_model >= 0 && st->stash >= 0) {
+        char g[48] = "";                    /* interleaved's first group of micro-batches */
+        if (S == 2)
+            snprintf(g, sizeof g, "min((v-1)g+P, vM) at g=%d", M < P ? M : (M + k - 1) / k);
+        at += (size_t)snprintf(buf + at, len - at, "; stash peak %d, %d = %s", st->stash,
+                               st->stash_model, S == 0 ? "M" : S == 2 ? g : "min(P,M)");
+    }
+    if (at < len && st->messages_model >= 0 && st->messages >= 0 && P > 1)
+        at += (size_t)snprintf(buf + at, len - at, "; %d messages, %d = %s", st->messages,
+                               st->messages_model, S == 2 ? "2M(vP-1)" : "2M(P-1)");
+    else if (at < len && st->messages_model >= 0 && st->messages >= 0)
+        at += (size_t)snprintf(buf + at, len - at, "; %d messages (one stage)", st->messages);
+    return at;
+}
+
 void dv_tt_describe_step(const dv_tt *tt, int s, char *buf, size_t len)
 {
     if (buf == NULL || len == 0)
@@ -853,8 +989,7 @@ void dv_tt_describe_step(const dv_tt *tt, int s, char *buf, size_t len)
         at = (size_t)snprintf(buf, len, "bubble %d%% measured over %d %s", pct(st->bubble),
                               tt->nranks, strcmp(tt->mode, "pp") == 0 ? "stages" : "ranks");
         if (at < len && st->bubble_model >= 0)
-            at += (size_t)snprintf(buf + at, len - at, ", %d%% = (P-1)/(M+P-1) at P=%d, M=%d",
-                                   pct(st->bubble_model), tt->stages, tt->micro);
+            at += pp_formulas(tt, st, buf + at, len - at);
         if (at >= len || strcmp(tt->mode, "pp") == 0 || st->comm <= 0)
             return;
         buf += at, len -= at;                      /* hybrid: its communication too */

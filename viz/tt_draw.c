@@ -81,8 +81,10 @@ static void draw_header(dv_text *t, const dv_model *m, const dv_view *v, const d
     if (!tt->slots)
         snprintf(win, sizeof win, "window %.*f to %.*f ms", d, a, d, b);
     else
-        snprintf(win, sizeof win, "window slots %.*f to %.*f (a forward takes 1 slot, a "
-                 "backward 2)", d, a, d, b);
+        snprintf(win, sizeof win, "window slots %.*f to %.*f (%s)", d, a, d, b,
+                 tt->schedule == 3 ? "a forward, a B and a W take 1 slot each"
+                 : tt->v > 1 ? "a chunk's forward takes 1 slot, its backward 2"
+                 : "a forward takes 1 slot, a backward 2");
     int x = PAD;
     if (tt->nsteps > 0) {
         int st = dvi_clampi(v->tt_step, 0, tt->nsteps - 1);
@@ -171,14 +173,16 @@ static void legend_vias(dv_text *t, const dv_tt *tt, int x, int y, int w)
         dv_text_draw(t, DV_FONT_SMALL, x, y, DIM, s);
 }
 
-/* The kinds' swatches (waiting hatched as in the lanes, idle the lanes' background),
- * then the transports where the trace has them; pp adds a line: the arrows' two styles,
- * and what "stash k" counts. */
+/* The kinds' swatches (waiting hatched as in the lanes, idle the lanes' background;
+ * zb-h1's W where the timetable has W blocks), then the transports where the trace has
+ * them; pp adds a line: the arrows' two styles, the chunks' letters and shades where a
+ * stage has several, and what "stash k" counts. */
 static void draw_legend(SDL_Renderer *r, dv_text *t, const dv_tt *tt, const dvi_tt_layout *L,
                         int w)
 {
     static const struct { const char *name; int kind; } items[] = {
         { "forward", DV_C_FORWARD }, { "backward", DV_C_BACKWARD },
+        { "W: weights' gradient", DV_C_WEIGHTS },
         { "optimizer", DV_C_OPTIMIZER }, { "other compute", DV_C_COMPUTE },
         { "communication", DV_C_COMM }, { "waiting for a peer", DV_C_WAIT },
         { "idle", -1 }, { "faded: another training step", -2 },
@@ -187,7 +191,12 @@ static void draw_legend(SDL_Renderer *r, dv_text *t, const dv_tt *tt, const dvi_
         { "activations", 'A' }, { "gradients", 'G' },
     };
     int x = PAD, y = L->legend_y, lock = strcmp(tt->mode, "dp-threads") == 0;
+    int has_w = 0;
+    for (int k = 0; k < tt->nblocks && !has_w; k++)
+        has_w = tt->blocks[k].kind == DV_TT_WEIGHTS;
     for (size_t i = 0; i < sizeof items / sizeof items[0]; i++) {
+        if (items[i].kind == DV_C_WEIGHTS && !has_w)
+            continue;
         const char *name = lock && items[i].kind == DV_C_WAIT ? "waiting for the lock"
                                                                : items[i].name;
         SDL_Rect sw = { legend_item(t, L, &x, &y, w, 10, name), y + 2, 10, 10 };
@@ -216,7 +225,18 @@ static void draw_legend(SDL_Renderer *r, dv_text *t, const dv_tt *tt, const dvi_
         dvi_set_color(r, dvi_tt_arrow_color(arrows[i].what, 255));
         dvi_tt_arrow_line(r, sx, y + 7, sx + 21, y + 7, arrows[i].what == 'G', 1);
     }
-    const char *stash = "stash k: the activations of k micro-batches held at the cursor";
+    if (tt->v > 1) {                    /* interleaved: a swatch per chunk's shade */
+        const char *chunks = "F2b: micro-batch 2, the stage's chunk b";
+        int need = 3 * 12 + 4 + dv_text_width(t, DV_FONT_SMALL, chunks);
+        if (x + 10 + need <= w - PAD) {
+            x += 10;
+            for (int j = 0; j < DVI_TT_SHADES && j < tt->v; j++, x += 12)
+                dvi_fill(r, dvi_tt_chunk_color(DV_TT_FORWARD, j), x, y + 2, 10, 10);
+            x += 4 + dv_text_draw(t, DV_FONT_SMALL, x + 4, y, DIM, chunks);
+        }
+    }
+    const char *stash = tt->v > 1 ? "stash k: k chunks' micro-batches held at the cursor"
+                                  : "stash k: the activations of k micro-batches held at the cursor";
     if (L->stash_x > 0 && x + 10 + dv_text_width(t, DV_FONT_SMALL, stash) <= w - PAD)
         dv_text_draw(t, DV_FONT_SMALL, x + 10, y, DIM, stash);
 }

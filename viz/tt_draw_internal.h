@@ -74,6 +74,12 @@ SDL_Color dvi_tt_faded(int k);
  * neighbouring rectangles continue each other's lines. */
 void dvi_tt_hatch(SDL_Renderer *r, SDL_Rect b, SDL_Color c);
 
+/* A stage's model chunks (interleaved) are told apart by their label's letter and by a
+ * shade: chunk j of kind k is k's colour darkened a step for each j mod DVI_TT_SHADES
+ * (a, d, g.. as kind k; b, e.. one step darker; c, f.. two). */
+#define DVI_TT_SHADES 3
+SDL_Color dvi_tt_chunk_color(int k, int chunk);
+
 /* The arrows' colours: the kind of block they come from, lightened so they show over it. */
 SDL_Color dvi_tt_arrow_color(char what, Uint8 alpha);
 

@@ -38,8 +38,15 @@ static SDL_Color kind_color(dv_tt_kind k)
     static const dv_color_kind ck[DV_TT_NKINDS] = {
         [DV_TT_FORWARD] = DV_C_FORWARD, [DV_TT_BACKWARD] = DV_C_BACKWARD,
         [DV_TT_OPTIMIZER] = DV_C_OPTIMIZER, [DV_TT_OTHER] = DV_C_COMPUTE, [DV_TT_COMM] = DV_C_COMM,
+        [DV_TT_WEIGHTS] = DV_C_WEIGHTS,
     };
     return dv_kind_color(k >= 0 && k < DV_TT_NKINDS ? ck[k] : DV_C_COMPUTE);
+}
+
+SDL_Color dvi_tt_chunk_color(int k, int chunk)
+{
+    SDL_Color c = kind_color(k);
+    return chunk > 0 ? dvi_mix(c, BG, 0.22 * (chunk % DVI_TT_SHADES)) : c;
 }
 
 SDL_Color dvi_tt_arrow_color(char what, Uint8 alpha)
@@ -304,17 +311,34 @@ SDL_Color dvi_tt_faded(int k)
     return dvi_mix(kind_color(k), LANE, 0.65);
 }
 
-/* Every block's fill, one batch per kind (and per kind faded, for the blocks of other
- * steps than `step`); then the waiting stretches over the comm lane. */
+/* A block's fill: its kind's colour in its chunk's shade, faded in another step. */
+static SDL_Color block_color(const dv_tt_block *k, int step)
+{
+    int kind = k->kind >= 0 && k->kind < DV_TT_NKINDS ? k->kind : DV_TT_OTHER;
+    SDL_Color c = dvi_tt_chunk_color(kind, k->chunk);
+    return k->step == step ? c : dvi_mix(c, LANE, 0.65);
+}
+
+/* The batch of a block's fill: by kind, chunk shade and faded or not. */
+static int fill_batch(const dv_tt_block *k, int step)
+{
+    int kind = k->kind >= 0 && k->kind < DV_TT_NKINDS ? k->kind : DV_TT_OTHER;
+    int shade = k->chunk > 0 ? k->chunk % DVI_TT_SHADES : 0;
+    return ((k->step != step) * DV_TT_NKINDS + kind) * DVI_TT_SHADES + shade;
+}
+
+/* Every block's fill, one batch per kind and chunk shade (and per those faded, for the
+ * blocks of other steps than `step`); then the waiting stretches over the comm lane. */
 static void draw_fills(SDL_Renderer *r, const dv_tt *tt, const dvi_tt_layout *L, double reach,
                        int step)
 {
-    batch b[2 * DV_TT_NKINDS + 1];
-    for (int k = 0; k < DV_TT_NKINDS; k++) {
-        b[k] = (batch){ .c = kind_color(k), .fill = 1 };
-        b[DV_TT_NKINDS + 1 + k] = (batch){ .c = dvi_tt_faded(k), .fill = 1 };
+    enum { NB = 2 * DV_TT_NKINDS * DVI_TT_SHADES };
+    batch b[NB + 1];
+    for (int k = 0; k < NB; k++) {       /* fill_batch's order */
+        SDL_Color c = dvi_tt_chunk_color(k / DVI_TT_SHADES % DV_TT_NKINDS, k % DVI_TT_SHADES);
+        b[k] = (batch){ .c = k < NB / 2 ? c : dvi_mix(c, LANE, 0.65), .fill = 1 };
     }
-    batch *wait = &b[DV_TT_NKINDS];
+    batch *wait = &b[NB];
     *wait = (batch){ .fill = 1 };
     wait->c = dv_kind_color(DV_C_WAIT);
     wait->hatch = dvi_mix(dv_kind_color(DV_C_WAIT), dv_kind_color(DV_C_COMM), 0.6);
@@ -326,16 +350,12 @@ static void draw_fills(SDL_Renderer *r, const dv_tt *tt, const dvi_tt_layout *L,
             lane_range(tt, L, reach, q, lane, &i0, &i1);
             for (int i = i0; i < i1; i++) {
                 const dv_tt_block *k = &tt->blocks[i];
-                int kind = k->kind >= 0 && k->kind < DV_TT_NKINDS ? k->kind : DV_TT_OTHER;
                 if (span_px(L, k->t0, k->t1, &x0, &x1))
-                    batch_add(r, &b[k->step == step ? kind : DV_TT_NKINDS + 1 + kind],
-                              (SDL_Rect){ x0, y, x1 - x0, lh });
+                    batch_add(r, &b[fill_batch(k, step)], (SDL_Rect){ x0, y, x1 - x0, lh });
             }
         }
-    for (int k = 0; k < DV_TT_NKINDS; k++) {
+    for (int k = 0; k < NB; k++)
         batch_flush(r, &b[k]);
-        batch_flush(r, &b[DV_TT_NKINDS + 1 + k]);
-    }
     double wait_reach = longest(tt, tt->nwaits, wait_len);
     for (int q = 0; q < L->n && L->lm > 0; q++) {
         int lo = lower_bound(tt, 0, tt->nwaits, wait_before, q, 0, -INFINITY);
@@ -412,7 +432,7 @@ static void draw_edges(SDL_Renderer *r, dv_text *t, const dv_tt *tt, const dvi_t
                     batch_add(r, &e[kind], (SDL_Rect){ x1 - 1, y, 1, lh });
                 if (x1 - x0 >= 8 && lh >= SMALL_H - 2 && x0 >= label_end) {
                     block_label(t, f, (SDL_Rect){ x0 + 1, y, x1 - x0 - 2, lh },
-                                k->step == step ? kind_color(kind) : dvi_tt_faded(kind), k);
+                                block_color(k, step), k);
                     label_end = x1;
                 }
             }
