@@ -672,6 +672,40 @@ const float *dti_model_forward(dti_model *m, dti_acts *a, const float *x_in, int
     return a->x[m->nl];
 }
 
+/* Layer i's output gradient dz (B, z_width) as its weights see it: a gathered layer's
+ * own columns (into m->dzl), else dz itself. */
+static const float *own_cols(dti_model *m, int i, const float *dz, int B)
+{
+    if (m->split[i] != DTI_COL_GATHER)
+        return dz;
+    dti_copy_block(m->dzl, (size_t)m->out[i], dz + m->lo[i], (size_t)full_out(m, i), B,
+                   m->out[i], sizeof(float));
+    return m->dzl;
+}
+
+/* After layer i's products wrote dxi, the gradient of x[i]: summed over the tp group
+ * where x[i] is whole on every rank (f), rounded in fp16, and, for i > 0, taken through
+ * the activation of layer i-1 into dz_prev (dxi itself, or B's z[i-1]). */
+static void input_grad_on(dti_model *m, dti_acts *a, int i, float *dxi, float *dz_prev,
+                          int B, int step, int micro)
+{
+    int l = m->l0 + i;
+    size_t nx = (size_t)B * x_width(m, i);
+    double t0;
+    if (m->split[i] == DTI_COL || m->split[i] == DTI_COL_GATHER) {
+        t0 = dt_trace_now();
+        dti_tp_allreduce(m, dxi, nx);                                  /* f */
+        tp_mark(m, "f", step, l, micro, nx * dti_work_size(m->run), t0);
+    }
+    round_if_half(m, dxi, nx);
+    if (i > 0) {                         /* through the activation of layer i-1 */
+        t0 = dt_trace_now();
+        dt_act_backward(m->c->act, a->z[i - 1], dxi, dz_prev, nx);
+        round_if_half(m, dz_prev, nx);
+        dti_compute_event("backward", step, l - 1, micro, t0);
+    }
+}
+
 void dti_model_backward(dti_model *m, dti_acts *a, const float *dy, float *dx, int B,
                         int step, int micro, void (*layer_done)(int i, void *ctx),
                         void *ctx)
@@ -699,12 +733,7 @@ void dti_model_backward(dti_model *m, dti_acts *a, const float *dy, float *dx, i
         float *db = dW + (size_t)out * in;
         /* the input gradient: into the free buffer, or the caller's dx for layer 0 */
         float *dxi = i > 0 ? (dz == m->gx[0] ? m->gx[1] : m->gx[0]) : dx;
-        const float *dyl = dz;
-        if (m->split[i] == DTI_COL_GATHER) {         /* this rank's columns of dz */
-            dti_copy_block(m->dzl, (size_t)out, dz + m->lo[i], (size_t)full_out(m, i), B,
-                           out, sizeof(float));
-            dyl = m->dzl;
-        }
+        const float *dyl = own_cols(m, i, dz, B);
         if (out > 0)
             dt_linear_backward(a->x[i], W, dyl, dxi, dW, db, B, in, out);
         else if (dxi)                    /* no columns: no part in the sum */
@@ -717,20 +746,8 @@ void dti_model_backward(dti_model *m, dti_acts *a, const float *dy, float *dx, i
             layer_done(i, ctx);
         if (dxi == NULL)
             continue;
-        size_t nx = (size_t)B * x_width(m, i);
-        if (m->split[i] == DTI_COL || m->split[i] == DTI_COL_GATHER) {
-            t0 = dt_trace_now();
-            dti_tp_allreduce(m, dxi, nx);                              /* f */
-            tp_mark(m, "f", step, l, micro, nx * dti_work_size(m->run), t0);
-        }
-        round_if_half(m, dxi, nx);
-        if (i > 0) {                     /* through the activation of layer i-1 */
-            t0 = dt_trace_now();
-            dt_act_backward(m->c->act, a->z[i - 1], dxi, dxi, nx);
-            round_if_half(m, dxi, nx);
-            dti_compute_event("backward", step, l - 1, micro, t0);
-            dz = dxi;
-        }
+        input_grad_on(m, a, i, dxi, dxi, B, step, micro);
+        dz = dxi;
     }
 }
 
@@ -755,30 +772,13 @@ void dti_model_backward_input(dti_model *m, dti_acts *a, const float *dy, float 
         if (dxi == NULL)
             break;
         double t0 = dt_trace_now();
-        const float *dyl = a->z[i];
-        if (m->split[i] == DTI_COL_GATHER) {         /* this rank's columns of dz */
-            dti_copy_block(m->dzl, (size_t)out, dyl + m->lo[i], (size_t)full_out(m, i), B,
-                           out, sizeof(float));
-            dyl = m->dzl;
-        }
+        const float *dyl = own_cols(m, i, a->z[i], B);
         if (out > 0)
             dt_linear_backward(NULL, weights(m, i), dyl, dxi, NULL, NULL, B, in, out);
         else
             dt_memzero(dxi, (size_t)B * in * sizeof(float));
         dti_compute_event("backward", step, l, micro, t0);
-        size_t nx = (size_t)B * x_width(m, i);
-        if (m->split[i] == DTI_COL || m->split[i] == DTI_COL_GATHER) {
-            t0 = dt_trace_now();
-            dti_tp_allreduce(m, dxi, nx);                              /* f */
-            tp_mark(m, "f", step, l, micro, nx * dti_work_size(m->run), t0);
-        }
-        round_if_half(m, dxi, nx);
-        if (i > 0) {                     /* through the activation of layer i-1 */
-            t0 = dt_trace_now();
-            dt_act_backward(m->c->act, a->z[i - 1], dxi, a->z[i - 1], nx);
-            round_if_half(m, a->z[i - 1], nx);
-            dti_compute_event("backward", step, l - 1, micro, t0);
-        }
+        input_grad_on(m, a, i, dxi, i > 0 ? a->z[i - 1] : NULL, B, step, micro);
     }
 }
 
@@ -793,12 +793,7 @@ void dti_model_backward_weights(dti_model *m, dti_acts *a, int B, int step, int 
         float *dW = m->type == MPI_FLOAT ? (float *)m->grads + m->off[i] : m->gf;
         if (m->type != MPI_FLOAT)
             dt_memzero(m->gf, (m->off[i + 1] - m->off[i]) * sizeof(float));
-        const float *dyl = a->z[i];
-        if (m->split[i] == DTI_COL_GATHER) {
-            dti_copy_block(m->dzl, (size_t)out, dyl + m->lo[i], (size_t)full_out(m, i), B,
-                           out, sizeof(float));
-            dyl = m->dzl;
-        }
+        const float *dyl = own_cols(m, i, a->z[i], B);
         if (out > 0)
             dt_linear_backward(a->x[i], NULL, dyl, NULL, dW, dW + (size_t)out * in, B, in,
                                out);
