@@ -192,4 +192,28 @@ int ex_block_kind(int r, int C, int zigzag, int step, int a, int b);
 void ex_ring_step(int r, int C, int zigzag, int step, int n, int d, const float *q,
                   const float *k, const float *v, float *m, float *l, float *o);
 
+/* ==== 13 pipeline schedules: interleaved 1F1B and ZB-H1 ====
+ * (schedule.h's section "interleaved 1F1B and zero bubble" explains the terms.) A
+ * stage's operations are dt_pp_op's: kind 'F', 'B' or 'W', micro-batch 0..M-1, chunk
+ * 0..v-1 (interleaved: stage s's chunk j is virtual stage jP + s; 0 in ZB-H1). No MPI:
+ * the pipeline is played on arrays. */
+
+/* Interleaved's groups: k = M / P groups of consecutive micro-batches (one group when
+ * M < P), the first M % k of them one larger. Writes their sizes to g[0..k) (g has M
+ * entries) and returns k. */
+int ex_il_groups(int P, int M, int *g);
+/* The t-th forward (fwd 1) or backward (fwd 0), t = 0 .. vM-1, that every stage of
+ * interleaved 1F1B runs: group by group, the group's micro-batches through chunk 0,
+ * then through chunk 1, ... (forwards), or through chunk v-1, then v-2, ... (backwards).
+ * The kind is 'F' or 'B'. */
+dt_pp_op ex_il_table(int P, int M, int v, int fwd, int t);
+/* Stage s's 2vM operations of interleaved 1F1B (v chunks a stage), in the order it runs
+ * them: the warm-up forwards, then one forward and one backward in turn, then the
+ * backwards left. Returns 2vM. With v = 1 it is 1F1B. */
+int ex_il_order(int P, int M, int v, int s, dt_pp_op *ops);
+/* Stage s's 3M operations of ZB-H1 (F m, B m and W m of every micro-batch, chunk 0),
+ * in the order it runs them: 1F1B's forwards and backwards, W m right after B m+s, the
+ * last min(s, M) W's after the last B. Returns 3M. */
+int ex_zb_order(int P, int M, int s, dt_pp_op *ops);
+
 #endif /* DT_EXERCISES_H */
