@@ -390,7 +390,7 @@ badinput_tests() {
         "--mode pp --schedule interleaved --virtual 65 => --virtual" \
         "--mode pp --schedule zigzag => does not take 'zigzag'" \
         "--mode ddp --virtual 2 => --virtual is for --mode pp or hybrid" \
-        "--model gpt --mode pp --schedule zb-h1 => the GPT's not yet" \
+        "--model gpt --mode pp --schedule zb-h1 --recompute full => one block's at a time" \
         "--model gpt --mode hybrid --tp 2 --sp --schedule interleaved => without --sp and --cp"
     bad_group "train: interleaved on one stage" "1" "$T" \
         "--mode pp --schedule interleaved --virtual 2 => needs 2 or more pipeline stages"

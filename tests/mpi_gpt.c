@@ -229,11 +229,11 @@ static void make_cases(int N)
         c.gpt.layers = N - 1 < LAYERS ? LAYERS : N - 1;
         tt_add_pp(K_FP32, c, i);
     }
-    /* interleaved 1F1B: 2N units (2N-2 blocks), two chunks a stage (zb-h1 is refused:
-     * the GPT's backward is not split) */
+    /* interleaved 1F1B: 2N units (2N-2 blocks), two chunks a stage; ZB-H1 (the split
+     * backward: B, then the weights' W) on the same units */
     c = base(DT_MODE_PP, a);
     c.gpt.layers = 2 * N - 2;
-    tt_add_pp_today(K_FP32, c, N, 0);
+    tt_add_pp_today(K_FP32, c, N, 1);
 
     /* hybrid: every D*T*P = N */
     for (int k = 0; k < tt_nlayouts(N); k++, a ^= 1) {

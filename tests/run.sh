@@ -845,7 +845,8 @@ train_tests() {
     # today's pipeline schedules move when each micro-batch's forward and backward run,
     # never the order its gradients add up in: the weights byte-equal to 1F1B's (the
     # MLP's interleaved at 3 stages and 5 micro-batches, zb-h1 in fp16 and beside dp's
-    # buckets, which its W's fill; the GPT's interleaved with 3 chunks a stage)
+    # buckets, which its W's fill; the GPT's interleaved with 3 chunks a stage, its zb-h1
+    # alone and with tp's sums, sp's gathers and fp16)
     pp_same() {   # pp_same N "SCHEDULE ARGS" ARGS...
         local n=$1 sched=$2 why=""
         local name="train $sched -n $n${3:+ $3 $4}: weights byte-equal to 1f1b's"
@@ -869,6 +870,9 @@ train_tests() {
         --batch 36 --steps 3 --hidden 24 --bucket-kb 1
     pp_same 2 "--schedule interleaved --virtual 3" "${gpt[@]}" --mode pp --layers 4 \
         --micro 2 --steps 2
+    pp_same 3 "--schedule zb-h1" "${gpt[@]}" --mode pp --layers 3 --micro 4 --steps 2
+    pp_same 4 "--schedule zb-h1" "${gpt[@]}" --mode hybrid --tp 2 --pp 2 --heads 2 --sp \
+        --micro 2 --steps 2 --precision fp16
     gpt_recompute "--mode fsdp --zero 3" 2 --mode fsdp --zero 3
 
     # ---- the CPU's matrix products: sgemm or the loops (lib/nn/blas.c), stepbench

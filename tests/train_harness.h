@@ -135,7 +135,7 @@ static void tt_add_pp(int kind, dt_train_config c, int i)
 /* Adds today's schedules of c on N >= 2 stages, whose units the caller made 2N (two
  * chunks a stage): interleaved 1F1B with 2 chunks a stage and 3 micro-batches (more
  * than, as many as and fewer than the stages, as N goes 2 .. 5), and with zb 1, ZB-H1
- * (the MLP's split backward) with 3 + N % 2. */
+ * (the split backward, B and W) with 3 + N % 2. */
 static void tt_add_pp_today(int kind, dt_train_config c, int N, int zb)
 {
     if (N < 2)

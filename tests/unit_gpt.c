@@ -529,6 +529,7 @@ typedef struct {
     const int *tok, *tgt;
     const float *logits;
     int done[16], ndone;
+    float *wgrads;                  /* test_split: the split backward's gradients */
 } rank_part;
 
 static void pair_sum(float *x, size_t n, void *ctx)
@@ -1090,12 +1091,54 @@ END_TEST
  * (positions 0..2 on rank 0, 3..4 on rank 1): the LayerNorms' gradients are each
  * rank's rows' part, and their sum the whole model's; the stream's region takes the
  * rows of a rank only. */
+/* The pair's cuts of the model c: rank k holds heads h0[k] .. of nh[k] and MLP columns
+ * f0[k] .. of nf[k] (with sp, sequence parallelism's rows too; with split, activations
+ * that keep what W reads), its parameters params's, its gradients zero, its
+ * activations allocated, its floats rn[k]; the caller frees them */
+static const int h0[2] = { 0, 1 }, nh[2] = { 1, 2 }, f0[2] = { 0, 17 }, nf[2] = { 17, 31 };
+static void pair_model(const dt_gpt_config *c, const float *params, pair *pr,
+                       rank_part r[2], const int *tok, const int *tgt, int B, int T, int sp,
+                       int split, size_t rn[2])
+{
+    int V = c->vocab, C = c->embed, L = c->layers, N = B * T;
+    size_t np = dt_gpt_nparams(c), emb = ((size_t)V + c->seq) * C;
+    for (int k = 0; k < 2; k++) {
+        r[k] = (rank_part){ .pr = pr, .rank = k, .c = c, .B = B, .T = T, .tok = tok,
+                            .tgt = tgt, .cut = { nh[k], nf[k], k == 0, pair_sum, &r[k] } };
+        if (sp) {
+            r[k].cut.sp = 2;
+            r[k].cut.sp_rank = k;
+            r[k].cut.gather = pair_gather;
+            r[k].cut.scatter = pair_scatter;
+        }
+        r[k].cut.split = split;
+        rn[k] = dt_gpt_cut_nparams(c, &r[k].cut);
+        size_t bs = dt_gpt_block_size(c, nh[k], nf[k]);
+        ck_assert_uint_eq(rn[k], emb + L * bs + 2 * C);
+        float *rp = unit_nan_floats(rn[k]);
+        memcpy(rp, params, emb * sizeof *rp);
+        memcpy(rp + rn[k] - 2 * C, params + np - 2 * C, 2 * C * sizeof *rp);
+        for (int l = 0; l < L; l++) {
+            dt_gpt_block w, p;
+            dt_gpt_block_at(c, c->heads, 4 * C, (float *)params + dt_gpt_unit_offset(c, 1 + l),
+                            &w);
+            dt_gpt_block_at(c, nh[k], nf[k], rp + emb + l * bs, &p);
+            cut_map(c, &w, &p, h0[k], nh[k], f0[k], nf[k], 1, 1);
+        }
+        for (size_t i = 0; i < rn[k]; i++)
+            REQUIRE(!isnan(rp[i]), "rank %d: parameter %zu of its cut is not set", k, i);
+        r[k].params = rp;
+        r[k].grads = calloc(rn[k], sizeof(float));
+        r[k].dl = malloc((size_t)N * V * sizeof(float));
+        dt_gpt_acts_alloc(c, &r[k].cut, B, T, &r[k].a);
+    }
+}
+
 START_TEST(test_cut_model)
 {
     const dt_gpt_config *c = &fd_models[0];
     enum { B = 2, T = 5, N = B * T };
     int blas = _i % 2 == 0, sp = _i >= 2, V = c->vocab, C = c->embed, L = c->layers;
-    const int h0[2] = { 0, 1 }, nh[2] = { 1, 2 }, f0[2] = { 0, 17 }, nf[2] = { 17, 31 };
     dt_set_blas(blas);
     size_t np = dt_gpt_nparams(c), emb = ((size_t)V + c->seq) * C;
     float *params = random_model(c), *grads = calloc(np, sizeof *grads);
@@ -1113,42 +1156,17 @@ START_TEST(test_cut_model)
     ck_assert_int_eq(pthread_barrier_init(&pr.bar, NULL, 2), 0);
     rank_part r[2];
     size_t rn[2];
-    for (int k = 0; k < 2; k++) {
-        r[k] = (rank_part){ .pr = &pr, .rank = k, .c = c, .B = B, .T = T, .tok = tok,
-                            .tgt = tgt, .cut = { nh[k], nf[k], k == 0, pair_sum, &r[k] } };
-        if (sp) {
-            r[k].cut.sp = 2;
-            r[k].cut.sp_rank = k;
-            r[k].cut.gather = pair_gather;
-            r[k].cut.scatter = pair_scatter;
-            /* the region's floats: per block x, ln1, x2, ln2 and 4 statistics a row,
-             * out, dres, lnf's 2; n rows instead of N; the scratch's wide, mine, part */
-            dt_gpt_cut tp = r[k].cut;
-            tp.sp = 0;
-            size_t n = k == 0 ? 3 * B : 2 * B, sc;
-            size_t want = dt_gpt_acts_floats(c, &tp, B, T, NULL)
-                          - ((size_t)L * (4 * C + 4) + 2 * C + 2) * (N - n)
-                          + (size_t)(2 * N + n) * C;
-            ck_assert_uint_eq(dt_gpt_acts_floats(c, &r[k].cut, B, T, &sc), want);
-        }
-        rn[k] = dt_gpt_cut_nparams(c, &r[k].cut);
-        size_t bs = dt_gpt_block_size(c, nh[k], nf[k]);
-        ck_assert_uint_eq(rn[k], emb + L * bs + 2 * C);
-        float *rp = unit_nan_floats(rn[k]);
-        memcpy(rp, params, emb * sizeof *rp);
-        memcpy(rp + rn[k] - 2 * C, params + np - 2 * C, 2 * C * sizeof *rp);
-        for (int l = 0; l < L; l++) {
-            dt_gpt_block w, p;
-            dt_gpt_block_at(c, c->heads, 4 * C, params + dt_gpt_unit_offset(c, 1 + l), &w);
-            dt_gpt_block_at(c, nh[k], nf[k], rp + emb + l * bs, &p);
-            cut_map(c, &w, &p, h0[k], nh[k], f0[k], nf[k], 1, 1);
-        }
-        for (size_t i = 0; i < rn[k]; i++)
-            REQUIRE(!isnan(rp[i]), "rank %d: parameter %zu of its cut is not set", k, i);
-        r[k].params = rp;
-        r[k].grads = calloc(rn[k], sizeof(float));
-        r[k].dl = malloc((size_t)N * V * sizeof(float));
-        dt_gpt_acts_alloc(c, &r[k].cut, B, T, &r[k].a);
+    pair_model(c, params, &pr, r, tok, tgt, B, T, sp, 0, rn);
+    for (int k = 0; k < 2 && sp; k++) {
+        /* the region's floats: per block x, ln1, x2, ln2 and 4 statistics a row, out,
+         * dres, lnf's 2; n rows instead of N; the scratch's wide, mine, part */
+        dt_gpt_cut tp = r[k].cut;
+        tp.sp = 0;
+        size_t n = k == 0 ? 3 * B : 2 * B, sc;
+        size_t want = dt_gpt_acts_floats(c, &tp, B, T, NULL)
+                      - ((size_t)L * (4 * C + 4) + 2 * C + 2) * (N - n)
+                      + (size_t)(2 * N + n) * C;
+        ck_assert_uint_eq(dt_gpt_acts_floats(c, &r[k].cut, B, T, &sc), want);
     }
     run_pair(r, rank_run_model);
     pthread_barrier_destroy(&pr.bar);
@@ -1354,6 +1372,127 @@ START_TEST(test_recompute)
         free(logits[rc]);
         free(grads[rc]);
     }
+    free(params); free(dl);
+}
+END_TEST
+
+/* ==== zero bubble's split backward ====
+ * B (dt_gpt_backward_stage_input) then W (_weights) against the fused backward, on
+ * the same forward's activations and onto the same nonzero gradients: every gradient
+ * and the stream's gradient a stage sends back the same bits. Whole (keeping
+ * everything, and with selective recomputation), as two stages split after block 0,
+ * and over the pair cut for tensor parallelism, with and without sequence
+ * parallelism; with sgemm and with the loops. The split's floats as counted (gpt.h),
+ * and W's parts in backward's order. */
+static void *rank_run_split(void *arg)      /* forward, the loss, fused, then B and W */
+{
+    rank_part *r = arg;
+    int N = r->B * r->T, U = dt_gpt_units(r->c);
+    r->logits = dt_gpt_forward_cut(r->c, &r->cut, r->params, r->tok, r->B, r->T, &r->a,
+                                   NULL, NULL);
+    dt_xent(r->logits, r->tgt, N, r->c->vocab, 1.0f / N, r->dl);
+    dt_gpt_backward_cut(r->c, &r->cut, r->params, &r->a, r->dl, r->tok, r->B, r->T,
+                        r->grads, NULL, NULL);
+    dt_gpt_backward_stage_input(r->c, &r->cut, 0, U, r->params, &r->a, r->dl, NULL, r->B,
+                                r->T, NULL, NULL);
+    dt_gpt_backward_stage_weights(r->c, &r->cut, 0, U, &r->a, r->tok, r->B, r->T,
+                                  r->wgrads, NULL, NULL);
+    return NULL;
+}
+
+/* fused and split backward of stage [u0, u1) from dy on a, onto g1 and g2 (equal on
+ * entry), the stream's gradients to dx1 and dx2 */
+static void stage_both(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0, int u1,
+                       const float *p, dt_gpt_acts *a, const float *dy, const int *tok,
+                       float *dx1, float *dx2, float *g1, float *g2, int B, int T)
+{
+    dt_gpt_backward_stage(c, cut, u0, u1, p, a, dy, tok, dx1, B, T, g1, NULL, NULL);
+    dt_gpt_backward_stage_input(c, cut, u0, u1, p, a, dy, dx2, B, T, NULL, NULL);
+    record_reset(1);
+    dt_gpt_backward_stage_weights(c, cut, u0, u1, a, tok, B, T, g2, record_done, NULL);
+    REQUIRE(ndone == u1 - u0, "W: %d units done, not %d", ndone, u1 - u0);
+    for (int i = 0; i < ndone; i++)
+        REQUIRE(done_order[i] == u1 - 1 - i, "W: unit %d done %dth", done_order[i], i);
+}
+
+START_TEST(test_split)
+{
+    const dt_gpt_config *c = &fd_models[0];
+    enum { B = 2, T = 5, N = B * T };
+    int blas = _i % 2 == 0, kind = _i / 2, V = c->vocab, C = c->embed, L = c->layers;
+    int U = L + 2;
+    dt_set_blas(blas);
+    size_t np = dt_gpt_nparams(c), nte = (size_t)V * C, F = 4 * (size_t)C;
+    float *params = random_model(c), *dl = malloc((size_t)N * V * sizeof *dl);
+    int tok[N], tgt[N];
+    random_tokens(tok, N, V);
+    random_tokens(tgt, N, V);
+    if (kind < 2) {                  /* whole: keep, selective */
+        dt_gpt_cut cut = dt_gpt_whole(c, kind ? DT_GPT_RECOMPUTE_SELECTIVE : DT_GPT_KEEP);
+        dt_gpt_cut split = cut;
+        split.split = 1;
+        size_t sc0, sc1, f0 = dt_gpt_acts_floats(c, &cut, B, T, &sc0);
+        ck_assert_uint_eq(dt_gpt_acts_floats(c, &split, B, T, &sc1),
+                          f0 + L * (size_t)N * (7 * C + F) + (size_t)N * (V + C));
+        ck_assert_uint_eq(sc1, sc0);
+        float *g1 = unit_random_floats(np, -1, 1), *g2 = malloc(np * sizeof *g2);
+        memcpy(g2, g1, np * sizeof *g2);
+        dt_gpt_acts a;
+        dt_gpt_acts_alloc(c, &split, B, T, &a);
+        dt_xent(dt_gpt_forward_cut(c, &split, params, tok, B, T, &a, NULL, NULL), tgt, N, V,
+                1.0f / N, dl);
+        stage_both(c, &split, 0, U, params, &a, dl, tok, NULL, NULL, g1, g2, B, T);
+        REQUIRE(memcmp(g1, g2, np * sizeof *g1) == 0, "whole, recompute %d (%s): the "
+                "split backward's gradients differ from the fused one's", kind,
+                path_name(blas));
+        dt_gpt_acts_free(&a);
+        /* two stages, split after block 0: the stream's gradient sent back too */
+        size_t off = dt_gpt_unit_offset(c, 2), n1 = np - off + nte;
+        float *p1 = malloc(n1 * sizeof *p1), *h1 = unit_random_floats(n1, -1, 1);
+        float *h2 = malloc(n1 * sizeof *h2), *dx1 = unit_nan_floats((size_t)N * C);
+        float *dx2 = unit_nan_floats((size_t)N * C);
+        memcpy(h2, h1, n1 * sizeof *h2);
+        memcpy(g2, g1, off * sizeof *g2);
+        memcpy(p1, params + off, (np - off) * sizeof *p1);
+        memcpy(p1 + np - off, params, nte * sizeof *p1);
+        dt_gpt_acts a0, a1;
+        dt_gpt_stage_acts_alloc(c, &split, 0, 2, B, T, &a0);
+        dt_gpt_stage_acts_alloc(c, &split, 2, U, B, T, &a1);
+        const float *x = dt_gpt_forward_stage(c, &split, 0, 2, params, tok, NULL, B, T, &a0,
+                                              NULL, NULL);
+        dt_gpt_forward_stage(c, &split, 2, U, p1, NULL, x, B, T, &a1, NULL, NULL);
+        stage_both(c, &split, 2, U, p1, &a1, dl, NULL, dx1, dx2, h1, h2, B, T);
+        REQUIRE(memcmp(dx1, dx2, (size_t)N * C * sizeof *dx1) == 0 &&
+                memcmp(h1, h2, n1 * sizeof *h1) == 0, "recompute %d (%s), the last stage: "
+                "the split backward's dx or gradients differ", kind, path_name(blas));
+        stage_both(c, &split, 0, 2, params, &a0, dx1, tok, NULL, NULL, g1, g2, B, T);
+        REQUIRE(memcmp(g1, g2, off * sizeof *g1) == 0, "recompute %d (%s), the first "
+                "stage: the split backward's gradients differ", kind, path_name(blas));
+        dt_gpt_acts_free(&a0);
+        dt_gpt_acts_free(&a1);
+        free(p1); free(h1); free(h2); free(dx1); free(dx2); free(g1); free(g2);
+    } else {                         /* the pair: tp, tp with sp */
+        pair pr;
+        ck_assert_int_eq(pthread_barrier_init(&pr.bar, NULL, 2), 0);
+        rank_part r[2];
+        size_t rn[2];
+        pair_model(c, params, &pr, r, tok, tgt, B, T, kind == 3, 1, rn);
+        for (int k = 0; k < 2; k++) {
+            free(r[k].grads);         /* nonzero: the backwards add to them */
+            r[k].grads = unit_random_floats(rn[k], -1, 1);
+            r[k].wgrads = unit_copy_floats(r[k].grads, rn[k]);
+        }
+        run_pair(r, rank_run_split);
+        pthread_barrier_destroy(&pr.bar);
+        for (int k = 0; k < 2; k++) {
+            REQUIRE(memcmp(r[k].grads, r[k].wgrads, rn[k] * sizeof(float)) == 0, "rank %d "
+                    "of the pair%s (%s): the split backward's gradients differ", k,
+                    kind == 3 ? " with sp" : "", path_name(blas));
+            dt_gpt_acts_free(&r[k].a);
+            free((float *)r[k].params); free(r[k].grads); free(r[k].wgrads); free(r[k].dl);
+        }
+    }
+    dt_set_blas(1);
     free(params); free(dl);
 }
 END_TEST
@@ -2051,6 +2190,7 @@ int main(void)
     tcase_add_loop_test(tc, test_cut_model, 0, 4);
     tcase_add_test(tc, test_stages);
     tcase_add_test(tc, test_recompute);
+    tcase_add_loop_test(tc, test_split, 0, 8);
     tcase_add_test(tc, test_ring_attention);
     tcase_add_test(tc, test_init);
     tcase_add_test(tc, test_layout);

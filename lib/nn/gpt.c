@@ -361,12 +361,16 @@ void dt_layernorm_backward(const float *x, const float *w, const float *mean,
                            const float *rstd, const float *dy, float *dx, float *dw,
                            float *db, int N, int C)
 {
-    host_only("dt_layernorm_backward", dx);
+    host_only("dt_layernorm_backward", dx ? dx : dw);
+    DT_REQUIRE((dw == NULL) == (db == NULL) && (dx == NULL || w != NULL), "dt_layernorm_"
+               "backward: dw and db both or neither; dx needs w");
     struct ln_args g = { .x = x, .w = w, .dy = dy, .mean = (float *)mean,
                          .rstd = (float *)rstd, .dx = dx, .dw = dw, .db = db, .N = N,
                          .C = C };
-    dti_nn_parallel((size_t)N, 3 * (size_t)N * C, ln_backward_rows, &g);
-    dti_nn_parallel(col_blocks(C), 2 * (size_t)N * C, ln_backward_cols, &g);
+    if (dx)
+        dti_nn_parallel((size_t)N, 3 * (size_t)N * C, ln_backward_rows, &g);
+    if (dw)
+        dti_nn_parallel(col_blocks(C), 2 * (size_t)N * C, ln_backward_cols, &g);
 }
 
 /* Row i of one head's scores, att_i[0..i], in place: the softmax over j <= i (the
@@ -565,7 +569,7 @@ static void add(float *dst, const float *src, size_t n)      /* dst += src */
 dt_gpt_cut dt_gpt_whole(const dt_gpt_config *c, int recompute)
 {
     return (dt_gpt_cut){ c->heads, 4 * c->embed, 1, NULL, NULL, recompute, 0, 0, NULL,
-                         NULL, 0, NULL, NULL, NULL };
+                         NULL, 0, NULL, NULL, NULL, 0 };
 }
 
 /* ==== sequence parallelism's rows ==== */
@@ -754,6 +758,87 @@ void dt_gpt_block_backward(const dt_gpt_config *c, const dt_gpt_cut *cut,
     dt_gpt_block_attn_backward(c, cut, p, a, s, dx, g, B, T);
 }
 
+/* ==== a block's backward in two (zero bubble, gpt.h) ====
+ * B: the halves above with every dt_linear_backward's dW NULL and LayerNorm's rows
+ * only, the output gradients each weight's product reads going to the block's own
+ * buffers (a->dmlp .. a->in2) rather than to the scratch the blocks share, with the
+ * same values. W: the products skipped, in the halves' order, from those. */
+static void mlp_input(const dt_gpt_config *c, const dt_gpt_cut *cut,
+                      const dt_gpt_block *p, const dt_gpt_block_acts *a,
+                      dt_gpt_scratch *s, float *dx, int B, int T)
+{
+    int C = c->embed, F = cut->ffn, N = B * T;
+    int sp = sp_on(cut), n = (int)region_rows(cut, B, T);
+    if (sp) {                                   /* as dt_gpt_block_mlp_backward's */
+        cut->gather(dx, a->dmlp, B, T, C, cut->ctx);
+        cut->gather(a->ln2, a->in2, B, T, C, cut->ctx);
+    } else {
+        memcpy(a->dmlp, dx, (size_t)N * C * sizeof(float));
+    }
+    dt_linear_backward(NULL, p->w2, a->dmlp, a->dh, NULL, NULL, N, F, C);     /* dg */
+    dt_act_backward(DT_GELU, a->h, a->dh, a->dh, (size_t)N * F);                /* dh */
+    float *dln = sp ? s->dln : a->dln2;
+    dt_linear_backward(NULL, p->w1, a->dh, dln, NULL, NULL, N, C, F);
+    if (sp)
+        cut->scatter(s->dln, a->dln2, B, T, C, cut->ctx);
+    else if (cut->sum)
+        cut->sum(a->dln2, (size_t)N * C, cut->ctx);
+    dt_layernorm_backward(a->x2, p->ln2_w, a->ln2_mean, a->ln2_rstd, a->dln2, dx, NULL,
+                          NULL, n, C);                                  /* dx2 */
+}
+
+static void mlp_weights(const dt_gpt_config *c, const dt_gpt_cut *cut,
+                        const dt_gpt_block_acts *a, const dt_gpt_block *g, int B, int T)
+{
+    int C = c->embed, F = cut->ffn, N = B * T, n = (int)region_rows(cut, B, T);
+    dt_linear_backward(a->g, NULL, a->dmlp, NULL, g->w2, g->b2, N, F, C);
+    const float *in = sp_on(cut) ? a->in2 : a->ln2;
+    dt_linear_backward(in, NULL, a->dh, NULL, g->w1, g->b1, N, C, F);
+    dt_layernorm_backward(a->x2, NULL, a->ln2_mean, a->ln2_rstd, a->dln2, NULL, g->ln2_w,
+                          g->ln2_b, n, C);
+}
+
+static void attn_input(const dt_gpt_config *c, const dt_gpt_cut *cut,
+                       const dt_gpt_block *p, const dt_gpt_block_acts *a,
+                       dt_gpt_scratch *s, float *dx, int B, int T)
+{
+    int C = c->embed, d = head_dim(c), H = cut->heads, hd = H * d, N = B * T;
+    int sp = sp_on(cut), n = (int)region_rows(cut, B, T);
+    if (cut->recompute == DT_GPT_RECOMPUTE_SELECTIVE && !cp_on(cut))
+        dt_attention_forward(a->qkv, a->att, a->y, B, T, H, d);
+    if (sp) {                                   /* as dt_gpt_block_attn_backward's */
+        cut->gather(dx, a->dattn, B, T, C, cut->ctx);
+        cut->gather(a->ln1, a->in1, B, T, C, cut->ctx);
+    } else {
+        memcpy(a->dattn, dx, (size_t)N * C * sizeof(float));
+    }
+    dt_linear_backward(NULL, p->wo, a->dattn, s->dy, NULL, NULL, N, hd, C);
+    if (cp_on(cut))
+        cut->attend_backward(a->qkv, a->y, a->att, s->dy, a->dqkv, B, T, H, d, cut->ctx);
+    else
+        dt_attention_backward(a->qkv, a->att, s->dy, s->datt, a->dqkv, B, T, H, d);
+    float *dln = sp ? s->dln : a->dln1;
+    dt_linear_backward(NULL, p->wqkv, a->dqkv, dln, NULL, NULL, N, C, 3 * hd);
+    if (sp)
+        cut->scatter(s->dln, a->dln1, B, T, C, cut->ctx);
+    else if (cut->sum)
+        cut->sum(a->dln1, (size_t)N * C, cut->ctx);
+    dt_layernorm_backward(a->x, p->ln1_w, a->ln1_mean, a->ln1_rstd, a->dln1, dx, NULL,
+                          NULL, n, C);
+}
+
+static void attn_weights(const dt_gpt_config *c, const dt_gpt_cut *cut,
+                         const dt_gpt_block_acts *a, const dt_gpt_block *g, int B, int T)
+{
+    int C = c->embed, hd = cut->heads * head_dim(c), N = B * T;
+    int n = (int)region_rows(cut, B, T);
+    dt_linear_backward(a->y, NULL, a->dattn, NULL, g->wo, g->bo, N, hd, C);
+    const float *in = sp_on(cut) ? a->in1 : a->ln1;
+    dt_linear_backward(in, NULL, a->dqkv, NULL, g->wqkv, g->bqkv, N, C, 3 * hd);
+    dt_layernorm_backward(a->x, NULL, a->ln1_mean, a->ln1_rstd, a->dln1, NULL, g->ln1_w,
+                          g->ln1_b, n, C);
+}
+
 /* ==== the whole model ==== */
 
 static dt_gpt_cut whole_of(const dt_gpt_config *c, const dt_gpt_cut *cut)
@@ -830,7 +915,9 @@ float *dt_gpt_unit_output(const dt_gpt_config *c, dt_gpt_acts *a, int u)
  * and with blocks their part (N, C). n = N but with sequence parallelism (this rank's
  * rows); hd and F: the cut's. Recomputed, what a block keeps is its x alone (full) or
  * all but att (selective), and one block's worth of the rest is shared by the
- * blocks. */
+ * blocks. Split (zero bubble's W), each block keeps too dmlp and dattn (N, C), dh
+ * (N, F), dqkv (N, 3hd), dln1 and dln2 (n, C), with sp in1 and in2 (N, C); the final
+ * unit dlogits (N, V) and dlnf (n, C); unit 0 with sp demb (N, C). */
 size_t dt_gpt_stage_acts_floats(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0,
                                 int u1, int B, int T, size_t *scratch)
 {
@@ -848,10 +935,14 @@ size_t dt_gpt_stage_acts_floats(const dt_gpt_config *c, const dt_gpt_cut *cut, i
     size_t s = (n + N) * C + (blocks ? N * (4 * hd + F) + att : 0);
     if (sp_on(&k))
         s += (N + n) * C + (blocks ? N * C : 0);
+    size_t split = 0, wide = sp_on(&k) ? N * C : 0;   /* what W reads */
+    if (k.split)
+        split = blocks * (N * (2 * C + F + 3 * hd) + 2 * n * C + 2 * wide)
+                + (has_final(c, u1) ? N * c->vocab + n * C : 0) + (u0 == 0 ? wide : 0);
     if (scratch)
         *scratch = s;
     return blocks * kept + (blocks ? shared : 0) + n * C
-           + (has_final(c, u1) ? N * (C + (size_t)c->vocab) + 2 * n : 0) + s;
+           + (has_final(c, u1) ? N * (C + (size_t)c->vocab) + 2 * n : 0) + split + s;
 }
 
 size_t dt_gpt_acts_floats(const dt_gpt_config *c, const dt_gpt_cut *cut, int B, int T,
@@ -870,11 +961,15 @@ void dt_gpt_stage_acts_alloc(const dt_gpt_config *c, const dt_gpt_cut *cut, int 
     DT_REQUIRE(!cp_on(&k) || k.recompute != DT_GPT_RECOMPUTE_SELECTIVE, "the GPT's "
                "activations: selective recomputation with context parallelism (ring "
                "attention keeps no probabilities to recompute)");
+    DT_REQUIRE(!k.split || k.recompute != DT_GPT_RECOMPUTE_FULL, "the GPT's activations: "
+               "a split backward with full recomputation (W needs every block's "
+               "activations, which full recomputation keeps one block at a time)");
     memset(a, 0, sizeof *a);
     a->B = B;
     a->T = T;
     a->u0 = u0;
     a->u1 = u1;
+    a->split = k.split;
     a->floats = dt_gpt_stage_acts_floats(c, &k, u0, u1, B, T, NULL);
     a->mem = calloc(a->floats, sizeof(float));
     a->blk = calloc((size_t)c->layers, sizeof *a->blk);
@@ -908,6 +1003,18 @@ void dt_gpt_stage_acts_alloc(const dt_gpt_config *c, const dt_gpt_cut *cut, int 
         TAKE(b->ln2_rstd, n);
         TAKE(b->h, N * F);
         TAKE(b->g, N * F);
+        if (!k.split)
+            continue;
+        TAKE(b->dmlp, N * C);
+        TAKE(b->dattn, N * C);
+        TAKE(b->dh, N * F);
+        TAKE(b->dqkv, N * 3 * hd);
+        TAKE(b->dln1, n * C);
+        TAKE(b->dln2, n * C);
+        if (sp_on(&k)) {
+            TAKE(b->in1, N * C);
+            TAKE(b->in2, N * C);
+        }
     }
     if (b1 > b0 && (full || sel)) {
         dt_gpt_block_acts w = a->blk[b0];
@@ -939,7 +1046,13 @@ void dt_gpt_stage_acts_alloc(const dt_gpt_config *c, const dt_gpt_cut *cut, int 
         TAKE(a->lnf_mean, n);
         TAKE(a->lnf_rstd, n);
         TAKE(a->logits, N * c->vocab);
+        if (k.split) {
+            TAKE(a->dlogits, N * c->vocab);
+            TAKE(a->dlnf, n * C);
+        }
     }
+    if (k.split && u0 == 0 && sp_on(&k))
+        TAKE(a->demb, N * C);
     TAKE(a->dres, n * C);
     TAKE(a->s.dln, N * C);
     if (b1 > b0) {
@@ -1135,6 +1248,112 @@ void dt_gpt_backward_stage(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0
     }
     if (u0 > 0 && dx)                  /* the gradient of the stream this stage got */
         memcpy(dx, a->dres, N * c->embed * sizeof(float));
+}
+
+/* ==== a stage's backward in two (zero bubble) ==== */
+
+/* Unit u's B: dt_gpt_unit_backward's work on the stream's gradient, the weights' left
+ * to unit_weights (the head's dlogits and lnf's dy kept; unit 0's dy stays in a->dres,
+ * or with sp is gathered into a->demb, as the fused backward gathers it) */
+static void unit_input(const dt_gpt_config *c, const dt_gpt_cut *k, int u,
+                       const float *pu, const float *wte, dt_gpt_acts *a,
+                       const float *dlogits, int B, int T, dt_gpt_part_fn done, void *ctx)
+{
+    int C = c->embed, V = c->vocab, N = B * T, L = c->layers;
+    int n = (int)region_rows(k, B, T);
+    if (u == L + 1) {              /* the head's dx, then lnf's */
+        float *dln = sp_on(k) ? a->s.dln : a->dlnf;
+        memcpy(a->dlogits, dlogits, (size_t)N * V * sizeof(float));
+        dt_linear_backward(NULL, wte, dlogits, dln, NULL, NULL, N, C, V);
+        if (sp_on(k))
+            own_rows(k, a->s.dln, a->dlnf, B, T, C);
+        memset(a->dres, 0, (size_t)n * C * sizeof(float));
+        dt_layernorm_backward(a->out, pu, a->lnf_mean, a->lnf_rstd, a->dlnf, a->dres,
+                              NULL, NULL, n, C);
+    } else if (u >= 1) {
+        dt_gpt_block p;
+        dt_gpt_block_at(c, k->heads, k->ffn, (float *)pu, &p);
+        mlp_input(c, k, &p, &a->blk[u - 1], &a->s, a->dres, B, T);
+        if (done)
+            done(u, DT_GPT_MLP, ctx);
+        attn_input(c, k, &p, &a->blk[u - 1], &a->s, a->dres, B, T);
+        if (done)
+            done(u, DT_GPT_ATTN, ctx);
+        return;
+    } else if (sp_on(k)) {         /* the stream's gradient, every rank's rows */
+        k->gather(a->dres, a->demb, B, T, C, k->ctx);
+    }
+    if (done)
+        done(u, DT_GPT_UNIT, ctx);
+}
+
+/* Unit u's W: the products unit_input skipped, in dt_gpt_unit_backward's order */
+static void unit_weights(const dt_gpt_config *c, const dt_gpt_cut *k, int u,
+                         dt_gpt_acts *a, const int *tok, float *gu, float *dwte, int B,
+                         int T, dt_gpt_part_fn done, void *ctx)
+{
+    int C = c->embed, V = c->vocab, N = B * T, L = c->layers;
+    if (u == L + 1) {
+        dt_linear_backward(a->lnf, NULL, a->dlogits, NULL, dwte, NULL, N, C, V);
+        dt_layernorm_backward(a->out, NULL, a->lnf_mean, a->lnf_rstd, a->dlnf, NULL, gu,
+                              gu + C, (int)region_rows(k, B, T), C);
+    } else if (u >= 1) {
+        dt_gpt_block g;
+        dt_gpt_block_at(c, k->heads, k->ffn, gu, &g);
+        mlp_weights(c, k, &a->blk[u - 1], &g, B, T);
+        if (done)
+            done(u, DT_GPT_MLP, ctx);
+        attn_weights(c, k, &a->blk[u - 1], &g, B, T);
+        if (done)
+            done(u, DT_GPT_ATTN, ctx);
+        return;
+    } else {
+        DT_REQUIRE(tok != NULL, "dt_gpt_backward_stage_weights: the embeddings need the "
+                   "tokens");
+        dt_embed_backward(tok, sp_on(k) ? a->demb : a->dres, cp_on(k) ? k->pos : NULL, gu,
+                          gu + (size_t)V * C, B, T, C);
+    }
+    if (done)
+        done(u, DT_GPT_UNIT, ctx);
+}
+
+static void check_split(const char *fn, const dt_gpt_config *c, const dt_gpt_cut *k,
+                        const dt_gpt_acts *a, int u0, int u1, int B, int T)
+{
+    check_stage(c, u0, u1);
+    check_run(fn, c, a, u0, u1, B, T);
+    DT_REQUIRE(k->split && a->split, "%s: the activations keep what W needs only when "
+               "allocated with a cut whose split is 1 (and the calls get that cut)", fn);
+}
+
+void dt_gpt_backward_stage_input(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0,
+                                 int u1, const float *params, dt_gpt_acts *a,
+                                 const float *dy, float *dx, int B, int T,
+                                 dt_gpt_part_fn done, void *ctx)
+{
+    dt_gpt_cut k = whole_of(c, cut);
+    check_split("dt_gpt_backward_stage_input", c, &k, a, u0, u1, B, T);
+    size_t N = region_rows(&k, B, T), w = stage_wte(c, &k, u0);
+    if (!has_final(c, u1))             /* the gradient of the stream this stage sent */
+        memcpy(a->dres, dy, N * c->embed * sizeof(float));
+    for (int u = u1 - 1; u >= u0; u--)
+        unit_input(c, &k, u, params + stage_unit(c, &k, u0, u), params + w, a, dy, B, T,
+                   done, ctx);
+    if (u0 > 0 && dx)                  /* the gradient of the stream this stage got */
+        memcpy(dx, a->dres, N * c->embed * sizeof(float));
+}
+
+void dt_gpt_backward_stage_weights(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0,
+                                   int u1, dt_gpt_acts *a, const int *tok, int B, int T,
+                                   float *grads, dt_gpt_part_fn done, void *ctx)
+{
+    dt_gpt_cut k = whole_of(c, cut);
+    check_split("dt_gpt_backward_stage_weights", c, &k, a, u0, u1, B, T);
+    size_t w = stage_wte(c, &k, u0);
+    for (int u = u1 - 1; u >= u0; u--) {
+        size_t o = stage_unit(c, &k, u0, u);
+        unit_weights(c, &k, u, a, tok, grads + o, grads + w, B, T, done, ctx);
+    }
 }
 
 const float *dt_gpt_forward_cut(const dt_gpt_config *c, const dt_gpt_cut *cut,

@@ -101,7 +101,8 @@ void dt_embed_backward(const int *tok, const float *dout, const int *pos, float 
 /* LayerNorm of N rows of C: y = (x - mean) * rstd * w + b, rstd = 1/sqrt(var + 1e-5),
  * var the biased variance; keeps mean (N) and rstd (N) for backward. backward: dw, db
  * accumulate; dx ACCUMULATES too (+=: the input is the residual stream, whose gradient
- * already holds the skip path's). Not in place. */
+ * already holds the skip path's). Not in place. Either part alone, the same bits: dx
+ * NULL, the weights' only (w may be NULL); dw and db NULL, dx only. */
 void dt_layernorm_forward(const float *x, const float *w, const float *b, float *y,
                           float *mean, float *rstd, int N, int C);
 void dt_layernorm_backward(const float *x, const float *w, const float *mean,
@@ -177,6 +178,14 @@ typedef struct {
     float *wide, *part;              /* sequence parallelism: (N, C) each, scratch every
                                         block shares (NULL otherwise): the rows gathered
                                         from every rank, the partial sums scattered */
+    /* with the cut's split (NULL otherwise), the block's own: what its weights'
+     * products read, which the split backward's B leaves for W (below) */
+    float *dmlp, *dattn;             /* (N, C) the gradients of the MLP's and of
+                                        attention's outputs (sp: every rank's rows) */
+    float *dh;                       /* (N, ffn) that of h, w1's output */
+    float *dqkv;                     /* (N, 3 hd) that of qkv */
+    float *dln1, *dln2;              /* (n, C) those of ln1's and ln2's outputs, summed */
+    float *in1, *in2;                /* sp: ln1's and ln2's outputs gathered, (N, C) */
 } dt_gpt_block_acts;
 
 /* Backward's scratch, shared by every block. */
@@ -243,6 +252,7 @@ typedef struct {
     void (*attend_backward)(const float *qkv, const float *y, const float *lse,
                             const float *dy, float *dqkv, int B, int T, int H, int d,
                             void *ctx);
+    int split;              /* 1: the activations keep what zero bubble's W reads */
 } dt_gpt_cut;
 
 /* Sequence parallelism's positions: rank r of n holds [*p0, *p1) of every sequence of
@@ -343,6 +353,9 @@ typedef struct {
     float *logits;                   /* (N, V) */
     float *dres;                     /* (N, C) backward: the residual stream's gradient */
     dt_gpt_scratch s;
+    int split;                       /* the cut's split: then, with the final unit, */
+    float *dlogits, *dlnf;           /* (N, V) the head's dlogits, (n, C) lnf's dy; */
+    float *demb;                     /* with unit 0 and sp, (N, C) the embeddings' dy */
 } dt_gpt_acts;
 
 /* For the whole model (cut NULL) or every block cut alike (cut's heads and ffn). */
@@ -438,6 +451,28 @@ void dt_gpt_backward_stage(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0
  * tokens. */
 void dt_gpt_sample(const dt_gpt_config *c, const float *params, const int *prompt,
                    int len, int n, float temperature, unsigned long long seed, int *out);
+
+/* ==== zero bubble: backward in two ====
+ * A stage's backward as zero-bubble pipelines run it (Qi et al., 2023): B, the gradient
+ * of the stage's input only (what the stage before waits for), then W, later, every
+ * weight's gradient (what nothing waits for). B does all backward's work on the
+ * residual stream (its sums, gathers and scatters, the ring, selective recomputation)
+ * and no weight's product, leaving in a what W reads: per block the gradients of each
+ * linear layer's output and of each LayerNorm's (the dmlp .. in2 of dt_gpt_block_acts),
+ * the head's dlogits, lnf's output gradient, and the embeddings' in a->dres (sp:
+ * a->demb). W runs no collective; it adds to grads, units last to first, the same
+ * products in the same order as dt_gpt_backward_stage, so that B then W give its
+ * gradients bit for bit. a must be allocated with a cut whose split is 1 (not with full
+ * recomputation, which keeps one block's activations at a time), and nothing may run
+ * on a between the two. The arguments are dt_gpt_backward_stage's, done(u, part, ctx)
+ * called after each part by both. */
+void dt_gpt_backward_stage_input(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0,
+                                 int u1, const float *params, dt_gpt_acts *a,
+                                 const float *dy, float *dx, int B, int T,
+                                 dt_gpt_part_fn done, void *ctx);
+void dt_gpt_backward_stage_weights(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0,
+                                   int u1, dt_gpt_acts *a, const int *tok, int B, int T,
+                                   float *grads, dt_gpt_part_fn done, void *ctx);
 
 /* ==== text ==== */
 

@@ -756,7 +756,10 @@ void dti_model_backward(dti_model *m, dti_acts *a, const float *dy, float *dx, i
 void dti_model_backward_input(dti_model *m, dti_acts *a, const float *dy, float *dx,
                               int B, int step, int micro)
 {
-    DT_REQUIRE(m->c != NULL, "the split backward is the MLP's");
+    if (m->g) {
+        dti_gpt_model_backward_input(m, a, dy, dx, B, step, micro);
+        return;
+    }
     int nl = m->nl;
     DT_REQUIRE(B >= 1 && B <= a->B && B <= m->Bmax, "dti_model_backward_input: %d rows", B);
     size_t n = (size_t)B * z_width(m, nl - 1);
@@ -786,7 +789,10 @@ void dti_model_backward_input(dti_model *m, dti_acts *a, const float *dy, float 
 void dti_model_backward_weights(dti_model *m, dti_acts *a, int B, int step, int micro,
                                 void (*layer_done)(int i, void *ctx), void *ctx)
 {
-    DT_REQUIRE(m->c != NULL, "the split backward is the MLP's");
+    if (m->g) {
+        dti_gpt_model_backward_weights(m, a, B, step, micro, layer_done, ctx);
+        return;
+    }
     for (int i = m->nl - 1; i >= 0; i--) {
         int in = m->in[i], out = m->out[i], l = m->l0 + i;
         double t0 = dt_trace_now();

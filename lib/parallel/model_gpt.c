@@ -157,10 +157,13 @@ void dti_gpt_model_init(dti_model *m, dti_run *r, int l0, int l1, MPI_Comm tp, i
     DT_REQUIRE(g->heads % m->T == 0, "%d heads cannot be shared by %d tensor-parallel "
                "ranks", g->heads, m->T);
     int sp = r->cfg->sp && m->T > 1;
+    /* zero bubble's pipeline: the activations keep what W reads (gpt.h) */
+    int pipe = r->cfg->mode == DT_MODE_PP || r->cfg->mode == DT_MODE_HYBRID;
+    int split = pipe && r->cfg->schedule == DT_PP_ZBH1;
     m->cut = (dt_gpt_cut){ g->heads / m->T, 4 * g->embed / m->T, m->t == 0,
                            m->T > 1 ? tp_sum : NULL, m, r->cfg->recompute, sp ? m->T : 0,
                            m->t, sp ? sp_gather : NULL, sp ? sp_scatter : NULL, 0, NULL,
-                           NULL, NULL };       /* context parallelism: dti_gpt_model_cp */
+                           NULL, NULL, split };   /* cp: dti_gpt_model_cp */
     m->off = malloc((m->nl + 1) * sizeof *m->off);
     DT_REQUIRE(m->off != NULL, "out of host memory");
     size_t C = (size_t)g->embed;
@@ -345,7 +348,9 @@ void dti_gpt_acts_free(dti_acts *a)
 
 /* A compute event per part (dti_gpt_clock); in fp16, once a unit is done, its output
  * (forward) or the stream's gradient and the unit's gradients (backward) rounded and
- * added to the fp16 sums first */
+ * added to the fp16 sums first. A split backward's B has only the stream's gradient
+ * to round, its W only the gradients to add. */
+enum { BACK_INPUT = 1, BACK_WEIGHTS = 2, BACK_BOTH = 3 };
 typedef struct {
     dti_model *m;
     dti_acts *a;
@@ -353,6 +358,7 @@ typedef struct {
     dti_gpt_clock clock;
     void (*layer_done)(int i, void *ctx);
     void *ctx;
+    int back;                   /* backward: what it computes, BACK_* */
 } unit_clock;
 
 static void part_finished(int u, int part, void *ctx)
@@ -368,9 +374,12 @@ static void part_finished(int u, int part, void *ctx)
         size_t all = u == m->g->layers + 1 ? N * m->g->vocab : n * m->g->embed;
         dti_round_to(m->type, dt_gpt_unit_output(m->g, k->a->gpt, u), all);
     } else if (fp16) {
-        dti_round_to(m->type, k->a->gpt->dres, n * m->g->embed);
+        if (k->back & BACK_INPUT)
+            dti_round_to(m->type, k->a->gpt->dres, n * m->g->embed);
         size_t n = m->off[i + 1] - m->off[i];
-        dti_accumulate((char *)m->grads + m->off[i] * 2, m->type, m->gf + m->off[i], n);
+        if (k->back & BACK_WEIGHTS)
+            dti_accumulate((char *)m->grads + m->off[i] * 2, m->type, m->gf + m->off[i],
+                           n);
     }
     dti_gpt_clock_end(&k->clock, u);
     if (k->layer_done)
@@ -400,7 +409,7 @@ const float *dti_gpt_model_forward(dti_model *m, dti_acts *a, const float *x_in,
                 a->tok[(size_t)b * T + i] =
                     (int)x_in[(size_t)b * seq + (m->cp ? m->cut.pos[i] : i)];
     unit_clock k = { m, a, B, { "forward", step, micro, dt_trace_now(), 0, m->l0 - 1,
-                                DT_GPT_UNIT }, NULL, NULL };
+                                DT_GPT_UNIT }, NULL, NULL, 0 };
     m->clock = &k.clock;
     const float *out = dt_gpt_forward_stage(m->g, &m->cut, m->l0, m->l1, weights(m),
                                             a->tok, x_in, B, T, a->gpt, part_finished, &k);
@@ -413,13 +422,43 @@ void dti_gpt_model_backward(dti_model *m, dti_acts *a, const float *dy, float *d
                             void *ctx)
 {
     unit_clock k = { m, a, B, { "backward", step, micro, dt_trace_now(), 0, m->l1,
-                                DT_GPT_UNIT }, layer_done, ctx };
+                                DT_GPT_UNIT }, layer_done, ctx, BACK_BOTH };
     int fp16 = m->type != MPI_FLOAT;
     if (fp16)                       /* this micro-batch's gradients, as floats */
         memset(m->gf, 0, m->n * sizeof(float));
     m->clock = &k.clock;
     dt_gpt_backward_stage(m->g, &m->cut, m->l0, m->l1, weights(m), a->gpt, dy, a->tok, dx,
                           B, positions(m), fp16 ? m->gf : m->grads, part_finished, &k);
+    m->clock = NULL;
+}
+
+/* Zero bubble's B and W (gpt.h's split backward): the stream's gradient, then the
+ * weights', traced under the same names as dti_gpt_model_backward's parts; in fp16 W
+ * computes the micro-batch's gradients as floats and adds each unit's to the fp16
+ * sums, as the fused backward does */
+void dti_gpt_model_backward_input(dti_model *m, dti_acts *a, const float *dy, float *dx,
+                                  int B, int step, int micro)
+{
+    unit_clock k = { m, a, B, { "backward", step, micro, dt_trace_now(), 0, m->l1,
+                                DT_GPT_UNIT }, NULL, NULL, BACK_INPUT };
+    m->clock = &k.clock;
+    dt_gpt_backward_stage_input(m->g, &m->cut, m->l0, m->l1, weights(m), a->gpt, dy, dx,
+                                B, positions(m), part_finished, &k);
+    m->clock = NULL;
+}
+
+void dti_gpt_model_backward_weights(dti_model *m, dti_acts *a, int B, int step, int micro,
+                                    void (*layer_done)(int i, void *ctx), void *ctx)
+{
+    unit_clock k = { m, a, B, { "backward", step, micro, dt_trace_now(), 0, m->l1,
+                                DT_GPT_UNIT }, layer_done, ctx, BACK_WEIGHTS };
+    int fp16 = m->type != MPI_FLOAT;
+    if (fp16)
+        memset(m->gf, 0, m->n * sizeof(float));
+    m->clock = &k.clock;
+    float *grads = fp16 ? m->gf : m->grads;
+    dt_gpt_backward_stage_weights(m->g, &m->cut, m->l0, m->l1, a->gpt, a->tok, B,
+                                  positions(m), grads, part_finished, &k);
     m->clock = NULL;
 }
 

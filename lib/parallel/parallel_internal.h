@@ -309,12 +309,12 @@ void dti_model_backward(dti_model *m, dti_acts *a, const float *dy, float *dx, i
                         int step, int micro, void (*layer_done)(int i, void *ctx),
                         void *ctx);
 
-/* Backward cut in two, as zero-bubble pipelines run it (the MLP): _input is B, the
- * gradient of the input only, dx (B, in_width; NULL: none), leaving in a each layer's
- * output gradient where its z was; _weights is W, afterwards, the weights' gradients
- * from them, accumulated into m->grads, calling layer_done(i, ctx) as each local layer's
- * are in. Together the same products as dti_model_backward, so the same bits; a holds
- * the micro-batch until W. */
+/* Backward cut in two, as zero-bubble pipelines run it: _input is B, the gradient of
+ * the input only, dx (B, in_width; NULL: none), leaving in a each layer's output
+ * gradient (the MLP's where its z was; the GPT's, gpt.h's split backward); _weights is
+ * W, afterwards, the weights' gradients from them, accumulated into m->grads, calling
+ * layer_done(i, ctx) as each local layer's are in. Together the same products as
+ * dti_model_backward, so the same bits; a holds the micro-batch until W. */
 void dti_model_backward_input(dti_model *m, dti_acts *a, const float *dy, float *dx,
                               int B, int step, int micro);
 void dti_model_backward_weights(dti_model *m, dti_acts *a, int B, int step, int micro,
@@ -430,6 +430,12 @@ const float *dti_gpt_model_forward(dti_model *m, dti_acts *a, const float *x_in,
 void dti_gpt_model_backward(dti_model *m, dti_acts *a, const float *dy, float *dx, int B,
                             int step, int micro, void (*layer_done)(int i, void *ctx),
                             void *ctx);
+/* dti_model_backward_input and _weights for the GPT (gpt.h's split backward; the
+ * activations allocated with m->cut.split, which zb-h1's pipelines set) */
+void dti_gpt_model_backward_input(dti_model *m, dti_acts *a, const float *dy, float *dx,
+                                  int B, int step, int micro);
+void dti_gpt_model_backward_weights(dti_model *m, dti_acts *a, int B, int step, int micro,
+                                    void (*layer_done)(int i, void *ctx), void *ctx);
 
 /* ==== the pipeline (pp.c) ==== */
 

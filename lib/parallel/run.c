@@ -81,7 +81,8 @@ static void mode_sizes(const dt_train_config *c, int n, int *D, int *T, int *P)
 
 /* The schedules' own refusals, on P stages. Interleaved cuts the units into v P
  * chunks, v a stage, as Megatron-LM does: equal chunks, so the units must be a multiple
- * of v P. Zero bubble needs a backward split into B and W, which the MLP has. */
+ * of v P. Zero bubble needs a backward split into B and W, which both models have
+ * (the GPT's keeping each block's activations until W). */
 static int pipeline_check(const dt_train_config *c, int P, char *why, size_t len)
 {
     int v = c->virtual_stages, gpt = c->kind == DT_MODEL_GPT;
@@ -103,9 +104,10 @@ static int pipeline_check(const dt_train_config *c, int P, char *why, size_t len
         WHY("--virtual %d on %d stages cuts the %s into %d equal chunks: %d %s cannot "
             "(make them a multiple of %d)", v, P, gpt ? "GPT's units (embeddings, blocks, "
             "final LayerNorm)" : "layers", v * P, units, gpt ? "units" : "layers", v * P);
-    if (c->schedule == DT_PP_ZBH1 && gpt)
-        WHY("--schedule zb-h1 needs a backward split into the input's gradient (B) and the "
-            "weights' (W); the MLP's is split, the GPT's not yet: use 1f1b or interleaved");
+    if (c->schedule == DT_PP_ZBH1 && gpt && c->recompute == DT_GPT_RECOMPUTE_FULL)
+        WHY("--schedule zb-h1 with --recompute full: W needs every block's activations "
+            "after B, and full recomputation keeps one block's at a time (use "
+            "--recompute selective, or 1f1b)");
     return 0;
 }
 
