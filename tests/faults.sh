@@ -14,7 +14,8 @@
 # stuck rank, and DT_WATCH=0. Case overtime never ends, with no fault: under
 # MPIEXEC_TIMEOUT=12 its line must say the job ran out of time, not name a deadlock.
 # Takes about 45 s, most of it the stuck rank under MPIEXEC_TIMEOUT=15 (dtlab stops at
-# 12 s) and overtime (at 9 s); mb-stall runs under DT_TIMEOUT=3.
+# 12 s) and overtime (at 9 s); mb-stall runs under DT_TIMEOUT=3. The stuck and stalled
+# cases, which sleep, run in the background beside the others (fault_start).
 
 # fault_expect CASE LAST: the regex the one dtlab line must match, "" for none.
 fault_expect() {
@@ -80,16 +81,37 @@ fault_check() {
 
 # fault_run N CASE T [VAR=VALUE...]: runs the case at N ranks under MPIEXEC_TIMEOUT=T.
 fault_run() {
-    local n=$1 case=$2 t=$3 t0 t1 name
-    shift 3
-    name="faults $case -n $n${1:+ $*}"
-    t0=$(now)
-    env MPIEXEC_TIMEOUT="$t" "$@" timeout -k 5 $((t + 15)) "$MPIEXEC" -n "$n" \
-        "$faults" "$case" >"$log" 2>"$tmp/stderr" </dev/null
-    rc=$?
-    t1=$(now)
+    fault_start "" "$@"
+    fault_end ""
+}
+
+# fault_start ID N CASE T [VAR=VALUE...]: fault_run's run, into $tmp/fault-ID.*; with an
+# ID, in the background. fault_end ID: waits for it and judges it, its output then in
+# $log and $tmp/stderr. The cases that wait (a stuck rank: 12 s, mb-stall, DT_TIMEOUT=2)
+# sleep beside the others: every rank of theirs but the busy ones waits politely.
+fault_start() {
+    local id=$1 n=$2 case=$3 t=$4 f=$tmp/fault-$1
+    shift 4
+    rm -f "$f".*
+    echo "$n $case $t faults $case -n $n${1:+ $*}" >"$f.what"
+    {
+        now >"$f.t0"
+        env MPIEXEC_TIMEOUT="$t" "$@" timeout -k 5 $((t + 15)) "$MPIEXEC" -n "$n" \
+            "$faults" "$case" >"$f.log" 2>"$f.err" </dev/null
+        echo $? >"$f.rc"
+        now >"$f.t1"
+    } &
+    [ -n "$id" ] || wait $!
+}
+fault_end() {
+    local f=$tmp/fault-$1 n case t name
+    while [ ! -s "$f.t1" ]; do wait -n 2>/dev/null || sleep 0.1; done
+    read -r n case t name <"$f.what"
+    cp "$f.log" "$log"
+    cp "$f.err" "$tmp/stderr"
+    rc=$(cat "$f.rc")
     fault_check "$name" "$n" "$case" "$t" "$(fault_expect "$case" $((n - 1)))" \
-        "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')"
+        "$(awk -v a="$(cat "$f.t0")" -v b="$(cat "$f.t1")" 'BEGIN { print b - a }')"
 }
 
 faults_tests() {
@@ -101,13 +123,18 @@ faults_tests() {
     local cases
     cases=$("$faults" --list | cut -f1)
     [ -n "$cases" ] || { : >"$log"; report "faults --list" 0 "no cases"; return; }
+    # the stuck ranks first, in the background, judged after the others (fault_start)
+    local waiting=() id
+    fault_start stuck-2 3 stuck 30 DT_TIMEOUT=2
     for case in $cases; do
         if [ "$case" = stuck ]; then
             # dtlab stops at 15 - 3 s; the waits began about 10 s before that, far
             # more than SHORT_WAIT (p2p.c): a stall, not a job out of time
-            fault_run 3 "$case" 15
+            fault_start stuck 3 "$case" 15
+            waiting+=(stuck)
         elif [ "$case" = mb-stall ]; then
-            fault_run 3 "$case" 30 DT_TIMEOUT=3
+            fault_start mb-stall 3 "$case" 30 DT_TIMEOUT=3
+            waiting+=(mb-stall)
         elif [ "$case" = overtime ]; then
             # dtlab stops at 12 - 3 s; a wait begun 4.5 s before that (half of 9 s)
             # would count as stuck, which the short waits of this case never are
@@ -121,7 +148,10 @@ faults_tests() {
     done
     fault_run 1 kill 30
     fault_run 5 kill 30
-    fault_run 3 stuck 30 DT_TIMEOUT=2
+    for id in ${waiting[@]+"${waiting[@]}"}; do
+        fault_end "$id"
+    done
+    fault_end stuck-2
     if ! grep -q 'DT_TIMEOUT=2 s' "$tmp/stderr"; then
         report "  the line names DT_TIMEOUT=2 as the limit" 0 "it does not"
     fi

@@ -10,9 +10,10 @@
 #      (p2p's mailboxes on, the default), mpi_p2p and mpi_collectives again at 2 and 3
 #      ranks with DT_P2P=staging (everything through MPI), and $BUILD/tests/misuse: each
 #      wrong call must stop every rank with dtlab's message
-#   3. every lesson in $BUILD/lessons at 1..5 ranks with its default arguments (must exit
-#      0 and end naming the code it teaches), with --help (exit 0) and, when section 8
-#      does not run, with --bogus (a usage error: exit 2)
+#   3. every lesson in $BUILD/lessons at 1..5 ranks (4 left out where it is only another
+#      even count) with its default arguments (must exit 0 and end naming the code it
+#      teaches), with --help (exit 0) and, when section 8 does not run, with --bogus (a
+#      usage error: exit 2)
 #   4. $BUILD/dttrace on a trace that a lesson wrote with --trace
 #   5. the training driver, $BUILD/train: every mode, impossible combinations, a trace
 #   6. the viewer, $BUILD/dtviz: its model against lesson traces, the training
@@ -297,11 +298,13 @@ for bin in "$BUILD"/lessons/*; do
     [ -f "$bin" ] && [ -x "$bin" ] && lessons+=("$bin")
 done
 # code_named NAME: why the run in $log does not end with the line that names the code
-# it teaches, "The code: lib/a.c (f, g), lib/b.c (h)": every file must exist and define
-# every function named beside it (a line starting with a type, then "f("); "" when it does.
+# it teaches, "The code: lib/a.c (f, g), lib/b.c (h)" (then, with --trace, the line
+# saying where the trace went): every file must exist and define every function named
+# beside it (a line starting with a type, then "f("); "" when it does.
 code_named() {
     local line item path f why=""
-    line=$(grep -v '^[[:space:]]*$' "$log" | grep -v '; running on the CPU$' | tail -n 1)
+    line=$(grep -v '^[[:space:]]*$' "$log" | grep -v '; running on the CPU$' |
+           grep -v '^dtlab: trace of [0-9]* events* from [0-9]* ranks* written to ' | tail -n 1)
     if [[ $line != "The code: "* ]]; then
         echo "$1 ends with '${line:0:50}', not 'The code: ...'"
         return
@@ -397,11 +400,15 @@ hello_torchrun() {
 
 # modes_table BIN: lesson 24 at 4 ranks with --csv: a row for each of its 11 modes, with
 # the memory and bytes columns filled and the formula beside each; every mode at
-# serial's weights (the lesson's own check); the notes' claims judged one by one.
+# serial's weights (the lesson's own check); the notes' claims judged one by one; and,
+# as for every lesson's run, its last line naming the code (lesson_tests' -n 4 run).
 modes_table() {
     local bin=$1 why="" rows
     MPIEXEC_TIMEOUT=120 "$MPIEXEC" -n 4 "$bin" --csv "$tmp/modes.csv" >"$log" 2>&1 </dev/null ||
         why="; exit $?"
+    local named                # (lesson_tests runs no other -n 4: this run is that one)
+    named=$(code_named "24_modes -n 4")
+    [ -z "$named" ] || unnamed="$unnamed; $named"
     rows=$(awk -F, 'NR > 1 && NF == 16 && $2 > 0 && $3 > 0' "$tmp/modes.csv" 2>/dev/null |
            wc -l)
     [ "$rows" = 11 ] || why="$why; $rows full CSV rows, not 11"
@@ -430,6 +437,11 @@ one_run_trace() {
     rm -f "$trace"
     MPIEXEC_TIMEOUT=60 "$MPIEXEC" -n "$n" "$@" --trace "$trace" >"$log" 2>&1 </dev/null ||
         { report "$name: one run traced" 0 "$(status_words $?)"; return; }
+    one_trace_check "$name" "$want"
+}
+# one_trace_check NAME WANT: one_run_trace's verdict on $tmp/one-run.trace.
+one_trace_check() {
+    local name=$1 want=$2 trace=$tmp/one-run.trace k
     k=$(grep -c '^# train ' "$trace" 2>/dev/null)
     if [ "$k" = 1 ] && grep -q "^# train $want" "$trace"; then
         report "$name: one run traced" 1 "$(grep '^# train ' "$trace" | cut -c9-60)"
@@ -443,35 +455,55 @@ lesson_tests() {
     if [ ${#lessons[@]} -eq 0 ]; then
         echo "(no lessons built in $BUILD/lessons: skipping the lesson runs)"
     fi
+    local traced n4 trace=$tmp/one-run.trace
     for bin in "${lessons[@]}"; do
         name=lessons/$(basename "$bin")
+        # A lesson that trains several runs records one with --trace (one_run_trace): the
+        # default run at 2 ranks does, for those below, which judges the trace too.
+        case $name in
+        lessons/11_dp) traced="mode dp async 0 " ;;
+        lessons/12_ddp) traced="mode ddp bucket_kb 20 overlap on " ;;
+        lessons/13_accum) traced="mode ddp .* accum 4 " ;;
+        lessons/15_tp) traced="mode tp tp 2 tp_style megatron " ;;
+        lessons/16_pp) traced="mode pp schedule 1f1b " ;;
+        lessons/17_mixed) traced="mode ddp .* precision fp16 " ;;
+        lessons/20_compress) traced="mode ddp .* compress sign feedback on " ;;
+        lessons/21_async) traced="mode dp async 2 " ;;
+        lessons/14_fsdp) traced="mode fsdp zero 3 offload off prefetch on " ;;
+        *) traced="" ;;
+        esac
+        # 4 ranks are left out, when 2 run, for the lessons where 4 is only another even
+        # count (no power-of-two algorithm, no grid of ranks to factor; a batch, where
+        # there is one, that 4 divides as 2 does); 1, 3 and 5 (odd, and a remainder) stay.
+        # 24_modes runs at 4 ranks in modes_table, judged there as here.
+        case $name in
+        lessons/1[1-4]_* | lessons/17_* | lessons/19_* | lessons/2[0-3]_* | lessons/25_* | \
+        lessons/28_*) n4=0 ;;
+        lessons/24_modes) n4=table ;;
+        *) n4=1 ;;
+        esac
+        [ "$n4" != 0 ] || [[ " $RANKS " == *" 2 "* ]] || n4=1
         for n in $RANKS; do
-            run "$name -n $n" 0 "$MPIEXEC" -n "$n" "$bin"
+            [ "$n" != 4 ] || [ "$n4" = 1 ] || continue
+            if [ "$n" = 2 ] && [ -n "$traced" ]; then
+                rm -f "$trace"
+                run "$name -n $n" 0 "$MPIEXEC" -n "$n" "$bin" --trace "$trace"
+                one_trace_check "${name#lessons/} -n 2" "$traced"
+                traced=""
+            else
+                run "$name -n $n" 0 "$MPIEXEC" -n "$n" "$bin"
+            fi
             why=$(code_named "${name#lessons/} -n $n")
             [ -z "$why" ] || unnamed="$unnamed; $why"
             [ "$name" != lessons/02_p2p ] || p2p_transports "02_p2p -n $n" "$n"
         done
+        [ -z "$traced" ] || one_run_trace "${name#lessons/} -n 2" 2 "$traced" "$bin"
         [ "$name" != lessons/01_hello ] || hello_torchrun "$bin"
         [ "$name" != lessons/24_modes ] || modes_table "$bin"
         case $name in
-        lessons/11_dp) one_run_trace "11_dp -n 2" 2 "mode dp async 0 " "$bin" ;;
-        lessons/12_ddp) one_run_trace "12_ddp -n 2" 2 "mode ddp bucket_kb 20 overlap on " "$bin" ;;
-        lessons/13_accum)
-            one_run_trace "13_accum -n 2" 2 "mode ddp .* accum 4 " "$bin" ;;
-        lessons/15_tp)
-            one_run_trace "15_tp -n 2" 2 "mode tp tp 2 tp_style megatron " "$bin" ;;
-        lessons/16_pp) one_run_trace "16_pp -n 2" 2 "mode pp schedule 1f1b " "$bin" ;;
         lessons/29_pipeline_schedules)
             one_run_trace "29_pipeline_schedules -n 3" 3 \
                 "mode pp schedule interleaved virtual 2 " "$bin" --steps 2 ;;
-        lessons/17_mixed)
-            one_run_trace "17_mixed -n 2" 2 "mode ddp .* precision fp16 " "$bin" ;;
-        lessons/20_compress)
-            one_run_trace "20_compress -n 2" 2 "mode ddp .* compress sign feedback on " "$bin" ;;
-        lessons/21_async) one_run_trace "21_async -n 2" 2 "mode dp async 2 " "$bin" ;;
-        lessons/14_fsdp)
-            one_run_trace "14_fsdp -n 2" 2 "mode fsdp zero 3 offload off prefetch on " \
-                "$bin" ;;
         lessons/23_dp_threads)
             one_run_trace "23_dp_threads -n 2" 2 "mode ddp " "$bin" --steps 3 --threads 2
             one_run_trace "23_dp_threads -n 1" 1 "mode dp-threads threads 2 gil 0.3 " \
@@ -1228,10 +1260,11 @@ want 6 && timed 6 viz_tests
 # ==== 7. the grader ====
 # Fair both ways: dtlab's reference gets full marks, the untouched exercises get zero,
 # quickly; each planted mistake (tests/grade/mistakes/NAME/, with the regex its message
-# must match in expect) loses points with that message; hidden tests add their points;
+# must match in expect, and the exercise's score "P/M" it must get in score where there
+# is one) loses points with that message; hidden tests add their points;
 # bad settings are refused with status 2.
 grade_tests() {
-    local total re name dir ex g=(env BUILD="$BUILD" MPIEXEC="$MPIEXEC")
+    local total re name dir ex pts g=(env BUILD="$BUILD" MPIEXEC="$MPIEXEC")
     # score NAME WANT [EXERCISE]: checks the "total: P/M points" line of the last grading,
     # or with EXERCISE, that exercise's row of its table ("NN_topic   P/M")
     score() {
@@ -1280,6 +1313,15 @@ grade_tests() {
                 >"$tmp/cheat$i/$(basename "$(dirname "$f")")/$(basename "$f")"
         done
     done
+    # (graded as ID|CHEAT|EX from $tmp/cheatID: the first, on every exercise, a run for
+    # each case that ends a rank, in two gradings side by side, each half the exercises;
+    # the second the same on one exercise: time)
+    local exs k part
+    exs=($(cd exercises && ls -d [0-9][0-9]_* | cut -c1-2))
+    k=$(((${#exs[@]} + 1) / 2))
+    local halves=("${exs[*]:0:k}" "${exs[*]:k}")      # (the untouched stubs' too)
+    local cparts=("0a|0|${halves[0]}" "0b|0|${halves[1]}" "1|1|04")
+    cp -r "$tmp/cheat0" "$tmp/cheat0a" && mv "$tmp/cheat0" "$tmp/cheat0b"
     # A mistake is a learner's file, NAME/NN_topic/topic.c, or a sed script that plants
     # it in a correct answer: NAME/NN_topic.learner.sed in a learner's
     # (tests/grade/learner/NN_topic/topic.c), graded as a course would, or NAME/NN_topic.sed
@@ -1418,16 +1460,22 @@ grade_tests() {
     # (a learner's checkout, with exercises filled in, cannot score zero: skipped there)
     local untouched=1
     [ -n "$(git status --porcelain -- 'exercises/*.c' 2>/dev/null)" ] && untouched=0
+    # (in two halves side by side, into the same folder, their programs apart: each gap
+    # is a run that waits for its rank's death)
     stubs() {
-        [ "$untouched" = 1 ] && job stub "${g[@]}" TAP="$gd/stub.tap" GRADE_RANKS="1 3" \
-            bash tests/grade/grade.sh
+        if [ "$untouched" = 1 ]; then
+            job stub-a "${g[@]}" EX="${halves[0]}" TAP="$gd/stub-a.tap" GRADE_RANKS="1 3" \
+                bash tests/grade/grade.sh &
+            job stub-b "${g[@]}" EX="${halves[1]}" TAP="$gd/stub-b.tap" GRADE_RANKS="1 3" \
+                bash tests/grade/grade.sh
+            wait
+        fi
         job strict "${g[@]}" EX=02 STRICT=1 TAP="$tmp/s.tap" bash tests/grade/grade.sh
     }
     job_bg stubs stubs
-    for i in 0 1; do
-        only=""
-        [ "$i" = 1 ] && only=04     # (the same on one exercise: time)
-        job_bg "c-$i" "${g[@]}" WORK="$tmp/cheat$i" EX="$only" TAP="$gd/c-$i.tap" \
+    for part in "${cparts[@]}"; do
+        IFS='|' read -r k i only <<<"$part"
+        job_bg "c-$k" "${g[@]}" WORK="$tmp/cheat$k" EX="$only" TAP="$gd/c-$k.tap" \
             GRADE_RANKS="1 3" bash tests/grade/grade.sh
     done
     for ((r = 1; r <= nround; r++)); do     # (the deadlocks': a wait other than 2 s)
@@ -1472,17 +1520,26 @@ grade_tests() {
         : >"$log"
         report "grade: the untouched exercises get zero" 1 "skipped: exercises/ has local changes"
     else
-        job_ran "make grade (the untouched exercises)" 0 stub
-        score "grade: the untouched exercises get zero" zero
-        n=$(grep -c 'not implemented yet' "$log")
-        [ "$n" -gt 0 ] && report "grade: unfilled gaps say 'not implemented yet'" 1 "$n cases" ||
-            report "grade: unfilled gaps say 'not implemented yet'" 0 "none said so"
+        for i in 0 1; do
+            job_ran "make grade (the untouched exercises, EX=${halves[i]// /,})" 0 \
+                "stub-$([ "$i" = 0 ] && echo a || echo b)"
+            score "grade: the untouched exercises get zero" zero
+            n=$(grep -c 'not implemented yet' "$log")
+            [ "$n" -gt 0 ] && report "grade: unfilled gaps say 'not implemented yet'" 1 "$n cases" ||
+                report "grade: unfilled gaps say 'not implemented yet'" 0 "none said so"
+        done
     fi
     for name in ${planted[@]+"${planted[@]}"}; do
         re=$(head -n 1 "tests/grade/mistakes/$name/expect")
         ex=${mex[$name]} r=${round[$name]}
         job_ran "grade a planted mistake: $name" 0 "r-$r"
         score "  $name loses points" less "$ex"
+        # (NAME/score, where there is one: the exercise's row must read exactly "P/M")
+        if [ -f "tests/grade/mistakes/$name/score" ]; then
+            pts=$(head -n 1 "tests/grade/mistakes/$name/score")
+            [ "${total##* }" = "$pts" ] && report "  $name scores $pts" 1 "" ||
+                report "  $name scores $pts" 0 "${total:-no row}, want $pts"
+        fi
         # the TAP report holds each message whole (the table folds long lines)
         tap_of "$ex" "$gd/r-$r.tap" | grep -Eq -- "$re" &&
             report "  $name: the message says why" 1 "/$re/" ||
@@ -1498,13 +1555,12 @@ grade_tests() {
                 report "  also graded at 7 ranks, by default" 0 "no 'also graded at 7 ranks'"
         fi
     done
-    for i in 0 1; do
-        only=""
-        [ "$i" = 1 ] && only=04
-        job_ran "grade the stubs with '${cheats[i]}' for every gap${only:+ (EX=$only)}" 0 "c-$i"
+    for part in "${cparts[@]}"; do
+        IFS='|' read -r k i only <<<"$part"
+        job_ran "grade the stubs with '${cheats[i]}' for every gap (EX=${only// /,})" 0 "c-$k"
         score "  they get zero" zero
-        grep -q 'ended early' "$gd/c-$i.tap" && report "  the report says they ended early" 1 "" ||
-            report "  the report says they ended early" 0 "no 'ended early' in $gd/c-$i.tap"
+        grep -q 'ended early' "$gd/c-$k.tap" && report "  the report says they ended early" 1 "" ||
+            report "  the report says they ended early" 0 "no 'ended early' in $gd/c-$k.tap"
     done
     job_ran "grade a submission" 0 s-1
     score "  full marks" full
