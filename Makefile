@@ -10,6 +10,8 @@
 #   make bench           collbench at 2 and 4 ranks, dtlab beside MPICH
 #   make grade           the exercises' points table (EX=NN, SOLUTION=1, ...)
 #   make reset EX=NN     put one exercise back as it was
+#   make gradescope      Gradescope autograder zips, one per exercise (EX=NN: one)
+#   make grade-class SUBMISSIONS=DIR   grade a whole class into a CSV (docs/course.md)
 #   make valgrind        memcheck on every unit suite (a build without SANITIZE)
 #   make hosts L=22 NP=3 lesson L on NP hosts made of network namespaces (root)
 #
@@ -146,7 +148,8 @@ FUZZ     := $(if $(CLANG),$(BUILD)/fuzz/fuzz_trace)
 .SECONDARY:
 
 .PHONY: FORCE all deps test check demo pictures run bench stress clean check-deps check-run-deps \
-        check-view-deps check-grade-deps check-tools flags libs grade reset valgrind
+        check-view-deps check-grade-deps check-tools flags libs grade reset valgrind \
+        gradescope grade-class
 all: check-tools $(LIBDT) $(LESSONS) $(TRAIN) $(BENCH) $(STEPBENCH) $(GPTSTEP) $(TOOLS) $(UNIT) $(MULTI) $(DTVIZ) \
      $(VIZTESTS) $(FUZZ)
 
@@ -438,10 +441,27 @@ stress: check-deps
 override WORK        := $(value WORK)
 override TAP         := $(value TAP)
 override EXTRA_TESTS := $(value EXTRA_TESTS)
-export EX SOLUTION WORK EXTRA_TESTS TAP HINTS STRICT RULES GRADE_RANKS GRADE_TIMEOUT GRADE_WAIT
+override GRADE_RESULTS := $(value GRADE_RESULTS)
+export EX SOLUTION WORK EXTRA_TESTS TAP HINTS STRICT RULES GRADE_RANKS GRADE_TIMEOUT GRADE_WAIT \
+       GRADE_RESULTS
 grade: check-grade-deps
 	@$(MAKE) --no-print-directory $(LIBDT)
 	@BUILD=$(BUILD) CUDA=$(CUDA) MPIEXEC=$(MPIEXEC) bash tests/grade/grade.sh
+
+# A course's grading (docs/course.md): Gradescope's autograder zips, one per exercise
+# (tests/grade/gradescope/pack.sh: EX, EXTRA_TESTS packed as hidden suites), and a whole
+# class graded at once, SUBMISSIONS/NAME/NN_topic/topic.c, into a CSV and a summary
+# (tests/grade/class.sh: EX, CLASS_OUT, CLASS_TIMEOUT seconds a student's exercise, and
+# the limits CLASS_PROCS, CLASS_FILE_MB, CLASS_MEM_MB).
+override SUBMISSIONS := $(value SUBMISSIONS)
+override CLASS_OUT   := $(value CLASS_OUT)
+export SUBMISSIONS CLASS_OUT CLASS_TIMEOUT CLASS_PROCS CLASS_FILE_MB CLASS_MEM_MB GS_TIMEOUT \
+       GS_HIDDEN_VISIBILITY
+gradescope:
+	@BUILD=$(BUILD) bash tests/grade/gradescope/pack.sh $(BUILD)/gradescope
+grade-class: check-grade-deps
+	@$(MAKE) --no-print-directory $(LIBDT)
+	@BUILD=$(BUILD) CUDA=$(CUDA) MPIEXEC=$(MPIEXEC) bash tests/grade/class.sh
 
 # Puts exercise EX back as the last commit has it (RESET_REF=origin/main: as dtlab ships
 # it, when you commit your work); your file is kept beside it as topic.c.mine (.mine.1,

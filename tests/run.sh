@@ -41,6 +41,8 @@
 #      lesson 25
 #  19. the docs: every relative link and anchor of README.md and docs/ resolves, and
 #      their cheap commands run (tests/docs.sh)
+#  20. the grader as a course uses it: make gradescope's zip and its run_autograder on
+#      a layout like Gradescope's, make grade-class on 20 generated students
 # and prints one line per run, PASS or FAIL, with the output of the runs that failed.
 # The last line is "N passed, M failed" (and ", K skipped" when a test cannot run on this
 # machine, each SKIP line saying why); the exit status is 0 only when nothing failed.
@@ -1609,8 +1611,9 @@ want 7 && timed 7 grade_tests
 #  17. fsdp --prefetch                                 tests/prefetch.sh
 #  18. elastic training                                tests/elastic.sh
 #  19. the docs' links and commands                    tests/docs.sh
+#  20. Gradescope's autograder, a class at once        tests/gradescope.sh
 for section in 8:badinput 9:faults 10:checkpoint 11:stress 12:moe 13:compress 14:async \
-               15:hosts 16:gpu 17:prefetch 18:elastic 19:docs; do
+               15:hosts 16:gpu 17:prefetch 18:elastic 19:docs 20:gradescope; do
     if want "${section%%:*}" && [ -f "tests/${section#*:}.sh" ]; then
         . "tests/${section#*:}.sh"
         timed "${section%%:*}" "${section#*:}_tests"

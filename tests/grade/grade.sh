@@ -26,6 +26,13 @@
 #                   of exercises/: a submission's copy, for instance (any path)
 #   EXTRA_TESTS=DIR add the suites DIR/NN_*.c (an instructor's hidden tests)
 #   TAP=FILE        where the TAP report goes (default $BUILD/grade/results.tap)
+#   GRADE_RESULTS=FILE  also write the results there, one line a record, fields
+#                   separated by tabs (a tab or line end inside a field becomes a space),
+#                   for course tooling (tests/grade/gradescope/, tests/grade/class.sh):
+#                     case EXERCISE SUITE NAME POINTS MAX ok|fail WHAT MESSAGE RERUN
+#                     exercise EXERCISE POINTS MAX graded|missing|nobuild FILE
+#                     total POINTS MAX                  (last: the grading ended)
+#                   SUITE is EXERCISE, or extra/NN_name for a hidden suite
 #   HINTS=1         messages spell out the expected steps ("rank r sends chunk ...")
 #   STRICT=1        exit status 1 when the total is below full marks (for a course's CI)
 #   RULES=0         do not hold the learner's functions to the rules (SOLUTION=1 implies
@@ -58,6 +65,7 @@ GRADE_TIMEOUT=${GRADE_TIMEOUT:-30}
 GRADE_WAIT=${GRADE_WAIT:-5}
 TAP=${TAP:-$BUILD/grade/results.tap}
 MAKE=${MAKE:-make}
+GRADE_RESULTS=${GRADE_RESULTS:-}
 
 usage() {
     cat >&2 <<EOF
@@ -135,6 +143,21 @@ trap 'rm -rf "$tmp"' EXIT
 log=$tmp/log
 [ ! -d "$TAP" ] || usage "TAP=$TAP is a folder; it names the report's file"
 mkdir -p "$(dirname "$TAP")" 2>/dev/null || usage "TAP=$TAP: cannot make its folder"
+if [ -n "$GRADE_RESULTS" ]; then
+    [ ! -d "$GRADE_RESULTS" ] || usage "GRADE_RESULTS=$GRADE_RESULTS is a folder; it names a file"
+    { mkdir -p "$(dirname "$GRADE_RESULTS")" && : >"$GRADE_RESULTS"; } 2>/dev/null ||
+        usage "GRADE_RESULTS=$GRADE_RESULTS: cannot write it"
+fi
+# results FIELD...: one record of GRADE_RESULTS's file (when it is set)
+results() {
+    [ -n "$GRADE_RESULTS" ] || return 0
+    local f line=""
+    for f in "$@"; do
+        f=${f//$'\t'/ } f=${f//$'\n'/ }
+        line+=$f$'\t'
+    done
+    printf '%s\n' "${line%$'\t'}" >>"$GRADE_RESULTS"
+}
 
 # make sees no path of the learner's or the instructor's: the files are copied under
 # BUILD first (only when changed, so nothing rebuilds needlessly), and make's rules name
@@ -686,11 +709,13 @@ grade_suite() {
             got=$((got + pts))
             printf '   ok    %-18s %2d/%-2d %s\n' "$name" "$pts" "$pts" "$what" >>"$tmp/rows"
             tap 1 "$label $name ($pts points)"
+            results case "$e" "$s" "$name" "$pts" "$pts" ok "$what" "" ""
         else
             printf '   FAIL  %-18s %2d/%-2d %s\n' "$name" 0 "$pts" "$what" >>"$tmp/rows"
             printf '         %s\n' "${fail[$name]}" | fold -s -w 88 | sed '2,$s/^/         /' >>"$tmp/rows"
             [ -n "${rerun[$name]:-}" ] && printf '         rerun: %s\n' "${rerun[$name]}" >>"$tmp/rows"
             tap 0 "$label $name ($pts points)" "${fail[$name]}" "${rerun[$name]:-}"
+            results case "$e" "$s" "$name" 0 "$pts" fail "$what" "${fail[$name]}" "${rerun[$name]:-}"
         fi
     done < <("$refbin" --list)
     suite_got=$got
@@ -772,6 +797,7 @@ for e in "${exercises[@]}"; do
         done
     fi
     file=$src/$e/${e#*_}.c
+    state=graded    # (GRADE_RESULTS's word for how the exercise's own file fared)
     for s in "${suites[@]}"; do
         built=1; buildmsg=""
         if [ "$s" != "$e" ] && ! mk SOLUTION=1 "$ref/$s" >"$log" 2>&1; then
@@ -786,10 +812,12 @@ for e in "${exercises[@]}"; do
         elif [ ! -e "$file" ]; then
             built=0
             buildmsg="not graded: $file is missing"
+            state=missing
         elif ! build_one "$s" "$e"; then
             # the compiler's words once, under the exercise's row; each case says why
             built=0
             buildmsg="not graded: $file does not build (the errors are above)"
+            [ "$s" = "$e" ] && state=nobuild
             [ "$s" = "$e" ] && { echo "   $file does not build:"
                 grep -E 'error|undefined reference|No rule' "$log" | awk '!seen[$0]++' | head -n 8 |
                     as_learner
@@ -808,6 +836,7 @@ for e in "${exercises[@]}"; do
         egot=$((egot + suite_got)); emax=$((emax + suite_max))
     done
     printf '%-44s %3d/%d\n' "$e" "$egot" "$emax"
+    results exercise "$e" "$egot" "$emax" "$state" "$file"
     cat "$tmp/rows"
     total=$((total + egot)); max=$((max + emax))
 done
@@ -817,6 +846,7 @@ done
 echo
 echo "TAP report: $TAP"
 echo "total: $total/$max points"
+results total "$total" "$max"
 if [ "$STRICT" = 1 ] && [ "$total" != "$max" ]; then
     echo "grade: below full marks (STRICT=1): exit status 1" >&2
     exit 1
