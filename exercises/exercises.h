@@ -216,4 +216,44 @@ int ex_il_order(int P, int M, int v, int s, dt_pp_op *ops);
  * last min(s, M) W's after the last B. Returns 3M. */
 int ex_zb_order(int P, int M, int s, dt_pp_op *ops);
 
+/* ==== 14 all-to-all by pairwise exchange ====
+ * Rank r's block j goes to rank j, which stores it as its block r (MPI_Alltoallv). The
+ * steps pair the ranks off: at each step every rank exchanges its two blocks with one
+ * partner, or sits out, and over the steps every two ranks meet exactly once. */
+
+/* The steps of the schedule over N >= 1 ranks: N - 1 for even N, N for odd N (then each
+ * rank sits out one step), the fewest that pair every two ranks once. */
+int ex_a2a_steps(int N);
+/* Rank r's partner at step k (0 .. ex_a2a_steps(N)-1), r itself when it sits out. The
+ * pairing is symmetric: the partner's partner at step k is r. */
+int ex_a2a_partner(int r, int N, int k);
+/* displs[j] = counts[0] + ... + counts[j-1] for j = 0 .. n-1: the blocks packed one
+ * after another. Returns the sum of all n counts. */
+int ex_a2a_displs(const int *counts, int n, int *displs);
+/* The all-to-all over comm, in the steps of ex_a2a_partner, on dtlab's p2p: this rank's
+ * scounts[j] floats at send + sdispls[j] go to rank j, which receives them as its
+ * rcounts[r] floats at recv + rdispls[r]; recv outside the blocks is left untouched.
+ * rcounts[j] on this rank equals scounts[this rank] on rank j. Returns the bytes this
+ * rank sent to other ranks (its own block is copied, not sent). */
+size_t ex_alltoallv(const float *send, const int *scounts, const int *sdispls, float *recv,
+                    const int *rcounts, const int *rdispls, MPI_Comm comm);
+
+/* ==== 15 gradient compression: signs with a scale, and error feedback ====
+ * A tensor of n floats v is sent as n sign bits and one float scale s = mean |v_i| over
+ * the whole tensor (one scale per call): bit i is bit i % 8 of byte i / 8 (the lowest
+ * bit first), 1 where v_i >= 0; the bits past n in the last byte are 0. It decodes to
+ * +s where the bit is 1, -s where it is 0. No MPI: the message is counted, not sent. */
+
+/* Writes the (n + 7) / 8 bytes of v's signs to bits and returns the scale, mean |v_i|
+ * accumulated in double (0 when n is 0). */
+float ex_sign_compress(const float *v, size_t n, unsigned char *bits);
+/* out[i] = +scale where bit i of bits is 1, -scale where it is 0, i < n. */
+void ex_sign_decompress(const unsigned char *bits, float scale, size_t n, float *out);
+/* One step of error feedback on a gradient g (n floats), e the residual carried from
+ * the last step (zeros at first), updated in place: v = g + e; the message is
+ * ex_sign_compress(v) (bits, *scale); update = its decompression, what the receivers
+ * add; e = v - update. Returns the bytes of the message: the bits and the scale. */
+size_t ex_ef_step(const float *g, float *e, size_t n, unsigned char *bits, float *scale,
+                  float *update);
+
 #endif /* DT_EXERCISES_H */
