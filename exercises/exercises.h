@@ -256,4 +256,70 @@ void ex_sign_decompress(const unsigned char *bits, float scale, size_t n, float 
 size_t ex_ef_step(const float *g, float *e, size_t n, unsigned char *bits, float *scale,
                   float *update);
 
+/* ==== 16 MoE dispatch: routing tokens to experts, capacity, the all-to-all's layout ====
+ * T tokens, each with E gate logits, go to k (1 or 2) of E experts; each expert takes at
+ * most C of them (its capacity); the experts are spread over N ranks, E / N each, expert
+ * e on rank e / (E / N). choice, weight and slot are (T, k): row t holds token t's
+ * choices, its first choice first. No MPI: the all-to-all is laid out, not sent. */
+
+/* C = ceil(factor * k * T / E), the product rounded to 6 decimals before the ceiling
+ * (1.1f * 80 / 8 gives 11, not 12), at least 1 and at most T; 0 when T is 0. */
+int ex_moe_capacity(double factor, int k, int T, int E);
+/* For each token t of logits (T, E): the softmax p over its E logits; choice[t, 0..k-1]
+ * its k most probable experts, the most probable first, the lower index winning a tie;
+ * weight[t, j] = p[choice[t, j]] for k = 1, and p renormalised over the two chosen,
+ * p[c_j] / (p[c_0] + p[c_1]), for k = 2. Needs 1 <= k <= E. */
+void ex_moe_route(const float *logits, int T, int E, int k, int *choice, float *weight);
+/* Fills each expert's C slots first come, first served: every token's first choice in
+ * token order, then every second choice. slot[t, j] is the slot choice j of token t
+ * took, 0 .. C-1, or -1 when its expert was full (dropped). kept[e] and drop[e]: the
+ * choices expert e took and dropped. Returns the choices dropped in all. */
+int ex_moe_assign(const int *choice, int T, int k, int E, int C, int *slot, int *kept,
+                  int *drop);
+/* The send side of the all-to-all that carries the kept choices (slot >= 0) to their
+ * experts' ranks: counts[r], the tokens sent to rank r's experts; sdispls[r], where
+ * they start in the send buffer, the sum of counts[0 .. r-1]; order[i], the token in
+ * row i of the send buffer, sorted by expert, then by token. E a multiple of N. Returns
+ * the rows, the sum of counts. */
+int ex_moe_send_layout(const int *choice, const int *slot, int T, int k, int E, int N,
+                       int *counts, int *sdispls, int *order);
+
+/* ==== 17 resharding a checkpoint: which old pieces a new rank reads ====
+ * A checkpoint written by N ranks holds, per old rank, a region of floats and its map:
+ * spans of the whole model's parameters (as dti_span: count runs of len, the first at
+ * start, each stride after the one before), the region's elements being those runs in
+ * order, then padding. A rank of the new layout needs its own map's parameters. No MPI:
+ * the reads are planned and applied, not sent. */
+typedef struct {
+    size_t start, len, count, stride;
+} ex_span;
+/* Parameters [start, start + len) of the whole model. */
+typedef struct {
+    size_t start, len;
+} ex_run;
+/* len floats of old rank `rank`'s region from its element src, to element dst of the
+ * new rank's buffer. */
+typedef struct {
+    int rank;
+    size_t src, dst, len;
+} ex_read;
+
+/* The runs of n spans (ascending, apart or touching, as a map's are), in order, into
+ * out (room for the sum of their counts): runs of len 0 left out, runs that touch
+ * merged into one. Returns how many. */
+int ex_span_runs(const ex_span *s, int n, ex_run *out);
+/* The reads that fill a buffer mapped by need (nneed spans) from the N old regions,
+ * old[k] mapped by nold[k] spans: each needed element read once, from the lowest old
+ * rank that holds its parameter; sorted by dst, merged where contiguous in both. out
+ * has room for twice the sum of the counts of need's spans and every old map's.
+ * Returns how many. */
+int ex_reshard_reads(const ex_span *need, int nneed, const ex_span *const *old,
+                     const int *nold, int N, ex_read *out);
+/* The bytes that n reads move (floats of 4 bytes). */
+size_t ex_reshard_nbytes(const ex_read *r, int n);
+/* Applies n reads from the old regions old[k] to buf (nbuf floats): every element no
+ * read fills (the padding past the map) is 0. */
+void ex_reshard_apply(const ex_read *r, int n, const float *const *old, float *buf,
+                      size_t nbuf);
+
 #endif /* DT_EXERCISES_H */

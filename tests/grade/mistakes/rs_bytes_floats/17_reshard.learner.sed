@@ -1,0 +1,2 @@
+# The floats counted, not their bytes.
+s|    return floats \* sizeof(float);|    return floats;|
