@@ -34,6 +34,67 @@ gradescope_tests() {
     command -v python3 >/dev/null 2>&1 || { skip "make gradescope, make grade-class" "no python3"; return; }
     rm -rf "$d" && mkdir -p "$d"
 
+    # ---- 2. a class at once: 20 students, graded in the background ----
+    local c=$d/class
+    mkdir -p "$c"
+    # student NAME CONTENT-FILE: NAME/02_reduce_scatter/reduce_scatter.c
+    student() { mkdir -p "$c/$1/$ex" && cp "$2" "$c/$1/$ex/reduce_scatter.c"; }
+    local v=$d/variants
+    mkdir -p "$v"
+    sed 's|$| // mine|' "$answer" >"$v/commented"
+    sed -e 's/^ */&  /' -e 's/, /,/g' "$answer" >"$v/spaced"
+    sed 's/\bin\b/scratch/g' "$answer" >"$v/renamed"
+    sed 's|$| // ours|' "$v/renamed" >"$v/renamed-commented"
+    sed -e 's/^ */&\t/' -e 's/ = /=/g' "$v/renamed" >"$v/renamed-spaced"
+    sed -f tests/grade/mistakes/off_by_one_chunk/$ex.learner.sed "$answer" >"$v/mistake"
+    sed 's|$|  // x|' "$v/mistake" >"$v/mistake-commented"
+    sed 's/^ */&   /' "$v/mistake" >"$v/mistake-spaced"
+    at_start() { sed "s|^    int rank, n;|    int rank, n;\n$1|" "$answer" >"$v/$2"; }
+    at_start '    *(volatile int *)0 = rank;' crash
+    at_start '    for (;;) { }' hang
+    { echo '#include <unistd.h>'; at_start '    while (fork() >= 0) { }' x && cat "$v/x"; } >"$v/forkbomb"
+    { echo '#include <string.h>'
+      at_start '    for (;;) { char *p = malloc(1 << 24); if (p) memset(p, 1, 1 << 24); }' x &&
+      cat "$v/x"; } >"$v/memhog"
+    { echo '#include <stdio.h>'
+      at_start '    for (;;) printf("a learner who prints and prints %p\\n", (void *)buf);' x &&
+      cat "$v/x"; } >"$v/flood"
+    sed 's/int rank, n;/int rank, n/' "$answer" >"$v/nobuild"
+    # (names in alphabetical order: the students who crash, hang or bomb come first)
+    student "a-crash" "$v/crash"
+    student "b-hang" "$v/hang"
+    student "c-forkbomb" "$v/forkbomb"
+    student "d-memhog" "$v/memhog"
+    student "e-flood" "$v/flood"
+    student "f-nobuild" "$v/nobuild"
+    mkdir -p "$c/g-missing" && echo "forgot the file" >"$c/g-missing/notes.txt"
+    mkdir -p "$c/h-link/$ex" && ln -s "../../p-correct/$ex/reduce_scatter.c" "$c/h-link/$ex/reduce_scatter.c"
+    student "i-stub" "exercises/$ex/reduce_scatter.c"
+    student "j-stub" "exercises/$ex/reduce_scatter.c"
+    student "k-pair-a1" "$v/renamed-commented"
+    student "l-pair-a2" "$v/renamed-spaced"
+    student "m-pair-b1" "$v/mistake-commented"
+    student "n-pair-b2" "$v/mistake-spaced"
+    student "o-extra-files" "$answer"
+    echo "my notes" >"$c/o-extra-files/notes.txt" && cp "$v/crash" "$c/o-extra-files/$ex/old.c"
+    student "p-correct" "$answer"
+    student "q-correct-late" "$v/spaced"
+    student "r o'neil \$x" "$answer"
+    student "s-mistake" "$v/mistake-commented"
+    mkdir -p "$c/t-empty"
+    local before
+    before=$(cd "$c" && find . -print0 | sort -z | xargs -0 ls -ld --time-style=+%s 2>/dev/null |
+             awk '{ $2 = ""; print }' | sha256sum)
+    # (graded in the background while part 1 runs: the class mostly waits out its
+    # students' limits, part 1 its time-out case)
+    local t1 class_pid
+    t1=$(now)
+    { BUILD=$BUILD CUDA=${CUDA:-} SUBMISSIONS=$c EX=02 CLASS_OUT=$d/class-out CLASS_TIMEOUT=15 \
+        CLASS_MEM_MB=256 CLASS_FILE_MB=16 GRADE_RANKS=2 GRADE_TIMEOUT=60 GRADE_WAIT=1 \
+        bash tests/grade/class.sh >"$d/class.log" 2>&1 </dev/null
+      echo $? >"$d/class.rc"; } &
+    class_pid=$!
+
     # ---- 1. the zip ----
     t0=$(now)
     EX=02 EXTRA_TESTS= bash tests/grade/gradescope/pack.sh "$d/zips" >"$log" 2>&1
@@ -70,6 +131,7 @@ EOF
     else
         echo "$why" >>"$log"
         report "make gradescope: the zip for $ex" 0 "${why:-pack.sh: exit $rc}"
+        wait "$class_pid"      # (the class's grading, left to end before the folder goes)
         return
     fi
     cp "$ag/source/run_autograder" "$ag/run_autograder"
@@ -168,64 +230,12 @@ EOF
     GS_TIMEOUT=3 gs_run timeout
     gs_check timeout "a grading past GS_TIMEOUT (3 s)" zero "did not end within 3 s"
 
-    # ---- 2. a class at once ----
-    local c=$d/class
-    mkdir -p "$c"
-    # student NAME CONTENT-FILE: NAME/02_reduce_scatter/reduce_scatter.c
-    student() { mkdir -p "$c/$1/$ex" && cp "$2" "$c/$1/$ex/reduce_scatter.c"; }
-    local v=$d/variants
-    mkdir -p "$v"
-    sed 's|$| // mine|' "$answer" >"$v/commented"
-    sed -e 's/^ */&  /' -e 's/, /,/g' "$answer" >"$v/spaced"
-    sed 's/\bin\b/scratch/g' "$answer" >"$v/renamed"
-    sed 's|$| // ours|' "$v/renamed" >"$v/renamed-commented"
-    sed -e 's/^ */&\t/' -e 's/ = /=/g' "$v/renamed" >"$v/renamed-spaced"
-    sed -f tests/grade/mistakes/off_by_one_chunk/$ex.learner.sed "$answer" >"$v/mistake"
-    sed 's|$|  // x|' "$v/mistake" >"$v/mistake-commented"
-    sed 's/^ */&   /' "$v/mistake" >"$v/mistake-spaced"
-    at_start() { sed "s|^    int rank, n;|    int rank, n;\n$1|" "$answer" >"$v/$2"; }
-    at_start '    *(volatile int *)0 = rank;' crash
-    at_start '    for (;;) { }' hang
-    { echo '#include <unistd.h>'; at_start '    while (fork() >= 0) { }' x && cat "$v/x"; } >"$v/forkbomb"
-    { echo '#include <string.h>'
-      at_start '    for (;;) { char *p = malloc(1 << 24); if (p) memset(p, 1, 1 << 24); }' x &&
-      cat "$v/x"; } >"$v/memhog"
-    { echo '#include <stdio.h>'
-      at_start '    for (;;) printf("a learner who prints and prints %p\\n", (void *)buf);' x &&
-      cat "$v/x"; } >"$v/flood"
-    sed 's/int rank, n;/int rank, n/' "$answer" >"$v/nobuild"
-    # (names in alphabetical order: the students who crash, hang or bomb come first)
-    student "a-crash" "$v/crash"
-    student "b-hang" "$v/hang"
-    student "c-forkbomb" "$v/forkbomb"
-    student "d-memhog" "$v/memhog"
-    student "e-flood" "$v/flood"
-    student "f-nobuild" "$v/nobuild"
-    mkdir -p "$c/g-missing" && echo "forgot the file" >"$c/g-missing/notes.txt"
-    mkdir -p "$c/h-link/$ex" && ln -s "../../p-correct/$ex/reduce_scatter.c" "$c/h-link/$ex/reduce_scatter.c"
-    student "i-stub" "exercises/$ex/reduce_scatter.c"
-    student "j-stub" "exercises/$ex/reduce_scatter.c"
-    student "k-pair-a1" "$v/renamed-commented"
-    student "l-pair-a2" "$v/renamed-spaced"
-    student "m-pair-b1" "$v/mistake-commented"
-    student "n-pair-b2" "$v/mistake-spaced"
-    student "o-extra-files" "$answer"
-    echo "my notes" >"$c/o-extra-files/notes.txt" && cp "$v/crash" "$c/o-extra-files/$ex/old.c"
-    student "p-correct" "$answer"
-    student "q-correct-late" "$v/spaced"
-    student "r o'neil \$x" "$answer"
-    student "s-mistake" "$v/mistake-commented"
-    mkdir -p "$c/t-empty"
-    local before
-    before=$(cd "$c" && find . -print0 | sort -z | xargs -0 ls -ld --time-style=+%s 2>/dev/null |
-             awk '{ $2 = ""; print }' | sha256sum)
-    t0=$(now)
-    BUILD=$BUILD CUDA=${CUDA:-} SUBMISSIONS=$c EX=02 CLASS_OUT=$d/class-out CLASS_TIMEOUT=15 \
-        CLASS_MEM_MB=256 CLASS_FILE_MB=16 GRADE_RANKS=2 GRADE_TIMEOUT=60 GRADE_WAIT=1 \
-        bash tests/grade/class.sh >"$log" 2>&1 </dev/null
-    rc=$?
+    # ---- 2. a class at once: its verdicts (graded beside part 1, above) ----
+    wait "$class_pid"
+    rc=$(cat "$d/class.rc" 2>/dev/null || echo 1)
+    cp "$d/class.log" "$log"
     local took
-    took=$(since "$t0")
+    took=$(since "$t1")
     why=$(python3 - "$d/class-out/results.csv" <<'EOF' 2>&1
 import csv, sys
 rows = {r["student"]: r for r in csv.DictReader(open(sys.argv[1]))}
