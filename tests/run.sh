@@ -1316,15 +1316,21 @@ grade_tests() {
         done
     done
     # (graded as ID|CHEAT|EX from $tmp/cheatID: the first, on every exercise, a run for
-    # each case that ends a rank, in two gradings side by side, each half the exercises;
+    # each case that ends a rank, in four gradings side by side, each a quarter of them;
     # the second the same on one exercise: time; at 3 ranks only, as an exit ends a
     # grading early at any count and the untouched stubs' run covers 1 rank)
     local exs k part
     exs=($(cd exercises && ls -d [0-9][0-9]_* | cut -c1-2))
     k=$(((${#exs[@]} + 1) / 2))
-    local halves=("${exs[*]:0:k}" "${exs[*]:k}")      # (the untouched stubs' too)
-    local cparts=("0a|0|${halves[0]}" "0b|0|${halves[1]}" "1|1|04")
-    cp -r "$tmp/cheat0" "$tmp/cheat0a" && mv "$tmp/cheat0" "$tmp/cheat0b"
+    local halves=("${exs[*]:0:k}" "${exs[*]:k}")      # (the untouched stubs')
+    local cparts=() j q=$(((${#exs[@]} + 3) / 4))     # (the cheats': in quarters, as
+    for ((j = 0; j < 4; j++)); do                     # their runs mostly wait)
+        [ -n "${exs[*]:j*q:q}" ] || continue
+        cparts+=("0$j|0|${exs[*]:j*q:q}")
+        cp -r "$tmp/cheat0" "$tmp/cheat0$j"
+    done
+    cparts+=("1|1|04")
+    rm -rf "$tmp/cheat0"
     # A mistake is a learner's file, NAME/NN_topic/topic.c, or a sed script that plants
     # it in a correct answer: NAME/NN_topic.learner.sed in a learner's
     # (tests/grade/learner/NN_topic/topic.c), graded as a course would, or NAME/NN_topic.sed
