@@ -60,7 +60,6 @@ static const char *const name[NSCHED] = { "GPipe", "1F1B", "interleaved", "ZB-H1
  * DRAW_WIDTH columns. */
 static void draw(int sch, int P, int m, int v)
 {
-    static const char *const algo[NSCHED] = { "gpipe", "1f1b", "interleaved", "zb-h1" };
     int vs = sch == DT_PP_INTERLEAVED ? v : 1;
     int len = dt_pp_draw_v(sch, P, m, vs, 1, 1, NULL, 0);
     if (len <= 0 || len / P - 1 > DRAW_WIDTH) {
@@ -68,7 +67,7 @@ static void draw(int sch, int P, int m, int v)
         if (vs > 1)
             snprintf(vv, sizeof vv, " --virtual %d", vs);
         dt_printf0("  (too wide to draw here: build/dtviz --algo %s --stages %d --micro "
-                   "%d%s)\n", algo[sch], P, m, vv);
+                   "%d%s)\n", dt_pp_schedule_name((dt_pp_schedule)sch), P, m, vv);
         return;
     }
     char *pic = malloc((size_t)len + 1);
