@@ -99,6 +99,20 @@ void dti_sendrecv_reduce(const void *sbuf, size_t snbytes, int dst, const void *
                          void *out, int count, MPI_Datatype type, MPI_Op op, void *tmp,
                          int src, int tag, MPI_Comm comm);
 
+/* MPI's own MPI_Allreduce, MPI_Bcast, MPI_Reduce, MPI_Gather (the same count and type on
+ * both sides) and MPI_Comm_dup, for the library's books and copies of communicators
+ * (internal): begun nonblocking and waited for politely, as dtlab's p2p waits. MPICH's
+ * blocking calls spin, and with more ranks than cores each of their rounds costs a time
+ * slice. Not counted as p2p traffic or waiting (p2p_wait.c). */
+void dti_mpi_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type,
+                       MPI_Op op, MPI_Comm comm);
+void dti_mpi_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm);
+void dti_mpi_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
+                    int root, MPI_Comm comm);
+void dti_mpi_gather(const void *sbuf, int count, MPI_Datatype type, void *rbuf, int root,
+                    MPI_Comm comm);
+void dti_comm_dup(MPI_Comm comm, MPI_Comm *copy);
+
 /* Bytes per segment the ring collectives cut their chunks into: what a mailbox slot
  * holds, larger for device buffers (each segment costs a fixed overhead). */
 size_t dt_p2p_segment(int on_device);

@@ -241,7 +241,7 @@ void dti_result_params(dti_run *r, const float *owned)
 {
     float *dst = r->rank == 0 ? r->res->params : NULL;
     /* bookkeeping, not training: MPI's own reduce, so that it is not counted */
-    DT_CHECK_MPI(MPI_Reduce(owned, dst, (int)r->nparams, MPI_FLOAT, MPI_SUM, 0, r->comm));
+    dti_mpi_reduce(owned, dst, (int)r->nparams, MPI_FLOAT, MPI_SUM, 0, r->comm);
 }
 
 double dti_mark_begin(void)

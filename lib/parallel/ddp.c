@@ -221,7 +221,7 @@ dti_ddp *dti_ddp_new(void *grads, MPI_Datatype type, const size_t *off, int nl,
 
     d->comm = comm;
     if (overlap) {
-        DT_CHECK_MPI(MPI_Comm_dup(comm, &d->comm));
+        dti_comm_dup(comm, &d->comm);
         DT_REQUIRE(pthread_mutex_init(&d->mu, NULL) == 0, "pthread_mutex_init failed");
         DT_REQUIRE(pthread_cond_init(&d->work, NULL) == 0, "pthread_cond_init failed");
         DT_REQUIRE(pthread_cond_init(&d->idle, NULL) == 0, "pthread_cond_init failed");
@@ -371,8 +371,8 @@ void dti_ddp_summary(const dti_ddp *d, dti_run *r, int steps)
     double mine[3] = { steps > 0 ? (double)d->sent_total / steps : 0,
                        (double)model_bytes(d, c->compress),
                        (double)model_bytes(d, DT_COMPRESS_NONE) }, lo[3], hi[3];
-    DT_CHECK_MPI(MPI_Allreduce(mine, lo, 3, MPI_DOUBLE, MPI_MIN, d->comm));
-    DT_CHECK_MPI(MPI_Allreduce(mine, hi, 3, MPI_DOUBLE, MPI_MAX, d->comm));
+    dti_mpi_allreduce(mine, lo, 3, MPI_DOUBLE, MPI_MIN, d->comm);
+    dti_mpi_allreduce(mine, hi, 3, MPI_DOUBLE, MPI_MAX, d->comm);
     int sign = c->compress == DT_COMPRESS_SIGN;
     dti_summary(r, "compressed gradients: %s%s; bytes per step and rank:",
                 dt_compress_name(c->compress), !sign ? "" : c->compress_feedback

@@ -447,7 +447,7 @@ static void summarize(dp_state *d)
                        (double)r->peak[DTI_OPTIM] };
     double *all = r->rank == 0 ? malloc(6 * sizeof *all * r->size) : NULL;
     DT_REQUIRE(r->rank != 0 || all != NULL, "out of host memory");
-    MPI_Gather(mine, 6, MPI_DOUBLE, all, 6, MPI_DOUBLE, 0, d->comm);
+    dti_mpi_gather(mine, 6, MPI_DOUBLE, all, 0, d->comm);
     if (r->rank != 0)
         return;
     double psi = (double)d->wbytes, kib = 1024;

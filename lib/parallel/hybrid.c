@@ -228,7 +228,7 @@ void dti_train_hybrid(dti_run *r)
         double mine[4] = { bubble, stash, (double)msgs, (double)bytes };
         double *all = malloc(4 * sizeof(double) * N);
         DT_REQUIRE(all != NULL, "out of host memory");
-        MPI_Gather(mine, 4, MPI_DOUBLE, all, 4, MPI_DOUBLE, 0, r->comm);
+        dti_mpi_gather(mine, 4, MPI_DOUBLE, all, 0, r->comm);
         static const char *const names[] = { "GPipe", "1F1B", "interleaved 1F1B",
                                              "ZB-H1" };
         int vv = v ? v : 1, sch = (int)c->schedule;

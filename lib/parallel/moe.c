@@ -540,7 +540,7 @@ void dti_moe_step_books(dti_moe *m, dti_moe_books *bk, double aux, char *extra,
     bk->steps++;
     bk->rows += mine[1];
     /* the largest over the ranks, on rank 0 */
-    MPI_Reduce(mine, most2, 2, MPI_INT, MPI_MAX, 0, m->r->comm);   /* books: MPI's own */
+    dti_mpi_reduce(mine, most2, 2, MPI_INT, MPI_MAX, 0, m->r->comm);   /* books: MPI's own */
     if (m->rank == 0) {
         double need = (double)most2[0] * E / ((double)m->k * m->T);
         bk->nodrop = need > bk->nodrop ? need : bk->nodrop;
@@ -575,7 +575,7 @@ void dti_moe_summary(dti_moe *m, dti_moe_books *bk)
             mine[q] += l->ns[(size_t)q * m->Gl * m->El + i];
     mine[N] = (double)l->dispatch_bytes;
     mine[N + 1] = bk->rows;
-    MPI_Gather(mine, w, MPI_DOUBLE, all, w, MPI_DOUBLE, 0, r->comm);   /* books */
+    dti_mpi_gather(mine, w, MPI_DOUBLE, all, 0, r->comm);   /* books */
 
     double slot_bytes = (double)m->blk * sizeof(float);
     const char *first = m->nl > 1 ? " (the first MoE layer's)" : "";

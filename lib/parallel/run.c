@@ -477,7 +477,7 @@ void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
     dti_run r;
     memset(&r, 0, sizeof r);
     r.cfg = c;
-    DT_CHECK_MPI(MPI_Comm_dup(comm, &r.comm));
+    dti_comm_dup(comm, &r.comm);
     MPI_Comm_rank(r.comm, &r.rank);
     r.size = n;
     r.where = c->on_device ? DT_CUDA : DT_CPU;
@@ -520,19 +520,19 @@ void dt_train(const dt_train_config *c, MPI_Comm comm, dt_train_result *res)
 
     /* the books, made the same on every rank (MPI's own calls: not training traffic) */
     unsigned long long mine = res->bytes_sent, most = 0;
-    MPI_Allreduce(&mine, &most, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, r.comm);
+    dti_mpi_allreduce(&mine, &most, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, r.comm);
     res->bytes_sent_max = (size_t)most;
-    MPI_Allreduce(&res->wait_seconds, &res->wait_seconds_max, 1, MPI_DOUBLE, MPI_MAX, r.comm);
+    dti_mpi_allreduce(&res->wait_seconds, &res->wait_seconds_max, 1, MPI_DOUBLE, MPI_MAX, r.comm);
     double t = r.t_sum / (c->steps > r.first ? c->steps - r.first : 1), tmax = 0;
-    MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, r.comm);
+    dti_mpi_allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, r.comm);
     res->seconds_per_step = tmax;
     t = r.c_sum / (c->steps > r.first ? c->steps - r.first : 1);
-    MPI_Allreduce(&t, &res->compute_seconds, 1, MPI_DOUBLE, MPI_MAX, r.comm);
+    dti_mpi_allreduce(&t, &res->compute_seconds, 1, MPI_DOUBLE, MPI_MAX, r.comm);
     res->first_timed = c->steps > r.first ? r.first + 1 : r.first;
-    MPI_Allreduce(MPI_IN_PLACE, res->step_seconds, c->steps, MPI_DOUBLE, MPI_MAX, r.comm);
-    MPI_Allreduce(MPI_IN_PLACE, res->step_compute, c->steps, MPI_DOUBLE, MPI_MAX, r.comm);
-    MPI_Bcast(res->loss, c->steps, MPI_FLOAT, 0, r.comm);
-    MPI_Bcast(res->skipped, c->steps, MPI_INT, 0, r.comm);
+    dti_mpi_allreduce(MPI_IN_PLACE, res->step_seconds, c->steps, MPI_DOUBLE, MPI_MAX, r.comm);
+    dti_mpi_allreduce(MPI_IN_PLACE, res->step_compute, c->steps, MPI_DOUBLE, MPI_MAX, r.comm);
+    dti_mpi_bcast(res->loss, c->steps, MPI_FLOAT, 0, r.comm);
+    dti_mpi_bcast(res->skipped, c->steps, MPI_INT, 0, r.comm);
     res->peak_params = r.peak[DTI_PARAMS];
     res->peak_grads = r.peak[DTI_GRADS];
     res->peak_optim = r.peak[DTI_OPTIM];
@@ -621,6 +621,6 @@ double dt_params_max_diff(const float *a, const float *b, size_t n, MPI_Comm com
     double d = 0;
     for (size_t i = 0; rank == 0 && i < n; i++)
         d = fmax(d, fabs((double)a[i] - b[i]));
-    MPI_Bcast(&d, 1, MPI_DOUBLE, 0, comm);
+    dti_mpi_bcast(&d, 1, MPI_DOUBLE, 0, comm);
     return d;
 }
