@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 #include "buf.h"
+#include "p2p.h"
 #include "parallel_internal.h"
 #include "trace.h"
 

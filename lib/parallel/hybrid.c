@@ -41,6 +41,7 @@
 #include <string.h>
 #include "buf.h"
 #include "collectives/collectives.h"
+#include "p2p.h"
 #include "parallel_internal.h"
 #include "schedule.h"
 #include "trace.h"
