@@ -52,6 +52,10 @@ CFLAGS   += -Wno-stringop-overflow
 # may run element-wise loops with comparisons and sqrtf on vector registers (GELU, the
 # optimizers: lib/nn). No result changes; these flags allow no reordering of arithmetic.
 CFLAGS   += -fno-trapping-math -fno-math-errno
+# No fused multiply-adds: lib/nn's loops also have AVX2 and AVX-512 builds (DTI_NN_WIDE,
+# lib/nn/nn_internal.h), where GCC would otherwise fuse a * b + c into one rounding, and
+# the results would then depend on the CPU. Baseline x86-64 has no FMA: nothing else moves.
+CFLAGS   += -ffp-contract=off
 # A section per function and per variable: each one's relocations are its own, so the
 # grader reads from libdt.a which functions reach which (tests/grade/grade.sh: a
 # learner's call to a function of dtlab that runs the collective the exercise builds is

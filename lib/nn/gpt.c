@@ -218,7 +218,7 @@ struct embed_args {
 };
 
 /* rows r = b*T + t in [r0, r1) */
-static void embed_rows(void *ctx, size_t r0, size_t r1)
+DTI_NN_WIDE static void embed_rows(void *ctx, size_t r0, size_t r1)
 {
     struct embed_args *g = ctx;
     int T = g->T, C = g->C;
@@ -234,7 +234,7 @@ static void embed_rows(void *ctx, size_t r0, size_t r1)
 
 /* rows with the same token (or position) add to the same row of dwte (dwpe): blocks of
  * columns, each column's rows in order b, t */
-static void embed_cols(void *ctx, size_t k0, size_t k1)
+DTI_NN_WIDE static void embed_cols(void *ctx, size_t k0, size_t k1)
 {
     struct embed_args *g = ctx;
     int T = g->T, C = g->C, i0, i1;
@@ -281,7 +281,7 @@ struct ln_args {
     int N, C;
 };
 
-static void ln_forward_rows(void *ctx, size_t r0, size_t r1)
+DTI_NN_WIDE static void ln_forward_rows(void *ctx, size_t r0, size_t r1)
 {
     struct ln_args *g = ctx;
     int C = g->C;
@@ -318,7 +318,7 @@ void dt_layernorm_forward(const float *x, const float *w, const float *b, float 
  * the last because xhat depends on x through the mean and the variance too. dx row by
  * row (ln_backward_rows); dw and db, sums over the rows, by blocks of columns, each
  * column's rows in order (ln_backward_cols). */
-static void ln_backward_rows(void *ctx, size_t r0, size_t r1)
+DTI_NN_WIDE static void ln_backward_rows(void *ctx, size_t r0, size_t r1)
 {
     struct ln_args *g = ctx;
     int C = g->C;
@@ -341,7 +341,7 @@ static void ln_backward_rows(void *ctx, size_t r0, size_t r1)
     }
 }
 
-static void ln_backward_cols(void *ctx, size_t k0, size_t k1)
+DTI_NN_WIDE static void ln_backward_cols(void *ctx, size_t k0, size_t k1)
 {
     struct ln_args *g = ctx;
     int C = g->C, i0, i1;
@@ -375,7 +375,7 @@ void dt_layernorm_backward(const float *x, const float *w, const float *mean,
 
 /* Row i of one head's scores, att_i[0..i], in place: the softmax over j <= i (the
  * causal mask: position i sees itself and what came before), zeros after. */
-static void softmax_causal(float *att_i, int i, int T)
+DTI_NN_WIDE static void softmax_causal(float *att_i, int i, int T)
 {
     float m = att_i[0], sum = 0.0f;
     for (int j = 1; j <= i; j++)
@@ -392,6 +392,7 @@ static void softmax_causal(float *att_i, int i, int T)
 
 /* One head of one sequence: q, k, v (T, d) with rows ld floats apart, y (T, d) with
  * rows ldy apart; att (T, T) */
+DTI_NN_WIDE
 static void head_forward(const float *q, const float *k, const float *v, int ld,
                          float *att, float *y, int ldy, int T, int d)
 {
@@ -430,6 +431,7 @@ static void head_forward(const float *q, const float *k, const float *v, int ld,
  *   dq = scale dS k,   dk = scale dS^T q
  * dS is zero above the diagonal, as P is. q, k, v, dq, dk, dv have rows ld apart, dy
  * ldy apart; datt (T, T) is scratch. */
+DTI_NN_WIDE
 static void head_backward(const float *q, const float *k, const float *v, int ld,
                           const float *att, const float *dy, int ldy, float *datt,
                           float *dq, float *dk, float *dv, int T, int d)
@@ -492,7 +494,7 @@ struct attn_args {
     int H, T, d;
 };
 
-static void attn_forward_heads(void *ctx, size_t k0, size_t k1)
+DTI_NN_WIDE static void attn_forward_heads(void *ctx, size_t k0, size_t k1)
 {
     struct attn_args *g = ctx;
     int H = g->H, T = g->T, d = g->d;
@@ -505,7 +507,7 @@ static void attn_forward_heads(void *ctx, size_t k0, size_t k1)
     }
 }
 
-static void attn_backward_heads(void *ctx, size_t k0, size_t k1)
+DTI_NN_WIDE static void attn_backward_heads(void *ctx, size_t k0, size_t k1)
 {
     struct attn_args *g = ctx;
     int H = g->H, T = g->T, d = g->d;
@@ -553,7 +555,7 @@ struct add_args {
     const float *src;
 };
 
-static void add_values(void *ctx, size_t i0, size_t i1)
+DTI_NN_WIDE static void add_values(void *ctx, size_t i0, size_t i1)
 {
     struct add_args *g = ctx;
     for (size_t i = i0; i < i1; i++)

@@ -68,14 +68,14 @@ struct bias_args {
     int out, B;
 };
 
-static void bias_forward(void *ctx, size_t r0, size_t r1)
+DTI_NN_WIDE static void bias_forward(void *ctx, size_t r0, size_t r1)
 {
     struct bias_args *g = ctx;
     for (size_t r = r0; r < r1; r++)
         memcpy(g->y + r * g->out, g->b, sizeof(float) * g->out);
 }
 
-static void bias_backward(void *ctx, size_t k0, size_t k1)
+DTI_NN_WIDE static void bias_backward(void *ctx, size_t k0, size_t k1)
 {
     struct bias_args *g = ctx;
     int out = g->out, o0 = (int)k0 * DTI_NN_COLS, o1 = (int)k1 * DTI_NN_COLS;
@@ -233,7 +233,7 @@ struct act_args {
     float *y;
 };
 
-static void act_forward(void *ctx, size_t i0, size_t i1)
+DTI_NN_WIDE static void act_forward(void *ctx, size_t i0, size_t i1)
 {
     struct act_args *g = ctx;
     const float *x = g->x;
@@ -252,7 +252,7 @@ static void act_forward(void *ctx, size_t i0, size_t i1)
     }
 }
 
-static void act_backward(void *ctx, size_t i0, size_t i1)
+DTI_NN_WIDE static void act_backward(void *ctx, size_t i0, size_t i1)
 {
     struct act_args *g = ctx;
     const float *x = g->x, *dy = g->dy;
@@ -330,7 +330,7 @@ struct xent_args {
     double *loss;
 };
 
-static void xent_rows(void *ctx, size_t r0, size_t r1)
+DTI_NN_WIDE static void xent_rows(void *ctx, size_t r0, size_t r1)
 {
     struct xent_args *g = ctx;
     int C = g->C;

@@ -44,6 +44,19 @@ void dti_sgemm_ld(int ta, int tb, int M, int N, int K, float alpha, const float 
 #define DTI_NN_PAR_MIN 16384
 
 typedef void (*dti_nn_body)(void *ctx, size_t i0, size_t i1);
+/* Marks a loop body for GCC's function multiversioning: three builds of it, for
+ * baseline x86-64 (SSE2: 4 floats a register), AVX2 (8) and AVX-512 (16), and the
+ * dynamic loader picks the widest this CPU has, as OpenBLAS picks its kernels. The
+ * library itself is built for baseline x86-64, so that it runs on any such CPU. The
+ * results are the same bits on every CPU: each build makes the same operations in the
+ * same order (the Makefile's -ffp-contract=off keeps AVX2's multiply-adds out, which
+ * round once instead of twice, and no sum is reordered), so tests that compare modes bit
+ * for bit hold whichever build runs. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define DTI_NN_WIDE __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define DTI_NN_WIDE
+#endif
 /* The threads for a loop that reads or writes about `work` floats: dt_blas_threads(),
  * or 1 below DTI_NN_PAR_MIN */
 int dti_nn_threads(size_t work);

@@ -37,7 +37,7 @@ struct step_args {
     float bc1, bc2;              /* Adam's bias corrections */
 };
 
-static void update(void *ctx, size_t i0, size_t i1)
+DTI_NN_WIDE static void update(void *ctx, size_t i0, size_t i1)
 {
     struct step_args *a = ctx;
     float *params = a->params, *state = a->state, lr = a->o->lr;
