@@ -948,6 +948,38 @@ train_tests() {
     else
         missing stepbench "$sb"
     fi
+    # ---- lib/nn's loops in three builds (DTI_NN_WIDE, lib/nn/nn_internal.h): baseline,
+    # AVX2 and AVX-512, the widest this CPU has picked when the program loads. The same
+    # bits from each: one GPT step here, the AVX-512 build, against the same step under
+    # valgrind, whose CPU has AVX2 and not AVX-512; with the plain loops (DT_BLAS=0),
+    # as OpenBLAS too picks its kernels by the CPU. (The baseline build makes the same
+    # operations in the same order: bench/gpt_vs_torch.py's dumps were compared once.)
+    local gs=$BUILD/bench/gptstep wide=(--layers 2 --heads 3 --embed 48 --seq 17 --batch 3)
+    if [ ! -x "$gs" ]; then
+        missing gptstep "$gs"
+    elif [ -n "${SANITIZE:-}" ] || ! command -v valgrind >/dev/null 2>&1; then
+        skip "lib/nn's AVX-512 and AVX2 builds: the same bits" \
+            "needs valgrind and a build without SANITIZE"
+    elif ! grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
+        skip "lib/nn's AVX-512 and AVX2 builds: the same bits" \
+            "this CPU has no AVX-512, so both runs would take the same build"
+    else
+        rm -rf "$tmp/wide" "$tmp/avx2"
+        { timeout 60 env DT_BLAS=0 "$gs" "${wide[@]}" --dump "$tmp/wide" &&
+          timeout 120 env DT_BLAS=0 valgrind -q --error-exitcode=99 "$gs" "${wide[@]}" \
+              --dump "$tmp/avx2"; } >"$log" 2>&1 </dev/null
+        rc=$?
+        if [ "$rc" != 0 ]; then
+            report "lib/nn's AVX-512 and AVX2 builds: the same bits" 0 "$(status_words "$rc")"
+        elif cmp "$tmp/wide/grads.f32" "$tmp/avx2/grads.f32" >>"$log" 2>&1 &&
+             cmp "$tmp/wide/loss.txt" "$tmp/avx2/loss.txt" >>"$log" 2>&1; then
+            report "lib/nn's AVX-512 and AVX2 builds: the same bits" 1 \
+                "a GPT step's loss and $(($(stat -c %s "$tmp/wide/grads.f32") / 4)) gradients"
+        else
+            report "lib/nn's AVX-512 and AVX2 builds: the same bits" 0 \
+                "the gradients differ (was -ffp-contract=off dropped?)"
+        fi
+    fi
     # train says which products it uses, and how many threads a rank (cores / ranks)
     local cores
     cores=$(nproc)
