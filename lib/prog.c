@@ -372,10 +372,7 @@ void dt_print_devices(void)
         all = calloc((size_t)n, DEV_NAME);
         DT_REQUIRE(all != NULL, "out of memory");
     }
-    MPI_Request req;                 /* MPI's blocking collectives spin: wait politely */
-    DT_CHECK_MPI(MPI_Igather(mine, DEV_NAME, MPI_CHAR, all, DEV_NAME, MPI_CHAR, 0,
-                             MPI_COMM_WORLD, &req));
-    dt_waitall(1, &req);
+    dti_mpi_gather(mine, DEV_NAME, MPI_CHAR, all, 0, MPI_COMM_WORLD);   /* politely */
     if (rank != 0)
         return;
     /* one line per name, in order of its first rank; a rank already listed is "" */

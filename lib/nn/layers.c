@@ -68,7 +68,7 @@ struct bias_args {
     int out, B;
 };
 
-DTI_NN_WIDE static void bias_forward(void *ctx, size_t r0, size_t r1)
+static void bias_forward(void *ctx, size_t r0, size_t r1)
 {
     struct bias_args *g = ctx;
     for (size_t r = r0; r < r1; r++)
