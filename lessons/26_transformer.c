@@ -133,10 +133,15 @@ int main(int argc, char **argv)
         snprintf(why, sizeof why, "unexpected argument '%s'", argv[optind]);
     if (*why)
         dt_usage_error(usage, why);
+    dt_print_devices();
+    if (dt_device() == DT_CUDA)        /* scripts/gpu-check.sh fails a GPU run on this line */
+        dt_printf0("on the CPU: the GPT has no CUDA path in training yet; it trains on the "
+                   "host\n");
     dt_text text;
     dt_text_generate(&text, 20000, 1);          /* the same on every rank, no file needed */
     dt_train_config base;
     dt_train_defaults(&base);
+    base.on_device = 0;                         /* the GPT's training is host-only so far */
     base.kind = DT_MODEL_GPT;
     base.gpt = (dt_gpt_config){ .vocab = 256, .seq = seq, .embed = 48, .heads = 12,
                                 .layers = 4 };

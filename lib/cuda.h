@@ -22,9 +22,10 @@ enum { DTI_BOOK_LAUNCH, DTI_BOOK_WAIT, DTI_BOOK_ALLOC, DTI_BOOK_TENSOR,
        DTI_BOOK_TENSOR_BYTES, DTI_BOOK_INPUT, DTI_BOOK_INPUT_BYTES, DTI_BOOK_NUMBER,
        DTI_BOOK_NUMBER_BYTES, DTI_BOOK_N };
 void dti_book(int what, size_t n);
-/* After a launch: was it valid (CUDA's words if not), and count it. */
+/* After a launch: count it, and was it valid (CUDA's words if not): queued work
+ * (dti_cuda_queued, below). */
 #define DTI_LAUNCHED() \
-    do { DT_CHECK_CUDA(cudaGetLastError()); dti_book(DTI_BOOK_LAUNCH, 1); } while (0)
+    do { dti_book(DTI_BOOK_LAUNCH, 1); dti_cuda_queued(); } while (0)
 
 #ifdef DT_HAVE_CUDA
 
@@ -39,9 +40,18 @@ void dti_cuda_free(void *p);
 void *dti_cuda_host_alloc(size_t nbytes);    /* pinned host memory */
 void dti_cuda_host_free(void *p);
 int dti_cuda_is_device_ptr(const void *p);
-/* The next three run on the calling thread's stream (cudaStreamPerThread) and return
- * when their work is done, waiting for that stream only, not the whole GPU. */
+/* Queued work (device.cu's "Queued work"): a launcher of kernels or products calls
+ * dti_cuda_queued after its launches (valid, else CUDA's words; noted as queued; with
+ * DT_SYNC=1 waited for); dti_cuda_settle waits for the thread's stream where it holds
+ * queued work, before results change hands between threads or a time is taken. Without
+ * CUDA settle does nothing: it is called on the host's paths too. */
+void dti_cuda_queued(void);
+void dti_cuda_settle(void);
+/* Copies run on the calling thread's stream (cudaStreamPerThread) and return when their
+ * work is done (and all the thread queued before), waiting for that stream only, not
+ * the whole GPU. */
 void dti_cuda_memcpy(void *dst, const void *src, size_t nbytes);   /* any direction */
+/* queued on the thread's stream (dti_cuda_queued), not waited for */
 void dti_cuda_memzero(void *p, size_t nbytes);
 /* rows rows of width bytes between two pitched matrices, one copy (any direction) */
 void dti_cuda_memcpy2d(void *dst, size_t dpitch, const void *src, size_t spitch,
@@ -74,6 +84,8 @@ static inline void dti_cuda_free(void *p) { (void)p; DTI_NO_CUDA; }
 static inline void *dti_cuda_host_alloc(size_t nbytes) { (void)nbytes; DTI_NO_CUDA; }
 static inline void dti_cuda_host_free(void *p) { (void)p; DTI_NO_CUDA; }
 static inline int dti_cuda_is_device_ptr(const void *p) { (void)p; return 0; }
+static inline void dti_cuda_queued(void) { DTI_NO_CUDA; }
+static inline void dti_cuda_settle(void) { }
 static inline void dti_cuda_memcpy(void *dst, const void *src, size_t nbytes) { (void)dst; (void)src; (void)nbytes; DTI_NO_CUDA; }
 static inline void dti_cuda_memzero(void *p, size_t nbytes) { (void)p; (void)nbytes; DTI_NO_CUDA; }
 static inline void dti_cuda_read_number(void *dst, const void *src, size_t nbytes) { (void)dst; (void)src; (void)nbytes; DTI_NO_CUDA; }

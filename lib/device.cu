@@ -7,13 +7,66 @@
  * per-thread), and the host waits for that stream alone. So DDP's communication thread
  * copies and reduces while the main thread's kernels run, neither waiting for the
  * other's work, as they would on the legacy default stream or with
- * cudaDeviceSynchronize. Each function still returns only when its work is done. */
+ * cudaDeviceSynchronize. The copies return only when their work is done; the launchers
+ * of kernels and products queue theirs and return at once (below, "Queued work"). */
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include "cuda.h"
 
 static const char *why_none = "no GPU";
+
+/* ==== Queued work ====
+ *
+ * A launcher of lib/ (lib/nn's products and kernels, mixed precision's and the codecs'
+ * kernels, dt_memzero) queues its work on the calling thread's stream and returns:
+ * dti_cuda_queued checks that the launches were valid and notes that the stream holds
+ * work the host has not waited for. The GPU runs it in the order it was queued, after
+ * everything the thread queued before, copies included; so a copy to the host, or
+ * between device buffers, made later by the same thread sees the results (every copy
+ * here waits for the stream, and so for them). The host waits only where results change
+ * hands or where it needs them:
+ *   - a number it needs (the loss, the overflow flag: dti_cuda_read_number), a copy;
+ *   - another thread's use of the buffers (dti_cuda_settle before DDP's bucket goes to
+ *     its communication thread, before fsdp's prefetch thread reuses a layer's room,
+ *     at the ends of dp-threads' phases), as another thread's stream does not wait for
+ *     this one's;
+ *   - the end of a compute event (lib/parallel/books.c, dti_compute_part) and of a step
+ *     (dti_step_end), so that their times cover the GPU's work and not just its launch.
+ * A fault inside a kernel is then reported by the next wait, not by the call that
+ * launched it: DT_SYNC=1 waits after every launcher again (as CUDA_LAUNCH_BLOCKING=1
+ * makes every launch wait), to find which call it was. */
+static thread_local int queued;         /* this thread's stream holds unwaited work */
+
+static int sync_each(void)
+{
+    static const int on = getenv("DT_SYNC") && strcmp(getenv("DT_SYNC"), "1") == 0;
+    return on;
+}
+
+/* Waits for this thread's stream, which holds everything it queued */
+static void wait_stream(void)
+{
+    dti_book(DTI_BOOK_WAIT, 1);
+    DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+    queued = 0;
+}
+
+extern "C" void dti_cuda_queued(void)
+{
+    DT_CHECK_CUDA(cudaGetLastError());
+    queued = 1;
+    if (sync_each())
+        wait_stream();
+}
+
+extern "C" void dti_cuda_settle(void)
+{
+    if (queued)
+        wait_stream();
+}
 
 extern "C" int dti_cuda_device_count(void)
 {
@@ -94,8 +147,7 @@ extern "C" int dti_cuda_is_device_ptr(const void *p)
 extern "C" void dti_cuda_memcpy(void *dst, const void *src, size_t nbytes)
 {
     DT_CHECK_CUDA(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, cudaStreamPerThread));
-    dti_book(DTI_BOOK_WAIT, 1);
-    DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+    wait_stream();
 }
 
 /* rows rows of width bytes, row i from src + i * spitch to dst + i * dpitch: one 2-D
@@ -106,8 +158,7 @@ extern "C" void dti_cuda_memcpy2d(void *dst, size_t dpitch, const void *src, siz
 {
     DT_CHECK_CUDA(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, cudaMemcpyDefault,
                                     cudaStreamPerThread));
-    dti_book(DTI_BOOK_WAIT, 1);
-    DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+    wait_stream();
 }
 
 /* A number the host needs (a flag, a count, a loss) from the device: the copy on this
@@ -118,8 +169,7 @@ extern "C" void dti_cuda_read_number(void *dst, const void *src, size_t nbytes)
 {
     DT_CHECK_CUDA(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost,
                                   cudaStreamPerThread));
-    dti_book(DTI_BOOK_WAIT, 1);
-    DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+    wait_stream();
     dti_book(DTI_BOOK_NUMBER, 1);
     dti_book(DTI_BOOK_NUMBER_BYTES, nbytes);
 }
@@ -128,8 +178,7 @@ extern "C" void dti_cuda_memzero(void *p, size_t nbytes)
 {
     DT_CHECK_CUDA(cudaMemsetAsync(p, 0, nbytes, cudaStreamPerThread));
     dti_book(DTI_BOOK_LAUNCH, 1);
-    dti_book(DTI_BOOK_WAIT, 1);
-    DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+    dti_cuda_queued();
 }
 
 /* For pipelines: a copy queued on this thread's stream, an event recorded after it, and
@@ -142,8 +191,7 @@ extern "C" void dti_cuda_memcpy_async(void *dst, const void *src, size_t nbytes)
 
 extern "C" void dti_cuda_stream_sync(void)
 {
-    dti_book(DTI_BOOK_WAIT, 1);
-    DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+    wait_stream();
 }
 
 extern "C" void *dti_cuda_event_new(void)

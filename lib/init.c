@@ -189,7 +189,7 @@ int dt_init(int *argc, char ***argv)
     const char *device = env("DT_DEVICE"), *trace = env("DT_TRACE");
     const char *wait = env("DT_WAIT"), *algo = env("DT_ALLREDUCE_ALGO");
     const char *watch = env("DT_WATCH"), *limit = env("DT_TIMEOUT");
-    const char *p2p = env("DT_P2P"), *stage = env("DT_STAGE_KIB");
+    const char *p2p = env("DT_P2P"), *stage = env("DT_STAGE_KIB"), *sync = env("DT_SYNC");
     int help = 0, from_argv = 0;
     if (argc && argv && *argv)
         read_options(*argc, *argv, &device, &trace, &from_argv, &help);
@@ -209,6 +209,9 @@ int dt_init(int *argc, char ***argv)
     }
     if (watch && strcmp(watch, "0") && strcmp(watch, "1"))
         bad_env("DT_WATCH", watch, "1 (a watcher per rank, the default) or 0");
+    if (sync && strcmp(sync, "0") && strcmp(sync, "1"))
+        bad_env("DT_SYNC", sync, "1 (the host waits for the GPU after every kernel, to "
+                "find one that faults) or 0 (the default)");
     if (dt_blas_env_error())
         bad_input(dt_blas_env_error(), 0);
     dt_blas_setup(dti_me.local_size);       /* OpenBLAS's threads: this rank's share */

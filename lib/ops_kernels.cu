@@ -152,6 +152,5 @@ extern "C" void dti_cuda_reduce(const void *in, const void *src, void *dst, size
     case DT_B16: launch_op<__nv_bfloat16>(in, src, dst, count, op); break;
     }
     DTI_LAUNCHED();
-    dti_book(DTI_BOOK_WAIT, 1);
-    DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+    dti_cuda_stream_sync();
 }

@@ -566,7 +566,7 @@ badinput_tests() {
     bad_runner=env_run bad_group "environment: bad values refused, with a pointer" "3" \
         "$T" DT_P2P=bogus DT_STAGE_KIB=1.5 DT_BLAS=2 DT_BLAS_THREADS=0 DT_WAIT=fast \
         DT_ALLREDUCE_ALGO=tree DT_WATCH=2 DT_TIMEOUT=soon DT_DEVICE=tpu DT_TEST_KILL=1x \
-        DT_TEST_KILL=5:1 DT_TEST_CHECKPOINT_CRASH=1e3
+        DT_TEST_KILL=5:1 DT_TEST_CHECKPOINT_CRASH=1e3 DT_SYNC=yes
     bad_runner=env_run bad_group "environment: LOCAL_RANK without a launcher" "0" "$T" \
         LOCAL_RANK=x LOCAL_RANK=-1
 

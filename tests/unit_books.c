@@ -7,7 +7,8 @@
  * copy across counts once, with its bytes, under what it carried (dt_memcpy: tensor
  * data, dt_memcpy_input: the batch, dt_memcpy_number: a number the host needs), in both
  * directions; a copy between two device buffers counts nothing; a linear layer on the
- * device counts its products and kernel as launches and one host wait; the
+ * device counts its products and kernel as launches and no host wait (its work is
+ * queued: DT_SYNC=1 waits), and settling that work one wait, a second none; the
  * cross-entropy reads one number back (its total and flag together). Without a GPU the
  * host half runs alone, and main says once "GPU comparisons skipped: no GPU".
  *
@@ -156,6 +157,7 @@ START_TEST(test_device_layers)
     dt_memcpy_input(lab, hl, sizeof hl);
     (void)dt_xent(y, lab, B, OUT, 1.0f, NULL);               /* scratch allocated once */
 
+    dti_cuda_settle();
     dt_device_books a = now();
     dt_linear_forward(x, W, bias, y, B, IN, OUT);
     dt_device_books b = now();
@@ -163,6 +165,18 @@ START_TEST(test_device_layers)
             b.allocs == a.allocs && b.numbers == a.numbers,
             "linear forward: one product and the bias kernel, nothing across: %s",
             diff_text(&a, &b));
+    /* queued, not waited for (lib/device.cu's "Queued work"), unless DT_SYNC=1 */
+    int each = getenv("DT_SYNC") && strcmp(getenv("DT_SYNC"), "1") == 0;
+    REQUIRE(b.waits - a.waits == (unsigned long long)each,
+            "linear forward: %d host waits expected (DT_SYNC=%d): %s", each, each,
+            diff_text(&a, &b));
+    a = now();
+    dti_cuda_settle();
+    dti_cuda_settle();
+    b = now();
+    REQUIRE(b.waits - a.waits == (unsigned long long)!each && b.launches == a.launches,
+            "settling queued work: one wait, and none for a stream with nothing queued: "
+            "%s", diff_text(&a, &b));
 
     a = now();
     float loss = dt_xent(y, lab, B, OUT, 1.0f / B, y);

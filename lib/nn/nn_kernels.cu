@@ -4,12 +4,13 @@
  * path is the reference: a GPU test runs each function both ways on the same inputs and
  * compares to rounding (the GPU sums in another order and fuses multiply-adds).
  *
- * Every launcher checks its launches and ends by waiting for its work, so that a fault is
- * reported by the call that caused it, a compute event in the trace covers the work, not
- * just its launch, and a copy made afterwards by any thread of the process sees the
- * results. Everything runs on cudaStreamPerThread, the calling thread's own stream,
- * cuBLAS included, so the kernels and the products of one call run in the order they
- * are written; and the wait is for that stream alone, not the whole GPU, so the main
+ * Every launcher checks its launches and returns with its work queued, not done
+ * (dti_cuda_queued; device.cu's "Queued work" says where the host waits instead: where
+ * results change hands, a number is read, or a compute event or step is timed; DT_SYNC=1
+ * waits after every launcher, to find one that faults). Everything runs on
+ * cudaStreamPerThread, the calling thread's own stream, cuBLAS included, so the kernels
+ * and the products of one thread run in the order they were queued, and its copies
+ * after them; and a wait is for that stream alone, not the whole GPU, so the main
  * thread's compute and DDP's communication thread (its copies and reductions on its own
  * stream, device.cu) overlap instead of waiting for each other. */
 #include <cuda_runtime.h>
@@ -91,14 +92,6 @@ static int grid_for(size_t n)
     return (int)(want < 1 ? 1 : want < 4096 ? want : 4096);
 }
 
-/* Called after the launches of each function: was the launch itself valid, and did the
- * work run without fault. Waits for this thread's stream only. */
-static void check_and_wait(void)
-{
-    DT_CHECK_CUDA(cudaGetLastError());
-    dti_book(DTI_BOOK_WAIT, 1);
-    DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
-}
 
 /* ==== cuBLAS: one handle per thread ==== */
 
@@ -205,7 +198,7 @@ extern "C" void dti_nn_cuda_linear_forward(const float *x, const float *W, const
             y, b, (size_t)B, out);
         dti_book(DTI_BOOK_LAUNCH, 1);
     }
-    check_and_wait();
+    dti_cuda_queued();
 }
 
 /* dW += dy^T x, db += column sums of dy, dx = dy W (dx, db may be NULL). */
@@ -238,7 +231,7 @@ extern "C" void dti_nn_cuda_linear_backward(const float *x, const float *W, cons
         DT_CHECK_CUBLAS(sgemm(CUBLAS_OP_N, CUBLAS_OP_N, in, B, out,
                               &one, W, in, dy, out, &zero, dx, in));
     }
-    check_and_wait();
+    dti_cuda_queued();
 }
 
 /* ==== activations ==== */
@@ -291,7 +284,7 @@ extern "C" void dti_nn_cuda_act_forward(int act, const float *x, float *y, size_
         return;
     act_forward_kernel<<<grid_for(n), NN_THREADS, 0, cudaStreamPerThread>>>(act, x, y, n);
     dti_book(DTI_BOOK_LAUNCH, 1);
-    check_and_wait();
+    dti_cuda_queued();
 }
 
 extern "C" void dti_nn_cuda_act_backward(int act, const float *x, const float *dy, float *dx,
@@ -302,7 +295,7 @@ extern "C" void dti_nn_cuda_act_backward(int act, const float *x, const float *d
         return;
     act_backward_kernel<<<grid_for(n), NN_THREADS, 0, cudaStreamPerThread>>>(act, x, dy, dx, n);
     dti_book(DTI_BOOK_LAUNCH, 1);
-    check_and_wait();
+    dti_cuda_queued();
 }
 
 /* ==== softmax cross-entropy ==== */
@@ -407,10 +400,11 @@ static __global__ void xent_sum_kernel(const double *rowloss, int B, xent_out *o
 
 /* Scratch kept between calls, grown to the largest batch seen (one allocation for the
  * run in practice: a step allocates nothing): the row losses, and the total with the
- * bad-label flag. Used by the compute thread only; the process's exit frees them. */
-static double *xent_dloss;
-static xent_out *xent_dout;
-static int xent_cap;
+ * bad-label flag. Per thread (dp-threads' replicas each take a loss); the process's exit
+ * frees them. */
+static thread_local double *xent_dloss;
+static thread_local xent_out *xent_dout;
+static thread_local int xent_cap;
 
 static void xent_scratch(int B)
 {
@@ -515,5 +509,5 @@ extern "C" void dti_nn_cuda_optim_step(int kind, float lr, float momentum, float
             params, grads, state, lr, beta1, beta2, eps, bc1, bc2, n);
         dti_book(DTI_BOOK_LAUNCH, 1);
     }
-    check_and_wait();
+    dti_cuda_queued();
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 #include "buf.h"
+#include "cuda.h"
 #include "p2p.h"
 #include "parallel_internal.h"
 #include "trace.h"
@@ -182,6 +183,7 @@ void dti_step_end(dti_run *r, int step, float loss, int skipped, const char *ext
 {
     DT_REQUIRE(step >= 1 && step <= r->cfg->steps, "dti_step_end: step %d of %d", step,
                r->cfg->steps);
+    dti_cuda_settle();          /* the step's time covers its queued GPU work */
     double dt = MPI_Wtime() - r->t_begin;
     double c = isnan(r->c_wall) ? (double)(compute_ns - r->c_begin) * 1e-9 : r->c_wall;
     if (step > r->first || r->cfg->steps == r->first) {  /* the first warms up */
@@ -269,6 +271,7 @@ void dti_compute_event(const char *phase, int step, int layer, int micro, double
 void dti_compute_part(const char *phase, const char *part, int step, int layer, int micro,
                       double t0)
 {
+    dti_cuda_settle();          /* the GPU's work queued since t0, not just its launch */
     double t1 = dt_trace_now();
     compute_ns += t1 > t0 ? (unsigned long long)((t1 - t0) * 1e9) : 0;
     if (!dt_trace_enabled())

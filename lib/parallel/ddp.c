@@ -129,9 +129,10 @@ static void reduce_bucket(dti_ddp *d, int b, int step)
 /* ==== the communication thread (overlap = 1) ==== */
 
 /* Device data: the GPU a thread uses is per thread in CUDA, so the thread picks the
- * rank's GPU first. Backward's kernels run on the legacy default stream, which every
- * thread of the process shares, so the thread's copies of a bucket come after the
- * kernels that wrote it (lib/nn/nn_kernels.cu). */
+ * rank's GPU first. Each thread queues its work on a stream of its own (lib/device.cu,
+ * "Queued work"), which does not wait for the other thread's: so the main thread
+ * settles backward's kernels before it hands a bucket over (dti_ddp_layer_done), and
+ * this thread its own (the codecs' kernels) before it says a bucket is reduced. */
 static void *comm_thread(void *arg)
 {
     dti_ddp *d = arg;
@@ -146,6 +147,7 @@ static void *comm_thread(void *arg)
         int b = d->nreduced, step = d->step;
         pthread_mutex_unlock(&d->mu);
         reduce_bucket(d, b, step);
+        dti_cuda_settle();
         pthread_mutex_lock(&d->mu);
         d->nreduced++;
         pthread_cond_signal(&d->idle);
@@ -279,7 +281,10 @@ void dti_ddp_layer_done(dti_ddp *d, int i)
     if (!d->overlap)
         return;                 /* dti_ddp_finish sends everything */
 
-    /* launch the ready buckets in order: the same order on every rank */
+    /* launch the ready buckets in order: the same order on every rank; their gradients
+     * done on the GPU first, as the thread's stream does not wait for this one's */
+    if (d->left[d->bucket_of[i]] == 0)
+        dti_cuda_settle();
     pthread_mutex_lock(&d->mu);
     int before = d->nlaunched;
     while (d->nlaunched < d->nb && d->left[d->nlaunched] == 0)

@@ -64,6 +64,7 @@
 #include <string.h>
 #include <time.h>
 #include "buf.h"
+#include "cuda.h"
 #include "parallel_internal.h"
 #include "schedule.h"
 #include "trace.h"
@@ -185,6 +186,7 @@ static void *thread_main(void *arg)
         if (phase == PH_STOP)
             return NULL;
         run_phase(p, phase, step);
+        dti_cuda_settle();          /* its stream's work done before the master reads it */
         pthread_mutex_lock(&d->mu);
         if (++d->ndone == d->T)
             pthread_cond_signal(&d->done);
@@ -194,6 +196,7 @@ static void *thread_main(void *arg)
 /* The master: every thread runs phase, and the master waits until all are done. */
 static void run_all(dpt *d, int phase, int step)
 {
+    dti_cuda_settle();              /* the master's queued work (lib/device.cu) first */
     pthread_mutex_lock(&d->mu);
     d->phase = phase;
     d->step = step;

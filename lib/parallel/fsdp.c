@@ -433,7 +433,10 @@ struct prefetcher {
 };
 
 /* Device data: the thread picks the rank's GPU first (the GPU is per thread in CUDA),
- * as ddp's does; the shards it sends are not written during the step. */
+ * as ddp's does; the shards it sends are not written during the step. Each thread
+ * queues its work on a stream of its own (lib/device.cu, "Queued work"): this one
+ * settles its gather before it says it is done, and the main thread its kernels before
+ * it hands over a place in the pool that they may still read (launch). */
 static void *prefetch_thread(void *arg)
 {
     fsdp *f = arg;
@@ -450,6 +453,7 @@ static void *prefetch_thread(void *arg)
         void *whole = p->buf[i];
         pthread_mutex_unlock(&p->mu);
         gather(f, layer_of(f, i), whole, p->comm, step);
+        dti_cuda_settle();
         pthread_mutex_lock(&p->mu);
         p->ndone++;
         pthread_cond_signal(&p->done);
@@ -501,6 +505,7 @@ static void launch(fsdp *f, int i, int step)
 {
     prefetcher *p = f->pf;
     p->buf[i] = take(f, i);
+    dti_cuda_settle();             /* the kernels that read the place's last layer */
     pthread_mutex_lock(&p->mu);
     if (i == 0) {                  /* the last step's 2L are done: the thread idles */
         p->ndone = 0;

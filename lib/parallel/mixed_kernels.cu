@@ -10,9 +10,9 @@
  * may differ (CUDA makes every NaN the same one): it stays a NaN, which is all the
  * overflow check asks. tests/unit_gpu_mixed.c holds each kernel to its loop.
  *
- * Each launcher runs its kernel on the calling thread's stream and returns when it is
- * done (finished, below); the overflow check then reads the one number the host
- * needs. */
+ * Each launcher queues its kernel on the calling thread's stream and returns (finished,
+ * below); the overflow check then reads the one number the host needs, which waits for
+ * the work queued before it. */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -21,16 +21,13 @@
 
 #define THREADS 256
 
-/* After a launch: valid (else CUDA's words), counted, and done before the launcher
- * returns, as every launcher of lib/nn: the caller may hand the buffer to another
- * thread (DDP's and fsdp's communication threads, on streams of their own) or to a
- * collective that a peer sharing the GPU reads through CUDA IPC. Waits for this thread's
- * stream only. */
+/* After a launch: valid (else CUDA's words), counted, and queued, as every launcher of
+ * lib/nn (device.cu's "Queued work"): the thread's later copies and kernels, the
+ * collectives' included, run after it; a thread that hands the buffer to another one
+ * (DDP's and fsdp's communication threads, on streams of their own) settles first. */
 static void finished(void)
 {
     DTI_LAUNCHED();
-    dti_book(DTI_BOOK_WAIT, 1);
-    DT_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
 }
 
 /* Blocks for a grid-stride loop over n items: at most 4096, at least 1 */

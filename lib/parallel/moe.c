@@ -251,12 +251,12 @@ void dti_moe_free(dti_moe *m)
 }
 
 /* Before a collective reads device buffers, or the host reads what they sum to: the
- * kernels this thread queued are done (another rank may copy from them directly,
- * through CUDA IPC). Nothing on the CPU. */
+ * kernels this thread queued are done (lib/device.cu, "Queued work"). Nothing on the
+ * CPU. */
 static void settle(const dti_moe *m)
 {
     if (m->dev)
-        dti_cuda_stream_sync();
+        dti_cuda_settle();
 }
 
 /* The block of group gl of rank s for local expert je, at the experts' side: its first
