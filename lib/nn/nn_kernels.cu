@@ -161,19 +161,37 @@ static __global__ void add_bias_kernel(float *y, const float *bias, size_t rows,
         y[i] += bias[i % out];
 }
 
-/* db[j] += sum over rows b of dy[b, j]. One thread per column, walking down it: at each
- * step the threads of a warp read 32 neighbouring floats of one row (coalesced). The sum
- * starts from db[j] and adds the rows in order, as the CPU loop does, so db agrees with
- * it bit for bit (additions alone, nothing to fuse). Only `out` threads do the work: few,
- * but out is at most the hidden width here and B is a batch. */
+/* db[j] += sum over rows b of dy[b, j]. A block takes CS_COLS neighbouring columns with
+ * CS_LANES lanes of rows each: lane r sums rows r, r + CS_LANES, ... of its column (the
+ * threads of a warp read 32 neighbouring floats of one row: coalesced), then the first
+ * lane adds the lanes' partial sums, in lane order, to db[j]. Each thread adds B/8 rows,
+ * not all B, and 8 times as many threads work (one thread per column would leave the GPU
+ * nearly idle when out is small: the 10 classes of the last layer). Always the same
+ * order, so the same bits on every run; not the CPU loop's order (rows one after
+ * another), so it agrees with the loop to rounding. */
+#define CS_COLS 32
+#define CS_LANES 8
 static __global__ void col_sum_kernel(const float *dy, float *db, int B, int out)
 {
-    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < (size_t)out;
-         j += (size_t)gridDim.x * blockDim.x) {
-        float s = db[j];
-        for (int b = 0; b < B; b++)
-            s += dy[(size_t)b * out + j];
-        db[j] = s;
+    __shared__ float part[CS_LANES][CS_COLS];
+    int c = threadIdx.x % CS_COLS, lane = threadIdx.x / CS_COLS;
+    /* j0 is the same for every thread of the block: the barriers are reached by all */
+    for (size_t j0 = (size_t)blockIdx.x * CS_COLS; j0 < (size_t)out;
+         j0 += (size_t)gridDim.x * CS_COLS) {
+        size_t j = j0 + c;
+        float s = 0.0f;
+        if (j < (size_t)out)
+            for (int b = lane; b < B; b += CS_LANES)
+                s += dy[(size_t)b * out + j];
+        part[lane][c] = s;
+        __syncthreads();
+        if (lane == 0 && j < (size_t)out) {
+            float t = db[j];
+            for (int r = 0; r < CS_LANES; r++)
+                t += part[r][c];
+            db[j] = t;
+        }
+        __syncthreads();               /* part is reused by the next columns */
     }
 }
 
@@ -219,8 +237,9 @@ extern "C" void dti_nn_cuda_linear_backward(const float *x, const float *W, cons
         DT_CHECK_CUBLAS(sgemm(CUBLAS_OP_N, CUBLAS_OP_T, in, out, B,
                               &one, x, in, dy, out, &one, dW, in));
     if (db) {
-        col_sum_kernel<<<grid_for((size_t)out), NN_THREADS, 0, cudaStreamPerThread>>>(
-            dy, db, B, out);
+        int blocks = (out + CS_COLS - 1) / CS_COLS;
+        col_sum_kernel<<<blocks < 4096 ? blocks : 4096, CS_COLS * CS_LANES, 0,
+                         cudaStreamPerThread>>>(dy, db, B, out);
         dti_book(DTI_BOOK_LAUNCH, 1);
     }
     if (dx) {
