@@ -9,6 +9,8 @@
  * wraps round the block. In turn:
  *   - the linear layer (cuBLAS, the bias and column-sum kernels): y with and without a
  *     bias; dW and db accumulated onto what was there, dx overwritten; dx and db NULL;
+ *     and mixed precision's products on the tensor cores (dt_nn_half_products: inputs
+ *     holding fp16 values), which leave the host's products as they were, bit for bit;
  *   - ReLU and GELU, forward and backward, out of place and in place, with exact zeros
  *     among the inputs (ReLU's derivative there is 0 on both sides);
  *   - softmax cross-entropy: the summed loss and dlogits, dlogits NULL and in place, a
@@ -34,6 +36,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "cuda.h"
+#include "half.h"
 #include "nn/nn.h"
 #include "nn/nn_cuda.h"
 
@@ -167,6 +170,50 @@ START_TEST(test_linear)
     free(x); free(W); free(b); free(dy); free(dW0); free(db0); free(y); free(y0);
     free(dW); free(db); free(dx);
     free(want_y); free(want_dW); free(want_db); free(want_dx);
+}
+END_TEST
+
+/* Mixed precision's products (dt_nn_half_products): inputs holding fp16 values, on the
+ * tensor cores, against the CPU's fp32 products of the same values. The CPU half holds
+ * the setting to change nothing on the host, bit for bit. */
+START_TEST(test_linear_half)
+{
+    int B = lin_shapes[_i][0], in = lin_shapes[_i][1], out = lin_shapes[_i][2];
+    size_t nx = (size_t)B * in, nW = (size_t)out * in, ny = (size_t)B * out;
+    float *x = unit_random_floats(nx, -2, 2), *W = unit_random_floats(nW, -1, 1);
+    float *dy = unit_random_floats(ny, -1, 1);
+    for (size_t i = 0; i < nx; i++)             /* fp16 values, as the fp16 modes keep */
+        x[i] = dt_half_to_float(dt_float_to_half(x[i]));
+    for (size_t i = 0; i < nW; i++)
+        W[i] = dt_half_to_float(dt_float_to_half(W[i]));
+    for (size_t i = 0; i < ny; i++)
+        dy[i] = dt_half_to_float(dt_float_to_half(dy[i]));
+    float *y = malloc(ny * 4), *yh = malloc(ny * 4), *dx = malloc(nx * 4);
+    float *dW = calloc(nW, 4), *dWh = calloc(nW, 4);
+    dt_linear_forward(x, W, NULL, y, B, in, out);
+    dt_linear_backward(x, W, dy, dx, dW, NULL, B, in, out);
+    int was = dt_nn_half_products(1);
+    dt_linear_forward(x, W, NULL, yh, B, in, out);
+    dt_linear_backward(x, W, dy, NULL, dWh, NULL, B, in, out);
+    REQUIRE(dt_nn_half_products(was) == 1 && dt_nn_half_products_on() == was,
+            "dt_nn_half_products returns the setting it replaced");
+    REQUIRE(memcmp(y, yh, ny * 4) == 0 && memcmp(dW, dWh, nW * 4) == 0,
+            "the host's products changed with dt_nn_half_products (%d, %d, %d)", B, in, out);
+    if (use_gpu()) {
+        float *d_x = to_gpu(x, nx * 4), *d_W = to_gpu(W, nW * 4), *d_dy = to_gpu(dy, ny * 4);
+        float *d_y = to_gpu(y, ny * 4), *d_dx = to_gpu(dx, nx * 4), *d_dW = to_gpu(dWh, nW * 4);
+        dti_cuda_memzero(d_dW, nW * 4);
+        dt_nn_half_products(1);
+        dti_nn_cuda_linear_forward(d_x, d_W, NULL, d_y, B, in, out);
+        dti_nn_cuda_linear_backward(d_x, d_W, d_dy, d_dx, d_dW, NULL, B, in, out);
+        dt_nn_half_products(0);
+        require_gpu_close(d_y, y, ny, 1e-5, "tensor cores' y vs cpu");
+        require_gpu_close(d_dW, dW, nW, 1e-5, "tensor cores' dW vs cpu");
+        require_gpu_close(d_dx, dx, nx, 1e-5, "tensor cores' dx vs cpu");
+        dti_cuda_free(d_x); dti_cuda_free(d_W); dti_cuda_free(d_dy); dti_cuda_free(d_y);
+        dti_cuda_free(d_dx); dti_cuda_free(d_dW);
+    }
+    free(x); free(W); free(dy); free(y); free(yh); free(dx); free(dW); free(dWh);
 }
 END_TEST
 
@@ -361,6 +408,7 @@ int main(void)
     Suite *s = suite_create("gpu_nn");
     TCase *tc = tcase_create("gpu_nn");
     tcase_add_loop_test(tc, test_linear, 0, NLIN);
+    tcase_add_loop_test(tc, test_linear_half, 0, NLIN);
     tcase_add_loop_test(tc, test_act, 0, NACTS);
     tcase_add_loop_test(tc, test_xent, 0, NXENT);
     tcase_add_loop_test(tc, test_optim, 0, NOPTS);

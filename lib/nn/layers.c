@@ -85,6 +85,18 @@ DTI_NN_WIDE static void bias_backward(void *ctx, size_t k0, size_t k1)
             g->y[o] += g->dy[(size_t)r * out + o];
 }
 
+/* nn.h: per thread, as each thread computes its own micro-batch or replica */
+static _Thread_local int half_products;
+
+int dt_nn_half_products(int on)
+{
+    int was = half_products;
+    half_products = on != 0;
+    return was;
+}
+
+int dt_nn_half_products_on(void) { return half_products; }
+
 void dt_linear_forward(const float *x, const float *W, const float *b, float *y,
                        int B, int in, int out)
 {

@@ -58,6 +58,15 @@ void dt_linear_forward(const float *x, const float *W, const float *b, float *y,
  * pipelines split them so). */
 void dt_linear_backward(const float *x, const float *W, const float *dy,
                         float *dx, float *dW, float *db, int B, int in, int out);
+/* Mixed precision's products on the GPU. In the fp16 modes every input of a product
+ * holds fp16 values (lib/parallel rounds the weights and activations before each one);
+ * on = 1 lets this thread's products on the GPU run on the tensor cores, as autocast's
+ * do: fp16 inputs, fp32 sums (cuBLAS's CUBLAS_COMPUTE_32F_FAST_16F), where fp32's
+ * products are many times slower. Exact for such inputs; the sums come in another
+ * order, so the result equals the fp32 product to rounding. The host's products, and
+ * fp32 training (on = 0, the default), are unchanged. Returns the setting it replaced. */
+int dt_nn_half_products(int on);
+int dt_nn_half_products_on(void);
 /* y = act(x) for n values; dx = act'(x) * dy. GELU is the tanh approximation. Both
  * work in place (y == x, dx == dy). */
 void dt_act_forward(dt_act a, const float *x, float *y, size_t n);

@@ -30,7 +30,7 @@
  * CPU of a test machine, even a rank that never touches a GPU: the test suite starts
  * thousands. So it is opened here, on the first product, by dlopen: the toolkit's copy
  * that the build was compiled against (DT_CUBLAS, the Makefile's), else the one the
- * dynamic linker finds by its version's name. The five functions dtlab calls are looked
+ * dynamic linker finds by its version's name. The six functions dtlab calls are looked
  * up by their exported names (cublas_v2.h's cublasCreate is cublasCreate_v2, ...). */
 #define DT_STR2(x) #x
 #define DT_STR(x) DT_STR2(x)
@@ -45,6 +45,10 @@ static struct {
     cublasStatus_t (*sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
                             int, const float *, const float *, int, const float *, int,
                             const float *, float *, int);
+    cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int,
+                              int, int, const void *, const void *, cudaDataType,
+                              int, const void *, cudaDataType, int, const void *, void *,
+                              cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
     const char *(*status)(cublasStatus_t);
 } cb;
 
@@ -71,6 +75,7 @@ static void load_cublas(void)
     cb.set_stream = (cublasStatus_t (*)(cublasHandle_t, cudaStream_t))
         cublas_symbol(lib, "cublasSetStream_v2");
     cb.sgemm = (decltype(cb.sgemm))cublas_symbol(lib, "cublasSgemm_v2");
+    cb.gemm_ex = (decltype(cb.gemm_ex))cublas_symbol(lib, "cublasGemmEx");
     cb.status = (const char *(*)(cublasStatus_t))cublas_symbol(lib, "cublasGetStatusString");
 }
 
@@ -128,13 +133,20 @@ static cublasHandle_t blas(void)
     return h;
 }
 
-/* cublasSgemm on this process's handle (made, and cuBLAS loaded, before the call). */
+/* cublasSgemm on this thread's handle (made, and cuBLAS loaded, before the call); in
+ * mixed precision (dt_nn_half_products), the same product of fp32 matrices holding fp16
+ * values on the tensor cores: cuBLAS converts A and B to fp16 (exact for such values),
+ * multiplies them there and sums in fp32 into C. */
 static cublasStatus_t sgemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                             const float *alpha, const float *A, int lda, const float *B,
                             int ldb, const float *beta, float *C, int ldc)
 {
     cublasHandle_t h = blas();
     dti_book(DTI_BOOK_LAUNCH, 1);
+    if (dt_nn_half_products_on())
+        return cb.gemm_ex(h, ta, tb, m, n, k, alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb,
+                          beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_FAST_16F,
+                          CUBLAS_GEMM_DEFAULT);
     return cb.sgemm(h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 

@@ -23,7 +23,8 @@
  * (2^-8 relative). --precision bf16 runs as fp16 does, without the scaler.
  *
  * On the CPU the arithmetic itself runs in fp32 on values rounded to fp16, which is also
- * what tensor cores do (fp16 inputs, fp32 accumulation). The helpers below are loops
+ * what tensor cores do (fp16 inputs, fp32 accumulation): on the GPU the products run
+ * there (model.c sets dt_nn_half_products in fp16). The helpers below are loops
  * over host buffers, the reference; when every buffer of a call is on the GPU they hand
  * it to their kernels (mixed_kernels.cu: the same bits), so an fp16 step on a GPU stays
  * there. A call that mixes host and device buffers (fsdp --offload: master shards in

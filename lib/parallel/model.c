@@ -222,7 +222,9 @@ const float *dti_unit_forward(dti_unit_acts *a, int u, const float *W, const flo
         t0 = dt_trace_now();
     }
     size_t nz = (size_t)B * out;
+    int was = dt_nn_half_products(a->fp16 && a->type == DT_HALF);   /* half_products */
     dt_linear_forward(k->x[u], W, W + (size_t)out * in, k->z[u], B, in, out);
+    dt_nn_half_products(was);
     if (a->fp16)
         dti_round_to(a->type, k->z[u], nz);
     if (u < m->layers - 1) {
@@ -255,7 +257,9 @@ void dti_unit_backward(dti_unit_acts *a, int u, const float *W, const float *Wt,
     int in = dt_mlp_layer_in(m, u), out = dt_mlp_layer_out(m, u);
     const float *dy = u == m->layers - 1 ? dlogits : a->dy;         /* (B, out) */
     float *dx = u > 0 ? a->gx[u % 2] : NULL;                        /* (B, in) */
+    int was = dt_nn_half_products(a->fp16 && a->type == DT_HALF);
     dt_linear_backward(k->x[u], W, dy, dx, dW, dW + (size_t)out * in, B, in, out);
+    dt_nn_half_products(was);
     if (u > 0) {
         dt_act_backward(m->act, k->z[u - 1], dx, dx, (size_t)B * in);
         if (a->fp16)
@@ -622,6 +626,14 @@ static void round_if_half(const dti_model *m, float *x, size_t n)
     dti_round_to(m->type, x, n);               /* fp16 or bf16; nothing in fp32 */
 }
 
+/* In fp16 the GPU's products run on the tensor cores (nn.h, dt_nn_half_products): their
+ * inputs hold fp16 values but for the first layer's, the batch, which the tensor cores
+ * round to fp16 as autocast does. Returns the setting to restore. */
+static int half_products(const dti_model *m)
+{
+    return dt_nn_half_products(m->type == DT_HALF);
+}
+
 const float *dti_model_forward(dti_model *m, dti_acts *a, const float *x_in, int B,
                                int step, int micro)
 {
@@ -633,6 +645,7 @@ const float *dti_model_forward(dti_model *m, dti_acts *a, const float *x_in, int
      * batch in the device books); from a device buffer (a stage's received input, a
      * replica's rows) the copy stays on the GPU */
     dt_memcpy_input(a->x[0], x_in, (size_t)B * x_width(m, 0) * sizeof(float));
+    int was = half_products(m);
     for (int i = 0; i < m->nl; i++) {
         int in = m->in[i], out = m->out[i], l = m->l0 + i;
         double t0 = dt_trace_now();
@@ -669,6 +682,7 @@ const float *dti_model_forward(dti_model *m, dti_acts *a, const float *x_in, int
         }
         dti_compute_event("forward", step, l, micro, t0);
     }
+    dt_nn_half_products(was);
     return a->x[m->nl];
 }
 
@@ -717,6 +731,7 @@ void dti_model_backward(dti_model *m, dti_acts *a, const float *dy, float *dx, i
     int nl = m->nl;
     DT_REQUIRE(B >= 1 && B <= a->B && B <= m->Bmax, "dti_model_backward: %d rows", B);
     const float *dz = dy;                            /* gradient of z[i] (B, z_width) */
+    int was = half_products(m);
     if (!is_last_layer(m, nl - 1)) {                 /* dy is that of act(z[nl-1]) */
         size_t n = (size_t)B * z_width(m, nl - 1);
         dt_act_backward(m->c->act, a->z[nl - 1], dy, m->gx[0], n);
@@ -749,6 +764,7 @@ void dti_model_backward(dti_model *m, dti_acts *a, const float *dy, float *dx, i
         input_grad_on(m, a, i, dxi, dxi, B, step, micro);
         dz = dxi;
     }
+    dt_nn_half_products(was);
 }
 
 /* Zero bubble's B: as dti_model_backward without the weights' products; each layer's
@@ -762,6 +778,7 @@ void dti_model_backward_input(dti_model *m, dti_acts *a, const float *dy, float 
     }
     int nl = m->nl;
     DT_REQUIRE(B >= 1 && B <= a->B && B <= m->Bmax, "dti_model_backward_input: %d rows", B);
+    int was = half_products(m);
     size_t n = (size_t)B * z_width(m, nl - 1);
     if (!is_last_layer(m, nl - 1)) {                 /* dy is that of act(z[nl-1]) */
         dt_act_backward(m->c->act, a->z[nl - 1], dy, a->z[nl - 1], n);
@@ -783,6 +800,7 @@ void dti_model_backward_input(dti_model *m, dti_acts *a, const float *dy, float 
         dti_compute_event("backward", step, l, micro, t0);
         input_grad_on(m, a, i, dxi, i > 0 ? a->z[i - 1] : NULL, B, step, micro);
     }
+    dt_nn_half_products(was);
 }
 
 /* Zero bubble's W: the weights' gradients from x[i] and the dz[i] B left in z[i]. */
@@ -793,6 +811,7 @@ void dti_model_backward_weights(dti_model *m, dti_acts *a, int B, int step, int 
         dti_gpt_model_backward_weights(m, a, B, step, micro, layer_done, ctx);
         return;
     }
+    int was = half_products(m);
     for (int i = m->nl - 1; i >= 0; i--) {
         int in = m->in[i], out = m->out[i], l = m->l0 + i;
         double t0 = dt_trace_now();
@@ -810,4 +829,5 @@ void dti_model_backward_weights(dti_model *m, dti_acts *a, int B, int step, int 
         if (layer_done)
             layer_done(i, ctx);
     }
+    dt_nn_half_products(was);
 }
