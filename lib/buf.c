@@ -108,38 +108,48 @@ int dt_is_device_ptr(const void *p)
     return p != NULL && dti_gpu_count() > 0 && dti_cuda_is_device_ptr(p);
 }
 
-/* A copy, counted in the device books (device_books.c) under what (and what + 1, its
- * bytes) when it crosses between host and GPU; between two device buffers it stays on
- * the GPU and is not counted. */
-static void copy_counted(void *dst, const void *src, size_t nbytes, int what)
+/* A copy that crosses between host and GPU is counted in the device books
+ * (device_books.c) under what (and what + 1, its bytes), and recorded in the trace as
+ * one d2h or h2d event, coll "memcpy", phase name (trace.h): the books say how many, the
+ * trace when, and whether inside a step. A copy between two device buffers stays on the
+ * GPU, and one between host buffers never leaves the host: neither is counted. */
+static void copy_counted(void *dst, const void *src, size_t nbytes, int what,
+                         const char *name)
 {
     if (nbytes == 0 || dst == src)
         return;
     int d = dt_is_device_ptr(dst), s = dt_is_device_ptr(src);
-    if (d || s) {
-        if (d != s) {
-            dti_book(what, 1);
-            dti_book(what + 1, nbytes);
-        }
-        dti_cuda_memcpy(dst, src, nbytes);
-    } else {
+    if (!d && !s) {
         memcpy(dst, src, nbytes);
+        return;
     }
+    if (d == s) {
+        dti_cuda_memcpy(dst, src, nbytes);
+        return;
+    }
+    dti_book(what, 1);
+    dti_book(what + 1, nbytes);
+    int traced = dt_trace_enabled();    /* the clock is read only when recording */
+    double t0 = traced ? dt_trace_now() : 0;
+    dti_cuda_memcpy(dst, src, nbytes);
+    if (traced)
+        dti_trace_add_named(d ? DT_EV_H2D : DT_EV_D2H, "memcpy", name, nbytes, t0,
+                            dt_trace_now());
 }
 
 void dt_memcpy(void *dst, const void *src, size_t nbytes)
 {
-    copy_counted(dst, src, nbytes, DTI_BOOK_TENSOR);
+    copy_counted(dst, src, nbytes, DTI_BOOK_TENSOR, "tensor");
 }
 
 void dt_memcpy_input(void *dst, const void *src, size_t nbytes)
 {
-    copy_counted(dst, src, nbytes, DTI_BOOK_INPUT);
+    copy_counted(dst, src, nbytes, DTI_BOOK_INPUT, "batch");
 }
 
 void dt_memcpy_number(void *dst, const void *src, size_t nbytes)
 {
-    copy_counted(dst, src, nbytes, DTI_BOOK_NUMBER);
+    copy_counted(dst, src, nbytes, DTI_BOOK_NUMBER, "number");
 }
 
 void dt_memzero(void *p, size_t nbytes)

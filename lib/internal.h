@@ -121,5 +121,13 @@ void dti_trace_where(char *buf, size_t n);
  * this thread's context (the send's chunk for a send or d2h, as e->kind says, else the
  * receive's). */
 void dti_trace_context(dt_event *e);
+/* trace.c: records one event [t0, t1] of kind with coll and phase of its own (valid
+ * names: DTI_TRACE_NAME_MAX, trace.h; aborts on others while recording), peer -1, step
+ * and chunk -1, range 0 0, no transport, and the calling thread's number: for a copy
+ * that belongs to no collective (buf.c's host<->GPU copies, coll "memcpy"), made while
+ * a collective's context may be set. Leaves the context as it was. Thread-safe; nothing
+ * while dt_trace_enabled() is 0. */
+void dti_trace_add_named(dt_event_kind kind, const char *coll, const char *phase,
+                         size_t nbytes, double t0, double t1);
 
 #endif /* DT_INTERNAL_H */

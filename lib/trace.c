@@ -197,29 +197,26 @@ void dt_trace_add(dt_event_kind kind, int peer, size_t nbytes, double t0, double
     dt_trace_add_via(kind, peer, nbytes, t0, t1, NULL);
 }
 
-void dt_trace_add_via(dt_event_kind kind, int peer, size_t nbytes, double t0, double t1,
-                      const char *via)
+/* The checks every recorded event passes, and its own fields: times, rank, peer, kind
+ * and bytes, no transport. The context's fields are the caller's to fill. */
+static void event_start(dt_event *e, dt_event_kind kind, int peer, size_t nbytes,
+                        double t0, double t1)
 {
-    if (!dt_trace_enabled())
-        return;
     DT_REQUIRE((unsigned)kind < DT_EV_NKINDS, "dt_trace_add: bad event kind %d", (int)kind);
     DT_REQUIRE(isfinite(t0) && isfinite(t1), "dt_trace_add: times %g and %g are not "
                "finite (take them with dt_trace_now)", t0, t1);
-    int v = dt_trace_via_find(via);     /* the event keeps the index, not the pointer */
-    DT_REQUIRE(v >= 0, "dt_trace_add_via: unknown transport '%.40s' (mpi, staging, shm "
-               "or ipc; NULL for none)", via != NULL ? via : "");
+    memset(e, 0, sizeof *e);
+    e->t0 = t0;
+    e->t1 = t1 < t0 ? t0 : t1;          /* a clock never runs back; keep the file valid */
+    e->rank = tr.rank;
+    e->peer = peer >= 0 && peer < tr.size ? peer : -1;  /* MPI_ANY_SOURCE, PROC_NULL */
+    e->kind = kind;
+    e->nbytes = nbytes > (size_t)LLONG_MAX ? LLONG_MAX : (long long)nbytes;
+}
 
-    dt_event e;
-    memset(&e, 0, sizeof e);
-    e.t0 = t0;
-    e.t1 = t1 < t0 ? t0 : t1;           /* a clock never runs back; keep the file valid */
-    e.rank = tr.rank;
-    e.peer = peer >= 0 && peer < tr.size ? peer : -1;   /* MPI_ANY_SOURCE, PROC_NULL */
-    e.kind = kind;
-    dti_trace_context(&e);              /* collective, phase, step, chunk, thread */
-    e.nbytes = nbytes > (size_t)LLONG_MAX ? LLONG_MAX : (long long)nbytes;
-    e.via = (unsigned char)v;
-
+/* Appends e to this rank's events, or counts it dropped past the limit. */
+static void append(const dt_event *e)
+{
     pthread_mutex_lock(&tr.mu);
     if (tr.n == tr.cap && tr.cap < TRACE_MAX_EVENTS) {
         size_t ncap = tr.cap ? 2 * tr.cap : 4096;
@@ -229,10 +226,43 @@ void dt_trace_add_via(dt_event_kind kind, int peer, size_t nbytes, double t0, do
         tr.cap = ncap;
     }
     if (tr.n < tr.cap)
-        tr.ev[tr.n++] = e;
+        tr.ev[tr.n++] = *e;
     else
         tr.dropped++;
     pthread_mutex_unlock(&tr.mu);
+}
+
+void dt_trace_add_via(dt_event_kind kind, int peer, size_t nbytes, double t0, double t1,
+                      const char *via)
+{
+    if (!dt_trace_enabled())
+        return;
+    dt_event e;
+    event_start(&e, kind, peer, nbytes, t0, t1);
+    int v = dt_trace_via_find(via);     /* the event keeps the index, not the pointer */
+    DT_REQUIRE(v >= 0, "dt_trace_add_via: unknown transport '%.40s' (mpi, staging, shm "
+               "or ipc; NULL for none)", via != NULL ? via : "");
+    e.via = (unsigned char)v;
+    dti_trace_context(&e);              /* collective, phase, step, chunk, thread */
+    append(&e);
+}
+
+void dti_trace_add_named(dt_event_kind kind, const char *coll, const char *phase,
+                         size_t nbytes, double t0, double t1)
+{
+    if (!dt_trace_enabled())
+        return;
+    DT_REQUIRE(dti_trace_name_ok(coll) && dti_trace_name_ok(phase), "dti_trace_add_named:"
+               " coll '%.40s' and phase '%.40s' must be 1..%d printable characters "
+               "without spaces", coll ? coll : "", phase ? phase : "", DTI_TRACE_NAME_MAX);
+    dt_event e;
+    event_start(&e, kind, -1, nbytes, t0, t1);
+    dti_trace_context(&e);              /* for the thread's number; the rest is ours: */
+    snprintf(e.coll, sizeof e.coll, "%s", coll);
+    snprintf(e.phase, sizeof e.phase, "%s", phase);
+    e.step = e.chunk = -1;              /* no collective's step or chunk */
+    e.lo = e.hi = 0;
+    append(&e);
 }
 
 /* ==== merging at dt_finalize ==== */

@@ -24,9 +24,12 @@
  *           by round trips to rank 0), printed with 9 decimals
  *   rank    the rank that recorded the event
  *   kind    send | recv | reduce | copy | d2h | h2d | compute | mark
- *           (d2h and h2d are the staging copies of device data around a send or receive)
+ *           (d2h from the GPU to the host, h2d back: a staging copy of device data
+ *           around a send or receive, or one of dt_memcpy's, which has coll "memcpy":
+ *           see "Copies between host and GPU" below)
  *   peer    the other rank of a send or recv, -1 otherwise
- *   coll    the collective or program part, e.g. allreduce_ring, bcast_tree, train ("-" if none)
+ *   coll    the collective or program part, e.g. allreduce_ring, bcast_tree, train,
+ *           memcpy ("-" if none)
  *   phase   e.g. reduce-scatter, allgather, fold, forward ("-" if none)
  *   step    the algorithm's step, -1 if none
  *   chunk   the chunk moved or reduced, -1 if none
@@ -58,6 +61,29 @@
  * line, when present, must be the one of the file's version.
  *
  * The reader and the Chrome export need no MPI, so the viewer can use them.
+ *
+ * ==== Copies between host and GPU (lib/buf.c) ====
+ *
+ * Every copy that dt_memcpy, dt_memcpy_input or dt_memcpy_number makes between host
+ * and GPU is one event, beside its count in the device books (buf.h): kind d2h or
+ * h2d by its direction, coll "memcpy", phase what it carried, as the books count it:
+ *
+ *   phase    made by            what
+ *   tensor   dt_memcpy          tensor data (weights, activations, gradients): none
+ *                               in the steps after the first when they stay on the GPU
+ *   batch    dt_memcpy_input    the batch on its way up
+ *   number   dt_memcpy_number   a number the host needs (a loss, a flag, a count)
+ *
+ * peer -1, step -1, chunk -1, lo hi 0 0, via "-", nbytes the bytes copied, thread the
+ * copying thread's; t0 and t1 around the call, which returns once the copy is done:
+ * after the work the thread queued on its stream before it (cuda.h), whose time the
+ * event then holds too. They belong to no collective (the calling thread's context is
+ * left as the collective set it), so they need no column of their own: a version 3
+ * reader takes them as any other. Not recorded: copies between two device buffers or
+ * two host buffers (so a run on the CPU has none), and the numbers the CUDA files read
+ * back themselves (dti_cuda_read_number: the books count them, the trace does not).
+ * dttrace sums them by phase, and counts those in the steps the books count (all but
+ * the first) again.
  *
  * ==== What training records (lib/parallel) ====
  *
@@ -242,6 +268,10 @@ typedef struct {
 } dt_event;
 
 const char *dt_event_kind_name(dt_event_kind kind);   /* "send", ... */
+/* 1 for an event that takes part in a collective's call, as the viewer groups them:
+ * sends, receives, reductions, copies and staging copies, and the call's mark; 0 for
+ * the rest, dt_memcpy's copies between host and GPU (coll "memcpy") among them. */
+int dt_event_in_call(const dt_event *e);
 
 /* Transports, as the via column names them: index 0 is none ("-"), then 1 "mpi",
  * 2 "staging", 3 "shm", 4 "ipc" (the names dt_via_name in p2p.h gives). A small index
@@ -267,7 +297,8 @@ double dt_trace_now(void);     /* seconds since the common start */
 /* The context later events are recorded with, per thread. dt_trace_phase sets the
  * collective and phase and clears step and chunks; dt_trace_step sets the step and the
  * chunks being sent and received ([lo, hi) in elements; -1 and 0, 0 for none). Sends and
- * d2h copies take the send chunk; receives, reductions and h2d copies the receive chunk. */
+ * d2h copies take the send chunk; receives, reductions and h2d copies the receive chunk
+ * (dt_memcpy's copies take neither: "Copies between host and GPU" above). */
 void dt_trace_phase(const char *coll, const char *phase);
 /* Numbers the calling thread k (1..DTI_TRACE_THREAD_MAX) for the events it records from
  * now on; a thread that never calls it records thread 0, the main thread's number. Call

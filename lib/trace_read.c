@@ -66,6 +66,15 @@ const char *dt_trace_via_name(int via)
     return via > 0 && via < DT_TRACE_NVIA ? via_names[via] : via_names[0];
 }
 
+int dt_event_in_call(const dt_event *e)
+{
+    if ((e->kind == DT_EV_D2H || e->kind == DT_EV_H2D) && strncmp(e->coll, "memcpy", 32) == 0)
+        return 0;                   /* dt_memcpy's copies: no collective's */
+    return e->kind == DT_EV_SEND || e->kind == DT_EV_RECV || e->kind == DT_EV_REDUCE ||
+           e->kind == DT_EV_COPY || e->kind == DT_EV_D2H || e->kind == DT_EV_H2D ||
+           (e->kind == DT_EV_MARK && strncmp(e->phase, "call", 32) == 0);
+}
+
 int dt_trace_via_find(const char *name)
 {
     if (name == NULL)

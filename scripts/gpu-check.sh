@@ -21,7 +21,9 @@
 #      equal to rounding), and against serial training on the GPU, each run's device
 #      books saying its steps stayed on the GPU (lessons/train.c); fp16; checkpoints
 #      written and resumed on the GPU (bit for bit), and refused by a CPU run
-#   6. traces: d2h and h2d staging events beside the sends and receives
+#   6. traces: d2h and h2d staging events beside the sends and receives; train's
+#      steps (serial, ddp -n 2) copy no tensor data between host and GPU (dt_memcpy's
+#      copies in the trace, counted by dttrace)
 #   7. every lesson with --device cuda at 4 ranks; stress (random collectives on device
 #      buffers against MPICH's) at 2, 4 and 8 ranks; collbench on device buffers
 #   8. the transports (DT_P2P, lib/p2p.h): the multi-rank suites and stress with
@@ -811,12 +813,38 @@ ck_cross() {
 }
 check "checkpoint from $DEV resumed on cpu: refused" 8 ck_cross
 
-# ==== 6. traces: staging copies beside the messages ====
-# trace_counts FILE: "send recv d2h h2d compute bytes-sent bytes-d2h"
+# ==== 6. traces: staging copies beside the messages; train's steps on the GPU ====
+# trace_counts FILE: "send recv d2h h2d compute bytes-sent bytes-d2h", the d2h and h2d
+# being the staging copies only: dt_memcpy's (coll "memcpy", lib/trace.h) are not p2p's
 trace_counts() {
-    awk '!/^#/ { k[$4]++; if ($4 == "send") s += $12; if ($4 == "d2h") d += $12 }
+    awk '!/^#/ && !($6 == "memcpy" && ($4 == "d2h" || $4 == "h2d")) {
+             k[$4]++; if ($4 == "send") s += $12; if ($4 == "d2h") d += $12 }
          END { printf "%d %d %d %d %d %d %d", k["send"], k["recv"], k["d2h"], k["h2d"],
                k["compute"], s, d }' "$1"
+}
+# steps_stay SUMMARY: dttrace's summary of a training trace says that no tensor data
+# crossed between host and GPU in the steps the device books count (all but the
+# first): its line "  in steps 2..5: tensor 0 (0 B), batch ..., number ...". On the CPU
+# nothing crosses and dttrace prints no such lines; on the GPU it must (the data set is
+# read on the host: the batch goes up at least once), or dt_memcpy went unrecorded.
+# Adds to detail.
+steps_stay() {
+    local all in k
+    all=$(grep -m1 '^host<->GPU copies: ' "$1")
+    in=$(grep -m1 -E '^  in steps? [0-9.]+: ' "$1")
+    if [ "$dry" = 1 ]; then                         # the CPU: nothing can cross
+        [ -z "$all" ] || { detail="${detail:+$detail; }on the CPU: $all"; return 1; }
+        detail="${detail:+$detail; }no host<->GPU copies"
+        return 0
+    fi
+    [ -n "$all" ] || { detail="${detail:+$detail; }no host<->GPU copies in the trace"
+                       return 1; }
+    [ -n "$in" ] || { detail="${detail:+$detail; }no training steps in the trace"
+                      return 1; }
+    k=$(sed -n 's/^  in steps\{0,1\} [0-9.]*: tensor \([0-9]*\) .*/\1/p' <<<"$in")
+    [ "$k" = 0 ] || { detail="${detail:+$detail; }tensor data through the host ${in#  }"
+                      return 1; }
+    detail="${detail:+$detail; }${in#  }"
 }
 trace_check() {
     local t=$w/$1.trace
@@ -831,15 +859,28 @@ trace_check() {
     detail="send $1, recv $2, d2h $3, h2d $4, compute $5; bytes sent $6, d2h $7"
     [ "$1" -gt 0 ] && [ "$2" -gt 0 ] || return 1
     if [ "$dry" = 1 ]; then
-        [ "$3" = 0 ] && [ "$4" = 0 ]        # host buffers: nothing to stage
+        [ "$3" = 0 ] && [ "$4" = 0 ] || return 1    # host buffers: nothing to stage
     else
-        [ "$3" -gt 0 ] && [ "$4" -gt 0 ]
+        [ "$3" -gt 0 ] && [ "$4" -gt 0 ] || return 1
     fi
+    ! grep -q '^# train ' "$t" || steps_stay "$w/dttrace.out"     # a training run's
+}
+# trace_steps TAG N ARGS...: train ARGS at N ranks, traced; its steps on the GPU
+trace_steps() {
+    local t=$w/$1.trace n=$2
+    shift 2
+    mpi "$n" "$bin/train" "${small[@]}" "$@" --device "$DEV" --trace "$t" || return 1
+    cp "$t" "$logs/" 2>/dev/null
+    tl "$bin/dttrace" "$t" >"$w/dttrace.out" || return 1
+    cat "$w/dttrace.out"
+    steps_stay "$w/dttrace.out"
 }
 check "trace 08_ring_allreduce -n 4: d2h, h2d" 10 trace_check ring 4 \
     "$bin/lessons/08_ring_allreduce" --count 100000 --iters 2
-check "trace train ddp -n 2: d2h, h2d, compute" 10 trace_check train 2 "$bin/train" \
-    --mode ddp "${small[@]}"
+check "trace train ddp -n 2: d2h, h2d, compute; no tensor copies in steps" 10 \
+    trace_check train 2 "$bin/train" --mode ddp "${small[@]}"
+check "trace train serial: no tensor copies in steps" 5 trace_steps serial-steps 1 \
+    --mode serial
 
 # ==== 7. lessons, stress, collbench ====
 # a lesson, and its device line (lib/prog.c, dt_print_devices): every rank on the GPU

@@ -14,7 +14,8 @@
 #      even count) with its default arguments (must exit 0 and end naming the code it
 #      teaches), with --help (exit 0) and, when section 8 does not run, with --bogus (a
 #      usage error: exit 2)
-#   4. $BUILD/dttrace on a trace that a lesson wrote with --trace
+#   4. $BUILD/dttrace on a trace that a lesson wrote with --trace, and on hand-written
+#      ones with copies between host and GPU inside and outside a training run's steps
 #   5. the training driver, $BUILD/train: every mode, impossible combinations, a trace
 #   6. the viewer, $BUILD/dtviz: its model against lesson traces, the training
 #      timetable against every mode's trace and lib/schedule, pictures read back pixel
@@ -540,6 +541,78 @@ lesson_tests() {
 want 3 && timed 3 lesson_tests
 
 # ==== 4. dttrace on a lesson's trace ====
+# dttrace_copies: its count of dt_memcpy's copies between host and GPU (lib/trace.h:
+# d2h and h2d of coll memcpy, by phase), on a hand-written training trace of 2 ranks
+# and 3 steps. In steps 2..3 (from step 2's mark to the last train event of step 3, rank
+# by rank): rank 0's batch, number and tensor, rank 1's batch and its thread 1's number.
+# Outside: the weights up before step 1 and back after step 3, step 1's copies, one just
+# before step 2's mark; and never counted, the staging copies (coll allreduce_ring).
+# Without step marks, the first line alone; without such copies, neither line.
+dttrace_copies() {
+    local f=$tmp/copies.trace want got rc
+    cat >"$f" <<'EOF_TRACE'
+# dtlab-trace 3
+# ranks 2
+# program train
+# train mode ddp bucket_kb 256 overlap on layers 2 hidden 8 batch 4 steps 3 ranks 2
+# columns t0 t1 rank kind peer coll phase step chunk lo hi nbytes via thread
+0.001 0.002 0 h2d -1 memcpy tensor -1 -1 0 0 1024 - 0
+0.010 0.010 0 mark -1 train step 1 -1 0 0 0 - 0
+0.011 0.012 0 h2d -1 memcpy batch -1 -1 0 0 256 - 0
+0.015 0.016 0 compute -1 train optimizer 1 -1 0 0 0 - 0
+0.019 0.0195 0 d2h -1 memcpy tensor -1 -1 0 0 512 - 0
+0.020 0.020 0 mark -1 train step 2 -1 0 0 0 - 0
+0.021 0.022 0 h2d -1 memcpy batch -1 -1 0 0 256 - 0
+0.022 0.023 0 d2h -1 memcpy number -1 -1 0 0 4 - 0
+0.023 0.024 0 d2h -1 allreduce_ring reduce-scatter 0 1 0 64 256 - 0
+0.024 0.025 0 send 1 allreduce_ring reduce-scatter 0 1 0 64 256 staging 0
+0.025 0.026 0 compute -1 train optimizer 2 -1 0 0 0 - 0
+0.030 0.030 0 mark -1 train step 3 -1 0 0 0 - 0
+0.031 0.032 0 h2d -1 memcpy batch -1 -1 0 0 256 - 0
+0.032 0.033 0 d2h -1 memcpy tensor -1 -1 0 0 1024 - 0
+0.035 0.036 0 compute -1 train optimizer 3 -1 0 0 0 - 0
+0.040 0.041 0 d2h -1 memcpy tensor -1 -1 0 0 1024 - 0
+0.010 0.010 1 mark -1 train step 1 -1 0 0 0 - 0
+0.020 0.020 1 mark -1 train step 2 -1 0 0 0 - 0
+0.021 0.022 1 h2d -1 memcpy batch -1 -1 0 0 256 - 0
+0.024 0.025 1 recv 0 allreduce_ring reduce-scatter 0 1 0 64 256 staging 0
+0.025 0.026 1 h2d -1 allreduce_ring reduce-scatter 0 1 0 64 256 - 0
+0.030 0.030 1 mark -1 train step 3 -1 0 0 0 - 0
+0.033 0.034 1 compute -1 train backward 3 0 0 1 0 - 0
+0.0335 0.0336 1 d2h -1 memcpy number -1 -1 0 0 4 - 1
+0.050 0.051 1 h2d -1 memcpy tensor -1 -1 0 0 1024 - 0
+EOF_TRACE
+    want="host<->GPU copies: tensor 5 (4.5 KiB), batch 4 (1 KiB), number 2 (8 B)
+  in steps 2..3: tensor 1 (1 KiB), batch 3 (768 B), number 2 (8 B)"
+    ${limit[@]+"${limit[@]}"} "$dttrace" "$f" >"$log" 2>&1 </dev/null
+    rc=$?
+    got=$(grep -A1 '^host<->GPU copies: ' "$log")
+    if [ "$rc" = 0 ] && [ "$got" = "$want" ]; then
+        report "dttrace: host<->GPU copies, in steps" 1 "tensor 5, 1 of them in steps 2..3"
+    else
+        report "dttrace: host<->GPU copies, in steps" 0 "$(status_words "$rc"), want: $want"
+    fi
+    grep -v ' mark -1 train step ' "$f" >"$tmp/no-steps.trace"
+    ${limit[@]+"${limit[@]}"} "$dttrace" "$tmp/no-steps.trace" >"$log" 2>&1 </dev/null
+    rc=$?
+    got=$(grep -A1 '^host<->GPU copies: ' "$log")
+    if [ "$rc" = 0 ] && [ "$got" = "${want%%$'\n'*}" ]; then
+        report "dttrace: host<->GPU copies, no steps" 1 "the first line alone"
+    else
+        report "dttrace: host<->GPU copies, no steps" 0 \
+            "$(status_words "$rc"), want: ${want%%$'\n'*}"
+    fi
+    grep -v ' memcpy ' "$f" >"$tmp/no-copies.trace"
+    ${limit[@]+"${limit[@]}"} "$dttrace" "$tmp/no-copies.trace" >"$log" 2>&1 </dev/null
+    rc=$?
+    if [ "$rc" = 0 ] && grep -q '^bytes sent by transport' "$log" &&
+       ! grep -q '^host<->GPU\|^  in step' "$log"; then
+        report "dttrace: no host<->GPU copies, no line" 1 "staging copies alone"
+    else
+        report "dttrace: no host<->GPU copies, no line" 0 \
+            "$(status_words "$rc"), want a summary without host<->GPU lines"
+    fi
+}
 dttrace_tests() {
     dttrace=$BUILD/dttrace
     if [ ! -x "$dttrace" ]; then
@@ -605,6 +678,7 @@ dttrace_tests() {
             fi
         done
     fi
+    [ ! -x "$dttrace" ] || dttrace_copies
 }
 want 4 && timed 4 dttrace_tests
 

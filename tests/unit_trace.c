@@ -1,9 +1,14 @@
-/* Unit tests of the trace file format, the reader and the Chrome export. No MPI.
+/* Unit tests of the trace file format, the reader and the Chrome export; and of one
+ * recording call.
  *
  * Files are written with the very helpers the writer (lib/trace.c) uses, read back and
  * compared field by field; then every kind of broken file must be refused with -1 and
  * a message naming the line; then cut and mutated files must never crash the reader;
- * the Chrome JSON must parse (a small JSON checker here, and python3 when present). */
+ * the Chrome JSON must parse (a small JSON checker here, and python3 when present).
+ * No MPI, but for the case "record": dti_trace_add_named, the call that records
+ * dt_memcpy's copies between host and GPU, in a trace of one rank (MPI's singleton,
+ * started in the test's own process: Check forks each test) that dti_trace_close
+ * writes and the reader reads back. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE                        /* fopencookie */
 #endif
@@ -16,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "internal.h"
 #include "trace.h"
 
 /* ==== helpers ==== */
@@ -1007,6 +1013,104 @@ START_TEST(test_thread)
 }
 END_TEST
 
+/* ==== recording a copy outside the collectives' context ==== */
+
+/* The calling thread's context, as the next event of kind would take it. */
+static dt_event context_of(dt_event_kind kind)
+{
+    dt_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = kind;
+    dti_trace_context(&e);
+    return e;
+}
+
+static void assert_same_context(const dt_event *a, const dt_event *b)
+{
+    ck_assert_str_eq(a->coll, b->coll);
+    ck_assert_str_eq(a->phase, b->phase);
+    ck_assert_int_eq(a->step, b->step);
+    ck_assert_int_eq(a->chunk, b->chunk);
+    ck_assert_int_eq(a->lo, b->lo);
+    ck_assert_int_eq(a->hi, b->hi);
+    ck_assert_int_eq(a->thread, b->thread);
+}
+
+/* A collective's context is set (a ring's step 2, sending chunk 1 [10, 20), receiving
+ * chunk 3 [30, 40), on thread 4); copies are recorded outside it with a coll and phase
+ * of their own, and one staging copy with it. Recorded before the trace is opened and
+ * while it is paused: nothing. The file must hold exactly the four events recorded
+ * while on, each with its own kind, coll, phase, bytes, the thread, and -1 / 0 0 for
+ * step, chunk and range where the copy is the context's outsider; the context after
+ * them as before. */
+START_TEST(test_add_named)
+{
+    char err[256];
+    const char *path = path_of("named.trace");
+    /* MPI_Init has hwloc load its PCI plugin, which leaks (the Makefile's
+     * HWLOC_COMPONENTS): valgrind would blame this suite. One rank needs no PCI. */
+    setenv("HWLOC_COMPONENTS", "-pci", 0);
+    ck_assert_int_eq(MPI_Init(NULL, NULL), MPI_SUCCESS);
+    dti_trace_add_named(DT_EV_H2D, "memcpy", "tensor", 1, 0, 0);   /* not open: off */
+    dt_trace_open(path, "unit_trace");
+    ck_assert_int_eq(dt_trace_enabled(), 1);
+    dt_trace_phase("allreduce_ring", "reduce-scatter");
+    dt_trace_step(2, 1, 10, 20, 3, 30, 40);
+    dt_trace_thread(4);
+    dt_event send0 = context_of(DT_EV_D2H), recv0 = context_of(DT_EV_H2D);
+
+    double t = dt_trace_now();
+    dti_trace_add_named(DT_EV_D2H, "memcpy", "tensor", 4096, t, t + 1e-6);
+    dti_trace_add_named(DT_EV_H2D, "memcpy", "batch", 256, t + 2e-6, t + 3e-6);
+    dt_trace_add(DT_EV_D2H, -1, 100, t + 4e-6, t + 5e-6);      /* a staging copy */
+    dt_trace_pause(1);
+    ck_assert_int_eq(dt_trace_enabled(), 0);
+    dti_trace_add_named(DT_EV_D2H, "memcpy", "number", 4, t + 6e-6, t + 7e-6);
+    dt_trace_pause(0);
+    dti_trace_add_named(DT_EV_D2H, "memcpy", "number", 8, t + 8e-6, t + 9e-6);
+    dt_event send1 = context_of(DT_EV_D2H), recv1 = context_of(DT_EV_H2D);
+    assert_same_context(&send1, &send0);
+    assert_same_context(&recv1, &recv0);
+    ck_assert_str_eq(send1.coll, "allreduce_ring");
+    ck_assert_int_eq(send1.chunk, 1);
+    ck_assert_int_eq(recv1.chunk, 3);
+    ck_assert_int_eq(dti_trace_close(), 0);
+    ck_assert_int_eq(MPI_Finalize(), MPI_SUCCESS);
+
+    dt_trace tr;
+    ck_assert_msg(dt_trace_read(path, &tr, err, sizeof err) == 0, "read failed: %s", err);
+    assert_valid(&tr);
+    ck_assert_uint_eq(tr.n, 4);
+    const struct {
+        dt_event_kind kind;
+        const char *coll, *phase;
+        long long nbytes;
+    } want[4] = {
+        { DT_EV_D2H, "memcpy", "tensor", 4096 }, { DT_EV_H2D, "memcpy", "batch", 256 },
+        { DT_EV_D2H, "allreduce_ring", "reduce-scatter", 100 },
+        { DT_EV_D2H, "memcpy", "number", 8 },
+    };
+    for (int i = 0; i < 4; i++) {
+        const dt_event *e = &tr.ev[i];
+        ck_assert_int_eq(e->kind, want[i].kind);
+        ck_assert_str_eq(e->coll, want[i].coll);
+        ck_assert_str_eq(e->phase, want[i].phase);
+        ck_assert_int_eq(e->nbytes, want[i].nbytes);
+        ck_assert_int_eq(e->rank, 0);
+        ck_assert_int_eq(e->peer, -1);
+        ck_assert_int_eq(e->via, 0);
+        ck_assert_int_eq(e->thread, 4);
+        int staged = i == 2;                /* the context's: step 2, chunk 1 [10, 20) */
+        ck_assert_int_eq(e->step, staged ? 2 : -1);
+        ck_assert_int_eq(e->chunk, staged ? 1 : -1);
+        ck_assert_int_eq(e->lo, staged ? 10 : 0);
+        ck_assert_int_eq(e->hi, staged ? 20 : 0);
+        ck_assert(e->t1 >= e->t0 && e->t1 - e->t0 < 2e-6);
+    }
+    dt_trace_free(&tr);
+}
+END_TEST
+
 int main(void)
 {
 
@@ -1032,5 +1136,10 @@ int main(void)
     tcase_add_test(tc, test_chrome);
     tcase_add_test(tc, test_chrome_escapes);
     suite_add_tcase(s, tc);
+    TCase *rec = tcase_create("record");
+    tcase_add_unchecked_fixture(rec, setup, teardown);
+    tcase_set_timeout(rec, 60);
+    tcase_add_test(rec, test_add_named);
+    suite_add_tcase(s, rec);
     return unit_run(s);
 }

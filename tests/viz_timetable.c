@@ -800,6 +800,58 @@ START_TEST(test_builtin_ddp_edges)
 }
 END_TEST
 
+/* dt_memcpy's copies between host and GPU (d2h and h2d events of coll "memcpy": the
+ * batch up at a rank's start, a number back at its end) belong to no collective: the
+ * same trace with them draws the same blocks as without. */
+START_TEST(test_memcpy_not_comm)
+{
+    dv_ddp_shape d = DV_DDP_DEFAULT;
+    dv_model m, m2;
+    dv_tt tt, tt2;
+    char what[96], err[256] = "";
+    builtin_ddp(d, &m, &tt, what, sizeof what);
+    dt_trace t;
+    REQUIRE(dv_train_ddp_trace(d, &t, err, sizeof err) == 0, "%s: %s", what, err);
+    dt_event *ev = malloc((t.n + 2 * (size_t)t.nranks) * sizeof *ev);
+    REQUIRE(ev != NULL, "out of memory");
+    size_t n = 0;
+    for (size_t i = 0; i < t.n; i++) {
+        const dt_event *e = &t.ev[i];
+        if (i == 0 || t.ev[i - 1].rank != e->rank) {            /* the batch, up */
+            ev[n] = (dt_event){ .t0 = e->t0, .t1 = e->t0, .rank = e->rank, .peer = -1,
+                                .kind = DT_EV_H2D, .coll = "memcpy", .phase = "batch",
+                                .step = -1, .chunk = -1, .nbytes = 1024 };
+            n++;
+        }
+        ev[n++] = *e;
+        if (i + 1 == t.n || t.ev[i + 1].rank != e->rank) {      /* a number, back */
+            ev[n] = (dt_event){ .t0 = e->t1, .t1 = e->t1, .rank = e->rank, .peer = -1,
+                                .kind = DT_EV_D2H, .coll = "memcpy", .phase = "number",
+                                .step = -1, .chunk = -1, .nbytes = 8 };
+            n++;
+        }
+    }
+    free(t.ev);
+    t.ev = ev;
+    t.n = n;
+    REQUIRE(dv_model_build(&m2, &t, err, sizeof err) == 0, "with copies: %s", err);
+    m2.from_trace = 0;
+    REQUIRE(dv_tt_build(&tt2, &m2, err, sizeof err) == 0, "with copies: %s", err);
+    REQUIRE(tt2.nblocks == tt.nblocks, "%s: %d blocks with dt_memcpy's copies, %d without",
+            what, tt2.nblocks, tt.nblocks);
+    for (int i = 0; i < tt.nblocks; i++) {
+        const dv_tt_block *a = &tt.blocks[i], *b = &tt2.blocks[i];
+        REQUIRE(a->rank == b->rank && a->lane == b->lane && a->kind == b->kind &&
+                a->t0 == b->t0 && a->t1 == b->t1, "%s: block %d ('%s') differs with "
+                "dt_memcpy's copies ('%s')", what, i, a->label, b->label);
+    }
+    dv_tt_free(&tt);
+    dv_tt_free(&tt2);
+    dv_model_free(&m);
+    dv_model_free(&m2);
+}
+END_TEST
+
 /* A "# train" line that lies about the events (another mode, stages and micro-batches
  * out of range or missing, a schedule that does not exist): the timetable builds or
  * refuses with a sentence, keeps its contract, and draws. */
@@ -2436,6 +2488,7 @@ int main(void)
     tcase_add_test(tc, test_hand_zb);
     tcase_add_loop_test(tc, test_builtin_ddp, 0, 8);
     tcase_add_test(tc, test_builtin_ddp_edges);
+    tcase_add_test(tc, test_memcpy_not_comm);
     tcase_add_test(tc, test_odd_headers);
     tcase_add_test(tc, test_vias);
     tcase_add_test(tc, test_threads);

@@ -10,6 +10,11 @@
  * travelled (the via column), a last line sums the bytes sent by transport, e.g.
  * "bytes sent by transport: shm 12 MiB, mpi 1.2 KiB": a run expected to use shared
  * memory that sends most bytes through MPI is not getting what it asked for.
+ * Where the trace holds dt_memcpy's copies between host and GPU, a line counts them by
+ * what they carried, e.g. "host<->GPU copies: tensor 12 (3.5 MiB), batch 4 (1 MiB),
+ * number 8 (32 B)", and for a training run a second line the same in the steps the
+ * device books count, "  in steps 2..5: tensor 0 (0 B), ...": a run on the GPU whose
+ * steps show tensor copies moves its data through the host.
  *
  * Exit status: 0 done; 1 a write that failed once the work had started (a full disk);
  * 2 bad input: a usage error, a trace that cannot be read, an output that cannot be
@@ -30,7 +35,8 @@ static const char usage[] =
     "usage: dttrace [--chrome OUT.json] FILE\n"
     "Summarises a dtlab trace (written by a program run with --trace FILE): per rank,\n"
     "its events by kind, the bytes it sent and received, and the time it spans;\n"
-    "then the bytes sent by transport, where the trace records them.\n"
+    "then the bytes sent by transport, and the copies between host and GPU by what\n"
+    "they carried (and those inside a training run's steps), where the trace has them.\n"
     "  --chrome OUT.json   also write the trace as Chrome trace JSON, for\n"
     "                      https://ui.perfetto.dev or chrome://tracing\n"
     "  -h, --help          print this text\n";
@@ -101,6 +107,128 @@ static void print_vias(const dt_trace *t)
     printf("%s\n", n > 0 ? "" : " no bytes sent");
 }
 
+/* ==== copies between host and GPU ====
+ *
+ * dt_memcpy's crossings (trace.h, "Copies between host and GPU"): d2h and h2d events of
+ * coll "memcpy", by phase. A training run's are counted again in the steps the device
+ * books count (lib/parallel/books.c: all but the first, or the only one), rank by
+ * rank: from the t0 of the rank's second "train step" mark (its first when it has only
+ * one) to the latest t1 among its "train" events of the last mark's step (the step's
+ * compute: the optimizer ends it), so that the weights going up before the steps and
+ * coming back after them stay outside. A copy is inside when it begins there. */
+enum { CP_TENSOR, CP_BATCH, CP_NUMBER, CP_N };
+static const char *const cp_phase[CP_N] = { "tensor", "batch", "number" };
+
+typedef struct {
+    long long n[CP_N];
+    double nbytes[CP_N];
+} copies;
+
+/* Which phase of dt_memcpy's copies e is, or -1 for any other event (a staging copy). */
+static int copy_phase(const dt_event *e)
+{
+    if ((e->kind != DT_EV_D2H && e->kind != DT_EV_H2D) || strcmp(e->coll, "memcpy") != 0)
+        return -1;
+    for (int k = 0; k < CP_N; k++)
+        if (strcmp(e->phase, cp_phase[k]) == 0)
+            return k;
+    return -1;
+}
+
+static int is_step_mark(const dt_event *e)
+{
+    return e->kind == DT_EV_MARK && !strcmp(e->coll, "train") && !strcmp(e->phase, "step");
+}
+
+/* One rank's events ev[0..n), sorted by t0: the span of its counted steps, [*from, *to],
+ * and their numbers, *s0..*s1. Returns 0 when the rank has no step mark. */
+static int counted_steps(const dt_event *ev, size_t n, double *from, double *to, int *s0,
+                         int *s1)
+{
+    int marks = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!is_step_mark(&ev[i]))
+            continue;
+        if (marks++ < 2) {                      /* the first, then the second */
+            *from = ev[i].t0;
+            *s0 = ev[i].step;
+        }
+        *s1 = ev[i].step;
+    }
+    if (marks == 0)
+        return 0;
+    *to = *from;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(ev[i].coll, "train") && ev[i].step == *s1 && ev[i].t1 > *to)
+            *to = ev[i].t1;
+    return 1;
+}
+
+static void print_copies_of(const char *label, const copies *c)
+{
+    printf("%s", label);
+    for (int k = 0; k < CP_N; k++) {
+        char b[32];
+        printf("%s %s %lld (%s)", k ? "," : "", cp_phase[k], c->n[k],
+               dt_format_bytes(c->nbytes[k], b, sizeof b));
+    }
+    printf("\n");
+}
+
+static void add_copy(copies *c, int k, long long nbytes)
+{
+    c->n[k]++;
+    c->nbytes[k] += (double)nbytes;
+}
+
+/* One rank's events ev[0..n): its copies added to all, those in its counted steps to in
+ * as well. Returns 1 with the steps' numbers in *s0..*s1 when the rank trained. */
+static int add_rank(const dt_event *ev, size_t n, copies *all, copies *in, int *s0,
+                    int *s1)
+{
+    double from = 0, to = 0;
+    int steps = counted_steps(ev, n, &from, &to, s0, s1);
+    for (size_t i = 0; i < n; i++) {
+        int k = copy_phase(&ev[i]);
+        if (k < 0)
+            continue;
+        add_copy(all, k, ev[i].nbytes);
+        if (steps && ev[i].t0 >= from && ev[i].t0 <= to)
+            add_copy(in, k, ev[i].nbytes);
+    }
+    return steps;
+}
+
+/* "host<->GPU copies: tensor N (BYTES), batch ..., number ...", and for a training trace
+ * "  in steps A..B: ..." below it; nothing when the trace holds none. */
+static void print_copies(const dt_trace *t)
+{
+    copies all = { 0 }, in = { 0 };
+    int s0 = 0, s1 = 0, trained = 0;
+    for (size_t i = 0; i < t->n;) {             /* rank by rank: events come grouped */
+        size_t lo = i;
+        while (i < t->n && t->ev[i].rank == t->ev[lo].rank)
+            i++;
+        int a = 0, b = 0;
+        if (add_rank(t->ev + lo, i - lo, &all, &in, &a, &b)) {
+            s0 = trained && s0 < a ? s0 : a;
+            s1 = trained && s1 > b ? s1 : b;
+            trained = 1;
+        }
+    }
+    if (all.n[CP_TENSOR] + all.n[CP_BATCH] + all.n[CP_NUMBER] == 0)
+        return;
+    print_copies_of("\nhost<->GPU copies:", &all);
+    if (!trained)
+        return;
+    char label[64];
+    if (s0 == s1)
+        snprintf(label, sizeof label, "  in step %d:", s0);
+    else
+        snprintf(label, sizeof label, "  in steps %d..%d:", s0, s1);
+    print_copies_of(label, &in);
+}
+
 static void print_summary(const char *path, const dt_trace *t)
 {
     printf("%s: program %s, %d rank%s, %zu event%s (trace format %d)\n\n", path,
@@ -136,6 +264,7 @@ static void print_summary(const char *path, const dt_trace *t)
         printf("\n%d rank%s recorded no events%s.\n", empty, empty == 1 ? "" : "s",
                list_empty ? "" : " (not listed)");
     print_vias(t);
+    print_copies(t);
 }
 
 /* A usage error: one sentence, the hint, status 2. */

@@ -113,14 +113,6 @@ typedef struct {
     int nseen, seen[MAX_SEEN];
 } open_seg;
 
-/* Events that take part in a call: transfers, reductions, copies, and the call mark. */
-static int in_call(const dt_event *e)
-{
-    return e->kind == DT_EV_SEND || e->kind == DT_EV_RECV || e->kind == DT_EV_REDUCE ||
-           e->kind == DT_EV_COPY || e->kind == DT_EV_D2H || e->kind == DT_EV_H2D ||
-           (e->kind == DT_EV_MARK && strncmp(e->phase, "call", 32) == 0);
-}
-
 /* 1 when (phase, step) comes before where segment o stands: a phase it has left, or a
  * lower step in its current phase. A new call of the same coll begins there. */
 static int goes_back(const open_seg *o, int phase, int step)
@@ -189,7 +181,7 @@ static int cut_segments(builder *b)
             nmarked = 0;
             cur.seg = -1;
         }
-        if (!in_call(e))
+        if (!dt_event_in_call(e))
             continue;
         int coll = intern(&b->nm, e->coll), phase = intern(&b->nm, e->phase);
         if (coll < 0 || phase < 0)

@@ -79,13 +79,6 @@ static int begins(const char *name, const char *lit) { return strncmp(name, lit,
 
 static int raw_coll(const char *coll) { return dvi_is(coll, "pipeline") || dvi_is(coll, "dp") || dvi_is(coll, "-"); }
 
-static int in_call(const dt_event *e)
-{
-    return e->kind == DT_EV_SEND || e->kind == DT_EV_RECV || e->kind == DT_EV_REDUCE ||
-           e->kind == DT_EV_COPY || e->kind == DT_EV_D2H || e->kind == DT_EV_H2D ||
-           (e->kind == DT_EV_MARK && dvi_is(e->phase, "call"));
-}
-
 /* ==== 2. pieces ==== */
 
 static piece *new_piece(bld *b, const dt_event *e, int lane, double t0, double t1)
@@ -509,7 +502,7 @@ static int walk_rank(bld *b, size_t lo, size_t hi)
             if ((last_msg = message(b, i, i > lo ? last_msg : -1)) == -2)
                 return -1;
             continue;
-        } else if (in_call(e) && !raw_coll(e->coll) && !dvi_is(e->coll, "attention_ring")) {
+        } else if (dt_event_in_call(e) && !raw_coll(e->coll) && !dvi_is(e->coll, "attention_ring")) {
             /* (ring attention's call is drawn by its "kv" marks and "attn" compute) */
             if (cut(b, open, &nopen, i))
                 return -1;
