@@ -180,6 +180,8 @@ void dti_p2p_stage_host(size_t piece)
 
 void dti_p2p_stage_piece(size_t piece) { dev_piece = piece; }
 
+int dti_p2p_stage_host_on(void) { return host_piece != 0; }
+
 /* How a plain message of nbytes is cut (dev: device data): the size of its pieces, or 0
  * for one MPI message. At most DTI_MAX_PIECES pieces: larger ones for a larger message. */
 static size_t piece_of(size_t nbytes, int dev)

@@ -62,6 +62,14 @@ int dti_p2p_world_rank(int peer, MPI_Comm comm);
 void *dti_p2p_staging(int slot, size_t nbytes);
 #define DTI_MAX_PIECES 64
 void *dti_p2p_event(int i);
+/* A staging buffer of this thread's own for one nonblocking message (p2p.c: dt_isend and
+ * dt_irecv of device data), of at least nbytes, held until given back; at most
+ * DTI_MAX_STAGED at once. */
+#define DTI_MAX_STAGED 64
+void *dti_p2p_stage_take(size_t nbytes);
+void dti_p2p_stage_give(void *p);
+/* 1 while dti_p2p_stage_host stages host data too (the tests) */
+int dti_p2p_stage_host_on(void);
 /* A copy queued on the thread's stream (dev: either side on the GPU), else a memcpy. */
 void dti_p2p_copy_queue(void *dst, const void *src, size_t nbytes, int dev);
 /* A copy between any two buffers; one with the GPU is traced (d2h, h2d or copy) */

@@ -90,6 +90,39 @@ static void log_arrived(int n, const MPI_Request *reqs)
             }
 }
 
+/* ==== nonblocking messages of device data ====
+ * MPI cannot read device memory (Debian's MPICH is not CUDA-aware), so dt_isend of device
+ * data copies it into a staging buffer of the request's own (pinned host memory,
+ * dti_p2p_stage_take) and hands MPI that; dt_irecv of device data receives into one,
+ * which the wait that completes the request copies on to the GPU. Each thread notes its
+ * staged requests here until then: a request of device data is completed by dt_waitall
+ * or dt_test, never by MPI_Wait or MPI_Test themselves. Under dti_p2p_stage_host (the
+ * tests) host data is staged the same way, so the CPU runs this every day. */
+static _Thread_local struct {
+    MPI_Request req;
+    void *stage;
+    void *dst;                  /* a receive's buffer; NULL for a send */
+    size_t nbytes;
+} staged[DTI_MAX_STAGED];
+static _Thread_local int nstaged;
+
+static int staged_find(MPI_Request req)
+{
+    for (int k = 0; req != MPI_REQUEST_NULL && k < nstaged; k++)
+        if (staged[k].req == req)
+            return k;
+    return -1;
+}
+
+/* Request k has completed: its data to the GPU (a receive), its buffer back */
+static void staged_done(int k)
+{
+    if (staged[k].dst)
+        dti_p2p_copy(staged[k].dst, staged[k].stage, staged[k].nbytes);   /* h2d */
+    dti_p2p_stage_give(staged[k].stage);
+    staged[k] = staged[--nstaged];
+}
+
 /* ==== waiting (polite, with time limits: p2p_wait.c) ==== */
 
 void dt_waitall(int n, MPI_Request *reqs)
@@ -98,9 +131,27 @@ void dt_waitall(int n, MPI_Request *reqs)
     int logged = lg.npending > 0 && n <= MAX_REQS;
     if (logged)
         memcpy(posted, reqs, (size_t)n * sizeof *reqs);
+    int mine[DTI_MAX_STAGED], nmine = 0;    /* the staged among reqs, in rising order */
+    for (int k = 0; k < nstaged; k++)
+        for (int j = 0; j < n; j++)
+            if (reqs[j] == staged[k].req) {
+                mine[nmine++] = k;
+                break;
+            }
     dti_p2p_wait(n, reqs);
     if (logged)
         log_arrived(n, posted);
+    for (int i = nmine - 1; i >= 0; i--)    /* from the last: staged_done moves the last */
+        staged_done(mine[i]);
+}
+
+int dt_test(MPI_Request *req)
+{
+    int k = staged_find(*req), done = 0;
+    DT_CHECK_MPI(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+    if (done && k >= 0)
+        staged_done(k);
+    return done;
 }
 
 void dti_p2p_fini(void)
@@ -209,18 +260,26 @@ static MPI_Request post_one(int send, void *buf, size_t nbytes, int peer, int ta
     DT_REQUIRE(buf != NULL || nbytes == 0, "%s: NULL buffer with %zu bytes", fn, nbytes);
     DT_REQUIRE(nbytes <= NB_MAX, "%s: %zu bytes; at most %zu in one nonblocking message",
                fn, nbytes, NB_MAX);
-    DT_REQUIRE(!buf || !dt_is_device_ptr(buf), "%s takes host buffers only; use dt_send "
-               "and dt_recv for device data", fn);
     static char empty;
     MPI_Request req;
+    void *wire = buf ? buf : &empty;
+    int stage = nbytes > 0 && (dt_is_device_ptr(buf) || dti_p2p_stage_host_on());
+    if (stage) {                        /* device data: through a buffer of its own */
+        DT_REQUIRE(nstaged < DTI_MAX_STAGED, "%s: more than %d nonblocking messages of "
+                   "device data in flight on one thread; wait for some first", fn,
+                   DTI_MAX_STAGED);
+        wire = dti_p2p_stage_take(nbytes);
+        if (send)
+            dti_p2p_copy(wire, buf, nbytes);                            /* d2h */
+    }
     if (send)
         note_self_send(peer, comm);
     if (send)
-        DT_CHECK_MPI(MPI_Isend(buf ? buf : &empty, (int)nbytes, MPI_BYTE, peer, tag, comm,
-                               &req));
+        DT_CHECK_MPI(MPI_Isend(wire, (int)nbytes, MPI_BYTE, peer, tag, comm, &req));
     else
-        DT_CHECK_MPI(MPI_Irecv(buf ? buf : &empty, (int)nbytes, MPI_BYTE, peer, tag, comm,
-                               &req));
+        DT_CHECK_MPI(MPI_Irecv(wire, (int)nbytes, MPI_BYTE, peer, tag, comm, &req));
+    if (stage)
+        staged[nstaged++] = (typeof(staged[0])){ req, wire, send ? NULL : buf, nbytes };
     double t = dt_trace_now();
     if (send) {
         bytes_sent += nbytes;

@@ -43,9 +43,13 @@ void dt_recv(void *buf, size_t nbytes, int src, int tag, MPI_Comm comm);
 void dt_sendrecv(const void *sbuf, size_t snbytes, int dst,
                  void *rbuf, size_t rnbytes, int src, int tag, MPI_Comm comm);
 
-/* Nonblocking, for host buffers of up to 1 GiB: post the send or receive and return
- * its request, which dt_waitall completes; until then the buffer belongs to MPI.
- * Counted in the byte counters when posted; traced as an instant at the post. */
+/* Nonblocking, for buffers of up to 1 GiB: post the send or receive and return its
+ * request, which dt_waitall (or dt_test) completes; until then the buffer belongs to
+ * MPI. Always plain MPI. Device data is staged through a pinned host buffer of the
+ * request's own (a copy off the GPU before the send is posted; onto it in the wait that
+ * completes a receive): such a request must be completed by dt_waitall or dt_test, not
+ * by MPI_Wait or MPI_Test, and at most 64 may be in flight on a thread. Counted in the
+ * byte counters when posted; traced as an instant at the post. */
 MPI_Request dt_isend(const void *buf, size_t nbytes, int dst, int tag, MPI_Comm comm);
 MPI_Request dt_irecv(void *buf, size_t nbytes, int src, int tag, MPI_Comm comm);
 
@@ -53,6 +57,9 @@ MPI_Request dt_irecv(void *buf, size_t nbytes, int src, int tag, MPI_Comm comm);
  * that post their own nonblocking calls. A polite wait that passes dtlab's time limit
  * (MPIEXEC_TIMEOUT, DT_TIMEOUT: see p2p.c) aborts the job, naming whom it waited for. */
 void dt_waitall(int n, MPI_Request *reqs);
+/* MPI_Test for one request of dt_isend or dt_irecv: 1 (and *req MPI_REQUEST_NULL) when
+ * it has completed, its staged data then in place; 0 while it is in flight. */
+int dt_test(MPI_Request *req);
 
 /* A barrier over comm, waited for politely (MPI_Ibarrier, then dt_waitall). Programs use
  * it to start timed runs together; MPI_Barrier itself would spin. */

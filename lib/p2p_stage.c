@@ -23,6 +23,9 @@
 typedef struct {
     struct { void *p; size_t nbytes; int pinned; } buf[2];
     void *ev[DTI_MAX_PIECES];
+    /* dt_isend's and dt_irecv's own buffers (dti_p2p_stage_take): each request of
+     * device data holds one until the wait that completes it; kept for reuse */
+    struct { void *p; size_t nbytes; int pinned, busy; } own[DTI_MAX_STAGED];
 } stage_state;
 
 static pthread_key_t stage_key;
@@ -39,6 +42,11 @@ static void stage_release(void *arg)
     for (int i = 0; st && i < DTI_MAX_PIECES; i++)
         if (st->ev[i])
             dti_cuda_event_free(st->ev[i]);
+    for (int i = 0; st && i < DTI_MAX_STAGED; i++)
+        if (st->own[i].p && st->own[i].pinned)
+            dti_cuda_host_free(st->own[i].p);
+        else
+            free(st->own[i].p);
     free(st);
 }
 
@@ -75,6 +83,51 @@ void *dti_p2p_staging(int slot, size_t nbytes)
         st->buf[slot].nbytes = nbytes;
     }
     return st->buf[slot].p;
+}
+
+/* The smallest free buffer that holds nbytes, else a free one grown, else a new one:
+ * as many as requests in flight, each as large as the largest message it carried. */
+void *dti_p2p_stage_take(size_t nbytes)
+{
+    stage_state *st = stage_of_thread();
+    int best = -1, spare = -1;
+    for (int i = 0; i < DTI_MAX_STAGED; i++) {
+        if (st->own[i].busy)
+            continue;
+        if (st->own[i].p && st->own[i].nbytes >= nbytes &&
+            (best < 0 || st->own[i].nbytes < st->own[best].nbytes))
+            best = i;
+        else if (spare < 0 || (st->own[spare].p && !st->own[i].p))
+            spare = i;                            /* an empty one first, else one to grow */
+    }
+    DT_REQUIRE(best >= 0 || spare >= 0, "more than %d nonblocking messages of device data "
+               "in flight on one thread: wait for some (dt_waitall) before posting more",
+               DTI_MAX_STAGED);
+    if (best < 0) {
+        best = spare;
+        if (st->own[best].pinned)
+            dti_cuda_host_free(st->own[best].p);
+        else
+            free(st->own[best].p);
+        st->own[best].pinned = dti_gpu_count() > 0;
+        st->own[best].p = st->own[best].pinned ? dti_cuda_host_alloc(nbytes)
+                                               : malloc(nbytes ? nbytes : 1);
+        DT_REQUIRE(st->own[best].p != NULL, "out of host memory (%zu bytes)", nbytes);
+        st->own[best].nbytes = nbytes;
+    }
+    st->own[best].busy = 1;
+    return st->own[best].p;
+}
+
+void dti_p2p_stage_give(void *p)
+{
+    stage_state *st = stage_of_thread();
+    for (int i = 0; i < DTI_MAX_STAGED; i++)
+        if (st->own[i].p == p && st->own[i].busy) {
+            st->own[i].busy = 0;
+            return;
+        }
+    DT_REQUIRE(0, "dti_p2p_stage_give: %p is not a staging buffer of this thread", p);
 }
 
 void *dti_p2p_event(int i)

@@ -1045,6 +1045,57 @@ START_TEST(test_pc_allreduce)
 }
 END_TEST
 
+/* dt_isend and dt_irecv through request buffers of their own, as device data goes
+ * (p2p.c, "nonblocking messages of device data"): under dti_p2p_stage_host host data
+ * takes that path. Six messages in flight each way, 0 bytes to three pieces, completed
+ * out of order (the odd receives by one dt_waitall, the even ones by dt_test): each
+ * one's data in place when it completes; each send buffer overwritten as soon as it is
+ * posted (staged, the send has taken its copy); all the sends' buffers free again (the
+ * same messages twice, so a buffer kept busy would show as 12 in flight). */
+START_TEST(test_pc_nonblocking)
+{
+    enum { K = 6 };
+    const size_t sizes[K] = { 0, 1, 47, 4096, PC_PIECE + 5, 3 * PC_PIECE };
+    int right = (ht_rank + 1) % ht_size, left = (ht_rank - 1 + ht_size) % ht_size;
+    for (int round = 0; round < 2 && ht_size > 1; round++) {
+        unsigned char *s[K], *r[K];
+        MPI_Request rq[K], sq[K], odd[K / 2];
+        for (int k = 0; k < K; k++) {
+            r[k] = landing(sizes[k]);
+            rq[k] = dt_irecv(r[k], sizes[k], left, TAG + k, MPI_COMM_WORLD);
+        }
+        for (int k = 0; k < K; k++) {
+            s[k] = landing(sizes[k]);
+            fill_pattern(s[k], ht_rank * K + k, sizes[k]);
+            sq[k] = dt_isend(s[k], sizes[k], right, TAG + k, MPI_COMM_WORLD);
+            memset(s[k], 0xee, sizes[k]);
+        }
+        for (int j = 0; j < K / 2; j++)
+            odd[j] = rq[2 * j + 1];
+        dt_waitall(K / 2, odd);
+        for (int j = 0; j < K / 2; j++) {
+            size_t n = sizes[2 * j + 1];
+            HT_EXPECT(check_pattern(r[2 * j + 1], left * K + 2 * j + 1, n) < 0, "round %d: "
+                      "message %d (%zu bytes) not in place after its dt_waitall", round,
+                      2 * j + 1, n);
+        }
+        for (int k = 0; k < K; k += 2) {
+            while (!dt_test(&rq[k]))
+                sched_yield();
+            HT_EXPECT(rq[k] == MPI_REQUEST_NULL && check_pattern(r[k], left * K + k,
+                      sizes[k]) < 0, "round %d: message %d (%zu bytes) not in place when "
+                      "dt_test said it had come", round, k, sizes[k]);
+        }
+        dt_waitall(K, sq);
+        for (int k = 0; k < K; k++) {
+            free(s[k]);
+            free(r[k]);
+        }
+    }
+    HT_VERDICT();
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     ht_init(&argc, &argv);
@@ -1100,6 +1151,7 @@ int main(int argc, char **argv)
     tcase_add_test(pc, test_mb_subcomm);
     tcase_add_test(pc, test_mb_threads);
     tcase_add_test(pc, test_pc_allreduce);
+    tcase_add_test(pc, test_pc_nonblocking);
     suite_add_tcase(s, pc);
 
     int rc = ht_run(s);

@@ -54,9 +54,10 @@
  *     weights of      0   0   0   1   2   3   4        (K = 2)
  *
  * The server sends each version as soon as it has made it (nonblocking sends out of a
- * ring of K+1 host buffers); a worker keeps receives posted for the next K versions (a
- * ring of K host buffers) and waits only when the version it needs has not arrived yet.
- * A worker sends its gradients without waiting too, out of a ring of K+1 host buffers:
+ * ring of K+1 buffers, where the model lives: dt_isend stages device data through pinned
+ * host memory of its own); a worker keeps receives posted for the next K versions (a
+ * ring of K buffers) and waits only when the version it needs has not arrived yet.
+ * A worker sends its gradients without waiting too, out of a ring of K+1 buffers:
  * the server takes them in rank order, so behind a slow worker a blocking send of a
  * message too large for MPI to buffer would hold a fast worker to one step ahead.
  * What it buys: a worker runs up to K steps ahead of the server, so the round trip is
@@ -124,14 +125,14 @@ typedef struct {
     float scale;        /* the loss scale that came with it */
     double wait_s;      /* seconds spent waiting for weights, all steps */
 
-    /* async: the ring of versions in flight (host buffers, dt_isend/dt_irecv) */
+    /* async: the ring of versions in flight (where the model is, dt_isend/dt_irecv) */
     int R;              /* slots: K+1 on the server, K on a worker */
     char *ring;         /* R * wbytes */
     dp_hdr *hdr;        /* [R] */
     MPI_Request *req;   /* [R * nreq]: each slot's header and weights messages */
     int nreq;           /* 2 * others on the server, 2 on a worker */
     /* async, a worker but the server: its gradients (and losses) on their way */
-    char *gring;        /* (K+1) * wbytes, host */
+    char *gring;        /* (K+1) * wbytes */
     double *gloss;      /* [K+1] */
     MPI_Request *greq;  /* [2 * (K+1)]: each slot's loss and gradients messages */
 
@@ -231,7 +232,7 @@ static void setup(dp_state *d, dti_run *r)
     if (d->K > 0 && d->vmax >= 1) {
         d->R = r->rank == 0 ? d->K + 1 : d->K;
         d->nreq = r->rank == 0 ? 2 * d->others : 2;
-        d->ring = dti_alloc(r, DTI_PARAMS, (size_t)d->R * d->wbytes, 1);
+        d->ring = dti_alloc(r, DTI_PARAMS, (size_t)d->R * d->wbytes, 0);
         d->hdr = calloc((size_t)d->R, sizeof *d->hdr);
         d->req = malloc((size_t)d->R * (d->nreq ? d->nreq : 1) * sizeof *d->req);
         DT_REQUIRE(d->hdr && d->req, "out of host memory");
@@ -239,7 +240,7 @@ static void setup(dp_state *d, dti_run *r)
             d->req[i] = MPI_REQUEST_NULL;
     }
     if (d->K > 0 && r->rank != 0) {
-        d->gring = dti_alloc(r, DTI_GRADS, (size_t)(d->K + 1) * d->wbytes, 1);
+        d->gring = dti_alloc(r, DTI_GRADS, (size_t)(d->K + 1) * d->wbytes, 0);
         d->gloss = dti_calloc((size_t)d->K + 1, sizeof *d->gloss);
         d->greq = dti_calloc(2 * ((size_t)d->K + 1), sizeof *d->greq);
         for (int i = 0; i < 2 * (d->K + 1); i++)

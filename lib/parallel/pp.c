@@ -126,7 +126,6 @@ struct dti_pp {
     int nout;
     void **out_buf;
     MPI_Request *out_req;
-    void *hwire;                 /* nb: where a message arrives (host) */
     double bubble;
 };
 
@@ -217,8 +216,6 @@ dti_pp *dti_pp_new(dti_model *m, MPI_Comm pp_comm, int M, int mb, dt_pp_schedule
             p->hsend = dt_malloc(n * dti_work_size(m->run), where);
             p->hrecv = dt_malloc(n * dti_work_size(m->run), where);
         }
-        if (p->nb)
-            p->hwire = dt_malloc(n * sizeof(float), DT_CPU);
     }
     return p;
 }
@@ -241,7 +238,6 @@ void dti_pp_free(dti_pp *p)
         dt_free(p->out_buf[i]);
     free(p->out_buf);
     free(p->out_req);
-    dt_free(p->hwire);
     dt_free(p->dlogits);
     dt_free(p->labels);
     dt_free(p->xin);
@@ -296,15 +292,13 @@ static void flush(dti_pp *p, int step)
     q->buf = NULL;
 }
 
-/* A host buffer for a message that does not block: one whose earlier message MPI is
- * done with, or a new one (as many as the step has messages in flight at once). */
+/* A buffer, where the model lives, for a message that does not block: one whose
+ * earlier message MPI is done with, or a new one (as many as the step has messages in
+ * flight at once). dt_isend stages device data through pinned host memory itself. */
 static void *out_buffer(dti_pp *p, MPI_Request **req)
 {
     for (int i = 0; i < p->nout; i++) {
-        int done = 1;
-        if (p->out_req[i] != MPI_REQUEST_NULL)
-            DT_CHECK_MPI(MPI_Test(&p->out_req[i], &done, MPI_STATUS_IGNORE));
-        if (done) {
+        if (p->out_req[i] == MPI_REQUEST_NULL || dt_test(&p->out_req[i])) {
             *req = &p->out_req[i];
             return p->out_buf[i];
         }
@@ -316,7 +310,7 @@ static void *out_buffer(dti_pp *p, MPI_Request **req)
     MPI_Request *r = realloc(p->out_req, n * sizeof *r);
     DT_REQUIRE(r != NULL, "out of host memory");
     p->out_req = r;
-    b[p->nout] = dt_malloc((size_t)p->mb * p->wide * sizeof(float), DT_CPU);
+    b[p->nout] = dt_malloc((size_t)p->mb * p->wide * sizeof(float), p->m->run->where);
     r[p->nout] = MPI_REQUEST_NULL;
     *req = &r[p->nout];
     return b[p->nout++];
@@ -332,15 +326,10 @@ static void post(dti_pp *p, const float *src, size_t n, int peer, int micro, int
     if (p->nb) {
         MPI_Request *req;
         void *buf = out_buffer(p, &req);
-        int host = p->m->run->where == DT_CPU;
-        if (p->fp16 && host) {
+        if (p->fp16)
             dti_from_float(src, buf, p->m->type, n);
-        } else if (p->fp16) {
-            dti_from_float(src, p->hsend, p->m->type, n);
-            dt_memcpy(buf, p->hsend, n * es);
-        } else {
+        else
             dt_memcpy(buf, src, n * es);
-        }
         trace_msg(step, tag == PP_TAG ? "activations" : "gradients", micro, -1);
         count(p, n * es);
         *req = dt_isend(buf, n * es, peer, tag, p->comm);
@@ -363,20 +352,13 @@ static void receive(dti_pp *p, float *dst, size_t n, int peer, int micro, int ta
                     int step)
 {
     size_t es = p->fp16 ? dti_work_size(p->m->run) : sizeof(float), nbytes = n * es;
-    if (p->nb) {
-        int host = p->m->run->where == DT_CPU;
-        void *wire = host && !p->fp16 ? (void *)dst : p->hwire;
+    if (p->nb) {                /* device data is staged by dt_irecv and its wait */
+        void *wire = p->fp16 ? p->hrecv : (void *)dst;
         trace_msg(step, tag == PP_TAG ? "activations" : "gradients", -1, micro);
         MPI_Request req = dt_irecv(wire, nbytes, peer, tag, p->comm);
         dt_waitall(1, &req);
-        if (p->fp16 && !host) {
-            dt_memcpy(p->hrecv, wire, nbytes);
-            wire = p->hrecv;
-        }
         if (p->fp16)
             dti_to_float(wire, p->m->type, dst, n, 1.0f);
-        else if (!host)
-            dt_memcpy(dst, wire, nbytes);
         return;
     }
     void *wire = p->fp16 ? p->hrecv : (void *)dst;
