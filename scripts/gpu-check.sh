@@ -35,11 +35,16 @@
 #      the same sizes and formulas), at N = 2, 4, 8 ranks on the one GPU; bench-ddp
 #      (train --mode ddp, overlap on and off, beside the compute alone); bench-torch
 #      (train --mode serial against PyTorch eager, bench/torch_step.py, fp32 and mixed
-#      precision); bench-fsdp (ZeRO-3 with and without --prefetch); bench-stage-N
+#      precision); bench-fsdp (ZeRO-3 with and without --prefetch); bench-ddp-mps and
+#      bench-fsdp-mps (the same two under NVIDIA's MPS, where the machine has it);
+#      bench-stage-N
 #      (DT_P2P=staging in pieces of 1 MiB against each message staged whole). The
 #      ratios come last, before the table, and into gpu-bench.txt
 # Every run has a time limit (timeout, and MPIEXEC_TIMEOUT on every mpiexec). A run in
-# which some rank fell back to the CPU fails. Each check has an estimated cost: one that
+# which some rank fell back to the CPU fails, and so does a lesson that says its work
+# stayed on the host ("on the CPU: ..."). A check that fails on the GPU runs once more
+# with DT_SYNC=1 (at most SYNC_AGAIN, default 6, where the budget has room), and its row
+# says whether it passes so: if it does, a wait is missing where results change hands. Each check has an estimated cost: one that
 # would not fit in what is left of --budget (default 480 s, counted from the start: the
 # checks of correctness took about 300 s on an H200) is skipped, the table says so, and the
 # run fails unless --only chose the checks (a check that finds nothing to run is a SKIP
@@ -217,21 +222,26 @@ bench_report() {
                    okc, big, copy == "" ? " (no copy measured)" : "", okg, withg
         }' $files </dev/null
     local any=0
-    for n in 2 4; do
-        [ -s "$bw/ddp-$n.txt" ] || continue
+    for f in "$bw"/ddp-2.txt "$bw"/ddp-4.txt "$bw"/ddp-2-mps.txt "$bw"/ddp-4-mps.txt; do
+        [ -s "$f" ] || continue
         [ "$any" = 1 ] || printf '%-22s %9s %9s %11s %7s %13s\n' "ddp (train, $DEV)" "on ms" \
             "off ms" "compute ms" "off/on" "hidden share"
         any=1
-        awk '{ c = $3 - $4; printf "%-22s %9.3f %9.3f %11.3f %7.2f %13s\n", "-n " $1, $2, $3, $4,
-               $3 / $2, (c > 0 ? sprintf("%.2f", ($3 - $2) / c) : "- (no comm?)") }' "$bw/ddp-$n.txt"
+        awk -v mps="$([[ "$f" == *-mps.txt ]] && echo ', MPS')" '{ c = $3 - $4
+               printf "%-22s %9.3f %9.3f %11.3f %7.2f %13s\n", "-n " $1 mps, $2, $3, $4,
+               $3 / $2, (c > 0 ? sprintf("%.2f", ($3 - $2) / c) : "- (no comm?)") }' "$f"
     done
     [ "$any" = 1 ] && echo "hidden share = (off - on) / (off - compute): of the time that communication adds without overlap, the part overlap hides"
-    if [ -s "$bw/fsdp-4.txt" ]; then
-        printf '%-22s %9s %9s %11s %13s\n' "fsdp zero 3 ($DEV)" "prefetch" "without" \
-            "compute ms" "hidden share"
-        awk '{ c = $3 - $4; printf "%-22s %9.3f %9.3f %11.3f %13s\n", "-n " $1, $2, $3, $4,
-               (c > 0 ? sprintf("%.2f", ($3 - $2) / c) : "-") }' "$bw/fsdp-4.txt"
-    fi
+    any=0
+    for f in "$bw/fsdp-4.txt" "$bw/fsdp-4-mps.txt"; do
+        [ -s "$f" ] || continue
+        [ "$any" = 1 ] || printf '%-22s %9s %9s %11s %13s\n' "fsdp zero 3 ($DEV)" "prefetch" \
+            "without" "compute ms" "hidden share"
+        any=1
+        awk -v mps="$([[ "$f" == *-mps.txt ]] && echo ', MPS')" '{ c = $3 - $4
+               printf "%-22s %9.3f %9.3f %11.3f %13s\n", "-n " $1 mps, $2, $3, $4,
+               (c > 0 ? sprintf("%.2f", ($3 - $2) / c) : "-") }' "$f"
+    done
     if [ -s "$bw/torch.txt" ]; then
         printf '%-16s %6s %6s %10s %10s %12s\n' "step vs torch" batch prec "dtlab ms" \
             "torch ms" "dtlab/torch"
@@ -356,9 +366,29 @@ check() {
     else
         [ -n "$detail" ] || detail="exit $rc$(grep -m1 '^dtlab: ' "$log" | cut -c1-90 |
                                                sed 's/^/: /')"
+        sync_again "$name" "$est" "$@"
         row FAIL "$name" "$secs" "$detail"
         tail -n 25 "$log" | sed 's/^/      | /' | tee -a "$console"
     fi
+}
+
+# sync_again NAME EST CMD...: a check that failed on the GPU runs once more with DT_SYNC=1
+# (the host waits after every kernel and product: lib/device.cu, "Queued work"), and its
+# detail says how that went: passing then points at a wait missing where results change
+# hands. At most SYNC_AGAIN (default 6) such runs, each only where the budget has room
+# for it; not for the measurements, and not in a dry run.
+sync_left=${SYNC_AGAIN:-6}
+sync_again() {
+    local name=$1 est=$2 d=$detail rc
+    shift 2
+    [ "$dry" = 0 ] && [ "$sync_left" -gt 0 ] && [[ "$name" != bench-* ]] &&
+        [ $((budget - SECONDS)) -gt $((2 * est + 10)) ] || return 0
+    sync_left=$((sync_left - 1))
+    echo "# ---- again with DT_SYNC=1 ----" >>"$log"
+    (export DT_SYNC=1; "$@") >>"$log" 2>&1 </dev/null
+    rc=$?
+    grep -q 'APPLICATION TIMED OUT' <(sed -n '/^# ---- again with DT_SYNC=1/,$p' "$log") && rc=1
+    detail="$d; with DT_SYNC=1 it $([ "$rc" = 0 ] && echo 'PASSES: a missing wait?' || echo 'fails too')"
 }
 
 # ==== 1. set-up ====
@@ -890,6 +920,11 @@ lesson() {
     mpi "$n" "$bin/lessons/$name" --device "$DEV" "$@" || return 1
     detail=$(grep -m1 '^device: ' "$log" | cut -c1-60)
     [ -n "$detail" ] || { detail="no 'device:' line"; return 1; }
+    # a lesson whose work stays on the host says so on a line of its own (lessons 26-28)
+    if [ "$dry" = 0 ] && grep -q '^on the CPU: ' "$log"; then
+        detail="ran on the host: $(grep -m1 '^on the CPU: ' "$log" | cut -c13-90)"
+        return 1
+    fi
     ! grep -q "^device: $([ "$dry" = 1 ] && echo cuda || echo cpu)" "$log"
 }
 for f in "$bin"/lessons/*; do
@@ -1101,10 +1136,26 @@ compute_alone() {
     done
     echo "$comp"
 }
+# mps_env on|off: the MPS daemon's folders in the environment of what runs next (bench-ddp
+# and bench-fsdp with the argument mps), or out of it again
+mps_env() {
+    if [ "$1" = on ]; then
+        export CUDA_MPS_PIPE_DIRECTORY="$w/mps" CUDA_MPS_LOG_DIRECTORY="$w/mpslog"
+    else
+        unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    fi
+}
+# bench_ddp [mps]: with mps, the same under NVIDIA's MPS (the ranks' kernels and copies
+# at once on the GPU, not taking turns): what overlap can hide when they share it
 bench_ddp() {
-    local n on off comp rc=0 f
+    local n on off comp rc=0 f sfx=""
+    if [ "${1:-}" = mps ]; then
+        mps_up || { skipped="no MPS here (nvidia-cuda-mps-control; never in a dry run)"; return 0; }
+        sfx=-mps
+        mps_env on
+    fi
     for n in 2 4; do
-        f=$bw/ddp-$n
+        f=$bw/ddp-$n$sfx
         mpi "$n" "$bin/train" --mode ddp "${DDP_BASE[@]}" --batch "$DDP_BATCH" \
             --bucket-kb "$DDP_BUCKET" --device "$DEV" >"$f-on.out" 2>&1 || rc=1
         mpi "$n" "$bin/train" --mode ddp "${DDP_BASE[@]}" --batch "$DDP_BATCH" \
@@ -1116,6 +1167,7 @@ bench_ddp() {
         echo "$n $on $off $comp" >"$f.txt"
         detail="${detail:+$detail; }n=$n on $on off $off compute $comp ms"
     done
+    [ -z "$sfx" ] || mps_env off
     return $rc
 }
 
@@ -1157,12 +1209,19 @@ bench_torch() {
 # --prefetch (the next layer's allgather on a thread of its own, overlapping this
 # layer's compute), beside the compute alone (4 serial runs at once, as bench-ddp)
 bench_fsdp() {
-    local n=4 on off comp f=$bw/fsdp-4
+    local n=4 on off comp f=$bw/fsdp-4 rc=0
+    if [ "${1:-}" = mps ]; then
+        mps_up || { skipped="no MPS here (nvidia-cuda-mps-control; never in a dry run)"; return 0; }
+        f=$f-mps
+        mps_env on
+    fi
     mpi "$n" "$bin/train" --mode fsdp --zero 3 --prefetch "${DDP_BASE[@]}" \
-        --batch "$DDP_BATCH" --device "$DEV" >"$f-on.out" 2>&1 || return 1
-    mpi "$n" "$bin/train" --mode fsdp --zero 3 "${DDP_BASE[@]}" --batch "$DDP_BATCH" \
-        --device "$DEV" >"$f-off.out" 2>&1 || return 1
-    comp=$(compute_alone "$n" "$f")
+        --batch "$DDP_BATCH" --device "$DEV" >"$f-on.out" 2>&1 || rc=1
+    [ "$rc" = 0 ] && { mpi "$n" "$bin/train" --mode fsdp --zero 3 "${DDP_BASE[@]}" \
+        --batch "$DDP_BATCH" --device "$DEV" >"$f-off.out" 2>&1 || rc=1; }
+    [ "$rc" = 0 ] && comp=$(compute_alone "$n" "$f")
+    [[ "$f" != *-mps ]] || mps_env off
+    [ "$rc" = 0 ] || return 1
     cat "$f"-*.out
     on=$(step_ms "$f-on.out") off=$(step_ms "$f-off.out")
     [ -n "$on" ] && [ -n "$off" ] && [ -n "$comp" ] || return 1
@@ -1194,6 +1253,8 @@ check "bench-gloo-4: torch gloo, $DEV tensors" 30 bench_gloo 4
 check "bench-ddp: train ddp overlap on/off, compute alone" 40 bench_ddp
 check "bench-torch: train serial vs PyTorch eager" 40 bench_torch
 check "bench-fsdp: fsdp --prefetch on/off, compute alone" 30 bench_fsdp
+check "bench-ddp-mps: the same under MPS" 40 bench_ddp mps
+check "bench-fsdp-mps: the same under MPS" 30 bench_fsdp mps
 p2p_suites staging
 check "collbench -n 4 DT_P2P=staging -c 1, 32M..$L_MAX" 15 large staging
 check "bench-stage-2: staging in pieces vs whole" 20 bench_stage 2
