@@ -5,7 +5,9 @@
  * 12 C^2 multiply-adds in the linear layers (qkv 3C^2, wo C^2, the MLP 8C^2) and 2 T C
  * in attention (q k^T and att v), each twice more in backward. Those go through sgemm
  * (dt_linear_* and dti_sgemm_ld) unless DT_BLAS=0 chose the plain loops; LayerNorm,
- * the softmax and the embeddings are plain loops either way. */
+ * the softmax and the embeddings are plain loops either way. On device pointers the
+ * linear layers go to cuBLAS (nn_kernels.cu) and the operations here to the kernels of
+ * gpt_kernels.cu, attention's products included. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +16,7 @@
 #include "buf.h"
 #include "gpt.h"
 #include "nn.h"
+#include "nn_cuda.h"
 #include "nn_internal.h"
 #include "schedule.h"
 
@@ -191,11 +194,9 @@ void dt_gpt_mlp_init(const dt_gpt_config *c, unsigned long long seed, int l, int
 
 /* ==== the operations ==== */
 
-static void host_only(const char *fn, const void *p)
-{
-    DT_REQUIRE(p == NULL || !dt_is_device_ptr(p), "%s: the GPT's operations run on the "
-               "host only so far (its CUDA kernels are not written yet)", fn);
-}
+/* Each operation runs where its buffers are (dti_nn_on_gpu: all on the host, or all on
+ * the GPU, else it stops with a message): on the GPU through its launcher in
+ * gpt_kernels.cu (nn_cuda.h), on the host through the loops below, the reference. */
 
 /* Each operation's loop is a body over items [i0, i1), rows or blocks of DTI_NN_COLS
  * columns, that lib/nn's threads share (nn_internal.h); with one thread the body over all
@@ -254,7 +255,11 @@ DTI_NN_WIDE static void embed_cols(void *ctx, size_t k0, size_t k1)
 void dt_embed_forward(const int *tok, const float *wte, const float *wpe, const int *pos,
                       float *out, int B, int T, int C, int V)
 {
-    host_only("dt_embed_forward", out);
+    const void *ptrs[] = { tok, wte, wpe, pos, out };
+    if (dti_nn_on_gpu("dt_embed_forward", ptrs, 5)) {     /* checks the tokens too */
+        dti_nn_cuda_embed_forward(tok, wte, wpe, pos, out, B, T, C, V);
+        return;
+    }
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             int id = tok[(size_t)b * T + t];
@@ -269,7 +274,11 @@ void dt_embed_forward(const int *tok, const float *wte, const float *wpe, const 
 void dt_embed_backward(const int *tok, const float *dout, const int *pos, float *dwte,
                        float *dwpe, int B, int T, int C)
 {
-    host_only("dt_embed_backward", dout);
+    const void *ptrs[] = { tok, dout, pos, dwte, dwpe };
+    if (dti_nn_on_gpu("dt_embed_backward", ptrs, 5)) {
+        dti_nn_cuda_embed_backward(tok, dout, pos, dwte, dwpe, B, T, C);
+        return;
+    }
     struct embed_args g = { .tok = tok, .pos = pos, .dout = dout, .dwte = dwte,
                             .dwpe = dwpe, .B = B, .T = T, .C = C };
     dti_nn_parallel(col_blocks(C), 3 * (size_t)B * T * C, embed_cols, &g);
@@ -307,7 +316,11 @@ DTI_NN_WIDE static void ln_forward_rows(void *ctx, size_t r0, size_t r1)
 void dt_layernorm_forward(const float *x, const float *w, const float *b, float *y,
                           float *mean, float *rstd, int N, int C)
 {
-    host_only("dt_layernorm_forward", y);
+    const void *ptrs[] = { x, w, b, y, mean, rstd };
+    if (dti_nn_on_gpu("dt_layernorm_forward", ptrs, 6)) {
+        dti_nn_cuda_layernorm_forward(x, w, b, y, mean, rstd, N, C);
+        return;
+    }
     struct ln_args g = { .x = x, .w = w, .b = b, .y = y, .mean = mean, .rstd = rstd,
                          .N = N, .C = C };
     dti_nn_parallel((size_t)N, 2 * (size_t)N * C, ln_forward_rows, &g);
@@ -361,9 +374,13 @@ void dt_layernorm_backward(const float *x, const float *w, const float *mean,
                            const float *rstd, const float *dy, float *dx, float *dw,
                            float *db, int N, int C)
 {
-    host_only("dt_layernorm_backward", dx ? dx : dw);
     DT_REQUIRE((dw == NULL) == (db == NULL) && (dx == NULL || w != NULL), "dt_layernorm_"
                "backward: dw and db both or neither; dx needs w");
+    const void *ptrs[] = { x, w, mean, rstd, dy, dx, dw, db };
+    if (dti_nn_on_gpu("dt_layernorm_backward", ptrs, 8)) {
+        dti_nn_cuda_layernorm_backward(x, w, mean, rstd, dy, dx, dw, db, N, C);
+        return;
+    }
     struct ln_args g = { .x = x, .w = w, .dy = dy, .mean = (float *)mean,
                          .rstd = (float *)rstd, .dx = dx, .dw = dw, .db = db, .N = N,
                          .C = C };
@@ -534,7 +551,11 @@ static void attn_run(size_t work, dti_nn_body fn, struct attn_args *g, int B)
 void dt_attention_forward(const float *qkv, float *att, float *y, int B, int T, int H,
                           int d)
 {
-    host_only("dt_attention_forward", y);
+    const void *ptrs[] = { qkv, att, y };
+    if (dti_nn_on_gpu("dt_attention_forward", ptrs, 3)) {
+        dti_nn_cuda_attention_forward(qkv, att, y, B, T, H, d);
+        return;
+    }
     struct attn_args g = { .qkv = qkv, .att = att, .y = y, .H = H, .T = T, .d = d };
     attn_run((size_t)B * H * T * (T + 2 * d), attn_forward_heads, &g, B);
 }
@@ -542,7 +563,11 @@ void dt_attention_forward(const float *qkv, float *att, float *y, int B, int T, 
 void dt_attention_backward(const float *qkv, const float *att, const float *dy,
                            float *datt, float *dqkv, int B, int T, int H, int d)
 {
-    host_only("dt_attention_backward", dqkv);
+    const void *ptrs[] = { qkv, att, dy, datt, dqkv };
+    if (dti_nn_on_gpu("dt_attention_backward", ptrs, 5)) {
+        dti_nn_cuda_attention_backward(qkv, att, dy, datt, dqkv, B, T, H, d);
+        return;
+    }
     struct attn_args g = { .qkv = qkv, .att_in = att, .dy = dy, .datt = datt,
                            .dqkv = dqkv, .H = H, .T = T, .d = d };
     attn_run((size_t)B * H * T * (2 * T + 4 * d), attn_backward_heads, &g, B);
@@ -564,6 +589,11 @@ DTI_NN_WIDE static void add_values(void *ctx, size_t i0, size_t i1)
 
 static void add(float *dst, const float *src, size_t n)      /* dst += src */
 {
+    const void *ptrs[] = { dst, src };
+    if (dti_nn_on_gpu("the GPT's residual add", ptrs, 2)) {
+        dti_nn_cuda_add(dst, src, n);
+        return;
+    }
     struct add_args g = { dst, src };
     dti_nn_parallel(n, 2 * n, add_values, &g);
 }
@@ -606,8 +636,23 @@ static void own_rows(const dt_gpt_cut *k, const float *all, float *mine, int B, 
     int p0, p1;
     dt_gpt_sp_positions(T, k->sp, k->sp_rank, &p0, &p1);
     size_t w = (size_t)(p1 - p0) * C;
+    const void *ptrs[] = { all, mine };
+    if (dti_nn_on_gpu("the GPT's own rows", ptrs, 2)) {       /* B rows of w floats */
+        dti_nn_cuda_copy_rows(mine, w, all + (size_t)p0 * C, (size_t)T * C, w, (size_t)B);
+        return;
+    }
     for (int b = 0; b < B; b++)
         memcpy(mine + b * w, all + ((size_t)b * T + p0) * C, w * sizeof(float));
+}
+
+/* dst = src, n floats: between two device buffers a copy queued on the GPU, else
+ * dt_memcpy's (memcpy between two host buffers; across, counted, and waited for) */
+static void copy(float *dst, const float *src, size_t n)
+{
+    if (dt_is_device_ptr(dst) && dt_is_device_ptr(src))
+        dti_nn_cuda_copy_rows(dst, n, src, n, n, 1);
+    else
+        dt_memcpy(dst, src, n * sizeof(float));
 }
 
 void dt_gpt_mlp_forward(const dt_gpt_block *p, const float *x, float *h, float *g,
@@ -775,7 +820,7 @@ static void mlp_input(const dt_gpt_config *c, const dt_gpt_cut *cut,
         cut->gather(dx, a->dmlp, B, T, C, cut->ctx);
         cut->gather(a->ln2, a->in2, B, T, C, cut->ctx);
     } else {
-        memcpy(a->dmlp, dx, (size_t)N * C * sizeof(float));
+        copy(a->dmlp, dx, (size_t)N * C);
     }
     dt_linear_backward(NULL, p->w2, a->dmlp, a->dh, NULL, NULL, N, F, C);     /* dg */
     dt_act_backward(DT_GELU, a->h, a->dh, a->dh, (size_t)N * F);                /* dh */
@@ -812,7 +857,7 @@ static void attn_input(const dt_gpt_config *c, const dt_gpt_cut *cut,
         cut->gather(dx, a->dattn, B, T, C, cut->ctx);
         cut->gather(a->ln1, a->in1, B, T, C, cut->ctx);
     } else {
-        memcpy(a->dattn, dx, (size_t)N * C * sizeof(float));
+        copy(a->dattn, dx, (size_t)N * C);
     }
     dt_linear_backward(NULL, p->wo, a->dattn, s->dy, NULL, NULL, N, hd, C);
     if (cp_on(cut))
@@ -953,8 +998,8 @@ size_t dt_gpt_acts_floats(const dt_gpt_config *c, const dt_gpt_cut *cut, int B, 
     return dt_gpt_stage_acts_floats(c, cut, 0, dt_gpt_units(c), B, T, scratch);
 }
 
-void dt_gpt_stage_acts_alloc(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0,
-                             int u1, int B, int T, dt_gpt_acts *a)
+void dt_gpt_stage_acts_alloc_on(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0,
+                                int u1, int B, int T, int on_device, dt_gpt_acts *a)
 {
     check_stage(c, u0, u1);
     DT_REQUIRE(B >= 1 && T >= 1 && T <= c->seq, "dt_gpt_acts_alloc: %d sequences of %d "
@@ -973,7 +1018,13 @@ void dt_gpt_stage_acts_alloc(const dt_gpt_config *c, const dt_gpt_cut *cut, int 
     a->u1 = u1;
     a->split = k.split;
     a->floats = dt_gpt_stage_acts_floats(c, &k, u0, u1, B, T, NULL);
-    a->mem = calloc(a->floats, sizeof(float));
+    a->on_device = on_device;
+    if (on_device) {                  /* zeroed, as calloc's (queued on the GPU) */
+        a->mem = dt_malloc(a->floats * sizeof(float), DT_CUDA);
+        dt_memzero(a->mem, a->floats * sizeof(float));
+    } else {
+        a->mem = calloc(a->floats, sizeof(float));
+    }
     a->blk = calloc((size_t)c->layers, sizeof *a->blk);
     DT_REQUIRE(a->mem && a->blk, "out of host memory for the GPT's activations");
     size_t N = (size_t)B * T, n = region_rows(&k, B, T), C = (size_t)c->embed;
@@ -1079,17 +1130,32 @@ void dt_gpt_stage_acts_alloc(const dt_gpt_config *c, const dt_gpt_cut *cut, int 
                "taken of %zu", (size_t)(q - a->mem), a->floats);
 }
 
+void dt_gpt_stage_acts_alloc(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0,
+                             int u1, int B, int T, dt_gpt_acts *a)
+{
+    dt_gpt_stage_acts_alloc_on(c, cut, u0, u1, B, T, 0, a);
+}
+
+void dt_gpt_acts_alloc_on(const dt_gpt_config *c, const dt_gpt_cut *cut, int B, int T,
+                          int on_device, dt_gpt_acts *a)
+{
+    dt_gpt_stage_acts_alloc_on(c, cut, 0, dt_gpt_units(c), B, T, on_device, a);
+}
+
 void dt_gpt_acts_alloc(const dt_gpt_config *c, const dt_gpt_cut *cut, int B, int T,
                        dt_gpt_acts *a)
 {
-    dt_gpt_stage_acts_alloc(c, cut, 0, dt_gpt_units(c), B, T, a);
+    dt_gpt_acts_alloc_on(c, cut, B, T, 0, a);
 }
 
 void dt_gpt_acts_free(dt_gpt_acts *a)
 {
     if (a == NULL)
         return;
-    free(a->mem);
+    if (a->on_device)
+        dt_free(a->mem);
+    else
+        free(a->mem);
     free(a->blk);
     memset(a, 0, sizeof *a);
 }
@@ -1168,7 +1234,7 @@ void dt_gpt_unit_backward(const dt_gpt_config *c, const dt_gpt_cut *cut, int u,
             own_rows(&k, a->s.dln, a->s.mine, B, T, C);
             dln = a->s.mine;
         }
-        memset(a->dres, 0, (size_t)n * C * sizeof(float));
+        dt_memzero(a->dres, (size_t)n * C * sizeof(float));
         dt_layernorm_backward(a->out, pu, a->lnf_mean, a->lnf_rstd, dln, a->dres, gu,
                               gu + C, n, C);
     } else if (u >= 1) {
@@ -1221,8 +1287,7 @@ const float *dt_gpt_forward_stage(const dt_gpt_config *c, const dt_gpt_cut *cut,
     dt_gpt_cut k = whole_of(c, cut);
     if (u0 > 0) {                                /* the stream from the stage before */
         DT_REQUIRE(x_in != NULL, "dt_gpt_forward: a later stage needs its input");
-        memcpy(stream(c, a, u0 - 1), x_in,
-               region_rows(&k, B, T) * c->embed * sizeof(float));
+        copy(stream(c, a, u0 - 1), x_in, region_rows(&k, B, T) * c->embed);
     }
     const float *wte = params + stage_wte(c, &k, u0);
     for (int u = u0; u < u1; u++) {
@@ -1242,14 +1307,14 @@ void dt_gpt_backward_stage(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0
     dt_gpt_cut k = whole_of(c, cut);
     size_t N = region_rows(&k, B, T), w = stage_wte(c, &k, u0);
     if (!has_final(c, u1))             /* the gradient of the stream this stage sent */
-        memcpy(a->dres, dy, N * c->embed * sizeof(float));
+        copy(a->dres, dy, N * c->embed);
     for (int u = u1 - 1; u >= u0; u--) {
         size_t o = stage_unit(c, &k, u0, u);
         dt_gpt_unit_backward(c, &k, u, params + o, params + w, a, dy, tok, grads + o,
                              grads + w, B, T, done, ctx);
     }
     if (u0 > 0 && dx)                  /* the gradient of the stream this stage got */
-        memcpy(dx, a->dres, N * c->embed * sizeof(float));
+        copy(dx, a->dres, N * c->embed);
 }
 
 /* ==== a stage's backward in two (zero bubble) ==== */
@@ -1265,11 +1330,11 @@ static void unit_input(const dt_gpt_config *c, const dt_gpt_cut *k, int u,
     int n = (int)region_rows(k, B, T);
     if (u == L + 1) {              /* the head's dx, then lnf's */
         float *dln = sp_on(k) ? a->s.dln : a->dlnf;
-        memcpy(a->dlogits, dlogits, (size_t)N * V * sizeof(float));
+        copy(a->dlogits, dlogits, (size_t)N * V);
         dt_linear_backward(NULL, wte, dlogits, dln, NULL, NULL, N, C, V);
         if (sp_on(k))
             own_rows(k, a->s.dln, a->dlnf, B, T, C);
-        memset(a->dres, 0, (size_t)n * C * sizeof(float));
+        dt_memzero(a->dres, (size_t)n * C * sizeof(float));
         dt_layernorm_backward(a->out, pu, a->lnf_mean, a->lnf_rstd, a->dlnf, a->dres,
                               NULL, NULL, n, C);
     } else if (u >= 1) {
@@ -1337,12 +1402,12 @@ void dt_gpt_backward_stage_input(const dt_gpt_config *c, const dt_gpt_cut *cut, 
     check_split("dt_gpt_backward_stage_input", c, &k, a, u0, u1, B, T);
     size_t N = region_rows(&k, B, T), w = stage_wte(c, &k, u0);
     if (!has_final(c, u1))             /* the gradient of the stream this stage sent */
-        memcpy(a->dres, dy, N * c->embed * sizeof(float));
+        copy(a->dres, dy, N * c->embed);
     for (int u = u1 - 1; u >= u0; u--)
         unit_input(c, &k, u, params + stage_unit(c, &k, u0, u), params + w, a, dy, B, T,
                    done, ctx);
     if (u0 > 0 && dx)                  /* the gradient of the stream this stage got */
-        memcpy(dx, a->dres, N * c->embed * sizeof(float));
+        copy(dx, a->dres, N * c->embed);
 }
 
 void dt_gpt_backward_stage_weights(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0,
@@ -1395,6 +1460,8 @@ void dt_gpt_sample(const dt_gpt_config *c, const float *params, const int *promp
 {
     check_config(c);
     DT_REQUIRE(len >= 1 && n >= 0, "dt_gpt_sample: a prompt of %d tokens (1 or more)", len);
+    DT_REQUIRE(!dt_is_device_ptr(params), "dt_gpt_sample reads the logits on the host: "
+               "pass it a host copy of the weights");
     int S = c->seq, V = c->vocab;
     int *ctx = malloc(((size_t)len + n) * sizeof *ctx);
     float *p = malloc((size_t)V * sizeof *p);

@@ -19,7 +19,11 @@
  *   unit L + 1    the final LayerNorm: lnf_w (C), lnf_b (C)
  *
  * Every operation here works on host memory with plain loops (attention's products and
- * the linear layers through OpenBLAS's sgemm unless DT_BLAS=0: see nn.h). */
+ * the linear layers through OpenBLAS's sgemm unless DT_BLAS=0: see nn.h), the
+ * reference, and on device memory (all of a call's pointers on the GPU, the tokens
+ * too) with the kernels of gpt_kernels.cu and cuBLAS; so do the whole model's forward
+ * and backward, with activations from dt_gpt_acts_alloc_on. The initial weights,
+ * sampling and ring attention's blocks (ringattn.c) are the host's alone. */
 #ifndef DT_GPT_H
 #define DT_GPT_H
 
@@ -87,12 +91,13 @@ void dt_gpt_init(const dt_gpt_config *c, unsigned long long seed, float *params)
 void dt_gpt_mlp_init(const dt_gpt_config *c, unsigned long long seed, int l, int e,
                      const dt_gpt_block *p);
 
-/* ==== the operations (host) ==== */
+/* ==== the operations (host or device pointers, all alike) ==== */
 
 /* out[b,t,:] = wte[tok[b,t], :] + wpe[p_t, :], p_t = pos[t] (pos NULL: t; context
  * parallelism's rows are positions of the whole sequence). backward: dwte[tok[b,t], :]
  * += dout[b,t,:], dwpe[p_t, :] += dout[b,t,:] (accumulating, rows in order b, t). A
- * token outside 0 .. V-1 stops the program with a message. */
+ * token outside 0 .. V-1 stops the program with a message (on the GPU, forward waits
+ * for the one int that says so). */
 void dt_embed_forward(const int *tok, const float *wte, const float *wpe, const int *pos,
                       float *out, int B, int T, int C, int V);
 void dt_embed_backward(const int *tok, const float *dout, const int *pos, float *dwte,
@@ -341,12 +346,13 @@ const char *dt_gpt_part_name(int part);
 /* ==== the whole model ==== */
 
 /* Everything forward keeps for backward and backward's scratch, for up to B sequences
- * of up to T positions, in one host allocation. */
+ * of up to T positions, in one allocation, on the host or the GPU (on_device). */
 typedef struct {
     int B, T;
     int u0, u1;                      /* the units they are for (a stage; 0, L+2: all) */
     float *mem;
     size_t floats;                   /* in mem */
+    int on_device;                   /* 1: mem is on this rank's GPU */
     dt_gpt_block_acts *blk;          /* [L]; a stage's blocks only (others NULL) */
     float *out;                      /* (N, C) the last block's output; a stage's output */
     float *lnf, *lnf_mean, *lnf_rstd;   /* with the final unit only */
@@ -358,9 +364,14 @@ typedef struct {
     float *demb;                     /* with unit 0 and sp, (N, C) the embeddings' dy */
 } dt_gpt_acts;
 
-/* For the whole model (cut NULL) or every block cut alike (cut's heads and ffn). */
+/* For the whole model (cut NULL) or every block cut alike (cut's heads and ffn), on
+ * the host; _on: on the host (on_device 0) or this rank's GPU (1; dt_malloc(DT_CUDA)),
+ * zeroed either way. Activations on the GPU need params, grads, tokens and dlogits
+ * there too. dt_gpt_acts_free releases either. */
 void dt_gpt_acts_alloc(const dt_gpt_config *c, const dt_gpt_cut *cut, int B, int T,
                        dt_gpt_acts *a);
+void dt_gpt_acts_alloc_on(const dt_gpt_config *c, const dt_gpt_cut *cut, int B, int T,
+                          int on_device, dt_gpt_acts *a);
 void dt_gpt_acts_free(dt_gpt_acts *a);
 /* Floats dt_gpt_acts_alloc takes, of which *scratch (may be NULL) backward's scratch
  * (the rest: what forward keeps, with the cut's recomputation) */
@@ -422,9 +433,12 @@ float *dt_gpt_unit_output(const dt_gpt_config *c, dt_gpt_acts *a, int u);
  * the two copies' gradients must be summed before each update, so that they stay one
  * weight). */
 size_t dt_gpt_stage_size(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0, int u1);
-/* The activations of the stage's blocks only (and of the final unit if it has it) */
+/* The activations of the stage's blocks only (and of the final unit if it has it); _on
+ * as dt_gpt_acts_alloc_on */
 void dt_gpt_stage_acts_alloc(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0,
                              int u1, int B, int T, dt_gpt_acts *a);
+void dt_gpt_stage_acts_alloc_on(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0,
+                                int u1, int B, int T, int on_device, dt_gpt_acts *a);
 size_t dt_gpt_stage_acts_floats(const dt_gpt_config *c, const dt_gpt_cut *cut, int u0,
                                 int u1, int B, int T, size_t *scratch);
 /* Forward of units [u0, u1): from tok (B, T) when u0 = 0, else from x_in (B*T, C),

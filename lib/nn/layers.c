@@ -106,7 +106,7 @@ void dt_linear_forward(const float *x, const float *W, const float *b, float *y,
     DT_REQUIRE(x && W && y, "dt_linear_forward: x, W and y must not be NULL");
     const void *p[] = { x, W, b, y };
     if (dti_nn_on_gpu("dt_linear_forward", p, 4)) {
-        dti_nn_cuda_linear_forward(x, W, b, y, B, in, out);
+        dti_nn_cuda_linear_forward(x, W, b, y, B, in, out, half_products);
         return;
     }
     if (dt_blas()) {                /* y = x W^T (+ b, put in y first) */
@@ -139,7 +139,7 @@ void dt_linear_backward(const float *x, const float *W, const float *dy,
                "dy must not be NULL, nor W with dx, nor x with dW; without dW, no db");
     const void *p[] = { x, W, dy, dx, dW, db };
     if (dti_nn_on_gpu("dt_linear_backward", p, 6)) {
-        dti_nn_cuda_linear_backward(x, W, dy, dx, dW, db, B, in, out);
+        dti_nn_cuda_linear_backward(x, W, dy, dx, dW, db, B, in, out, half_products);
         return;
     }
     if (dt_blas()) {                /* dW += dy^T x; db += column sums; dx = dy W */

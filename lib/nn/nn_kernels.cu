@@ -22,6 +22,7 @@
 #include "errors.h"
 #include "nn_cuda.h"
 #include "nn.h"
+#include "nn_device.cuh"
 
 /* ==== cuBLAS, loaded on the first product ====
  *
@@ -85,10 +86,6 @@ static void load_cublas(void)
              dti_die(__FILE__, __LINE__, "%s failed: %s", #call, cb.status(s_)); \
     } while (0)
 
-/* Threads per block for every kernel here. The xent kernel's tree reduction relies on it
- * being a power of two. */
-#define NN_THREADS 256
-
 /* Blocks for a grid-stride loop over n items: enough for one item per thread, at most
  * 4096 (the loop covers the rest), at least 1 (a launch of 0 blocks is an error). */
 static int grid_for(size_t n)
@@ -133,17 +130,17 @@ static cublasHandle_t blas(void)
     return h;
 }
 
-/* cublasSgemm on this thread's handle (made, and cuBLAS loaded, before the call); in
- * mixed precision (dt_nn_half_products), the same product of fp32 matrices holding fp16
- * values on the tensor cores: cuBLAS converts A and B to fp16 (exact for such values),
- * multiplies them there and sums in fp32 into C. */
-static cublasStatus_t sgemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                            const float *alpha, const float *A, int lda, const float *B,
-                            int ldb, const float *beta, float *C, int ldc)
+/* cublasSgemm on this thread's handle (made, and cuBLAS loaded, before the call); with
+ * half (mixed precision: nn.h's dt_nn_half_products), the same product of fp32 matrices
+ * holding fp16 values on the tensor cores: cuBLAS converts A and B to fp16 (exact for
+ * such values), multiplies them there and sums in fp32 into C. */
+static cublasStatus_t sgemm(int half, cublasOperation_t ta, cublasOperation_t tb, int m,
+                            int n, int k, const float *alpha, const float *A, int lda,
+                            const float *B, int ldb, const float *beta, float *C, int ldc)
 {
     cublasHandle_t h = blas();
     dti_book(DTI_BOOK_LAUNCH, 1);
-    if (dt_nn_half_products_on())
+    if (half)
         return cb.gemm_ex(h, ta, tb, m, n, k, alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb,
                           beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_FAST_16F,
                           CUBLAS_GEMM_DEFAULT);
@@ -209,7 +206,7 @@ static __global__ void col_sum_kernel(const float *dy, float *db, int B, int out
 
 /* y = x W^T + b: x (B, in), W (out, in), b (out) or NULL, y (B, out). */
 extern "C" void dti_nn_cuda_linear_forward(const float *x, const float *W, const float *b,
-                                           float *y, int B, int in, int out)
+                                           float *y, int B, int in, int out, int half)
 {
     DT_REQUIRE(B >= 0 && in > 0 && out > 0,
                "linear layer of %d rows, %d inputs, %d outputs", B, in, out);
@@ -220,7 +217,7 @@ extern "C" void dti_nn_cuda_linear_forward(const float *x, const float *W, const
      *   A = W  stored as W^T (in, out) col, lda = in;  op T gives W   (m = out, k = in)
      *   B = x  stored as x^T (in, B)   col, ldb = in;  op N keeps x^T (k = in,  n = B)
      *   C = y  stored as y^T (out, B)  col, ldc = out */
-    DT_CHECK_CUBLAS(sgemm(CUBLAS_OP_T, CUBLAS_OP_N, out, B, in,
+    DT_CHECK_CUBLAS(sgemm(half, CUBLAS_OP_T, CUBLAS_OP_N, out, B, in,
                           &one, W, in, x, in, &zero, y, out));
     if (b) {
         size_t total = (size_t)B * out;
@@ -234,7 +231,7 @@ extern "C" void dti_nn_cuda_linear_forward(const float *x, const float *W, const
 /* dW += dy^T x, db += column sums of dy, dx = dy W (dx, db may be NULL). */
 extern "C" void dti_nn_cuda_linear_backward(const float *x, const float *W, const float *dy,
                                             float *dx, float *dW, float *db,
-                                            int B, int in, int out)
+                                            int B, int in, int out, int half)
 {
     DT_REQUIRE(B >= 0 && in > 0 && out > 0,
                "linear layer of %d rows, %d inputs, %d outputs", B, in, out);
@@ -246,7 +243,7 @@ extern "C" void dti_nn_cuda_linear_backward(const float *x, const float *W, cons
      *   B = dy  stored as dy^T (out, B) col, ldb = out; op T gives dy   (k = B,  n = out)
      *   C = dW  stored as dW^T (in, out) col, ldc = in; beta = 1 accumulates */
     if (dW)
-        DT_CHECK_CUBLAS(sgemm(CUBLAS_OP_N, CUBLAS_OP_T, in, out, B,
+        DT_CHECK_CUBLAS(sgemm(half, CUBLAS_OP_N, CUBLAS_OP_T, in, out, B,
                               &one, x, in, dy, out, &one, dW, in));
     if (db) {
         int blocks = (out + CS_COLS - 1) / CS_COLS;
@@ -259,7 +256,7 @@ extern "C" void dti_nn_cuda_linear_backward(const float *x, const float *W, cons
          *   A = W   stored as W^T (in, out) col, lda = in;  op N (m = in,  k = out)
          *   B = dy  stored as dy^T (out, B) col, ldb = out; op N (k = out, n = B)
          *   C = dx  stored as dx^T (in, B)  col, ldc = in;  beta = 0 overwrites */
-        DT_CHECK_CUBLAS(sgemm(CUBLAS_OP_N, CUBLAS_OP_N, in, B, out,
+        DT_CHECK_CUBLAS(sgemm(half, CUBLAS_OP_N, CUBLAS_OP_N, in, B, out,
                               &one, W, in, dy, out, &zero, dx, in));
     }
     dti_cuda_queued();
@@ -330,30 +327,6 @@ extern "C" void dti_nn_cuda_act_backward(int act, const float *x, const float *d
 }
 
 /* ==== softmax cross-entropy ==== */
-
-/* The block's maximum (max != 0) or sum of v, every thread passing its own v and every
- * thread getting the result. A tree in shared memory: at each level the first half of
- * the active threads fold in the second half, log2(NN_THREADS) levels.
- *
- *   level 1: sh[t] op= sh[t + 128]   for t < 128
- *   level 2: sh[t] op= sh[t + 64]    for t < 64   ...   sh[0] holds the result
- *
- * Every thread must call it (it contains __syncthreads). The last barrier, after all
- * have read sh[0], lets the caller reuse sh at once. */
-static __device__ float block_reduce(float *sh, float v, int max)
-{
-    int t = threadIdx.x;
-    sh[t] = v;
-    __syncthreads();
-    for (int s = NN_THREADS / 2; s > 0; s >>= 1) {
-        if (t < s)
-            sh[t] = max ? fmaxf(sh[t], sh[t + s]) : sh[t] + sh[t + s];
-        __syncthreads();
-    }
-    float r = sh[0];
-    __syncthreads();
-    return r;
-}
 
 /* One block per row of logits (B, C), for rows blockIdx.x, + gridDim.x, ...
  * Stable softmax: with m the row's maximum, p_j = e^(l_j - m) / s, s = sum_j e^(l_j - m),
