@@ -31,22 +31,25 @@ typedef struct {
 static pthread_key_t stage_key;
 static pthread_once_t stage_once = PTHREAD_ONCE_INIT;
 
+/* A staging buffer freed as it was made (NULL: nothing) */
+static void drop(void *p, int pinned)
+{
+    if (p && pinned)
+        dti_cuda_host_free(p);
+    else
+        free(p);
+}
+
 static void stage_release(void *arg)
 {
     stage_state *st = arg;
     for (int i = 0; st && i < 2; i++)
-        if (st->buf[i].p && st->buf[i].pinned)
-            dti_cuda_host_free(st->buf[i].p);
-        else
-            free(st->buf[i].p);
+        drop(st->buf[i].p, st->buf[i].pinned);
     for (int i = 0; st && i < DTI_MAX_PIECES; i++)
         if (st->ev[i])
             dti_cuda_event_free(st->ev[i]);
     for (int i = 0; st && i < DTI_MAX_STAGED; i++)
-        if (st->own[i].p && st->own[i].pinned)
-            dti_cuda_host_free(st->own[i].p);
-        else
-            free(st->own[i].p);
+        drop(st->own[i].p, st->own[i].pinned);
     free(st);
 }
 
@@ -68,20 +71,21 @@ static stage_state *stage_of_thread(void)
     return st;
 }
 
+/* *p replaced by a buffer of nbytes: pinned with a GPU, plain memory without */
+static void regrow(void **p, size_t *have, int *pinned, size_t nbytes)
+{
+    drop(*p, *pinned);
+    *pinned = dti_gpu_count() > 0;
+    *p = *pinned ? dti_cuda_host_alloc(nbytes) : malloc(nbytes ? nbytes : 1);
+    DT_REQUIRE(*p != NULL, "out of host memory (%zu bytes)", nbytes);
+    *have = nbytes;
+}
+
 void *dti_p2p_staging(int slot, size_t nbytes)
 {
     stage_state *st = stage_of_thread();
-    if (st->buf[slot].nbytes < nbytes || !st->buf[slot].p) {
-        if (st->buf[slot].pinned)
-            dti_cuda_host_free(st->buf[slot].p);
-        else
-            free(st->buf[slot].p);
-        st->buf[slot].pinned = dti_gpu_count() > 0;
-        st->buf[slot].p = st->buf[slot].pinned ? dti_cuda_host_alloc(nbytes)
-                                               : malloc(nbytes ? nbytes : 1);
-        DT_REQUIRE(st->buf[slot].p != NULL, "out of host memory (%zu bytes)", nbytes);
-        st->buf[slot].nbytes = nbytes;
-    }
+    if (st->buf[slot].nbytes < nbytes || !st->buf[slot].p)
+        regrow(&st->buf[slot].p, &st->buf[slot].nbytes, &st->buf[slot].pinned, nbytes);
     return st->buf[slot].p;
 }
 
@@ -105,15 +109,7 @@ void *dti_p2p_stage_take(size_t nbytes)
                DTI_MAX_STAGED);
     if (best < 0) {
         best = spare;
-        if (st->own[best].pinned)
-            dti_cuda_host_free(st->own[best].p);
-        else
-            free(st->own[best].p);
-        st->own[best].pinned = dti_gpu_count() > 0;
-        st->own[best].p = st->own[best].pinned ? dti_cuda_host_alloc(nbytes)
-                                               : malloc(nbytes ? nbytes : 1);
-        DT_REQUIRE(st->own[best].p != NULL, "out of host memory (%zu bytes)", nbytes);
-        st->own[best].nbytes = nbytes;
+        regrow(&st->own[best].p, &st->own[best].nbytes, &st->own[best].pinned, nbytes);
     }
     st->own[best].busy = 1;
     return st->own[best].p;

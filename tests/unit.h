@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "cuda.h"
@@ -23,6 +24,23 @@ static inline int unit_run(Suite *s)
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed ? 1 : 0;
+}
+
+/* The GPU suites' copies: a device copy of nbytes of host memory (dti_cuda_free it),
+ * and a host copy of nbytes of device memory (free it). */
+static inline void *unit_to_gpu(const void *h, size_t nbytes)
+{
+    void *d = dti_cuda_malloc(nbytes ? nbytes : 1);
+    dti_cuda_memcpy(d, h, nbytes);
+    return d;
+}
+
+static inline void *unit_from_gpu(const void *d, size_t nbytes)
+{
+    void *h = malloc(nbytes ? nbytes : 1);
+    ck_assert_ptr_nonnull(h);
+    dti_cuda_memcpy(h, d, nbytes);
+    return h;
 }
 
 /* Whether a GPU can be used, asked in a child process: CUDA must not be initialised in

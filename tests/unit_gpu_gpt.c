@@ -61,36 +61,19 @@ static int use_gpu(void)
     return gpu;
 }
 
-/* A device copy of nbytes from the host; the caller frees it (dti_cuda_free). */
-static void *to_gpu(const void *h, size_t nbytes)
-{
-    void *d = dti_cuda_malloc(nbytes ? nbytes : 1);
-    dti_cuda_memcpy(d, h, nbytes);
-    return d;
-}
-
 /* A device buffer of n NaNs, for outputs that must be written */
 static float *nan_gpu(size_t n)
 {
-    float *h = unit_nan_floats(n), *d = to_gpu(h, n * sizeof *h);
+    float *h = unit_nan_floats(n), *d = unit_to_gpu(h, n * sizeof *h);
     free(h);
     return d;
-}
-
-/* A host copy of a device buffer; the caller frees it. */
-static float *from_gpu(const float *d, size_t n)
-{
-    float *h = malloc((n ? n : 1) * sizeof *h);
-    ck_assert_ptr_nonnull(h);
-    dti_cuda_memcpy(h, d, n * sizeof *h);
-    return h;
 }
 
 /* The GPU's result against the CPU's, within tol of the largest |cpu| (at least 1e-6) */
 static void require_gpu_close(const float *d_got, const float *cpu, size_t n, double tol,
                               const char *what)
 {
-    float *got = from_gpu(d_got, n);
+    float *got = unit_from_gpu(d_got, n * sizeof(float));
     double *want = unit_to_double(cpu, n);
     unit_require_near(got, want, n, tol, 1e-6, what);
     free(got);
@@ -101,7 +84,7 @@ static void require_gpu_close(const float *d_got, const float *cpu, size_t n, do
 static void require_gpu_same(const float *d_got, const float *cpu, size_t n,
                              const char *what)
 {
-    float *got = from_gpu(d_got, n);
+    float *got = unit_from_gpu(d_got, n * sizeof(float));
     for (size_t i = 0; i < n; i++)
         REQUIRE(memcmp(&got[i], &cpu[i], sizeof(float)) == 0, "%s[%zu] = %.9g, the "
                 "CPU's %.9g", what, i, (double)got[i], (double)cpu[i]);
@@ -112,7 +95,7 @@ static void require_gpu_same(const float *d_got, const float *cpu, size_t n,
 static void require_gpu_causal(const float *d_att, size_t heads, int T, const char *what)
 {
     size_t n = heads * T * T;
-    float *a = from_gpu(d_att, n);
+    float *a = unit_from_gpu(d_att, n * sizeof(float));
     for (size_t k = 0; k < heads; k++)
         for (int i = 0; i < T; i++)
             for (int j = i + 1; j < T; j++)
@@ -165,12 +148,13 @@ START_TEST(test_embed)
         REQUIRE(isfinite(out[i]), "cpu out[%zu] = %g", i, (double)out[i]);
 
     if (use_gpu()) {
-        int *d_tok = to_gpu(tok, N * sizeof *tok);
-        int *d_pos = pos ? to_gpu(pos, T * sizeof *pos) : NULL;
-        float *d_wte = to_gpu(wte, (size_t)V * C * 4), *d_wpe = to_gpu(wpe, (size_t)S * C * 4);
-        float *d_out = nan_gpu(n), *d_dout = to_gpu(dout, n * 4);
-        float *d_dwte = to_gpu(dwte0, (size_t)V * C * 4);
-        float *d_dwpe = to_gpu(dwpe0, (size_t)S * C * 4);
+        int *d_tok = unit_to_gpu(tok, N * sizeof *tok);
+        int *d_pos = pos ? unit_to_gpu(pos, T * sizeof *pos) : NULL;
+        float *d_wte = unit_to_gpu(wte, (size_t)V * C * 4);
+        float *d_wpe = unit_to_gpu(wpe, (size_t)S * C * 4);
+        float *d_out = nan_gpu(n), *d_dout = unit_to_gpu(dout, n * 4);
+        float *d_dwte = unit_to_gpu(dwte0, (size_t)V * C * 4);
+        float *d_dwpe = unit_to_gpu(dwpe0, (size_t)S * C * 4);
         dt_embed_forward(d_tok, d_wte, d_wpe, d_pos, d_out, B, T, C, V);
         require_gpu_same(d_out, out, n, "gpu out");
         dt_embed_backward(d_tok, d_dout, d_pos, d_dwte, d_dwpe, B, T, C);
@@ -197,8 +181,8 @@ START_TEST(test_bad_token)
     float *wte = unit_random_floats(V * C, -1, 1), *wpe = unit_random_floats(T * C, -1, 1);
     float out[B * T * C];
     if (use_gpu()) {
-        int *d_tok = to_gpu(tok, sizeof tok);
-        float *d_wte = to_gpu(wte, V * C * 4), *d_wpe = to_gpu(wpe, T * C * 4);
+        int *d_tok = unit_to_gpu(tok, sizeof tok);
+        float *d_wte = unit_to_gpu(wte, V * C * 4), *d_wpe = unit_to_gpu(wpe, T * C * 4);
         float *d_out = nan_gpu(B * T * C);
         dt_embed_forward(d_tok, d_wte, d_wpe, NULL, d_out, B, T, C, V);
         tok[_i ? 2 : 4] = _i ? -1 : V;
@@ -238,8 +222,9 @@ START_TEST(test_layernorm)
         REQUIRE(isfinite(y[i]) && isfinite(dx[i]), "cpu y or dx [%zu] not finite", i);
 
     if (use_gpu()) {
-        float *d_x = to_gpu(x, n * 4), *d_w = to_gpu(w, C * 4), *d_b = to_gpu(b, C * 4);
-        float *d_dy = to_gpu(dy, n * 4), *d_y = nan_gpu(n), *d_mean = nan_gpu(N);
+        float *d_x = unit_to_gpu(x, n * 4), *d_w = unit_to_gpu(w, C * 4);
+        float *d_b = unit_to_gpu(b, C * 4);
+        float *d_dy = unit_to_gpu(dy, n * 4), *d_y = nan_gpu(n), *d_mean = nan_gpu(N);
         float *d_rstd = nan_gpu(N);
         dt_layernorm_forward(d_x, d_w, d_b, d_y, d_mean, d_rstd, N, C);
         /* y carries the mean's last bit times rstd (up to 1/sqrt(1e-5) = 316, where a
@@ -248,8 +233,9 @@ START_TEST(test_layernorm)
         require_gpu_close(d_mean, mean, N, 1e-5, "gpu mean");
         require_gpu_close(d_rstd, rstd, N, 1e-5, "gpu rstd");
         /* backward from the CPU's mean and rstd: the same inputs as the CPU's */
-        float *c_mean = to_gpu(mean, N * 4), *c_rstd = to_gpu(rstd, N * 4);
-        float *d_dx = to_gpu(dx0, n * 4), *d_dw = to_gpu(dw0, C * 4), *d_db = to_gpu(db0, C * 4);
+        float *c_mean = unit_to_gpu(mean, N * 4), *c_rstd = unit_to_gpu(rstd, N * 4);
+        float *d_dx = unit_to_gpu(dx0, n * 4), *d_dw = unit_to_gpu(dw0, C * 4);
+        float *d_db = unit_to_gpu(db0, C * 4);
         dt_layernorm_backward(d_x, d_w, c_mean, c_rstd, d_dy, d_dx, d_dw, d_db, N, C);
         require_gpu_close(d_dx, dx, n, 2e-5, "gpu dx");
         require_gpu_close(d_dw, dw, C, 2e-5, "gpu dw");
@@ -300,14 +286,14 @@ START_TEST(test_attention)
         REQUIRE(isfinite(dqkv[i]), "cpu dqkv[%zu] = %g", i, (double)dqkv[i]);
 
     if (use_gpu()) {
-        float *d_qkv = to_gpu(qkv, nqkv * 4), *d_dy = to_gpu(dy, ny * 4);
+        float *d_qkv = unit_to_gpu(qkv, nqkv * 4), *d_dy = unit_to_gpu(dy, ny * 4);
         float *d_att = nan_gpu(natt), *d_y = nan_gpu(ny);
         dt_attention_forward(d_qkv, d_att, d_y, B, T, H, d);
         require_gpu_close(d_att, att, natt, 2e-5, "gpu att");
         require_gpu_causal(d_att, heads, T, "gpu att");
         require_gpu_close(d_y, y, ny, 2e-5, "gpu y");
         /* backward from the CPU's att: the same inputs as the CPU's */
-        float *c_att = to_gpu(att, natt * 4), *d_datt = nan_gpu(natt);
+        float *c_att = unit_to_gpu(att, natt * 4), *d_datt = nan_gpu(natt);
         float *d_dqkv = nan_gpu(nqkv);
         dt_attention_backward(d_qkv, c_att, d_dy, d_datt, d_dqkv, B, T, H, d);
         require_gpu_close(d_datt, datt, natt, 1e-4, "gpu datt");
@@ -335,7 +321,7 @@ START_TEST(test_add)
     for (size_t i = 0; i < n; i++)
         sum[i] = dst[i] + src[i];
     if (use_gpu()) {
-        float *d_dst = to_gpu(dst, n * 4), *d_src = to_gpu(src, n * 4);
+        float *d_dst = unit_to_gpu(dst, n * 4), *d_src = unit_to_gpu(src, n * 4);
         dti_nn_cuda_add(d_dst, d_src, n);
         require_gpu_same(d_dst, sum, n, "gpu dst + src");
         dti_cuda_free(d_dst); dti_cuda_free(d_src);
@@ -362,7 +348,7 @@ START_TEST(test_copy_rows)
     for (size_t r = 0; r < rows; r++)
         memcpy(want + r * dld, src + r * sld, w * sizeof *want);
     if (use_gpu()) {
-        float *d_src = to_gpu(src, ns * 4), *d_dst = to_gpu(dst, nd * 4);
+        float *d_src = unit_to_gpu(src, ns * 4), *d_dst = unit_to_gpu(dst, nd * 4);
         dti_nn_cuda_copy_rows(d_dst, dld, d_src, sld, w, rows);
         require_gpu_same(d_dst, want, nd, "gpu rows copied (and the gaps kept)");
         dti_cuda_free(d_src); dti_cuda_free(d_dst);
@@ -447,16 +433,16 @@ START_TEST(test_model)
         REQUIRE(isfinite(grads[i]), "cpu grads[%zu] = %g", i, (double)grads[i]);
 
     if (use_gpu()) {
-        float *d_params = to_gpu(params, np * 4), *d_grads = to_gpu(g0, np * 4);
-        float *d_dlogits = to_gpu(dlogits, nl * 4), *got = unit_nan_floats(nl);
-        int *d_tok = to_gpu(tok, N * sizeof *tok);
+        float *d_params = unit_to_gpu(params, np * 4), *d_grads = unit_to_gpu(g0, np * 4);
+        float *d_dlogits = unit_to_gpu(dlogits, nl * 4), *got = unit_nan_floats(nl);
+        int *d_tok = unit_to_gpu(tok, N * sizeof *tok);
         run_model(_i, 1, d_params, d_tok, d_dlogits, d_grads, got);
         double *want = unit_to_double(logits, nl);
         unit_require_near(got, want, nl, 1e-4, 1e-6, "gpu logits");
         /* each tensor's gradient to its own largest value */
         size_t at[2 + 12 * 2 + 2 + 1];
         int nt = tensor_starts(params, at);
-        float *g = from_gpu(d_grads, np);
+        float *g = unit_from_gpu(d_grads, np * sizeof(float));
         for (int t = 0; t < nt; t++) {
             double *w = unit_to_double(grads + at[t], at[t + 1] - at[t]);
             char what[64];

@@ -53,20 +53,6 @@ static float *values(size_t n)
     return x;
 }
 
-static void *to_gpu(const void *h, size_t nbytes)
-{
-    void *d = dti_cuda_malloc(nbytes ? nbytes : 1);
-    dti_cuda_memcpy(d, h, nbytes);
-    return d;
-}
-
-static void *from_gpu(const void *d, size_t nbytes)
-{
-    void *h = malloc(nbytes ? nbytes : 1);
-    dti_cuda_memcpy(h, d, nbytes);
-    return h;
-}
-
 /* the same bits, or both NaN (floats) / both NaN halves */
 static void require_same(const void *got, const void *want, size_t n, int half,
                          const char *what)
@@ -125,9 +111,9 @@ START_TEST(test_kernels)
             float *want = malloc(n * 4);
             memcpy(want, x, n * 4);
             dti_round_half(want, n);
-            float *d = to_gpu(x, n * 4);
+            float *d = unit_to_gpu(x, n * 4);
             dti_mixed_cuda_round_half(d, n);
-            float *got = from_gpu(d, n * 4);
+            float *got = unit_from_gpu(d, n * 4);
             require_same(got, want, n, 0, "round_half");
             free(want); free(got); dti_cuda_free(d);
         }
@@ -135,10 +121,10 @@ START_TEST(test_kernels)
         for (int k = 0; k < 2; k++) {
             float mul = k ? 1.0f / 65536.0f : 1.0f, *want = malloc(n * 4);
             dti_to_float(src, t, want, n, mul);
-            void *ds = to_gpu(src, n * es);
+            void *ds = unit_to_gpu(src, n * es);
             float *dd = dti_cuda_malloc(n * 4);
             dti_mixed_cuda_to_float(ds, half, dd, n, mul);
-            float *got = from_gpu(dd, n * 4);
+            float *got = unit_from_gpu(dd, n * 4);
             require_same(got, want, n, 0, half ? "to_float(half)" : "to_float(float)");
             free(want); free(got); dti_cuda_free(ds); dti_cuda_free(dd);
         }
@@ -146,10 +132,10 @@ START_TEST(test_kernels)
         {
             void *want = malloc(n * es);
             dti_from_float(x, want, t, n);
-            float *ds = to_gpu(x, n * 4);
+            float *ds = unit_to_gpu(x, n * 4);
             void *dd = dti_cuda_malloc(n * es);
             dti_mixed_cuda_from_float(ds, dd, half, n);
-            void *got = from_gpu(dd, n * es);
+            void *got = unit_from_gpu(dd, n * es);
             require_same(got, want, n, half, half ? "from_float(half)" : "from_float(float)");
             free(want); free(got); dti_cuda_free(ds); dti_cuda_free(dd);
         }
@@ -158,10 +144,10 @@ START_TEST(test_kernels)
             void *want = malloc(n * es);
             memcpy(want, src, n * es);
             dti_accumulate(want, t, s, n);
-            void *dd = to_gpu(src, n * es);
-            float *ds = to_gpu(s, n * 4);
+            void *dd = unit_to_gpu(src, n * es);
+            float *ds = unit_to_gpu(s, n * 4);
             dti_mixed_cuda_accumulate(dd, half, ds, n);
-            void *got = from_gpu(dd, n * es);
+            void *got = unit_from_gpu(dd, n * es);
             require_same(got, want, n, half, half ? "accumulate(half)" : "accumulate(float)");
             free(want); free(got); dti_cuda_free(dd); dti_cuda_free(ds);
         }
@@ -183,7 +169,7 @@ START_TEST(test_kernels)
                     memcpy(buf, g, n * 4);
                 int want = dti_nonfinite(buf, t, n);
                 REQUIRE(want == (at[a] != (size_t)-1), "host nonfinite: %d at case %d", want, a);
-                void *d = to_gpu(buf, n * es);
+                void *d = unit_to_gpu(buf, n * es);
                 int got = dti_mixed_cuda_nonfinite(d, half, n);
                 REQUIRE(got == want, "nonfinite(%s) case %d: %d, want %d", half ? "half" : "float",
                         a, got, want);

@@ -57,28 +57,11 @@ static int use_gpu(void)
     return gpu;
 }
 
-/* A device copy of n floats (or ints) from the host; the caller frees it. */
-static void *to_gpu(const void *h, size_t nbytes)
-{
-    void *d = dti_cuda_malloc(nbytes ? nbytes : 1);
-    dti_cuda_memcpy(d, h, nbytes);
-    return d;
-}
-
-/* A host copy of a device buffer; the caller frees it. */
-static float *from_gpu(const float *d, size_t n)
-{
-    float *h = malloc((n ? n : 1) * sizeof *h);
-    ck_assert_ptr_nonnull(h);
-    dti_cuda_memcpy(h, d, n * sizeof *h);
-    return h;
-}
-
 /* The GPU's result against the CPU's (float against float), as unit_require_close. */
 static void require_gpu_close(const float *d_got, const float *cpu, size_t n, double tol,
                               const char *what)
 {
-    float *got = from_gpu(d_got, n);
+    float *got = unit_from_gpu(d_got, n * sizeof(float));
     double *want = unit_doubles(n);
     for (size_t i = 0; i < n; i++)
         want[i] = cpu[i];
@@ -148,11 +131,13 @@ START_TEST(test_linear)
     unit_require_close(dx, want_dx, nx, 1e-5, "cpu dx");
 
     if (use_gpu()) {
-        float *d_x = to_gpu(x, nx * 4), *d_W = to_gpu(W, nW * 4), *d_b = to_gpu(b, out * 4);
-        float *d_dy = to_gpu(dy, ny * 4), *d_y = to_gpu(dx, ny * 4);  /* junk to overwrite */
-        float *d_dW = to_gpu(dW0, nW * 4), *d_db = to_gpu(db0, out * 4);
-        float *d_dW2 = to_gpu(dW0, nW * 4), *junk = unit_random_floats(nx, 1e30, 2e30);
-        float *d_dx = to_gpu(junk, nx * 4);
+        float *d_x = unit_to_gpu(x, nx * 4), *d_W = unit_to_gpu(W, nW * 4);
+        float *d_b = unit_to_gpu(b, out * 4);
+        float *d_dy = unit_to_gpu(dy, ny * 4);
+        float *d_y = unit_to_gpu(dx, ny * 4);                   /* junk to overwrite */
+        float *d_dW = unit_to_gpu(dW0, nW * 4), *d_db = unit_to_gpu(db0, out * 4);
+        float *d_dW2 = unit_to_gpu(dW0, nW * 4), *junk = unit_random_floats(nx, 1e30, 2e30);
+        float *d_dx = unit_to_gpu(junk, nx * 4);
         dti_nn_cuda_linear_forward(d_x, d_W, d_b, d_y, B, in, out, 0);
         require_gpu_close(d_y, y, ny, 1e-5, "gpu y vs cpu");
         dti_nn_cuda_linear_forward(d_x, d_W, NULL, d_y, B, in, out, 0);
@@ -200,8 +185,10 @@ START_TEST(test_linear_half)
     REQUIRE(memcmp(y, yh, ny * 4) == 0 && memcmp(dW, dWh, nW * 4) == 0,
             "the host's products changed with dt_nn_half_products (%d, %d, %d)", B, in, out);
     if (use_gpu()) {
-        float *d_x = to_gpu(x, nx * 4), *d_W = to_gpu(W, nW * 4), *d_dy = to_gpu(dy, ny * 4);
-        float *d_y = to_gpu(y, ny * 4), *d_dx = to_gpu(dx, nx * 4), *d_dW = to_gpu(dWh, nW * 4);
+        float *d_x = unit_to_gpu(x, nx * 4), *d_W = unit_to_gpu(W, nW * 4);
+        float *d_dy = unit_to_gpu(dy, ny * 4);
+        float *d_y = unit_to_gpu(y, ny * 4), *d_dx = unit_to_gpu(dx, nx * 4);
+        float *d_dW = unit_to_gpu(dWh, nW * 4);
         dti_cuda_memzero(d_dW, nW * 4);
         dti_nn_cuda_linear_forward(d_x, d_W, NULL, d_y, B, in, out, 1);
         dti_nn_cuda_linear_backward(d_x, d_W, d_dy, d_dx, d_dW, NULL, B, in, out, 1);
@@ -249,7 +236,7 @@ START_TEST(test_act)
     unit_require_close(dx, want_dx, n, 1e-6, name);
 
     if (use_gpu()) {
-        float *d_x = to_gpu(x, n * 4), *d_dy = to_gpu(dy, n * 4);
+        float *d_x = unit_to_gpu(x, n * 4), *d_dy = unit_to_gpu(dy, n * 4);
         float *d_y = dti_cuda_malloc(n * 4), *d_dx = dti_cuda_malloc(n * 4);
         dti_nn_cuda_act_forward((int)a, d_x, d_y, n);
         require_gpu_close(d_y, y, n, 1e-6, "gpu forward vs cpu");
@@ -305,8 +292,8 @@ START_TEST(test_xent)
     unit_require_close(d, want_d, n, 1e-6, "cpu dlogits");
 
     if (use_gpu()) {
-        float *d_l = to_gpu(l, n * 4), *d_d = dti_cuda_malloc(n * 4);
-        int *d_y = to_gpu(y, B * sizeof *y);
+        float *d_l = unit_to_gpu(l, n * 4), *d_d = dti_cuda_malloc(n * 4);
+        int *d_y = unit_to_gpu(y, B * sizeof *y);
         float g = dti_nn_cuda_xent(d_l, d_y, B, C, scale, d_d);
         REQUIRE(fabsf(g - loss) <= 1e-5f * fmaxf(1, fabsf(loss)),
                 "gpu loss %.9g, cpu %.9g", (double)g, (double)loss);
@@ -347,7 +334,7 @@ START_TEST(test_optim)
     memset(want_s, 0, n * (S ? S : 1) * sizeof *want_s);
     float *d_p = NULL, *d_st = NULL;
     if (use_gpu()) {
-        d_p = to_gpu(p, n * 4);
+        d_p = unit_to_gpu(p, n * 4);
         if (S) {
             d_st = dti_cuda_malloc(n * S * 4);
             dti_cuda_memzero(d_st, n * S * 4);
@@ -375,7 +362,7 @@ START_TEST(test_optim)
         if (S)
             unit_require_close(st, want_s, n * S, 1e-5, "cpu state");
         if (gpu) {
-            float *d_g = to_gpu(g, n * 4);
+            float *d_g = unit_to_gpu(g, n * 4);
             dti_nn_cuda_optim_step((int)o->kind, o->lr, o->momentum, o->beta1, o->beta2,
                                    o->eps, step, d_p, d_g, d_st, n);
             require_gpu_close(d_p, p, n, 1e-6, "gpu params vs cpu");
