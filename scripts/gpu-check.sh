@@ -787,6 +787,22 @@ check "train pp --precision fp16 -n 4" $T train_pair 4 h_pp f16 --mode pp --prec
 check "train hybrid --dp 2 --tp 2 --precision fp16 -n 4" $T train_pair 4 h_hyb f16 \
     --mode hybrid --dp 2 --tp 2 --pp 1 --precision fp16
 
+# the GPT (--model gpt) on the GPU against the same run on the CPU: a small one, 5 steps
+# (f32x: train_pair's serial run is the MLP's); sp's blocks too, at 3 ranks (uneven)
+gpt_pair() {
+    # train_pair reads small: the GPT's options in place of the MLP's, for this call only
+    local small=(--model gpt --steps 5 --batch 12 --layers 2 --heads 6 --embed 24 --seq 16)
+    train_pair "$@"
+}
+check "train --model gpt serial" $T gpt_pair 1 gserial f32x --mode serial
+check "train --model gpt ddp -n 2" $T gpt_pair 2 gddp f32x --mode ddp
+check "train --model gpt fsdp --zero 3 -n 2" $T gpt_pair 2 gfsdp3 f32x --mode fsdp --zero 3
+check "train --model gpt tp -n 2" $T gpt_pair 2 gtp f32x --mode tp
+check "train --model gpt pp -n 2 (1f1b)" $T gpt_pair 2 gpp f32x --mode pp
+check "train --model gpt tp --sp -n 3" $T gpt_pair 3 gtpsp f32x --mode tp --sp
+check "train --model gpt ddp --precision fp16 -n 2" $T gpt_pair 2 h_gddp f16 --mode ddp \
+    --precision fp16
+
 # checkpoints on the GPU: 6 steps at once against 3, a checkpoint, and 3 more resumed
 # (weights bit for bit, losses of steps 4-6 equal), as tests/checkpoint.sh does
 ck=(--steps 6 --hidden 16 --layers 3 --examples 200 --batch 24 --device "$DEV")

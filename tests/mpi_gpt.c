@@ -458,18 +458,21 @@ START_TEST(test_mode)
 }
 END_TEST
 
-/* ==== what the GPT can never run: dt_train_check refuses it, with a sentence ==== */
+/* ==== what the GPT can never run: dt_train_check refuses it, with a sentence; and
+ * what it does not run on the GPU yet (host code only), refused before the question
+ * whether this rank has a GPU is asked ==== */
 
 START_TEST(test_check)
 {
     dt_text tiny;                   /* a text of n bytes holds sequences of n-1 at most */
     dt_text_generate(&tiny, 64, 5);
-    tt_refusal cs[12];              /* word NULL: accepted */
-    int nc = 0;
-#define CASE(name_, word_, nranks_) do {        /* each on the host */ \
-        c.on_device = 0; \
+    tt_refusal cs[16];              /* word NULL: accepted */
+    int nc = 0, gpu = dt_device() == DT_CUDA;
+#define CASE_ON(name_, word_, nranks_, dev_) do { \
+        c.on_device = dev_; \
         cs[nc++] = (tt_refusal){ name_, word_, c, nranks_ }; \
     } while (0)
+#define CASE(name_, word_, nranks_) CASE_ON(name_, word_, nranks_, 0)    /* on the host */
     dt_train_config c = base(DT_MODE_TP, 0);
     CASE("tp: 6 heads on 4 ranks", "heads", 4);
     CASE("tp: 6 heads on 5 ranks", "heads", 5);
@@ -499,7 +502,17 @@ START_TEST(test_check)
     CASE("ddp: 25 sequences on 2 ranks", "sequences", 2);
     c = base(DT_MODE_PP, 0);
     CASE("pp: 5 stages of the 4 units of 2 blocks", "units", 5);
+    c = base(DT_MODE_SERIAL, 0);    /* on the GPU: trains there (without one: refused) */
+    CASE_ON("serial on the GPU", gpu ? NULL : "no GPU", 1, 1);
+    c = base(DT_MODE_HYBRID, 0);
+    c.dp = c.tp = c.pp = 1, c.cp = 2;
+    CASE_ON("--cp 2 on the GPU", "ring attention", 2, 1);
+    c = base(DT_MODE_MOE, 0);
+    CASE_ON("moe on the GPU", "moe_gpt.c", 2, 1);
+    c = base(DT_MODE_DP_THREADS, 0);
+    CASE_ON("dp-threads on the GPU", "dp-threads", 1, 1);
 #undef CASE
+#undef CASE_ON
     tt_check_refusals(cs, nc);
     dt_text_free(&tiny);
     HT_VERDICT();

@@ -161,12 +161,14 @@ void dti_unit_acts_alloc(const dt_train_config *c, int B, dt_device_kind where,
     a->type = type;
     a->fp16 = type != MPI_FLOAT;
     if (c->kind == DT_MODEL_GPT) {
-        DT_REQUIRE(where == DT_CPU, "the GPT trains on the host so far");
         const dt_gpt_config *g = &c->gpt;    /* whole blocks, recomputed as c says */
+        size_t ntok = (size_t)B * g->seq;
         a->cut = dt_gpt_whole(g, c->recompute);
         size_t scratch, all = dt_gpt_acts_floats(g, &a->cut, B, g->seq, &scratch);
-        dt_gpt_acts_alloc(g, &a->cut, B, g->seq, &a->gpt);
-        a->tok = dti_calloc((size_t)B * c->gpt.seq, sizeof *a->tok);
+        dt_gpt_acts_alloc_on(g, &a->cut, B, g->seq, where == DT_CUDA, &a->gpt);
+        a->tok = dt_malloc(ntok * sizeof *a->tok, where);       /* (dti_gpt_tokens) */
+        dt_memzero(a->tok, ntok * sizeof *a->tok);
+        a->htok = where == DT_CUDA ? dti_calloc(ntok, sizeof *a->htok) : NULL;
         a->kept = (all - scratch) * sizeof(float);
         return;
     }
@@ -184,7 +186,8 @@ void dti_unit_acts_free(dti_unit_acts *a)
 {
     if (a->c->kind == DT_MODEL_GPT) {
         dt_gpt_acts_free(&a->gpt);
-        free(a->tok);
+        dt_free(a->tok);
+        free(a->htok);
     } else {
         dt_mlp_acts_free(&a->mlp);
         dt_free(a->gx[0]);
@@ -200,8 +203,7 @@ const float *dti_unit_forward(dti_unit_acts *a, int u, const float *W, const flo
     if (c->kind == DT_MODEL_GPT) {
         const dt_gpt_config *g = &c->gpt;
         if (u == 0)                           /* the tokens, sent as floats */
-            for (size_t i = 0; i < (size_t)B * g->seq; i++)
-                a->tok[i] = (int)x[i];
+            dti_gpt_tokens(x, B, g->seq, g->seq, NULL, a->htok, a->tok);
         dti_gpt_clock k = { "forward", step, -1, t0, 0, 0, 0 };
         dt_gpt_unit_forward(g, &a->cut, u, W, Wt, a->tok, &a->gpt, B, g->seq,
                             dti_gpt_clock_part, &k);
@@ -431,6 +433,7 @@ void dti_model_free(dti_model *m)
     dt_free(m->tmp);
     dt_free(m->sp_buf);
     dt_free(m->sp_wire);
+    dt_free(m->sp_ln);
     dti_cp_free(m->cp);
     free(m->split);
     free(m->in);

@@ -29,7 +29,11 @@
  * stored (the activations inside a block stay floats: a simplification the MLP's model.c
  * does not make).
  *
- * The GPT runs on the host so far. */
+ * Where the run lives (r->where): on the host, or on this rank's GPU, where everything
+ * of a step is, the weights, their gradients, the activations (gpt.h's _on), the
+ * tokens and the labels; the tokens come as floats in the batch, on the host, and go up
+ * as ints with it (dti_gpt_tokens). Context parallelism's ring attention (cp.c,
+ * lib/nn/ringattn.c) is the host's alone: run.c refuses --cp on the GPU. */
 #include <stdlib.h>
 #include <string.h>
 #include "buf.h"
@@ -63,23 +67,22 @@ static int sp_most(const dti_model *m)
 }
 
 /* Between rank k's rows of all (B, T, C), or its own rows mine (B, p1 - p0, C), and a
- * block (B, most, C): to_block 1 packs, 0 unpacks */
+ * block (B, most, C): to_block 1 packs (zeros after a sequence's rows), 0 unpacks. One
+ * 2-D copy of B rows of (p1 - p0) C floats, host or device (dti_copy_block). */
 static void sp_block(const dti_model *m, int k, float *rows, int whole, float *block,
                      int B, int T, int C, int to_block)
 {
     int p0, p1, most = sp_most(m);
     dt_gpt_sp_positions(T, m->T, k, &p0, &p1);
-    size_t w = (size_t)(p1 - p0) * C;
-    for (int b = 0; b < B; b++) {
-        float *r = whole ? rows + ((size_t)b * T + p0) * C : rows + b * w;
-        float *q = block + (size_t)b * most * C;
-        if (to_block) {
-            memcpy(q, r, w * sizeof(float));
-            memset(q + w, 0, ((size_t)most * C - w) * sizeof(float));
-        } else {
-            memcpy(r, q, w * sizeof(float));
-        }
-    }
+    size_t w = (size_t)(p1 - p0) * C, ld = (size_t)most * C;
+    float *r = whole ? rows + (size_t)p0 * C : rows;
+    size_t rld = whole ? (size_t)T * C : w;
+    if (to_block && w < ld)           /* the padding: the whole block, then the rows */
+        dt_memzero(block, (size_t)B * ld * sizeof(float));
+    if (to_block)
+        dti_copy_block(block, ld, r, rld, B, (int)w, sizeof(float));
+    else
+        dti_copy_block(r, rld, block, ld, B, (int)w, sizeof(float));
 }
 
 static void sp_gather(const float *mine, float *all, int B, int T, int C, void *ctx)
@@ -139,7 +142,6 @@ void dti_gpt_model_init(dti_model *m, dti_run *r, int l0, int l1, MPI_Comm tp, i
 {
     const dt_gpt_config *g = &r->cfg->gpt;
     int units = dt_gpt_units(g);
-    DT_REQUIRE(r->where == DT_CPU, "the GPT trains on the host so far");
     memset(m, 0, sizeof *m);
     m->g = g;
     m->run = r;
@@ -194,6 +196,8 @@ void dti_gpt_model_init(dti_model *m, dti_run *r, int l0, int l1, MPI_Comm tp, i
         m->sp_buf = dt_malloc(n * sizeof(float), r->where);
         if (m->type != MPI_FLOAT)
             m->sp_wire = dt_malloc(n * dti_work_size(r), r->where);
+        /* the LayerNorms' gradients, 2C floats at most 2 a unit (sp_ln_sum) */
+        m->sp_ln = dt_malloc(2 * (size_t)m->nl * 2 * C * dti_work_size(r), r->where);
     }
 }
 
@@ -301,6 +305,8 @@ void dti_gpt_model_cp(dti_model *m, MPI_Comm cp_comm, int Bmax)
 {
     DT_REQUIRE(!m->cut.sp && m->cp == NULL, "context parallelism: with sequence "
                "parallelism, or twice");
+    DT_REQUIRE(m->run->where == DT_CPU, "context parallelism's ring attention runs on the "
+               "host only (lib/nn/ringattn.c)");
     m->cp = dti_cp_new(cp_comm, m->g->seq, Bmax, m->cut.heads, m->g->embed / m->g->heads);
     int T;
     m->cut.pos = dti_cp_positions(m->cp, &T);
@@ -317,15 +323,33 @@ static int positions(const dti_model *m)
     return m->cp ? m->lpe : m->g->seq;
 }
 
+void dti_gpt_tokens(const float *x, int B, int T, int seq, const int *pos, int *host,
+                    int *tok)
+{
+    int up = dt_is_device_ptr(tok);
+    int *t = up ? host : tok;
+    DT_REQUIRE(t != NULL && !dt_is_device_ptr(x), "the GPT's tokens: the batch must be on "
+               "the host%s", up && host == NULL ? ", and a host buffer on their way up" : "");
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < T; i++)
+            t[(size_t)b * T + i] = (int)x[(size_t)b * seq + (pos ? pos[i] : i)];
+    if (up)
+        dt_memcpy_input(tok, t, (size_t)B * T * sizeof *tok);
+}
+
 void dti_gpt_acts_alloc(const dti_model *m, int B, dti_acts *a)
 {
+    dt_device_kind where = m->run->where;
+    size_t ntok = (size_t)B * positions(m);
     memset(a, 0, sizeof *a);
     a->B = B;
     a->run = m->run;
     a->gpt = malloc(sizeof *a->gpt);
-    a->tok = malloc((size_t)B * positions(m) * sizeof *a->tok);
-    DT_REQUIRE(a->gpt && a->tok, "out of host memory");
-    dt_gpt_stage_acts_alloc(m->g, &m->cut, m->l0, m->l1, B, positions(m), a->gpt);
+    a->tok = dt_malloc(ntok * sizeof *a->tok, where);
+    a->htok = where == DT_CUDA ? malloc(ntok * sizeof *a->htok) : NULL;
+    DT_REQUIRE(a->gpt && (where != DT_CUDA || a->htok), "out of host memory");
+    dt_gpt_stage_acts_alloc_on(m->g, &m->cut, m->l0, m->l1, B, positions(m),
+                               where == DT_CUDA, a->gpt);
     size_t scratch;
     size_t all = dt_gpt_stage_acts_floats(m->g, &m->cut, m->l0, m->l1, B, positions(m),
                                           &scratch);
@@ -340,7 +364,8 @@ void dti_gpt_acts_free(dti_acts *a)
     if (a->gpt)
         dt_gpt_acts_free(a->gpt);
     free(a->gpt);
-    free(a->tok);
+    dt_free(a->tok);
+    free(a->htok);
     memset(a, 0, sizeof *a);
 }
 
@@ -404,10 +429,7 @@ const float *dti_gpt_model_forward(dti_model *m, dti_acts *a, const float *x_in,
                a->B);
     if (m->l0 == 0)                 /* the first stage: the tokens, sent as floats (with
                                        context parallelism, those at its positions) */
-        for (int b = 0; b < B; b++)
-            for (int i = 0; i < T; i++)
-                a->tok[(size_t)b * T + i] =
-                    (int)x_in[(size_t)b * seq + (m->cp ? m->cut.pos[i] : i)];
+        dti_gpt_tokens(x_in, B, T, seq, m->cp ? m->cut.pos : NULL, a->htok, a->tok);
     unit_clock k = { m, a, B, { "forward", step, micro, dt_trace_now(), 0, m->l0 - 1,
                                 DT_GPT_UNIT }, NULL, NULL, 0 };
     m->clock = &k.clock;
@@ -425,7 +447,7 @@ void dti_gpt_model_backward(dti_model *m, dti_acts *a, const float *dy, float *d
                                 DT_GPT_UNIT }, layer_done, ctx, BACK_BOTH };
     int fp16 = m->type != MPI_FLOAT;
     if (fp16)                       /* this micro-batch's gradients, as floats */
-        memset(m->gf, 0, m->n * sizeof(float));
+        dt_memzero(m->gf, m->n * sizeof(float));
     m->clock = &k.clock;
     dt_gpt_backward_stage(m->g, &m->cut, m->l0, m->l1, weights(m), a->gpt, dy, a->tok, dx,
                           B, positions(m), fp16 ? m->gf : m->grads, part_finished, &k);
@@ -454,7 +476,7 @@ void dti_gpt_model_backward_weights(dti_model *m, dti_acts *a, int B, int step, 
                                 DT_GPT_UNIT }, layer_done, ctx, BACK_WEIGHTS };
     int fp16 = m->type != MPI_FLOAT;
     if (fp16)
-        memset(m->gf, 0, m->n * sizeof(float));
+        dt_memzero(m->gf, m->n * sizeof(float));
     m->clock = &k.clock;
     float *grads = fp16 ? m->gf : m->grads;
     dt_gpt_backward_stage_weights(m->g, &m->cut, m->l0, m->l1, a->gpt, a->tok, B,
@@ -498,7 +520,7 @@ static void sp_ln_sum(dti_model *m, int step)
     const dt_gpt_config *g = m->g;
     size_t C = (size_t)g->embed, es = dti_work_size(m->run), n = 2 * C;
     size_t ln2 = dt_gpt_attn_size(g, m->cut.heads) - 2 * C;   /* in a block */
-    size_t *at = dti_calloc(2 * (size_t)m->nl, sizeof *at);
+    size_t *at = dti_calloc(2 * (size_t)m->nl, sizeof *at);   /* host */
     int ns = 0;
     for (int i = 0; i < m->nl; i++) {
         int u = m->l0 + i;
@@ -507,16 +529,15 @@ static void sp_ln_sum(dti_model *m, int step)
         else if (u == g->layers + 1)                            /* lnf */
             at[ns++] = m->off[i];
     }
-    char *buf = dti_calloc((size_t)ns * n, es), *grads = m->grads;
+    char *buf = m->sp_ln, *grads = m->grads;        /* where the run lives */
     for (int j = 0; j < ns; j++)
-        memcpy(buf + j * n * es, grads + at[j] * es, n * es);
+        dt_memcpy(buf + j * n * es, grads + at[j] * es, n * es);
     double t0 = dt_trace_now();
     if (ns > 0)
         dt_allreduce(MPI_IN_PLACE, buf, (int)(ns * n), m->type, MPI_SUM, m->tp);
     dti_mark("tp", "ln", step, -1, 0, 0, ns * n * es, t0);
     for (int j = 0; j < ns; j++)
-        memcpy(grads + at[j] * es, buf + j * n * es, n * es);
-    free(buf);
+        dt_memcpy(grads + at[j] * es, buf + j * n * es, n * es);
     free(at);
 }
 

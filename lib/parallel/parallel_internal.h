@@ -222,7 +222,8 @@ typedef struct dti_model {
     dti_gpt_clock *clock;    /* the GPT: the clock of the forward or backward under way,
                                 which tensor parallelism's sums split (model_gpt.c) */
     float *sp_buf;           /* the GPT with sequence parallelism: its collectives' */
-    void *sp_wire;           /* blocks, and in fp16 the same as fp16 (model_gpt.c) */
+    void *sp_wire;           /* blocks, and in fp16 the same as fp16 (model_gpt.c), */
+    void *sp_ln;             /* and its LayerNorms' gradients packed for their sum */
     struct dti_cp *cp;       /* the GPT with context parallelism: its ring (cp.c) */
     /* interleaved pipelines (dti_model_init_chunks): this rank's v chunks, each a model
      * of its own units whose params and grads lie in this one's, chunk j from unit
@@ -289,7 +290,8 @@ typedef struct {
     float *mem;
     float **x, **z;
     dt_gpt_acts *gpt;           /* the GPT's instead (model_gpt.c) */
-    int *tok;                   /* the GPT's tokens (B, seq) */
+    int *tok;                   /* the GPT's tokens (B, seq), where the run lives */
+    int *htok;                  /* on a GPU: the same made on the host, on their way */
     dti_run *run;               /* counted there under DTI_ACTS */
     size_t bytes;
 } dti_acts;
@@ -363,7 +365,8 @@ typedef struct {
     const float *dy;             /* backward's gradient of the unit's output (MLP) */
     dt_gpt_acts gpt;             /* the GPT's */
     dt_gpt_cut cut;              /* its blocks whole, with the run's recomputation */
-    int *tok;                    /* (B, seq), and the labels' counterpart */
+    int *tok;                    /* (B, seq), where the run lives */
+    int *htok;                   /* on a GPU: the same made on the host, on their way */
     size_t kept;                 /* bytes forward keeps for backward (the books) */
 } dti_unit_acts;
 
@@ -425,6 +428,12 @@ void dti_cp_attend_backward(dti_model *m, const float *qkv, const float *y,
                             int H, int d);
 void dti_gpt_acts_alloc(const dti_model *m, int B, dti_acts *a);
 void dti_gpt_acts_free(dti_acts *a);
+/* The GPT's tokens of B sequences into tok (B, T), where the run lives: x (B, seq) is
+ * the batch as floats, on the host; pos (NULL: 0 .. T-1) the T positions each sequence
+ * gives. A tok on the GPU is written through host (B, T) and sent up as the batch
+ * (dt_memcpy_input); one on the host directly (host unused, may be NULL). */
+void dti_gpt_tokens(const float *x, int B, int T, int seq, const int *pos, int *host,
+                    int *tok);
 const float *dti_gpt_model_forward(dti_model *m, dti_acts *a, const float *x_in, int B,
                                    int step, int micro);
 void dti_gpt_model_backward(dti_model *m, dti_acts *a, const float *dy, float *dx, int B,

@@ -137,8 +137,6 @@ static int gpt_check(const dt_train_config *c, int n, char *why, size_t len)
         WHY("%d pipeline stages but the GPT has %d units (the embeddings, %d block%s, the "
             "final LayerNorm and head): every stage needs one", P, dt_gpt_units(g),
             g->layers, g->layers == 1 ? "" : "s");
-    if (c->on_device)
-        WHY("--model gpt trains on the CPU so far (its CUDA kernels are not written yet)");
     if (c->recompute && c->mode == DT_MODE_MOE)
         WHY("mode moe keeps every activation so far: --recompute is for the other modes");
     if (c->sp && T == 1)
@@ -156,6 +154,18 @@ static int gpt_check(const dt_train_config *c, int n, char *why, size_t len)
     if (C > 1 && c->recompute == DT_GPT_RECOMPUTE_SELECTIVE)
         WHY("--recompute selective recomputes attention's probabilities, which ring "
             "attention (--cp) never keeps: it recomputes them in backward already");
+    /* on the GPU: what still has host code only (the rest of the GPT's step runs there) */
+    if (c->on_device && C > 1)
+        WHY("--cp on the GPU: ring attention's blocks (lib/nn/ringattn.c) run on the host "
+            "only so far; use --device cpu, or no --cp");
+    if (c->on_device && c->mode == DT_MODE_MOE)
+        WHY("--mode moe --model gpt on the GPU: the GPT with experts (moe_gpt.c) keeps its "
+            "activations and routes its tokens on the host so far; use --device cpu (the "
+            "MLP's moe trains on the GPU)");
+    if (c->on_device && c->mode == DT_MODE_DP_THREADS)
+        WHY("--mode dp-threads --model gpt on the GPU: its threads share a batch already on "
+            "the GPU, and the GPT makes its tokens on the host; use --device cpu, or "
+            "another mode");
 
     return 0;
 }
