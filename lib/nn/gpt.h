@@ -138,7 +138,9 @@ void dt_attention_backward(const float *qkv, const float *att, const float *dy,
  * block_forward: before the first block m = -INFINITY, l = 0, o = 0 (dt_attn_block_init
  * sets them); finish then divides o by l and writes lse = m + log l (Tq), all backward
  * needs of the forward besides o. Each query row must have met a key (its own position
- * at least) before finish. scratch: Tk floats. */
+ * at least) before finish. scratch: Tk floats (on the GPU: unused, may be NULL).
+ * block_forward and block_backward run on device buffers too (ringattn_kernels.cu);
+ * init, finish and delta on the host only, so far. */
 void dt_attn_block_init(float *m, float *l, float *o, int ldo, int Tq, int d);
 void dt_attn_block_forward(const float *q, int ldq, const float *k, const float *v,
                            int ldk, int Tq, int Tk, int q0, int k0, int d, float *m,

@@ -50,33 +50,6 @@
 #include "nn_cuda.h"
 #include "nn_device.cuh"
 
-/* Threads per block: lib/nn's (nn_device.cuh) */
-#define GPT_THREADS NN_THREADS
-
-/* Blocks for n items (threads' items or blocks' rows): one each, at most 4096 (the
- * grid-stride loops cover the rest), at least 1 (a launch of 0 blocks is an error). */
-static int blocks_for(size_t n, size_t per_block)
-{
-    size_t b = (n + per_block - 1) / per_block;
-    return b < 1 ? 1 : b > 4096 ? 4096 : (int)b;
-}
-
-#define LAUNCH_ITEMS(n) blocks_for((n), GPT_THREADS), GPT_THREADS, 0, cudaStreamPerThread
-#define LAUNCH_ROWS(n) blocks_for((n), 1), GPT_THREADS, 0, cudaStreamPerThread
-
-/* The grid-stride loop over items: this thread's first, then every gridDim * blockDim */
-#define FOR_EACH(i, n) \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)(n); \
-         i += (size_t)gridDim.x * blockDim.x)
-
-/* The grid-stride loop over rows, a block each: every thread of a block takes the same
- * rows, so barriers inside it are reached by all of them */
-#define FOR_EACH_ROW(r, n) \
-    for (size_t r = blockIdx.x; r < (size_t)(n); r += gridDim.x)
-
-/* A row's elements among a block's threads: thread t takes t, t + blockDim, ... */
-#define FOR_EACH_COL(j, n) \
-    for (int j = threadIdx.x; j < (n); j += blockDim.x)
 
 /* ==== the embeddings ==== */
 
@@ -173,7 +146,7 @@ static __global__ void ln_forward_kernel(const float *x, const float *w, const f
                                          float *y, float *mean, float *rstd, size_t N,
                                          int C)
 {
-    __shared__ float sh[GPT_THREADS];
+    __shared__ float sh[NN_THREADS];
     FOR_EACH_ROW(r, N) {
         const float *x_r = x + r * C;                                          /* (C) */
         float *y_r = y + r * C;
@@ -200,7 +173,7 @@ static __global__ void ln_backward_rows_kernel(const float *x, const float *w,
                                                const float *mean, const float *rstd,
                                                const float *dy, float *dx, size_t N, int C)
 {
-    __shared__ float sh[GPT_THREADS];
+    __shared__ float sh[NN_THREADS];
     FOR_EACH_ROW(r, N) {
         const float *x_r = x + r * C, *dy_r = dy + r * C;                      /* (C) */
         float *dx_r = dx + r * C;
@@ -296,7 +269,7 @@ static __device__ float dot(const float *a, const float *b, int n)
 static __global__ void attn_forward_kernel(const float *qkv, float *att, float *y, int B,
                                            int T, int H, int d, float scale)
 {
-    __shared__ float sh[GPT_THREADS];
+    __shared__ float sh[NN_THREADS];
     FOR_EACH_ROW(row, (size_t)B * H * T) {
         int i = (int)(row % T);
         head_at a = head_of(row / T, T, H, d);
@@ -333,7 +306,7 @@ static __global__ void attn_backward_rows_kernel(const float *qkv, const float *
                                                  const float *dy, float *datt, float *dqkv,
                                                  int B, int T, int H, int d, float scale)
 {
-    __shared__ float sh[GPT_THREADS];
+    __shared__ float sh[NN_THREADS];
     FOR_EACH_ROW(row, (size_t)B * H * T) {
         int i = (int)(row % T);
         head_at a = head_of(row / T, T, H, d);
@@ -407,8 +380,8 @@ extern "C" void dti_nn_cuda_attention_backward(const float *qkv, const float *at
                                                      scale);
     DTI_LAUNCHED();
     /* no reduction there: a block of d threads (whole warps) when d is below 256 */
-    int threads = d < GPT_THREADS ? (d + 31) / 32 * 32 : GPT_THREADS;
-    attn_backward_cols_kernel<<<blocks_for(rows, 1), threads, 0, cudaStreamPerThread>>>(
+    int threads = d < NN_THREADS ? (d + 31) / 32 * 32 : NN_THREADS;
+    attn_backward_cols_kernel<<<nn_blocks(rows, 1), threads, 0, cudaStreamPerThread>>>(
         qkv, att, dy, datt, dqkv, B, T, H, d, scale);
     DTI_LAUNCHED();
 }

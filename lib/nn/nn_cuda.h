@@ -1,6 +1,7 @@
 /* Internal: the CUDA side of lib/nn (nn_kernels.cu: cuBLAS for the matrix products,
- * kernels for the rest; gpt_kernels.cu: the GPT's operations), called by the functions
- * of nn.h and gpt.h when their pointers are on the GPU. Same contracts as the functions
+ * kernels for the rest; gpt_kernels.cu: the GPT's operations; ringattn_kernels.cu: ring
+ * attention's blocks), called by the functions of nn.h and gpt.h when their pointers
+ * are on the GPU. Same contracts as the functions
  * of the same name. Built without CUDA these are stubs that abort: a device pointer
  * cannot exist then. */
 #ifndef DT_NN_CUDA_H
@@ -53,6 +54,18 @@ void dti_nn_cuda_add(float *dst, const float *src, size_t n);
 void dti_nn_cuda_copy_rows(float *dst, size_t dld, const float *src, size_t sld,
                            size_t width, size_t rows);
 
+/* ringattn_kernels.cu: ring attention's blocks (gpt.h, "attention a block of keys at a
+ * time"), every pointer on the device; forward needs no scratch. Both return with their
+ * work queued. */
+void dti_nn_cuda_attn_block_forward(const float *q, int ldq, const float *k, const float *v,
+                                    int ldk, int Tq, int Tk, int q0, int k0, int d, float *m,
+                                    float *l, float *o, int ldo);
+void dti_nn_cuda_attn_block_backward(const float *q, int ldq, const float *k,
+                                     const float *v, int ldk, int Tq, int Tk, int q0, int k0,
+                                     int d, const float *lse, const float *D,
+                                     const float *dout, int ldo, float *dq, float *dk,
+                                     float *dv);
+
 #else
 
 #define DTI_NN_NO_CUDA DT_REQUIRE(0, "built without CUDA (make CUDA=1)")
@@ -84,6 +97,10 @@ static inline void dti_nn_cuda_add(float *dst, const float *src, size_t n)
 { (void)dst; (void)src; (void)n; DTI_NN_NO_CUDA; }
 static inline void dti_nn_cuda_copy_rows(float *dst, size_t dld, const float *src, size_t sld, size_t width, size_t rows)
 { (void)dst; (void)dld; (void)src; (void)sld; (void)width; (void)rows; DTI_NN_NO_CUDA; }
+static inline void dti_nn_cuda_attn_block_forward(const float *q, int ldq, const float *k, const float *v, int ldk, int Tq, int Tk, int q0, int k0, int d, float *m, float *l, float *o, int ldo)
+{ (void)q; (void)ldq; (void)k; (void)v; (void)ldk; (void)Tq; (void)Tk; (void)q0; (void)k0; (void)d; (void)m; (void)l; (void)o; (void)ldo; DTI_NN_NO_CUDA; }
+static inline void dti_nn_cuda_attn_block_backward(const float *q, int ldq, const float *k, const float *v, int ldk, int Tq, int Tk, int q0, int k0, int d, const float *lse, const float *D, const float *dout, int ldo, float *dq, float *dk, float *dv)
+{ (void)q; (void)ldq; (void)k; (void)v; (void)ldk; (void)Tq; (void)Tk; (void)q0; (void)k0; (void)d; (void)lse; (void)D; (void)dout; (void)ldo; (void)dq; (void)dk; (void)dv; DTI_NN_NO_CUDA; }
 
 #endif
 

@@ -86,15 +86,6 @@ static void load_cublas(void)
              dti_die(__FILE__, __LINE__, "%s failed: %s", #call, cb.status(s_)); \
     } while (0)
 
-/* Blocks for a grid-stride loop over n items: enough for one item per thread, at most
- * 4096 (the loop covers the rest), at least 1 (a launch of 0 blocks is an error). */
-static int grid_for(size_t n)
-{
-    size_t want = (n + NN_THREADS - 1) / NN_THREADS;
-    return (int)(want < 1 ? 1 : want < 4096 ? want : 4096);
-}
-
-
 /* ==== cuBLAS: one handle per thread ==== */
 
 /* A cuBLAS handle holds the library's context on the current GPU (created on the first
@@ -221,7 +212,7 @@ extern "C" void dti_nn_cuda_linear_forward(const float *x, const float *W, const
                           &one, W, in, x, in, &zero, y, out));
     if (b) {
         size_t total = (size_t)B * out;
-        add_bias_kernel<<<grid_for(total), NN_THREADS, 0, cudaStreamPerThread>>>(
+        add_bias_kernel<<<LAUNCH_ITEMS(total)>>>(
             y, b, (size_t)B, out);
         dti_book(DTI_BOOK_LAUNCH, 1);
     }
@@ -310,7 +301,7 @@ extern "C" void dti_nn_cuda_act_forward(int act, const float *x, float *y, size_
     DT_REQUIRE(act == DT_RELU || act == DT_GELU, "unknown activation %d", act);
     if (n == 0)
         return;
-    act_forward_kernel<<<grid_for(n), NN_THREADS, 0, cudaStreamPerThread>>>(act, x, y, n);
+    act_forward_kernel<<<LAUNCH_ITEMS(n)>>>(act, x, y, n);
     dti_book(DTI_BOOK_LAUNCH, 1);
     dti_cuda_queued();
 }
@@ -321,7 +312,7 @@ extern "C" void dti_nn_cuda_act_backward(int act, const float *x, const float *d
     DT_REQUIRE(act == DT_RELU || act == DT_GELU, "unknown activation %d", act);
     if (n == 0)
         return;
-    act_backward_kernel<<<grid_for(n), NN_THREADS, 0, cudaStreamPerThread>>>(act, x, dy, dx, n);
+    act_backward_kernel<<<LAUNCH_ITEMS(n)>>>(act, x, dy, dx, n);
     dti_book(DTI_BOOK_LAUNCH, 1);
     dti_cuda_queued();
 }
@@ -503,13 +494,13 @@ extern "C" void dti_nn_cuda_optim_step(int kind, float lr, float momentum, float
     if (n == 0)
         return;
     if (kind == DT_SGD) {
-        sgd_kernel<<<grid_for(n), NN_THREADS, 0, cudaStreamPerThread>>>(params, grads, state,
+        sgd_kernel<<<LAUNCH_ITEMS(n)>>>(params, grads, state,
                                                                         lr, momentum, n);
         dti_book(DTI_BOOK_LAUNCH, 1);
     } else {
         float bc1 = (float)(1.0 - pow((double)beta1, step));
         float bc2 = (float)(1.0 - pow((double)beta2, step));
-        adam_kernel<<<grid_for(n), NN_THREADS, 0, cudaStreamPerThread>>>(
+        adam_kernel<<<LAUNCH_ITEMS(n)>>>(
             params, grads, state, lr, beta1, beta2, eps, bc1, bc2, n);
         dti_book(DTI_BOOK_LAUNCH, 1);
     }

@@ -11,11 +11,16 @@
  *
  * Backward needs no running state: with lse kept, p_j = e^(s_j - lse) is the finished
  * softmax itself, block by block, and D = sum_e dout_e o_e stands for sum_j p_j dp_j.
- * The host's loops, the reference for whatever runs the blocks faster. */
+ * The host's loops, the reference for whatever runs the blocks faster. Forward and
+ * backward run where their buffers are (dti_nn_on_gpu: all on the host or all on the
+ * GPU): on the GPU through ringattn_kernels.cu (nn_cuda.h), which needs no scratch
+ * (NULL there), else through the loops here. */
 #include <math.h>
 #include <string.h>
 #include "errors.h"
 #include "gpt.h"
+#include "nn_cuda.h"
+#include "nn_internal.h"
 
 /* The keys of a block query position p sees: those at or before it, j < n */
 static int seen(int p, int Tk, int k0)
@@ -45,6 +50,11 @@ void dt_attn_block_forward(const float *q, int ldq, const float *k, const float 
                            int ldk, int Tq, int Tk, int q0, int k0, int d, float *m,
                            float *l, float *o, int ldo, float *scratch)
 {
+    const void *ptrs[] = { q, k, v, m, l, o, scratch };
+    if (dti_nn_on_gpu("dt_attn_block_forward", ptrs, 7)) {
+        dti_nn_cuda_attn_block_forward(q, ldq, k, v, ldk, Tq, Tk, q0, k0, d, m, l, o, ldo);
+        return;
+    }
     float scale = 1.0f / sqrtf((float)d);
     for (int i = 0; i < Tq; i++) {
         int n = seen(q0 + i, Tk, k0);
@@ -95,6 +105,12 @@ void dt_attn_block_backward(const float *q, int ldq, const float *k, const float
                             const float *D, const float *dout, int ldo, float *dq,
                             float *dk, float *dv)
 {
+    const void *ptrs[] = { q, k, v, lse, D, dout, dq, dk, dv };
+    if (dti_nn_on_gpu("dt_attn_block_backward", ptrs, 9)) {
+        dti_nn_cuda_attn_block_backward(q, ldq, k, v, ldk, Tq, Tk, q0, k0, d, lse, D, dout,
+                                        ldo, dq, dk, dv);
+        return;
+    }
     float scale = 1.0f / sqrtf((float)d);
     for (int i = 0; i < Tq; i++) {
         int n = seen(q0 + i, Tk, k0);
