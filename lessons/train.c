@@ -46,7 +46,7 @@ static void make_usage(const dt_train_config *d)
     "  --mode MODE         serial|dp|ddp|fsdp|tp|pp|hybrid|moe|dp-threads (serial)\n"
     "  --model mlp|gpt     the MLP on a classification set (the default), or a small\n"
     "                      GPT (lib/nn/gpt.h) learning the next byte of a text, in\n"
-    "                      every mode (CPU so far);\n"
+    "                      every mode (on a GPU: not --cp, moe, dp-threads);\n"
     "                      --layers L blocks (%d), --heads H (%d), --embed C (%d),\n"
     "                      --seq T bytes a sequence (%d), --batch sequences (%d),\n"
     "                      --steps (%d),\n"

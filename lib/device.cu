@@ -28,7 +28,9 @@ static const char *why_none = "no GPU";
  * between device buffers, made later by the same thread sees the results (every copy
  * here waits for the stream, and so for them). The host waits only where results change
  * hands or where it needs them:
- *   - a number it needs (the loss, the overflow flag: dti_cuda_read_number), a copy;
+ *   - a number it needs (the loss, the overflow flag, the GPT's check of its tokens:
+ *     dti_cuda_read_number), a copy;
+ *   - a collective's reduction (dti_cuda_reduce), whose buffer goes back to its sender;
  *   - another thread's use of the buffers (dti_cuda_settle before DDP's bucket goes to
  *     its communication thread, before fsdp's prefetch thread reuses a layer's room,
  *     at the ends of dp-threads' phases), as another thread's stream does not wait for

@@ -22,7 +22,8 @@
  * dt_isend's messages, which are always plain MPI.
  *
  * Every call is recorded in the trace with the context the caller set (trace.h). Calls
- * are blocking: when they return the send buffer may be reused and the data received.
+ * are blocking (dt_isend and dt_irecv aside): when they return the send buffer may be
+ * reused and the data received.
  * Threads may use p2p at the same time on different communicators (each thread has its
  * own staging buffers); on one communicator, one thread at a time. */
 #ifndef DT_P2P_H

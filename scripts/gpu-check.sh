@@ -19,12 +19,13 @@
 #      1 to 4 ranks sharing the GPU (device buffers against MPI on host copies)
 #   5. train in every mode on the GPU against the same run on the CPU (--dump: weights
 #      equal to rounding), and against serial training on the GPU, each run's device
-#      books saying its steps stayed on the GPU (lessons/train.c); fp16; checkpoints
-#      written and resumed on the GPU (bit for bit), and refused by a CPU run
+#      books saying its steps stayed on the GPU (lessons/train.c); fp16; the GPT
+#      (--model gpt) in its modes on the GPU against the CPU; checkpoints written and
+#      resumed on the GPU (bit for bit), and refused by a CPU run
 #   6. traces: d2h and h2d staging events beside the sends and receives; train's
 #      steps (serial, ddp -n 2) copy no tensor data between host and GPU (dt_memcpy's
 #      copies in the trace, counted by dttrace)
-#   7. every lesson with --device cuda at 4 ranks; stress (random collectives on device
+#   7. every lesson with --device cuda at 4 ranks (22_hosts at 2); stress (random collectives on device
 #      buffers against MPICH's) at 2, 4 and 8 ranks; collbench on device buffers
 #   8. the transports (DT_P2P, lib/p2p.h): the multi-rank suites and stress with
 #      DT_P2P=ipc and DT_P2P=staging at 2 and 4 ranks on device buffers; then, with
@@ -383,6 +384,7 @@ sync_again() {
     shift 2
     [ "$dry" = 0 ] && [ "$sync_left" -gt 0 ] && [[ "$name" != bench-* ]] &&
         [ $((budget - SECONDS)) -gt $((2 * est + 10)) ] || return 0
+    grep -q '^on the CPU: ' "$log" && return 0     # it said why: on the host, by design
     sync_left=$((sync_left - 1))
     echo "# ---- again with DT_SYNC=1 ----" >>"$log"
     (export DT_SYNC=1; "$@") >>"$log" 2>&1 </dev/null
@@ -800,6 +802,9 @@ check "train --model gpt fsdp --zero 3 -n 2" $T gpt_pair 2 gfsdp3 f32x --mode fs
 check "train --model gpt tp -n 2" $T gpt_pair 2 gtp f32x --mode tp
 check "train --model gpt pp -n 2 (1f1b)" $T gpt_pair 2 gpp f32x --mode pp
 check "train --model gpt tp --sp -n 3" $T gpt_pair 3 gtpsp f32x --mode tp --sp
+check "train --model gpt dp -n 2" $T gpt_pair 2 gdp f32x --mode dp
+check "train --model gpt hybrid --dp 2 --tp 2 -n 4" $T gpt_pair 4 ghyb f32x --mode hybrid \
+    --dp 2 --tp 2 --pp 1
 check "train --model gpt ddp --precision fp16 -n 2" $T gpt_pair 2 h_gddp f16 --mode ddp \
     --precision fp16
 

@@ -62,7 +62,8 @@ void dt_linear_backward(const float *x, const float *W, const float *dy,
  * holds fp16 values (lib/parallel rounds the weights and activations before each one);
  * on = 1 lets this thread's products on the GPU run on the tensor cores, as autocast's
  * do: fp16 inputs, fp32 sums (cuBLAS's CUBLAS_COMPUTE_32F_FAST_16F), where fp32's
- * products are many times slower. Exact for such inputs; the sums come in another
+ * products are many times slower. Exact for such inputs (the batch, the first layer's
+ * input, is rounded to fp16 there, as autocast rounds it); the sums come in another
  * order, so the result equals the fp32 product to rounding. The host's products, and
  * fp32 training (on = 0, the default), are unchanged. Returns the setting it replaced. */
 int dt_nn_half_products(int on);
