@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -54,6 +55,19 @@ static inline int unit_probe_gpu(void)
     int status = 1;
     return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
            WEXITSTATUS(status) == 0;
+}
+
+/* unit_probe_gpu for a GPU suite's main: where there is no GPU, says so once, as
+ * "SUITE: GPU comparisons skipped: no GPU (why); ALONE" (ALONE: what the suite checks
+ * without one), which scripts/gpu-check.sh fails on a GPU machine. */
+static inline int unit_probe_gpu_or_say(const char *suite, const char *alone)
+{
+    int gpu = unit_probe_gpu();
+    if (!gpu)
+        printf("%s: GPU comparisons skipped: no GPU (%s); %s\n", suite,
+               DTI_CUDA_BUILT ? "none usable" : "built without CUDA", alone);
+    fflush(stdout);
+    return gpu;
 }
 
 /* ==== tests/unit.c ==== */

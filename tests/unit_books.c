@@ -193,11 +193,7 @@ END_TEST
 
 int main(void)
 {
-    gpu = unit_probe_gpu();
-    if (!gpu)
-        printf("unit_books: GPU comparisons skipped: no GPU (%s); the host's books are "
-               "checked alone\n", DTI_CUDA_BUILT ? "none usable" : "built without CUDA");
-    fflush(stdout);
+    gpu = unit_probe_gpu_or_say("unit_books", "the host's books are checked alone");
     Suite *s = suite_create("books");
     TCase *tc = tcase_create("books");
     tcase_add_test(tc, test_host_counts_nothing);

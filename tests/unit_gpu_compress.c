@@ -159,11 +159,7 @@ END_TEST
 
 int main(void)
 {
-    gpu = unit_probe_gpu();
-    if (!gpu)
-        printf("unit_gpu_compress: GPU comparisons skipped: no GPU (%s); the host codecs "
-               "are checked alone\n", DTI_CUDA_BUILT ? "none usable" : "built without CUDA");
-    fflush(stdout);
+    gpu = unit_probe_gpu_or_say("unit_gpu_compress", "the host codecs are checked alone");
     Suite *su = suite_create("gpu_compress");
     TCase *tc = tcase_create("gpu_compress");
     tcase_add_loop_test(tc, test_codecs, 0, 3);

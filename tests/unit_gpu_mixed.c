@@ -184,11 +184,7 @@ END_TEST
 
 int main(void)
 {
-    gpu = unit_probe_gpu();
-    if (!gpu)
-        printf("unit_gpu_mixed: GPU comparisons skipped: no GPU (%s); the host loops are "
-               "checked alone\n", DTI_CUDA_BUILT ? "none usable" : "built without CUDA");
-    fflush(stdout);
+    gpu = unit_probe_gpu_or_say("unit_gpu_mixed", "the host loops are checked alone");
     Suite *su = suite_create("gpu_mixed");
     TCase *tc = tcase_create("gpu_mixed");
     tcase_add_loop_test(tc, test_host_round, 0, NSIZES);

@@ -414,11 +414,7 @@ END_TEST
 
 int main(void)
 {
-    gpu = unit_probe_gpu();
-    if (!gpu)
-        printf("unit_gpu_moe: GPU comparisons skipped: no GPU (%s); the host loops are "
-               "checked alone\n", DTI_CUDA_BUILT ? "none usable" : "built without CUDA");
-    fflush(stdout);
+    gpu = unit_probe_gpu_or_say("unit_gpu_moe", "the host loops are checked alone");
     Suite *s = suite_create("gpu_moe");
     TCase *tc = tcase_create("gpu_moe");
     tcase_add_loop_test(tc, test_gate, 0, NSHAPES);

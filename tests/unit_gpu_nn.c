@@ -385,11 +385,7 @@ END_TEST
 
 int main(void)
 {
-    gpu = unit_probe_gpu();
-    if (!gpu)
-        printf("unit_gpu_nn: GPU comparisons skipped: no GPU (%s); the CPU paths "
-               "are checked alone\n", DTI_CUDA_BUILT ? "none usable" : "built without CUDA");
-    fflush(stdout);
+    gpu = unit_probe_gpu_or_say("unit_gpu_nn", "the CPU paths are checked alone");
     Suite *s = suite_create("gpu_nn");
     TCase *tc = tcase_create("gpu_nn");
     tcase_add_loop_test(tc, test_linear, 0, NLIN);

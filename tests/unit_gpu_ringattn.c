@@ -260,11 +260,7 @@ END_TEST
 
 int main(void)
 {
-    gpu = unit_probe_gpu();
-    if (!gpu)
-        printf("unit_gpu_ringattn: GPU comparisons skipped: no GPU (%s); the CPU paths "
-               "are run alone\n", DTI_CUDA_BUILT ? "none usable" : "built without CUDA");
-    fflush(stdout);
+    gpu = unit_probe_gpu_or_say("unit_gpu_ringattn", "the CPU paths are run alone");
     Suite *s = suite_create("gpu_ringattn");
     TCase *tc = tcase_create("gpu_ringattn");
     tcase_add_loop_test(tc, test_forward, 0, 2 * NCASE);
