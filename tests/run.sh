@@ -582,26 +582,23 @@ dttrace_copies() {
 0.0335 0.0336 1 d2h -1 memcpy number -1 -1 0 0 4 - 1
 0.050 0.051 1 h2d -1 memcpy tensor -1 -1 0 0 1024 - 0
 EOF_TRACE
+    # copies_lines NAME TRACE WANT PASSED: dttrace on TRACE prints WANT as its host<->GPU
+    # lines (the first, and the steps' line where there is one)
+    copies_lines() {
+        ${limit[@]+"${limit[@]}"} "$dttrace" "$2" >"$log" 2>&1 </dev/null
+        local rc=$? got
+        got=$(grep -A1 '^host<->GPU copies: ' "$log")
+        if [ "$rc" = 0 ] && [ "$got" = "$3" ]; then
+            report "dttrace: host<->GPU copies, $1" 1 "$4"
+        else
+            report "dttrace: host<->GPU copies, $1" 0 "$(status_words "$rc"), want: $3"
+        fi
+    }
     want="host<->GPU copies: tensor 5 (4.5 KiB), batch 4 (1 KiB), number 2 (8 B)
   in steps 2..3: tensor 1 (1 KiB), batch 3 (768 B), number 2 (8 B)"
-    ${limit[@]+"${limit[@]}"} "$dttrace" "$f" >"$log" 2>&1 </dev/null
-    rc=$?
-    got=$(grep -A1 '^host<->GPU copies: ' "$log")
-    if [ "$rc" = 0 ] && [ "$got" = "$want" ]; then
-        report "dttrace: host<->GPU copies, in steps" 1 "tensor 5, 1 of them in steps 2..3"
-    else
-        report "dttrace: host<->GPU copies, in steps" 0 "$(status_words "$rc"), want: $want"
-    fi
+    copies_lines "in steps" "$f" "$want" "tensor 5, 1 of them in steps 2..3"
     grep -v ' mark -1 train step ' "$f" >"$tmp/no-steps.trace"
-    ${limit[@]+"${limit[@]}"} "$dttrace" "$tmp/no-steps.trace" >"$log" 2>&1 </dev/null
-    rc=$?
-    got=$(grep -A1 '^host<->GPU copies: ' "$log")
-    if [ "$rc" = 0 ] && [ "$got" = "${want%%$'\n'*}" ]; then
-        report "dttrace: host<->GPU copies, no steps" 1 "the first line alone"
-    else
-        report "dttrace: host<->GPU copies, no steps" 0 \
-            "$(status_words "$rc"), want: ${want%%$'\n'*}"
-    fi
+    copies_lines "no steps" "$tmp/no-steps.trace" "${want%%$'\n'*}" "the first line alone"
     grep -v ' memcpy ' "$f" >"$tmp/no-copies.trace"
     ${limit[@]+"${limit[@]}"} "$dttrace" "$tmp/no-copies.trace" >"$log" 2>&1 </dev/null
     rc=$?

@@ -5,6 +5,18 @@
 #include "unit.h"
 #include <stdlib.h>
 #include <string.h>
+#include "internal.h"
+
+/* ==== the GPU ==== */
+
+int unit_use_gpu(int gpu)
+{
+    if (gpu) {
+        dti_cuda_set_device(0);
+        dti_me.gpu_count = dti_cuda_device_count();
+    }
+    return gpu;
+}
 
 /* ==== random numbers ==== */
 

@@ -57,6 +57,11 @@ static inline int unit_probe_gpu(void)
            WEXITSTATUS(status) == 0;
 }
 
+/* In a forked test of a GPU suite, when gpu (its main's unit_probe_gpu_or_say): the GPU
+ * made current, its context made here in the child, never in main; and the device count
+ * dt_init would set, so that lib/ takes device pointers for what they are. Returns gpu. */
+int unit_use_gpu(int gpu);
+
 /* unit_probe_gpu for a GPU suite's main: where there is no GPU, says so once, as
  * "SUITE: GPU comparisons skipped: no GPU (why); ALONE" (ALONE: what the suite checks
  * without one), which scripts/gpu-check.sh fails on a GPU machine. */

@@ -23,7 +23,6 @@
 #include <unistd.h>
 #include "buf.h"
 #include "cuda.h"
-#include "internal.h"
 #include "nn/nn.h"
 
 #define REQUIRE(cond, ...) do { if (!(cond)) ck_abort_msg(__VA_ARGS__); } while (0)
@@ -87,8 +86,7 @@ START_TEST(test_device_copies)
 {
     if (!gpu)
         return;
-    dti_cuda_set_device(0);
-    dti_me.gpu_count = dti_cuda_device_count();      /* what dt_init would set */
+    unit_use_gpu(gpu);
     enum { N = 1000 };
     float *h = calloc(N, sizeof(float)), *h2 = calloc(N, sizeof(float));
     for (int i = 0; i < N; i++)
@@ -135,8 +133,7 @@ START_TEST(test_device_layers)
 {
     if (!gpu)
         return;
-    dti_cuda_set_device(0);
-    dti_me.gpu_count = dti_cuda_device_count();
+    unit_use_gpu(gpu);
     enum { B = 8, IN = 16, OUT = 4 };
     float hx[B * IN], hW[OUT * IN], hb[OUT];
     int hl[B];

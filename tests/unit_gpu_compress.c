@@ -146,9 +146,8 @@ START_TEST(test_codecs)
                     (double)x[i]);
         free(x); free(y); free(w);
     }
-    if (!gpu)
+    if (!unit_use_gpu(gpu))
         return;
-    dti_cuda_set_device(0);
     for (int li = 0; li < NLENS; li++)
         for (int pi = 0; pi < NPARTS; pi++)
             for (int fb = 0; fb < 2; fb++)

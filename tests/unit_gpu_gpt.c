@@ -37,7 +37,6 @@
 #include <unistd.h>
 #include "buf.h"
 #include "cuda.h"
-#include "internal.h"
 #include "nn/gpt.h"
 #include "nn/nn_cuda.h"
 
@@ -49,17 +48,6 @@
 /* ==== helpers ==== */
 
 static int gpu;          /* set by main: 1 when a GPU can be used */
-
-/* In each (forked) test: the GPU's context is made here, in the child, never in main;
- * and the device count dt_init would set, so that gpt.c sees device pointers as such. */
-static int use_gpu(void)
-{
-    if (gpu) {
-        dti_cuda_set_device(0);
-        dti_me.gpu_count = dti_cuda_device_count();
-    }
-    return gpu;
-}
 
 /* A device buffer of n NaNs, for outputs that must be written */
 static float *nan_gpu(size_t n)
@@ -147,7 +135,7 @@ START_TEST(test_embed)
     for (size_t i = 0; i < n; i++)
         REQUIRE(isfinite(out[i]), "cpu out[%zu] = %g", i, (double)out[i]);
 
-    if (use_gpu()) {
+    if (unit_use_gpu(gpu)) {
         int *d_tok = unit_to_gpu(tok, N * sizeof *tok);
         int *d_pos = pos ? unit_to_gpu(pos, T * sizeof *pos) : NULL;
         float *d_wte = unit_to_gpu(wte, (size_t)V * C * 4);
@@ -180,7 +168,7 @@ START_TEST(test_bad_token)
     int tok[B * T] = { 0, 1, 2, 3, 4, 0 };
     float *wte = unit_random_floats(V * C, -1, 1), *wpe = unit_random_floats(T * C, -1, 1);
     float out[B * T * C];
-    if (use_gpu()) {
+    if (unit_use_gpu(gpu)) {
         int *d_tok = unit_to_gpu(tok, sizeof tok);
         float *d_wte = unit_to_gpu(wte, V * C * 4), *d_wpe = unit_to_gpu(wpe, T * C * 4);
         float *d_out = nan_gpu(B * T * C);
@@ -221,7 +209,7 @@ START_TEST(test_layernorm)
     for (size_t i = 0; i < n; i++)
         REQUIRE(isfinite(y[i]) && isfinite(dx[i]), "cpu y or dx [%zu] not finite", i);
 
-    if (use_gpu()) {
+    if (unit_use_gpu(gpu)) {
         float *d_x = unit_to_gpu(x, n * 4), *d_w = unit_to_gpu(w, C * 4);
         float *d_b = unit_to_gpu(b, C * 4);
         float *d_dy = unit_to_gpu(dy, n * 4), *d_y = nan_gpu(n), *d_mean = nan_gpu(N);
@@ -285,7 +273,7 @@ START_TEST(test_attention)
     for (size_t i = 0; i < nqkv; i++)
         REQUIRE(isfinite(dqkv[i]), "cpu dqkv[%zu] = %g", i, (double)dqkv[i]);
 
-    if (use_gpu()) {
+    if (unit_use_gpu(gpu)) {
         float *d_qkv = unit_to_gpu(qkv, nqkv * 4), *d_dy = unit_to_gpu(dy, ny * 4);
         float *d_att = nan_gpu(natt), *d_y = nan_gpu(ny);
         dt_attention_forward(d_qkv, d_att, d_y, B, T, H, d);
@@ -320,7 +308,7 @@ START_TEST(test_add)
     float *sum = malloc(n * sizeof *sum);
     for (size_t i = 0; i < n; i++)
         sum[i] = dst[i] + src[i];
-    if (use_gpu()) {
+    if (unit_use_gpu(gpu)) {
         float *d_dst = unit_to_gpu(dst, n * 4), *d_src = unit_to_gpu(src, n * 4);
         dti_nn_cuda_add(d_dst, d_src, n);
         require_gpu_same(d_dst, sum, n, "gpu dst + src");
@@ -347,7 +335,7 @@ START_TEST(test_copy_rows)
     float *want = unit_copy_floats(dst, nd);
     for (size_t r = 0; r < rows; r++)
         memcpy(want + r * dld, src + r * sld, w * sizeof *want);
-    if (use_gpu()) {
+    if (unit_use_gpu(gpu)) {
         float *d_src = unit_to_gpu(src, ns * 4), *d_dst = unit_to_gpu(dst, nd * 4);
         dti_nn_cuda_copy_rows(d_dst, dld, d_src, sld, w, rows);
         require_gpu_same(d_dst, want, nd, "gpu rows copied (and the gaps kept)");
@@ -432,7 +420,7 @@ START_TEST(test_model)
     for (size_t i = 0; i < np; i++)
         REQUIRE(isfinite(grads[i]), "cpu grads[%zu] = %g", i, (double)grads[i]);
 
-    if (use_gpu()) {
+    if (unit_use_gpu(gpu)) {
         float *d_params = unit_to_gpu(params, np * 4), *d_grads = unit_to_gpu(g0, np * 4);
         float *d_dlogits = unit_to_gpu(dlogits, nl * 4), *got = unit_nan_floats(nl);
         int *d_tok = unit_to_gpu(tok, N * sizeof *tok);

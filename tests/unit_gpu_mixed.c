@@ -92,9 +92,8 @@ END_TEST
 
 START_TEST(test_kernels)
 {
-    if (!gpu)
+    if (!unit_use_gpu(gpu))
         return;
-    dti_cuda_set_device(0);
     size_t n = sizes[_i];
     float *x = values(n), *s = values(n);
     for (size_t i = 0; i < n; i++)       /* the accumulated part: finite, smaller */

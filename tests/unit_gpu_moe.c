@@ -39,14 +39,6 @@
 
 static int gpu;          /* set by main: 1 when a GPU can be used */
 
-/* In each (forked) test: the GPU's context is made in the child, never in main. */
-static int use_gpu(void)
-{
-    if (gpu)
-        dti_cuda_set_device(0);
-    return gpu;
-}
-
 static uint64_t seed = 0x2545f4914f6cdd1dull;
 static float rnd(float lo, float hi)           /* splitmix64: failures reproduce */
 {
@@ -191,7 +183,7 @@ START_TEST(test_gate)
     float *dp = rnd_floats((size_t)B * E, -1, 1);
     float *dx = zalloc((size_t)B * E * sizeof(float));
     dti_moe_softmax_backward(r.prob, dp, dx, B, E);
-    if (use_gpu()) {
+    if (unit_use_gpu(gpu)) {
         size_t nf = (size_t)B * E * sizeof(float);
         float *d_l = up(r.logits, nf), *d_p = up(r.logits, nf), *d_dp = up(dp, nf);
         dti_moe_cuda_softmax(d_l, d_p, B, E);
@@ -253,7 +245,7 @@ START_TEST(test_route_stats)
     for (int e = 0; e < E; e++)
         ck_assert(fabs(aux[e] - 0.01 * E * st[DTI_MOE_FIRST * E + e] / B / B) <=
                   1e-6 * fabs(aux[e]));
-    if (use_gpu()) {
+    if (unit_use_gpu(gpu)) {
         int *d_c = up(r.choice, (size_t)B * k * sizeof(int));
         int *d_s = dti_cuda_malloc((size_t)B * k * sizeof(int));
         int *d_n = dti_cuda_malloc(nc * sizeof(int));
@@ -343,7 +335,7 @@ START_TEST(test_slots)
     ck_assert_msg(filled == kept * H, "%zu floats filled in the slots, want %zu", filled,
                   kept * H);
 
-    if (use_gpu()) {
+    if (unit_use_gpu(gpu)) {
         size_t fx = nx * sizeof(float), fs = ns * sizeof(float);
         size_t fc = (size_t)B * k * sizeof(int), fp = (size_t)B * E * sizeof(float);
         int *d_c = up(r.choice, fc), *d_s = up(r.slot, fc);
@@ -397,7 +389,7 @@ START_TEST(test_sum_groups)
         ck_assert_msg(fabs(dst[j] - want) <= 1e-6 * G, "sum[%zu] = %g, want %g", j,
                       dst[j], want);
     }
-    if (use_gpu()) {
+    if (unit_use_gpu(gpu)) {
         float *d_pg = up(pg, (size_t)G * stride * sizeof(float));
         float *d_dst = up(pg, n * sizeof(float));        /* must be overwritten */
         dti_moe_cuda_sum_groups(d_pg, stride, G, n, d_dst);

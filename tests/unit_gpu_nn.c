@@ -49,14 +49,6 @@
 
 static int gpu;          /* set by main: 1 when a GPU can be used */
 
-/* In each (forked) test: the GPU's context is made here, in the child, never in main. */
-static int use_gpu(void)
-{
-    if (gpu)
-        dti_cuda_set_device(0);
-    return gpu;
-}
-
 /* The GPU's result against the CPU's (float against float), as unit_require_close. */
 static void require_gpu_close(const float *d_got, const float *cpu, size_t n, double tol,
                               const char *what)
@@ -130,7 +122,7 @@ START_TEST(test_linear)
     unit_require_close(db, want_db, out, 1e-5, "cpu db");
     unit_require_close(dx, want_dx, nx, 1e-5, "cpu dx");
 
-    if (use_gpu()) {
+    if (unit_use_gpu(gpu)) {
         float *d_x = unit_to_gpu(x, nx * 4), *d_W = unit_to_gpu(W, nW * 4);
         float *d_b = unit_to_gpu(b, out * 4);
         float *d_dy = unit_to_gpu(dy, ny * 4);
@@ -180,11 +172,11 @@ START_TEST(test_linear_half)
     int was = dt_nn_half_products(1);
     dt_linear_forward(x, W, NULL, yh, B, in, out);
     dt_linear_backward(x, W, dy, NULL, dWh, NULL, B, in, out);
-    REQUIRE(dt_nn_half_products(was) == 1 && dt_nn_half_products_on() == was,
+    REQUIRE(dt_nn_half_products(was) == 1 && dt_nn_half_products(was) == was,
             "dt_nn_half_products returns the setting it replaced");
     REQUIRE(memcmp(y, yh, ny * 4) == 0 && memcmp(dW, dWh, nW * 4) == 0,
             "the host's products changed with dt_nn_half_products (%d, %d, %d)", B, in, out);
-    if (use_gpu()) {
+    if (unit_use_gpu(gpu)) {
         float *d_x = unit_to_gpu(x, nx * 4), *d_W = unit_to_gpu(W, nW * 4);
         float *d_dy = unit_to_gpu(dy, ny * 4);
         float *d_y = unit_to_gpu(y, ny * 4), *d_dx = unit_to_gpu(dx, nx * 4);
@@ -235,7 +227,7 @@ START_TEST(test_act)
     unit_require_close(y, want_y, n, 1e-6, name);
     unit_require_close(dx, want_dx, n, 1e-6, name);
 
-    if (use_gpu()) {
+    if (unit_use_gpu(gpu)) {
         float *d_x = unit_to_gpu(x, n * 4), *d_dy = unit_to_gpu(dy, n * 4);
         float *d_y = dti_cuda_malloc(n * 4), *d_dx = dti_cuda_malloc(n * 4);
         dti_nn_cuda_act_forward((int)a, d_x, d_y, n);
@@ -291,7 +283,7 @@ START_TEST(test_xent)
             "cpu loss %.9g, want %.9g", (double)loss, want_loss);
     unit_require_close(d, want_d, n, 1e-6, "cpu dlogits");
 
-    if (use_gpu()) {
+    if (unit_use_gpu(gpu)) {
         float *d_l = unit_to_gpu(l, n * 4), *d_d = dti_cuda_malloc(n * 4);
         int *d_y = unit_to_gpu(y, B * sizeof *y);
         float g = dti_nn_cuda_xent(d_l, d_y, B, C, scale, d_d);
@@ -333,7 +325,7 @@ START_TEST(test_optim)
         want_p[i] = p[i];
     memset(want_s, 0, n * (S ? S : 1) * sizeof *want_s);
     float *d_p = NULL, *d_st = NULL;
-    if (use_gpu()) {
+    if (unit_use_gpu(gpu)) {
         d_p = unit_to_gpu(p, n * 4);
         if (S) {
             d_st = dti_cuda_malloc(n * S * 4);

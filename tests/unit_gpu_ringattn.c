@@ -32,7 +32,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "cuda.h"
-#include "internal.h"
 #include "nn/gpt.h"
 
 #define REQUIRE(cond, ...) do { if (!(cond)) ck_abort_msg(__VA_ARGS__); } while (0)
@@ -40,18 +39,6 @@
 /* ==== helpers ==== */
 
 static int gpu;          /* set by main: 1 when a GPU can be used */
-
-/* In each (forked) test: the GPU's context is made here, in the child, never in main;
- * and the device count dt_init would set, so that ringattn.c sees device pointers as
- * such. */
-static int use_gpu(void)
-{
-    if (gpu) {
-        dti_cuda_set_device(0);
-        dti_me.gpu_count = dti_cuda_device_count();
-    }
-    return gpu;
-}
 
 /* The GPU's values against the CPU's: where the CPU's is not finite (a NaN gap, a row's
  * m still -inf) the same bits; elsewhere within tol of the largest finite |cpu| (at
@@ -156,7 +143,7 @@ START_TEST(test_forward)
     }
     nan_columns(o, Tq, in.ldo, d, in.ldo);
     float *d_q = NULL, *d_kv = NULL, *d_m = NULL, *d_l = NULL, *d_o = NULL;
-    if (use_gpu()) {
+    if (unit_use_gpu(gpu)) {
         d_q = unit_to_gpu(in.q, in.nq * 4), d_kv = unit_to_gpu(in.kv, in.nkv * c->nb * 4);
         d_m = unit_to_gpu(m, Tq * 4), d_l = unit_to_gpu(l, Tq * 4);
         d_o = unit_to_gpu(o, in.no * 4);
@@ -222,7 +209,7 @@ START_TEST(test_backward)
     nan_columns(dkv, (size_t)Tk * nb, in.ldk, 2 * d, in.ldk);
     float *d_q = NULL, *d_kv = NULL, *d_lse = NULL, *d_D = NULL, *d_dout = NULL;
     float *d_dq = NULL, *d_dkv = NULL;
-    if (use_gpu()) {
+    if (unit_use_gpu(gpu)) {
         d_q = unit_to_gpu(in.q, in.nq * 4), d_kv = unit_to_gpu(in.kv, in.nkv * nb * 4);
         d_lse = unit_to_gpu(lse, Tq * 4), d_D = unit_to_gpu(D, Tq * 4);
         d_dout = unit_to_gpu(dout, in.no * 4), d_dq = unit_to_gpu(dq, in.nq * 4);

@@ -131,6 +131,18 @@ static size_t sample_text(char *buf, size_t len, long long nevents)
     return used;
 }
 
+/* The context an event was recorded with: coll, phase, step, chunk, range, thread */
+static void assert_same_context(const dt_event *a, const dt_event *b)
+{
+    ck_assert_str_eq(a->coll, b->coll);
+    ck_assert_str_eq(a->phase, b->phase);
+    ck_assert_int_eq(a->step, b->step);
+    ck_assert_int_eq(a->chunk, b->chunk);
+    ck_assert_int_eq(a->lo, b->lo);
+    ck_assert_int_eq(a->hi, b->hi);
+    ck_assert_int_eq(a->thread, b->thread);
+}
+
 static void assert_same(const dt_event *a, const dt_event *b)
 {
     ck_assert_double_eq_tol(a->t0, b->t0, 1e-12);
@@ -138,15 +150,9 @@ static void assert_same(const dt_event *a, const dt_event *b)
     ck_assert_int_eq(a->rank, b->rank);
     ck_assert_int_eq(a->peer, b->peer);
     ck_assert_int_eq(a->kind, b->kind);
-    ck_assert_str_eq(a->coll, b->coll);
-    ck_assert_str_eq(a->phase, b->phase);
-    ck_assert_int_eq(a->step, b->step);
-    ck_assert_int_eq(a->chunk, b->chunk);
-    ck_assert_int_eq(a->lo, b->lo);
-    ck_assert_int_eq(a->hi, b->hi);
+    assert_same_context(a, b);
     ck_assert_int_eq(a->nbytes, b->nbytes);
     ck_assert_int_eq(a->via, b->via);
-    ck_assert_int_eq(a->thread, b->thread);
 }
 
 /* What any successful read must satisfy, whatever the file was. */
@@ -1023,17 +1029,6 @@ static dt_event context_of(dt_event_kind kind)
     e.kind = kind;
     dti_trace_context(&e);
     return e;
-}
-
-static void assert_same_context(const dt_event *a, const dt_event *b)
-{
-    ck_assert_str_eq(a->coll, b->coll);
-    ck_assert_str_eq(a->phase, b->phase);
-    ck_assert_int_eq(a->step, b->step);
-    ck_assert_int_eq(a->chunk, b->chunk);
-    ck_assert_int_eq(a->lo, b->lo);
-    ck_assert_int_eq(a->hi, b->hi);
-    ck_assert_int_eq(a->thread, b->thread);
 }
 
 /* A collective's context is set (a ring's step 2, sending chunk 1 [10, 20), receiving

@@ -95,8 +95,6 @@ int dt_nn_half_products(int on)
     return was;
 }
 
-int dt_nn_half_products_on(void) { return half_products; }
-
 void dt_linear_forward(const float *x, const float *W, const float *b, float *y,
                        int B, int in, int out)
 {

@@ -67,7 +67,6 @@ void dt_linear_backward(const float *x, const float *W, const float *dy,
  * order, so the result equals the fp32 product to rounding. The host's products, and
  * fp32 training (on = 0, the default), are unchanged. Returns the setting it replaced. */
 int dt_nn_half_products(int on);
-int dt_nn_half_products_on(void);
 /* y = act(x) for n values; dx = act'(x) * dy. GELU is the tanh approximation. Both
  * work in place (y == x, dx == dy). */
 void dt_act_forward(dt_act a, const float *x, float *y, size_t n);

@@ -250,15 +250,6 @@ void dti_moe_free(dti_moe *m)
     free(m->ly);
 }
 
-/* Before a collective reads device buffers, or the host reads what they sum to: the
- * kernels this thread queued are done (lib/device.cu, "Queued work"). Nothing on the
- * CPU. */
-static void settle(const dti_moe *m)
-{
-    if (m->dev)
-        dti_cuda_settle();
-}
-
 /* The block of group gl of rank s for local expert je, at the experts' side: its first
  * slot's index (times H or F: its first float), and *rows, the filled slots. */
 static size_t block_at(const dti_moe_layer *l, const dti_moe *m, int s, int gl, int je,
@@ -288,7 +279,7 @@ void dti_moe_step_begin(dti_moe *m)
  * allreduce sums in an order that depends on N). */
 void dti_moe_sum_groups_into(dti_moe *m, float *const *dst, const size_t *n, int nseg)
 {
-    settle(m);
+    dti_cuda_settle();          /* the kernels queued (device.cu), before a collective */
     dt_allgather(MPI_IN_PLACE, 0, MPI_FLOAT, m->pg, (int)(m->Gl * m->nd), MPI_FLOAT,
                  m->r->comm);
     size_t off = 0;
@@ -323,7 +314,7 @@ static void mark(const dti_moe *m, const char *phase, int step, double t0)
 static void slots_alltoall(dti_moe *m, const float *send, float *recv, const char *phase,
                            int step)
 {
-    settle(m);
+    dti_cuda_settle();          /* the kernels queued (device.cu), before a collective */
     double tm = dti_mark_begin();
     dt_alltoall(send, (int)m->blk, MPI_FLOAT, recv, (int)m->blk, MPI_FLOAT, m->r->comm);
     mark(m, phase, step, tm);
@@ -477,7 +468,7 @@ double dti_moe_figures(dti_moe *m, double loss)
     int E = m->E, B = m->G * m->T;
     size_t n = m->nl * (size_t)m->nst;
     dti_moe_set_loss(m->st, E, loss);
-    settle(m);
+    dti_cuda_settle();          /* the kernels queued (device.cu), before a collective */
     dt_allreduce(MPI_IN_PLACE, m->st, (int)n, MPI_DOUBLE, MPI_SUM, m->r->comm);
     dt_memcpy_number(m->st_h, m->st, n * sizeof(double));
     double aux = 0;
